@@ -1,0 +1,1 @@
+"""nnscope runtime: the NNAPI programming model (Model -> Compilation -> Execution)."""

@@ -1,0 +1,99 @@
+"""Plain data of a recorded trace: per-thread begin/end events and the spans they make.
+
+The recorder (``tracing.tracer``) appends ``(ts_ns, name)`` for a begin and
+``(ts_ns, None)`` for an end to a :class:`ThreadTrack`; a ``[SW]`` switch is an
+end followed by a begin. Exporters read a :class:`TraceData` and never the recorder.
+
+Example:
+    >>> track = ThreadTrack(pid=1, tid=1, name="main", events=[(10, "[NN_LR_PE]x"), (30, None)])
+    >>> [(s.name, s.duration_ns) for s in TraceData({1: "app"}, [track]).spans()]
+    [('[NN_LR_PE]x', 20)]
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Iterator
+
+#: One recorded event: (monotonic nanoseconds, span name) for a begin, (ns, None) for an end.
+Event = tuple[int, "str | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A completed span. ``parent`` is the ``index`` of the enclosing span on the same thread."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    pid: int
+    tid: int
+    depth: int
+    index: int
+    parent: int | None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(slots=True)
+class ThreadTrack:
+    """The events of one thread, in recording order."""
+
+    pid: int
+    tid: int
+    name: str
+    events: list = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TraceData:
+    """Everything an exporter needs: process names and thread tracks from all processes."""
+
+    processes: dict[int, str] = field(default_factory=dict)
+    threads: list[ThreadTrack] = field(default_factory=list)
+
+    def span_count(self) -> int:
+        return sum(1 for t in self.threads for _, name in t.events if name is not None)
+
+    def spans(self) -> Iterator[Span]:
+        """Yield completed spans thread by thread, each in end order.
+
+        Begins never closed are closed at the thread's last timestamp; ends with
+        no begin are dropped.
+        """
+        index = 0
+        for track in self.threads:
+            for span in _thread_spans(track, index):
+                index = max(index, span.index + 1)
+                yield span
+
+    def merged_events(self) -> Iterator[tuple[int, int, int, "str | None"]]:
+        """Yield ``(ts_ns, pid, tid, name)`` for all threads in timestamp order.
+
+        Events of one thread keep their recording order (the merge is stable).
+        """
+        def keyed(track: ThreadTrack):
+            for ts, name in track.events:
+                yield ts, track.pid, track.tid, name
+        return heapq.merge(*(keyed(t) for t in self.threads), key=lambda e: e[0])
+
+
+def _thread_spans(track: ThreadTrack, first_index: int) -> Iterator[Span]:
+    stack: list[tuple[int, str, int]] = []  # (start_ns, name, index)
+    next_index = first_index
+    last_ts = 0
+    for ts, name in track.events:
+        last_ts = ts
+        if name is not None:
+            stack.append((ts, name, next_index))
+            next_index += 1
+        elif stack:
+            start, span_name, index = stack.pop()
+            parent = stack[-1][2] if stack else None
+            yield Span(span_name, start, ts, track.pid, track.tid, len(stack), index, parent)
+    while stack:
+        start, span_name, index = stack.pop()
+        parent = stack[-1][2] if stack else None
+        yield Span(span_name, start, last_ts, track.pid, track.tid, len(stack), index, parent)
