@@ -1,0 +1,56 @@
+"""The one device interface shared by in-process devices and driver-process proxies (IDevice /
+IPreparedModel of HAL 1.3). The runtime sees only these two classes.
+
+Example:
+    >>> prepared = device.prepare_model(hal_model, Preference.FAST_SINGLE_ANSWER)  # doctest: +SKIP
+    >>> result = prepared.execute(request, measure_timing=True)                     # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from runtime.hal.device_types import Capabilities, ExecutionResult, Request
+from runtime.hal.types import DeviceType, HalModel, Preference, Priority
+
+
+class PreparedModel(ABC):
+    """IPreparedModel: a model compiled for one device."""
+
+    @abstractmethod
+    def execute(self, request: Request, measure_timing: bool = False,
+                deadline_ns: int | None = None) -> ExecutionResult:
+        """Run synchronously (executeSynchronously); never raises for driver-side errors."""
+
+    def release(self) -> None:
+        """Free driver-side resources."""
+
+
+class Device(ABC):
+    """IDevice. ``name``, ``type``, ``version`` and ``feature_level`` describe the device."""
+
+    name: str
+    type: DeviceType = DeviceType.OTHER
+    version: str = "1.0"
+    feature_level: int = 30
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @abstractmethod
+    def supported_operations(self, model: HalModel) -> list[bool]:
+        """One flag per operation of ``model.main``."""
+
+    @abstractmethod
+    def prepare_model(self, model: HalModel, preference: Preference = Preference.FAST_SINGLE_ANSWER,
+                      priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,
+                      cache_dir: str | None = None, token: bytes | None = None) -> PreparedModel:
+        """Compile ``model``; raise ``runtime.hal.errors.HalError`` carrying an ErrorStatus on failure."""
+
+    def supported_extensions(self) -> tuple[str, ...]:
+        return ()
+
+    def number_of_cache_files_needed(self) -> tuple[int, int]:
+        return (0, 0)
+
+    def shutdown(self) -> None:
+        """Release the device (stop its process for remote devices)."""
