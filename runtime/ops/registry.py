@@ -1,0 +1,76 @@
+"""The operation registry: one validate/execute record per NNAPI operation type.
+
+Kernel modules (one per family: ``elementwise``, ``convolution``, ``pooling``, ...) call
+:func:`register` at import; :func:`load_all` imports them. The numpy kernels are the
+reference definition of each operation.
+
+Example:
+    >>> record = get(OperationType.ADD)                    # doctest: +SKIP
+    >>> record.validate(input_operands, output_operands)   # raises OpValidationError
+    >>> outputs = record.execute(OpContext(...))           # list of numpy arrays
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Sequence
+
+from runtime.hal.types import Operand, Operation, OperationType
+
+#: Kernel family modules under runtime.ops, imported by load_all().
+FAMILIES = ("elementwise", "activation", "convolution", "pooling", "reshape", "quantization")
+
+
+class OpValidationError(ValueError):
+    """An operation's operands do not fit its signature (reported as BAD_DATA)."""
+
+
+class OpContext(NamedTuple):
+    """What a kernel sees. Tensor inputs are numpy arrays, scalars are Python numbers/bools,
+    omitted optional inputs are None."""
+
+    operation: Operation
+    inputs: Sequence[Any]
+    input_operands: Sequence[Operand]
+    output_operands: Sequence[Operand]
+
+
+Validator = Callable[[Sequence[Operand], Sequence[Operand]], None]
+Kernel = Callable[[OpContext], list]
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRecord:
+    type: OperationType
+    family: str
+    validate: Validator
+    execute: Kernel
+
+
+_RECORDS: dict[OperationType, OperationRecord] = {}
+
+
+def register(op_type: OperationType, family: str, validate: Validator, execute: Kernel) -> None:
+    if op_type in _RECORDS:
+        raise ValueError(f"operation {op_type.name} registered twice")
+    _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute)
+
+
+def load_all() -> None:
+    """Import every kernel family module (idempotent)."""
+    for family in FAMILIES:
+        try:
+            importlib.import_module(f"runtime.ops.{family}")
+        except ModuleNotFoundError as error:
+            if error.name != f"runtime.ops.{family}":
+                raise
+
+
+def get(op_type: OperationType) -> OperationRecord | None:
+    load_all()
+    return _RECORDS.get(op_type)
+
+
+def supported_types() -> frozenset[OperationType]:
+    load_all()
+    return frozenset(_RECORDS)
