@@ -1,0 +1,226 @@
+"""Shared kernel helpers: fused activations, (de)quantisation, TFLite fixed-point maths, validators.
+
+Kernels of every family import from here, so the names are stable. Rounding follows the
+NNAPI/TFLite reference (``std::round``: half away from zero) and integer helpers reproduce
+gemmlowp's fixed-point primitives bit for bit, vectorised over int64 numpy arrays.
+
+Example:
+    >>> import numpy as np
+    >>> from runtime.hal.types import Operand, OperandType
+    >>> q = Operand(OperandType.TENSOR_QUANT8_ASYMM, (3,), scale=0.5, zero_point=128)
+    >>> quantize(np.array([-1.0, 0.25, 1.0], np.float32), q).tolist()
+    [126, 129, 130]
+    >>> quantized_activation_range(FuseCode.RELU6, 0.5, 128, np.uint8)
+    (128, 140)
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from runtime.hal.types import FuseCode, Operand, OperandType, numpy_dtype
+from runtime.ops.registry import OpValidationError
+
+FLOAT_TYPES = frozenset({OperandType.TENSOR_FLOAT32, OperandType.TENSOR_FLOAT16})
+QUANT8_TYPES = frozenset({OperandType.TENSOR_QUANT8_ASYMM, OperandType.TENSOR_QUANT8_ASYMM_SIGNED})
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+# --------------------------------------------------------------------------- type predicates
+def is_float(op_type: OperandType) -> bool:
+    """TENSOR_FLOAT32 or TENSOR_FLOAT16."""
+    return op_type in FLOAT_TYPES
+
+
+def is_quant8(op_type: OperandType) -> bool:
+    """TENSOR_QUANT8_ASYMM or TENSOR_QUANT8_ASYMM_SIGNED (the asymmetric 8-bit types)."""
+    return op_type in QUANT8_TYPES
+
+
+def is_quant8_signed(op_type: OperandType) -> bool:
+    return op_type == OperandType.TENSOR_QUANT8_ASYMM_SIGNED
+
+
+def is_int32(op_type: OperandType) -> bool:
+    return op_type == OperandType.TENSOR_INT32
+
+
+def dtype_range(dtype) -> tuple[int, int]:
+    """(min, max) of an integer dtype."""
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+# --------------------------------------------------------------------------- rounding / activations
+def round_half_away(values: np.ndarray) -> np.ndarray:
+    """``std::round`` for arrays: half away from zero, computed in float64 (exact for float32)."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.trunc(values + np.copysign(0.5, values))
+
+
+def _round_scalar(value: float) -> int:
+    return int(math.copysign(math.floor(abs(value) + 0.5), value))
+
+
+def apply_fused_activation(array: np.ndarray, fuse_code: int) -> np.ndarray:
+    """Apply a float fused activation (NONE/RELU/RELU1/RELU6); returns a new or the same array."""
+    if fuse_code == FuseCode.NONE:
+        return array
+    if fuse_code == FuseCode.RELU:
+        return np.maximum(array, 0, dtype=array.dtype)
+    if fuse_code == FuseCode.RELU1:
+        return np.clip(array, -1, 1).astype(array.dtype, copy=False)
+    if fuse_code == FuseCode.RELU6:
+        return np.clip(array, 0, 6).astype(array.dtype, copy=False)
+    raise OpValidationError(f"unknown fused activation code {fuse_code}")
+
+
+def quantized_activation_range(fuse_code: int, scale: float, zero_point: int, dtype) -> tuple[int, int]:
+    """Clamp bounds for a quantized output, like AOSP ``CalculateActivationRange<T>``."""
+    qmin, qmax = dtype_range(dtype)
+    scale32 = np.float32(scale)
+
+    def q(value: float) -> int:
+        return zero_point + _round_scalar(float(np.float32(value) / scale32))
+
+    if fuse_code == FuseCode.NONE:
+        return qmin, qmax
+    if fuse_code == FuseCode.RELU:
+        return max(qmin, q(0.0)), qmax
+    if fuse_code == FuseCode.RELU1:
+        return max(qmin, q(-1.0)), min(qmax, q(1.0))
+    if fuse_code == FuseCode.RELU6:
+        return max(qmin, q(0.0)), min(qmax, q(6.0))
+    raise OpValidationError(f"unknown fused activation code {fuse_code}")
+
+
+# --------------------------------------------------------------------------- (de)quantisation
+def dequantize(array: np.ndarray, operand: Operand, dtype=np.float32) -> np.ndarray:
+    """Real values of a quantized tensor: ``scale * (q - zero_point)`` (per-channel aware)."""
+    centered = array.astype(np.float32) - np.float32(operand.zero_point)
+    if operand.channel_quant is not None:
+        shape = [1] * array.ndim
+        shape[operand.channel_quant.channel_dim] = -1
+        scales = np.asarray(operand.channel_quant.scales, np.float32).reshape(shape)
+        return (centered * scales).astype(dtype, copy=False)
+    return (centered * np.float32(operand.scale)).astype(dtype, copy=False)
+
+
+def quantize(values: np.ndarray, operand: Operand) -> np.ndarray:
+    """Quantize real values to ``operand``'s type: ``zp + round(x / scale)`` clamped to the dtype."""
+    dtype = numpy_dtype(operand.type)
+    scaled = np.asarray(values, np.float32) / np.float32(operand.scale)
+    result = round_half_away(scaled) + operand.zero_point
+    lo, hi = dtype_range(dtype)
+    return np.clip(result, lo, hi).astype(dtype)
+
+
+def saturate_cast(values: np.ndarray, dtype, lo: int | None = None, hi: int | None = None) -> np.ndarray:
+    """Clamp integer values to [lo, hi] (default: the dtype range) and cast."""
+    dlo, dhi = dtype_range(dtype)
+    lo = dlo if lo is None else lo
+    hi = dhi if hi is None else hi
+    return np.clip(values, lo, hi).astype(dtype)
+
+
+# --------------------------------------------------------------------------- TFLite fixed point
+def quantize_multiplier(real_multiplier: float) -> tuple[int, int]:
+    """TFLite ``QuantizeMultiplier``: (Q31 multiplier, shift) with shift > 0 meaning left shift."""
+    if real_multiplier == 0.0:
+        return 0, 0
+    significand, shift = math.frexp(real_multiplier)
+    q_fixed = _round_scalar(significand * (1 << 31))
+    if q_fixed == (1 << 31):
+        q_fixed //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    return q_fixed, shift
+
+
+def quantize_multiplier_smaller_than_one(real_multiplier: float) -> tuple[int, int]:
+    """AOSP ``QuantizeMultiplierSmallerThanOneExp``: (multiplier, shift <= 0)."""
+    if not 0.0 <= real_multiplier < 1.0:
+        raise OpValidationError(f"quantized multiplier {real_multiplier} is not in [0, 1)")
+    return quantize_multiplier(real_multiplier)
+
+
+def saturating_rounding_doubling_high_mul(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int64 arrays holding int32 values."""
+    a = np.asarray(a, np.int64)
+    product = a * np.int64(b)
+    nudge = np.where(product >= 0, 1 << 30, 1 - (1 << 30))
+    total = product + nudge
+    # C++ integer division truncates toward zero.
+    result = np.where(total >= 0, total >> 31, -((-total) >> 31))
+    if b == _INT32_MIN:
+        result = np.where(a == _INT32_MIN, _INT32_MAX, result)
+    return result
+
+
+def rounding_divide_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp ``RoundingDivideByPOT``: divide by 2**exponent, rounding half away from zero."""
+    if exponent == 0:
+        return x
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
+
+
+def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
+    """TFLite ``MultiplyByQuantizedMultiplier`` (shift > 0 = left shift) on int64 arrays."""
+    x = np.asarray(x, np.int64)
+    left = shift if shift > 0 else 0
+    right = 0 if shift > 0 else -shift
+    if left:
+        x = np.clip(x * (1 << left), _INT32_MIN, _INT32_MAX)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), right)
+
+
+# --------------------------------------------------------------------------- validator helpers
+def expect(condition: bool, message: str) -> None:
+    """Raise OpValidationError(message) unless condition holds."""
+    if not condition:
+        raise OpValidationError(message)
+
+
+def expect_count(operands: Sequence[Operand], allowed: int | Sequence[int], what: str) -> None:
+    """Check the number of inputs/outputs; ``what`` is "inputs" or "outputs"."""
+    allowed = (allowed,) if isinstance(allowed, int) else tuple(allowed)
+    expect(len(operands) in allowed,
+           f"expected {' or '.join(map(str, allowed))} {what}, got {len(operands)}")
+
+
+def expect_type(operands: Sequence[Operand], index: int, allowed, what: str = "input") -> OperandType:
+    """Check ``operands[index].type`` is one of ``allowed`` (a type or collection); return it."""
+    allowed = (allowed,) if isinstance(allowed, OperandType) else tuple(allowed)
+    actual = operands[index].type
+    expect(actual in allowed, f"{what} {index}: expected "
+           f"{'|'.join(t.name for t in allowed)}, got {actual.name}")
+    return actual
+
+
+def expect_same_type(operands: Sequence[Operand], index: int, op_type: OperandType,
+                     what: str = "input") -> None:
+    expect(operands[index].type == op_type,
+           f"{what} {index}: expected {op_type.name} like input 0, got {operands[index].type.name}")
+
+
+def expect_rank(operands: Sequence[Operand], index: int, max_rank: int | None = None,
+                exact: int | None = None, what: str = "input") -> None:
+    """Check an operand's rank (rank 0 = unknown dimensions is accepted for temporaries/outputs)."""
+    rank = len(operands[index].dimensions)
+    if exact is not None:
+        expect(rank in (0, exact), f"{what} {index}: expected rank {exact}, got {rank}")
+    if max_rank is not None:
+        expect(rank <= max_rank, f"{what} {index}: expected rank <= {max_rank}, got {rank}")
+
+
+def expect_quant_params(operand: Operand, scale: float, zero_point: int, what: str) -> None:
+    """Check fixed output quantisation (e.g. LOGISTIC: scale 1/256)."""
+    expect(operand.scale == np.float32(scale) and operand.zero_point == zero_point,
+           f"{what}: expected scale {scale} and zeroPoint {zero_point}, "
+           f"got {operand.scale} and {operand.zero_point}")
