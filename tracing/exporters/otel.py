@@ -1,0 +1,242 @@
+"""OpenTelemetry exporter: turns every span of a :class:`TraceData` into an OTel SDK span.
+
+Each span keeps its real start and end time (CLOCK_MONOTONIC nanoseconds moved to
+the epoch by one offset, ``time.time_ns() - time.monotonic_ns()``, measured once per
+exporter), its parent (``Span.parent``) and these attributes:
+
+===================  ==========================================
+``nn.layer``         layer code (``LR``), NNTRACE names only
+``nn.phase``         phase code (``PE``), NNTRACE names only
+``nn.detail``        detail text, NNTRACE names only
+``nn.marker``        ``[SW]`` / ``[SUB]`` when present
+``process.pid``      semantic convention
+``process.title``    the process name from ``TraceData.processes``
+``thread.id``        semantic convention
+``thread.name``      semantic convention
+===================  ==========================================
+
+If the application has a valid current OTel span at export time, top-level spans
+become its children. Where spans go (``tracer_provider``, ``span_exporter`` and
+``endpoint`` exclude each other; the environment variable counts only without them):
+
+1. ``span_exporter=``: our own provider (resource ``service.name=nnscope``) with a
+   ``BatchSpanProcessor`` around it;
+2. ``tracer_provider=``: the application's provider;
+3. ``endpoint=`` or ``$OTEL_EXPORTER_OTLP_ENDPOINT``: our own provider sending to an
+   OTLP/HTTP ``OTLPSpanExporter``;
+4. the global tracer provider.
+
+Our batch processor is flushed every 1024 spans, so a large trace never overflows
+its queue. Every export ends with ``force_flush``; exporter failures are logged and reported
+as ``ExportResult.FAILURE``, never raised.
+
+Example:
+    >>> from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    >>> memory = InMemorySpanExporter()
+    >>> OtelExporter(span_exporter=memory).export(trace_data)      # doctest: +SKIP
+    <ExportResult.SUCCESS: 0>
+    >>> [s.name for s in memory.get_finished_spans()]             # doctest: +SKIP
+    ['[NN_LR_PE]ANeuralNetworksExecution_compute']
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_ENDPOINT
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from tracing.exporters import ExportResult, TraceExporter
+from tracing.naming import parse_name
+from tracing.span import Span, TraceData
+
+_log = logging.getLogger(__name__)
+
+SERVICE = "nnscope"
+#: Instrumentation scope of the spans we create.
+SCOPE = "nnscope.tracing"
+#: Our BatchSpanProcessor queue; we flush before it can fill, so no span is dropped.
+_QUEUE_SIZE = 2048
+_FLUSH_EVERY = _QUEUE_SIZE // 2
+_FLUSH_TIMEOUT_MS = 30_000
+
+
+class OtelExporter(TraceExporter):
+    """Replays a recorded trace as OpenTelemetry spans."""
+
+    name = "otel"
+
+    def __init__(self, tracer_provider: otel_trace.TracerProvider | None = None,
+                 span_exporter: SpanExporter | None = None, *,
+                 endpoint: str | None = None, clock_offset_ns: int | None = None) -> None:
+        """Choose where spans go (see the module docstring for the order).
+
+        Args:
+            tracer_provider: an application ``TracerProvider`` to create the spans with.
+            span_exporter: an OTel ``SpanExporter`` fed by our own provider.
+            endpoint: OTLP/HTTP base URL (``http://host:4318``); defaults to
+                ``$OTEL_EXPORTER_OTLP_ENDPOINT``, read here, once.
+            clock_offset_ns: epoch minus CLOCK_MONOTONIC in ns; measured now when None.
+
+        Raises:
+            ValueError: when more than one of the three destinations is given.
+        """
+        if sum(x is not None for x in (tracer_provider, span_exporter, endpoint)) > 1:
+            raise ValueError("give at most one of tracer_provider, span_exporter, endpoint")
+        if clock_offset_ns is None:
+            clock_offset_ns = time.time_ns() - time.monotonic_ns()
+        self.clock_offset_ns = clock_offset_ns
+        self._app_provider = tracer_provider
+        self._own_provider: TracerProvider | None = None
+        self._watch: _ResultWatch | None = None
+        if span_exporter is None and tracer_provider is None:
+            if endpoint or os.environ.get(OTEL_EXPORTER_OTLP_ENDPOINT):
+                span_exporter = _otlp_exporter(endpoint)
+        if span_exporter is not None:
+            self._watch = _ResultWatch(span_exporter)
+            self._own_provider = _own_provider(self._watch)
+
+    def export(self, trace: TraceData) -> ExportResult:
+        """Create, end and flush one OTel span per span of ``trace``; never raises."""
+        try:
+            if self._watch is not None:
+                self._watch.reset()
+            count = self._replay(trace)
+            if not self.flush():
+                _log.error("otel export: flush of %d spans failed or timed out", count)
+                return ExportResult.FAILURE
+        except Exception:  # exporters never raise into the runtime
+            _log.exception("otel export failed")
+            return ExportResult.FAILURE
+        if self._watch is not None and self._watch.failed:
+            _log.error("otel export: span exporter %s reported failure",
+                       type(self._watch.inner).__name__)
+            return ExportResult.FAILURE
+        return ExportResult.SUCCESS
+
+    def flush(self) -> bool:
+        """Force-flush the provider in use; False on timeout or error."""
+        force_flush = getattr(self._provider(), "force_flush", None)
+        if force_flush is None:
+            return True
+        try:
+            return force_flush(_FLUSH_TIMEOUT_MS) is not False
+        except Exception:
+            _log.exception("otel flush failed")
+            return False
+
+    def shutdown(self) -> None:
+        """Shut down our own provider and its exporter; the application's is left alone."""
+        if self._own_provider is not None:
+            try:
+                self._own_provider.shutdown()
+            except Exception:
+                _log.exception("otel shutdown failed")
+
+    def _provider(self) -> otel_trace.TracerProvider:
+        return self._own_provider or self._app_provider or otel_trace.get_tracer_provider()
+
+    def _replay(self, trace: TraceData) -> int:
+        tracer = self._provider().get_tracer(SCOPE)
+        root = _root_context()
+        thread_names = {(t.pid, t.tid): t.name for t in trace.threads}
+        spans = list(trace.spans())  # each thread's spans in end order: children first
+        started: dict[int, otel_trace.Span] = {}
+        for span in sorted(spans, key=lambda s: s.index):  # parents begin before children
+            parent = started.get(span.parent) if span.parent is not None else None
+            started[span.index] = tracer.start_span(
+                span.name,
+                context=root if parent is None else otel_trace.set_span_in_context(parent),
+                start_time=span.start_ns + self.clock_offset_ns,
+                attributes=span_attributes(span, trace.processes.get(span.pid, ""),
+                                           thread_names.get((span.pid, span.tid), "")))
+        for ended, span in enumerate(spans, 1):
+            started.pop(span.index).end(end_time=span.end_ns + self.clock_offset_ns)
+            if ended % _FLUSH_EVERY == 0:
+                self.flush()
+        return len(spans)
+
+
+def span_attributes(span: Span, process_name: str = "",
+                    thread_name: str = "") -> dict[str, str | int]:
+    """Return the OTel attributes of ``span``.
+
+    Args:
+        span: the recorded span.
+        process_name: its process's name, stored as ``process.title`` when not empty.
+        thread_name: its thread's name, stored as ``thread.name`` when not empty.
+    """
+    attributes: dict[str, str | int] = {"process.pid": span.pid, "thread.id": span.tid}
+    if process_name:
+        attributes["process.title"] = process_name
+    if thread_name:
+        attributes["thread.name"] = thread_name
+    parsed = parse_name(span.name)
+    if parsed is not None:
+        attributes["nn.layer"] = parsed.layer.value
+        attributes["nn.phase"] = parsed.phase.value
+        attributes["nn.detail"] = parsed.detail
+        if parsed.marker:
+            attributes["nn.marker"] = parsed.marker
+    return attributes
+
+
+def _root_context() -> otel_context.Context | None:
+    """The application's current context when it has a valid span, else a fresh root."""
+    current = otel_trace.get_current_span()
+    if current.get_span_context().is_valid:
+        return otel_context.get_current()
+    return otel_context.Context()
+
+
+class _ResultWatch(SpanExporter):
+    """Passes spans to ``inner`` and remembers whether any export failed or raised."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.failed = False
+
+    def reset(self) -> None:
+        self.failed = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            _log.exception("span exporter %s raised", type(self.inner).__name__)
+            result = SpanExportResult.FAILURE
+        if result is not SpanExportResult.SUCCESS:
+            self.failed = True
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def _own_provider(exporter: SpanExporter) -> TracerProvider:
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: SERVICE}))
+    provider.add_span_processor(BatchSpanProcessor(
+        exporter, max_queue_size=_QUEUE_SIZE, max_export_batch_size=512))
+    return provider
+
+
+def _otlp_exporter(endpoint: str | None) -> SpanExporter:
+    """An OTLP/HTTP exporter posting to ``<endpoint>/v1/traces``.
+
+    With no ``endpoint`` the exporter reads the ``OTEL_EXPORTER_OTLP_*`` variables
+    itself (so ``..._TRACES_ENDPOINT`` and headers keep their standard meaning).
+    """
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    if endpoint is None:
+        return OTLPSpanExporter()
+    return OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
