@@ -1,0 +1,247 @@
+"""Convolution kernels: CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (NNAPI 1.0-1.3).
+
+Float16 runs in float32 and is rounded back, like AOSP's ``convFloat16``. Quantized kernels
+(QUANT8_ASYMM, QUANT8_ASYMM_SIGNED, per-channel QUANT8_SYMM_PER_CHANNEL filters) subtract the
+zero points, accumulate exactly (float64 BLAS holds every integer sum below 2**53), add the
+int32 bias and requantize with TFLite's fixed-point ``MultiplyByQuantizedMultiplier`` of
+``input_scale * filter_scale / output_scale`` before clamping to the fused activation range.
+CONV_2D is an im2col matmul; DEPTHWISE_CONV_2D accumulates one multiply-add per filter tap.
+
+Signatures (optional trailing inputs in brackets):
+    CONV_2D explicit   input, filter, bias, pad_l, pad_r, pad_t, pad_b, stride_w, stride_h,
+                       fuse[, layout[, dilation_w, dilation_h]]            (10/11/13 inputs)
+    CONV_2D implicit   input, filter, bias, padding_code, stride_w, stride_h, fuse
+                       [, layout[, dilation_w, dilation_h]]                (7/8/10 inputs)
+    DEPTHWISE_CONV_2D  as CONV_2D with ``depth_multiplier`` before ``fuse`` (11/12/14, 8/9/11)
+    FULLY_CONNECTED    input, weights [units, input_size], bias [units], fuse
+
+Example:
+    >>> import numpy as np
+    >>> from runtime.ops.pooling import read_window
+    >>> x = np.ones((1, 3, 3, 1), np.float32)
+    >>> w = np.full((1, 2, 2, 1), 0.25, np.float32)
+    >>> win = read_window([None] * 3 + [2, 1, 1, 0], 3, CONV_NAMES, False, (3, 3), (2, 2))
+    >>> conv2d_float(x, w, np.zeros(1, np.float32), win).reshape(2, 2).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from runtime.hal.types import Operand, OperandType, OperationType
+from runtime.ops._common import (apply_fused_activation, expect, expect_count, expect_rank,
+                                 expect_type, multiply_by_quantized_multiplier,
+                                 quantize_multiplier, quantized_activation_range)
+from runtime.ops.pooling import (Window, checked_output_hw, expect_scalars, from_nhwc,
+                                 is_implicit, pad_nhwc, read_scalars, read_window, to_nhwc,
+                                 window_taps)
+from runtime.ops.registry import OpContext, register
+
+CONV_NAMES = ("stride_w", "stride_h", "fuse", "layout", "dilation_w", "dilation_h")
+DEPTHWISE_NAMES = ("stride_w", "stride_h", "multiplier", "fuse", "layout",
+                   "dilation_w", "dilation_h")
+_T = OperandType
+_QUANT8 = (_T.TENSOR_QUANT8_ASYMM, _T.TENSOR_QUANT8_ASYMM_SIGNED)
+_FLOATS = (_T.TENSOR_FLOAT32, _T.TENSOR_FLOAT16)
+_PER_CHANNEL = _T.TENSOR_QUANT8_SYMM_PER_CHANNEL
+
+
+# --------------------------------------------------------------------------- quantized maths
+def filter_scales(filter_operand: Operand, channels: int) -> np.ndarray:
+    """Per-output-channel filter scales (float32), broadcast for per-tensor filters."""
+    if filter_operand.channel_quant is not None:
+        return np.asarray(filter_operand.channel_quant.scales, np.float32)
+    return np.full(channels, filter_operand.scale, np.float32)
+
+
+def requantize(acc: np.ndarray, input_scale: float, scales: np.ndarray,
+               output: Operand, fuse: int) -> np.ndarray:
+    """int accumulators [..., C] -> output dtype, per channel like AOSP's
+    ``GetQuantizedConvolutionMultipler`` + ``MultiplyByQuantizedMultiplier``."""
+    dtype = np.dtype(np.uint8 if output.type == _T.TENSOR_QUANT8_ASYMM else np.int8)
+    # AOSP multiplies the two float scales in float, then divides in double.
+    products = (np.float32(input_scale) * scales).astype(np.float64)
+    reals = products / np.float64(np.float32(output.scale))
+    pairs = [quantize_multiplier(float(real)) for real in reals]
+    result = np.empty(acc.shape, np.int64)
+    for pair in set(pairs):
+        channels = np.array([i for i, p in enumerate(pairs) if p == pair])
+        if len(channels) == acc.shape[-1]:
+            result[...] = multiply_by_quantized_multiplier(acc, *pair)
+        else:
+            result[..., channels] = multiply_by_quantized_multiplier(acc[..., channels], *pair)
+    lo, hi = quantized_activation_range(fuse, output.scale, output.zero_point, dtype)
+    return np.clip(result + output.zero_point, lo, hi).astype(dtype)
+
+
+def _centered(array: np.ndarray, operand: Operand) -> np.ndarray:
+    """Quantized values minus their zero point, as float64 (exact integers)."""
+    return array.astype(np.float64) - float(operand.zero_point)
+
+
+def _exact_int(values: np.ndarray) -> np.ndarray:
+    return np.rint(values).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- NHWC kernels
+def conv2d_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window) -> np.ndarray:
+    """Float CONV_2D on NHWC ``x`` with filter [OC, KH, KW, IC] (im2col + one matmul)."""
+    return _conv_matmul(x, w, window) + bias
+
+
+def _conv_matmul(x: np.ndarray, w: np.ndarray, window: Window) -> np.ndarray:
+    out_hw = checked_output_hw(window, x.shape[1:3])
+    batch, channels = x.shape[0], x.shape[3]
+    kh, kw = window.kernel
+    patches = np.empty((batch, *out_hw, kh, kw, channels), x.dtype)
+    for i, j, view in window_taps(pad_nhwc(x, window, 0), window, out_hw):
+        patches[:, :, :, i, j, :] = view
+    cols = patches.reshape(-1, kh * kw * channels)
+    out = cols @ w.reshape(w.shape[0], -1).T
+    return out.reshape(batch, *out_hw, w.shape[0])
+
+
+def depthwise_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window,
+                    multiplier: int) -> np.ndarray:
+    """Float DEPTHWISE_CONV_2D on NHWC ``x`` with filter [1, KH, KW, IC * multiplier]."""
+    return _depthwise_taps(x, w, window, multiplier) + bias
+
+
+def _depthwise_taps(x: np.ndarray, w: np.ndarray, window: Window, multiplier: int) -> np.ndarray:
+    out_hw = checked_output_hw(window, x.shape[1:3])
+    if multiplier != 1:
+        x = np.repeat(x, multiplier, axis=3)
+    out = np.zeros((x.shape[0], *out_hw, w.shape[3]), x.dtype)
+    for i, j, view in window_taps(pad_nhwc(x, window, 0), window, out_hw):
+        out += view * w[0, i, j]
+    return out
+
+
+# --------------------------------------------------------------------------- execute
+def _conv_params(ctx: OpContext, names: Sequence[str]) -> tuple[Window, dict, np.ndarray]:
+    """(window, named scalars, NHWC input) for a CONV_2D/DEPTHWISE_CONV_2D context."""
+    implicit_count = 7 if names is CONV_NAMES else 8
+    explicit = not is_implicit(len(ctx.inputs), ctx.input_operands, implicit_count)
+    values = read_scalars(ctx.inputs, 3, names, explicit)
+    x = to_nhwc(ctx.inputs[0], bool(values.get("layout", False)))
+    kernel = ctx.inputs[1].shape[1:3]
+    return read_window(ctx.inputs, 3, names, explicit, x.shape[1:3], kernel), values, x
+
+
+def _execute_spatial(ctx: OpContext, names: Sequence[str]) -> list:
+    window, values, x = _conv_params(ctx, names)
+    w, bias = ctx.inputs[1], ctx.inputs[2]
+    fuse, nchw = int(values["fuse"]), bool(values.get("layout", False))
+    depthwise = names is DEPTHWISE_NAMES
+    multiplier = int(values.get("multiplier", 1))
+    if depthwise:
+        expect(w.shape[3] == x.shape[3] * multiplier,
+               f"input 1: filter depth {w.shape[3]} != input depth {x.shape[3]} "
+               f"* depth_multiplier {multiplier}")
+    else:
+        expect(w.shape[3] == x.shape[3],
+               f"input 1: filter depth {w.shape[3]} != input depth {x.shape[3]}")
+    x_op, w_op = ctx.input_operands[0], ctx.input_operands[1]
+    if x_op.type in _QUANT8:
+        xc, wc = _centered(x, x_op), _centered(w, w_op)
+        raw = (_depthwise_taps(xc, wc, window, multiplier) if depthwise
+               else _conv_matmul(xc, wc, window))
+        acc = _exact_int(raw) + bias.astype(np.int64)
+        scales = filter_scales(w_op, w.shape[3] if depthwise else w.shape[0])
+        y = requantize(acc, x_op.scale, scales, ctx.output_operands[0], fuse)
+        return [from_nhwc(y, nchw)]
+    xf, wf, bf = (a.astype(np.float32, copy=False) for a in (x, w, bias))
+    y = (depthwise_float(xf, wf, bf, window, multiplier) if depthwise
+         else conv2d_float(xf, wf, bf, window))
+    y = apply_fused_activation(y, fuse).astype(x.dtype, copy=False)
+    return [from_nhwc(y, nchw)]
+
+
+def _execute_conv(ctx: OpContext) -> list:
+    return _execute_spatial(ctx, CONV_NAMES)
+
+
+def _execute_depthwise(ctx: OpContext) -> list:
+    return _execute_spatial(ctx, DEPTHWISE_NAMES)
+
+
+def _execute_fully_connected(ctx: OpContext) -> list:
+    x, w, bias, fuse = ctx.inputs
+    x_op, w_op = ctx.input_operands[0], ctx.input_operands[1]
+    input_size = w.shape[1]
+    expect(input_size > 0 and x.size % input_size == 0,
+           f"input 0: {x.size} elements do not split into rows of input_size {input_size}")
+    rows = x.reshape(-1, input_size)
+    if x_op.type in _QUANT8:
+        acc = _exact_int(_centered(rows, x_op) @ _centered(w, w_op).T) + bias.astype(np.int64)
+        scales = filter_scales(w_op, w.shape[0])
+        return [requantize(acc, x_op.scale, scales, ctx.output_operands[0], int(fuse))]
+    y = rows.astype(np.float32) @ w.astype(np.float32).T + bias.astype(np.float32)
+    return [apply_fused_activation(y, int(fuse)).astype(x.dtype, copy=False)]
+
+
+# --------------------------------------------------------------------------- validation
+def _expect_weights(inputs: Sequence[Operand], input_type: OperandType, per_channel_dim) -> None:
+    """Filter (input 1) and bias (input 2) types for a float/quant8 input type."""
+    if input_type in _FLOATS:
+        expect_type(inputs, 1, input_type)
+        expect_type(inputs, 2, input_type)
+        return
+    allowed = (input_type, _PER_CHANNEL) if per_channel_dim is not None else (input_type,)
+    filter_type = expect_type(inputs, 1, allowed)
+    expect_type(inputs, 2, _T.TENSOR_INT32)
+    if filter_type == _PER_CHANNEL:
+        quant = inputs[1].channel_quant
+        expect(quant is not None and quant.channel_dim == per_channel_dim,
+               f"input 1: per-channel filter needs channelDim {per_channel_dim}")
+        expect(inputs[1].zero_point == 0, "input 1: per-channel filter zeroPoint must be 0")
+
+
+def _spatial_validator(names: Sequence[str], implicit_counts: tuple[int, ...],
+                       explicit_counts: tuple[int, ...], channel_dim: int):
+    def validate(inputs: Sequence[Operand], outputs: Sequence[Operand]) -> None:
+        expect_count(inputs, implicit_counts + explicit_counts, "inputs")
+        expect_count(outputs, 1, "outputs")
+        explicit = not is_implicit(len(inputs), inputs, implicit_counts[0])
+        expect(len(inputs) in (explicit_counts if explicit else implicit_counts),
+               f"{len(inputs)} inputs fit neither the explicit {explicit_counts} nor the "
+               f"implicit {implicit_counts} padding signature")
+        input_type = expect_type(inputs, 0, _FLOATS + _QUANT8)
+        for index, rank, name in ((0, 4, "input"), (1, 4, "filter"), (2, 1, "bias")):
+            expect(len(inputs[index].dimensions) in (0, rank),
+                   f"input {index} ({name}): expected rank {rank}, "
+                   f"got {len(inputs[index].dimensions)}")
+        _expect_weights(inputs, input_type, channel_dim)
+        if channel_dim == 3 and inputs[1].dimensions:
+            expect(inputs[1].dimensions[0] == 1, f"input 1 (filter): depthwise filter must be "
+                   f"[1, H, W, C], got {list(inputs[1].dimensions)}")
+        expect_scalars(inputs, 3, names, explicit)
+        expect_type(outputs, 0, input_type, "output")
+        expect_rank(outputs, 0, exact=4, what="output")
+    return validate
+
+
+def _validate_fully_connected(inputs: Sequence[Operand], outputs: Sequence[Operand]) -> None:
+    expect_count(inputs, 4, "inputs")
+    expect_count(outputs, 1, "outputs")
+    input_type = expect_type(inputs, 0, _FLOATS + _QUANT8)
+    expect(len(inputs[0].dimensions) in (0, 2, 3, 4),
+           f"input 0: expected rank 2..4, got {len(inputs[0].dimensions)}")
+    expect(len(inputs[1].dimensions) in (0, 2),
+           f"input 1 (weights): expected rank 2, got {len(inputs[1].dimensions)}")
+    expect(len(inputs[2].dimensions) in (0, 1),
+           f"input 2 (bias): expected rank 1, got {len(inputs[2].dimensions)}")
+    _expect_weights(inputs, input_type, None)
+    expect_type(inputs, 3, _T.INT32)
+    expect_type(outputs, 0, input_type, "output")
+    expect_rank(outputs, 0, exact=2, what="output")
+
+
+register(OperationType.CONV_2D, "convolution",
+         _spatial_validator(CONV_NAMES, (7, 8, 10), (10, 11, 13), 0), _execute_conv)
+register(OperationType.DEPTHWISE_CONV_2D, "convolution",
+         _spatial_validator(DEPTHWISE_NAMES, (8, 9, 11), (11, 12, 14), 3), _execute_depthwise)
+register(OperationType.FULLY_CONNECTED, "convolution", _validate_fully_connected,
+         _execute_fully_connected)
