@@ -1,0 +1,64 @@
+"""Real child processes: NN_VLOG is read at import and lines reach stderr once."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import vlog
+
+REPO = Path(__file__).resolve().parents[2]
+THREADTIME = re.compile(r"^\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} +(\d+) +(\d+) I (\S+) *: (.*)$")
+
+LOGS = """
+import vlog
+vlog.log("execution", "ExecutionPlan", "plan %d step %s", 2, "ADD")
+vlog.log("model", "ModelBuilder", "must not appear")
+vlog.log("cpuexe", "CpuExecutor", "must not appear either")
+"""
+
+
+def run_child(code, nn_vlog, **extra_env):
+    env = {k: v for k, v in os.environ.items() if k not in (vlog.NN_VLOG, vlog.ANDROID_LOG_TAGS)}
+    env.update({vlog.NN_VLOG: nn_vlog, **extra_env})
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return proc.pid, out, err.splitlines()
+
+
+def test_child_with_execution_tag_logs_threadtime_to_stderr():
+    pid, out, err = run_child(LOGS, "execution")
+    assert out == ""
+    (line,) = err
+    child_pid, tid, tag, message = THREADTIME.match(line).groups()
+    assert int(child_pid) == pid
+    assert int(tid) == pid  # the main thread's TID is the PID on Linux
+    assert (tag, message) == ("ExecutionPlan", "plan 2 step ADD")
+
+
+def test_child_with_vlog_off_prints_nothing():
+    _, _, err = run_child(LOGS, "")
+    assert err == []
+
+
+def test_child_unknown_tag_warns_once_and_keeps_known_tags():
+    _, _, err = run_child(LOGS, "bogus execution bogus")
+    warnings = [line for line in err if "bogus" in line]
+    assert len(warnings) == 1 and "valid tags" in warnings[0]
+    assert [THREADTIME.match(line).group(3) for line in err if line not in warnings] == [
+        "ExecutionPlan"]
+
+
+def test_child_android_log_tags_silences_tag():
+    _, _, err = run_child(LOGS, "all", ANDROID_LOG_TAGS="ModelBuilder:I *:S")
+    assert [THREADTIME.match(line).group(4) for line in err] == ["must not appear"]
+
+
+def test_child_that_configured_logging_gets_each_line_once():
+    code = 'import logging\nlogging.basicConfig(format="APP %(name)s %(levelname)s %(message)s")'
+    code += LOGS
+    _, _, err = run_child(code, "execution")
+    assert err == ["APP nn.ExecutionPlan INFO plan 2 step ADD"]
