@@ -1,0 +1,223 @@
+"""Trace readers: turn a trace file of any supported format into mark rows.
+
+A *row* is a plain tuple ``(ts, tid, tgid, name, where)``:
+
+- ``ts``: float seconds, parsed exactly as ``float("1234.567890")`` from the text;
+- ``tid`` / ``tgid``: ints (thread id, process id; the TGID already resolved);
+- ``name``: the mark text after ``B|<tgid>|`` for a begin, ``None`` for an end;
+- ``where``: where the row is, for error messages: an int (a 1-based line number, or an
+  event index for formats registered with ``unit="event"``) or a ready string.
+
+A format is registered with :func:`register` as ``name -> (read, sniff)``:
+``read(binary_file) -> Iterator[row]`` takes a seekable binary file object; ``sniff(head)``
+gets the first bytes of the (already unwrapped) content and says whether the format
+applies. A reader may also give ``read_batches(binary_file) -> Iterator[list[row]]``,
+a faster equivalent that yields rows in lists. Formats are tried in registration order;
+``systrace`` (HTML) and ``ftrace`` (plain text, current and old TGID-less layouts) are
+built in, other modules (``chrome_json``, ``perfetto``) register themselves when
+imported through :data:`PLUGINS`. Content wrappers such as gzip are registered with
+:func:`register_unwrapper`: ``unwrap(raw) -> binary_file`` returns ``raw`` unchanged
+when it does not apply.
+
+:func:`open_rows` detects the format from the content (never the file name) and returns
+a :class:`RowSource` whose :meth:`RowSource.rows` can be iterated any number of times:
+each iteration re-reads the file, so rows are never all held in memory.
+
+Example:
+    >>> import io
+    >>> text = (b"# tracer: nop\\n"
+    ...         b"  app-12 (12) [000] ...1 5.000001: tracing_mark_write: B|12|[NN_LA_PO]x\\n"
+    ...         b"  app-12 (12) [000] ...1 5.000002: tracing_mark_write: E|12\\n")
+    >>> source = open_rows(io.BytesIO(text))
+    >>> source.format
+    'ftrace'
+    >>> list(source.rows())
+    [(5.000001, 12, 12, '[NN_LA_PO]x', 2), (5.000002, 12, 12, None, 3)]
+"""
+from __future__ import annotations
+
+import importlib
+import io
+import itertools
+import os
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterator, Optional, Union
+
+from parse_systrace.errors import TraceFormatError
+
+Row = tuple  # (ts: float, tid: int, tgid: int, name: str | None, where: int | str)
+Reader = Callable[[BinaryIO], Iterator[Row]]
+BatchReader = Callable[[BinaryIO], Iterator[list]]
+Sniffer = Callable[[bytes], bool]
+Unwrapper = Callable[[BinaryIO], BinaryIO]
+
+#: How many bytes of (unwrapped) content a sniffer is given.
+SNIFF_BYTES = 1 << 16
+#: Reader modules imported on first use so that they can register themselves.
+PLUGINS = ("chrome_json", "perfetto")
+_BATCH = 8192
+
+
+@dataclass(frozen=True)
+class Format:
+    """One registered trace format."""
+
+    name: str
+    read: Reader
+    sniff: Sniffer
+    read_batches: Optional[BatchReader] = None
+    unit: str = "line"
+
+
+_FORMATS: dict[str, Format] = {}
+_UNWRAPPERS: list[Unwrapper] = []
+_plugins_loaded = False
+
+
+def register(name: str, read: Reader, sniff: Sniffer, *,
+             read_batches: Optional[BatchReader] = None, unit: str = "line") -> None:
+    """Register (or replace) the reader for format ``name``."""
+    _FORMATS[name] = Format(name, read, sniff, read_batches, unit)
+
+
+def register_unwrapper(unwrap: Unwrapper) -> None:
+    """Register a content wrapper (e.g. gzip) applied before sniffing and reading."""
+    if unwrap not in _UNWRAPPERS:
+        _UNWRAPPERS.append(unwrap)
+
+
+def formats() -> list[str]:
+    """Names of the registered formats, in detection order."""
+    _load_plugins()
+    return list(_FORMATS)
+
+
+def get_format(name: str) -> Format:
+    """Return the registered format ``name``; unknown names list the valid ones."""
+    _load_plugins()
+    try:
+        return _FORMATS[name]
+    except KeyError:
+        raise ValueError(f"unknown trace format {name!r}; valid: {', '.join(_FORMATS)}") from None
+
+
+def detect(head: bytes) -> str:
+    """Name of the first registered format whose sniffer accepts ``head``."""
+    _load_plugins()
+    for fmt in _FORMATS.values():
+        if fmt.sniff(head):
+            return fmt.name
+    raise TraceFormatError("file", "unrecognised trace format (expected systrace HTML, "
+                           f"ftrace text or one of: {', '.join(_FORMATS)})")
+
+
+class RowSource:
+    """A re-iterable source of rows over one file (a path or a seekable binary file)."""
+
+    def __init__(self, path_or_fileobj: Union[str, os.PathLike, BinaryIO],
+                 format: Optional[str] = None) -> None:
+        self._target = path_or_fileobj
+        self._start = 0 if _is_path(path_or_fileobj) else path_or_fileobj.tell()
+        with self._open() as handle:
+            head = handle.read(SNIFF_BYTES)
+        if not head:
+            raise TraceFormatError("file", "empty trace file")
+        self.format = format or detect(head)
+        self._fmt = get_format(self.format)
+
+    @property
+    def unit(self) -> str:
+        """``"line"`` or ``"event"``: what an int ``where`` counts."""
+        return self._fmt.unit
+
+    def rows(self) -> Iterator[Row]:
+        """Iterate over all rows, reading the file again from its start."""
+        if self._fmt.read_batches is not None:
+            yield from itertools.chain.from_iterable(self.batches())
+            return
+        with self._open() as handle:
+            yield from self._fmt.read(handle)
+
+    def batches(self) -> Iterator[list]:
+        """Iterate over the rows in lists (faster for large files)."""
+        with self._open() as handle:
+            if self._fmt.read_batches is not None:
+                yield from self._fmt.read_batches(handle)
+                return
+            rows = self._fmt.read(handle)
+            while True:
+                batch = list(itertools.islice(rows, _BATCH))
+                if not batch:
+                    return
+                yield batch
+
+    def _open(self) -> "_Opened":
+        return _Opened(self._target, self._start)
+
+
+class _Opened:
+    """Context manager: the (unwrapped) binary content positioned at its start."""
+
+    def __init__(self, target, start: int) -> None:
+        self._target, self._start = target, start
+        self._owned: Optional[BinaryIO] = None
+
+    def __enter__(self) -> BinaryIO:
+        if _is_path(self._target):
+            try:
+                raw = self._owned = open(self._target, "rb")
+            except OSError as error:
+                raise TraceFormatError("file", f"cannot open: {error.strerror or error}") from None
+        else:
+            raw = self._target
+            raw.seek(self._start)
+        if not hasattr(raw, "peek"):
+            raw = io.BufferedReader(_NoClose(raw)) if _UNWRAPPERS else raw
+        for unwrap in _UNWRAPPERS:
+            raw = unwrap(raw)
+        return raw
+
+    def __exit__(self, *exc) -> None:
+        if self._owned is not None:
+            self._owned.close()
+
+
+class _NoClose(io.RawIOBase):
+    """Raw view of a caller's file object that BufferedReader may wrap without closing it."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self._inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._inner.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def open_rows(path_or_fileobj, format: Optional[str] = None) -> RowSource:
+    """Open a trace (path or seekable binary file) as a re-iterable :class:`RowSource`."""
+    return RowSource(path_or_fileobj, format)
+
+
+def _is_path(target) -> bool:
+    return isinstance(target, (str, bytes, os.PathLike))
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for name in PLUGINS:
+        module = f"{__name__}.{name}"
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name != module:
+                raise
+
+
+from parse_systrace.readers import systrace as _systrace  # noqa: E402  (registers built-ins)

@@ -1,0 +1,177 @@
+"""Systrace HTML and ftrace text reader (current and old TGID-less row layouts).
+
+Rows are read from the kernel text trace: from the column-header line
+(``#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION`` or the old layout
+without ``TGID``) up to the next line containing ``</script>`` or the end of the file.
+A plain ftrace text without a header line is read from its first line. Only
+``tracing_mark_write: B|...`` / ``E|...`` rows become rows; a line that mentions
+``[NN_``, ``HIDL::IDevice`` or ``tracing_mark_write: B``/``E`` but cannot be parsed raises
+:class:`~parse_systrace.errors.TraceFormatError`. The file is read in large binary
+chunks and each chunk is split into lines by one regular expression.
+
+Example:
+    >>> import io
+    >>> old = (b"#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION\\n"
+    ...        b"   bench-1-9483 [005] ...1  1.500000: tracing_mark_write: B|9483|[NN_LR_PP]f\\n"
+    ...        b"   bench-1-9483 [005] ...1  1.500010: tracing_mark_write: E\\n")
+    >>> list(read_ftrace(io.BytesIO(old)))
+    [(1.5, 9483, 9483, '[NN_LR_PP]f', 2), (1.50001, 9483, 9483, None, 3)]
+"""
+from __future__ import annotations
+
+import re
+from typing import BinaryIO, Iterator
+
+from parse_systrace.errors import TraceFormatError
+
+HEADERS = (b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
+           b"#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION")
+END = b"</script>"
+CHUNK = 1 << 22
+_HEADER_SEARCH = 1 << 20
+
+_CURRENT = (rb"[^\S\n]*[^ \n][^\n]{1,15}-(\d+)[^\S\n]+\([^\S\n]*([-0-9]+)\) [^\n]* "
+            rb"(\d+\.\d+): tracing_mark_write: ([BE][^\n]*)")
+_OLD = rb"[^\S\n]*[^ \n][^\n]{1,15}-(\d+) [^\n]* (\d+\.\d+): tracing_mark_write: ([BE][^\n]*)"
+_BAD = rb"([^\n]*(?:\[NN_|HIDL::IDevice|tracing_mark_write: [BE])[^\n]*)"
+#: One match per line: groups tid, tgid, ts, mark (current) | tid, ts, mark (old) | bad line.
+LINE_RE = re.compile(rb"^(?:%s$|%s$|%s$|[^\n]*$)" % (_CURRENT, _OLD, _BAD), re.M)
+_MARK_TGID = re.compile(rb"[BE]\|(\d+)")
+
+
+def sniff_html(head: bytes) -> bool:
+    """A systrace HTML page (the text trace sits in a ``trace-data`` script)."""
+    lowered = head[:4096].lstrip().lower()
+    return lowered.startswith((b"<!doctype html", b"<html")) or b"trace-data" in head
+
+
+def sniff_text(head: bytes) -> bool:
+    """An ftrace text dump: a ``# tracer:`` banner, a column header or mark rows."""
+    stripped = head.lstrip()
+    return (stripped.startswith(b"# tracer:") or any(h in head for h in HEADERS)
+            or b"tracing_mark_write: " in head)
+
+
+def read_html(binary: BinaryIO) -> Iterator[tuple]:
+    """Rows of a systrace HTML file (see the module docstring)."""
+    for batch in read_batches_html(binary):
+        yield from batch
+
+
+def read_ftrace(binary: BinaryIO) -> Iterator[tuple]:
+    """Rows of an ftrace text file (see the module docstring)."""
+    for batch in read_batches_text(binary):
+        yield from batch
+
+
+def read_batches_html(binary: BinaryIO) -> Iterator[list]:
+    """Rows of a systrace HTML file, in lists."""
+    return _batches(binary, require_header=True)
+
+
+def read_batches_text(binary: BinaryIO) -> Iterator[list]:
+    """Rows of an ftrace text file, in lists."""
+    return _batches(binary, require_header=False)
+
+
+def _batches(binary: BinaryIO, require_header: bool) -> Iterator[list]:
+    state = {}  # tid -> last tgid seen on that thread
+    lineno = 0
+    for block in _trace_blocks(binary, require_header):
+        base, data = block
+        yield _parse_block(data, base, state)
+
+
+def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
+    """Yield ``(lines_before, bytes)`` blocks of whole lines inside the trace part."""
+    carry, lines_before, started = b"", 0, False
+    searched = 0
+    while True:
+        block = binary.read(CHUNK)
+        data = carry + block
+        if block:
+            cut = data.rfind(b"\n") + 1
+            data, carry = data[:cut], data[cut:]
+        elif not data:
+            return
+        else:
+            data, carry = data + b"\n", b""
+        if not started:
+            start = _header_start(data)
+            searched += len(data)
+            if start < 0:
+                if require_header or searched > _HEADER_SEARCH:
+                    lines_before += data.count(b"\n")
+                    continue
+                start = 0
+            lines_before += data.count(b"\n", 0, start)
+            data, started = data[start:], True
+        end = data.find(END)
+        if end >= 0:
+            data = data[:data.rfind(b"\n", 0, end) + 1]
+        if data:
+            yield lines_before, data
+        lines_before += data.count(b"\n")
+        if end >= 0 or not block:
+            return
+
+
+def _header_start(data: bytes) -> int:
+    found = [p for p in (data.find(h) for h in HEADERS) if p >= 0]
+    if not found:
+        return -1
+    return data.rfind(b"\n", 0, min(found)) + 1
+
+
+def _parse_block(data: bytes, base: int, last_tgid: dict) -> list:
+    rows = []
+    append = rows.append
+    lineno = base
+    matches = LINE_RE.findall(data)
+    matches.pop()  # the empty match after the final newline
+    for tid, tgid, ts, mark, otid, ots, omark, bad in matches:
+        lineno += 1
+        if tid:
+            tid = int(tid)
+            if tgid == b"-----":
+                tgid = _tgid_from_mark(mark, tid, last_tgid, lineno)
+            else:
+                tgid = int(tgid)
+        elif otid:
+            tid, ts, mark = int(otid), ots, omark
+            tgid = _tgid_from_mark(mark, tid, last_tgid, lineno)
+        elif bad:
+            raise TraceFormatError(f"line {lineno}", "cannot parse trace row: "
+                                   + bad.strip()[:120].decode("utf-8", "replace"))
+        else:
+            continue
+        last_tgid[tid] = tgid
+        append((float(ts), tid, tgid, _name(mark), lineno))
+    return rows
+
+
+def _tgid_from_mark(mark: bytes, tid: int, last_tgid: dict, lineno: int) -> int:
+    match = _MARK_TGID.match(mark)
+    if match:
+        return int(match.group(1))
+    if mark[:1] == b"E":
+        return last_tgid.get(tid, tid)
+    raise TraceFormatError(f"line {lineno}", "begin mark without a process id: "
+                           + mark[:120].decode("utf-8", "replace"))
+
+
+def _name(mark: bytes):
+    if mark[:1] == b"E":
+        return None
+    parts = mark.split(b"|", 2)
+    text = parts[2] if len(parts) == 3 else mark[2:] if mark[1:2] == b"|" else mark[1:]
+    return text.decode("utf-8", "replace")
+
+
+def _register() -> None:
+    from parse_systrace.readers import register
+    register("systrace", read_html, sniff_html, read_batches=read_batches_html)
+    register("ftrace", read_ftrace, sniff_text, read_batches=read_batches_text)
+
+
+_register()
