@@ -54,7 +54,7 @@ Unwrapper = Callable[[BinaryIO], BinaryIO]
 #: How many bytes of (unwrapped) content a sniffer is given.
 SNIFF_BYTES = 1 << 16
 #: Reader modules imported on first use so that they can register themselves.
-PLUGINS = ("chrome_json", "perfetto")
+PLUGINS = ("_gzip", "chrome_json", "perfetto")
 _BATCH = 8192
 
 
@@ -75,9 +75,15 @@ _plugins_loaded = False
 
 
 def register(name: str, read: Reader, sniff: Sniffer, *,
-             read_batches: Optional[BatchReader] = None, unit: str = "line") -> None:
-    """Register (or replace) the reader for format ``name``."""
+             read_batches: Optional[BatchReader] = None, unit: str = "line",
+             before: Optional[str] = None) -> None:
+    """Register (or replace) the reader for format ``name``, tried before format ``before``."""
     _FORMATS[name] = Format(name, read, sniff, read_batches, unit)
+    if before in _FORMATS and before != name:
+        items = [item for item in _FORMATS.items() if item[0] != name]
+        items.insert([key for key, _ in items].index(before), (name, _FORMATS[name]))
+        _FORMATS.clear()
+        _FORMATS.update(items)
 
 
 def register_unwrapper(unwrap: Unwrapper) -> None:
@@ -118,6 +124,7 @@ class RowSource:
                  format: Optional[str] = None) -> None:
         self._target = path_or_fileobj
         self._start = 0 if _is_path(path_or_fileobj) else path_or_fileobj.tell()
+        _load_plugins()  # unwrappers (gzip) must be registered before the first read
         with self._open() as handle:
             head = handle.read(SNIFF_BYTES)
         if not head:
