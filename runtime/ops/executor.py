@@ -1,0 +1,227 @@
+"""CpuExecutor: runs a HalModel's main subgraph with the registered numpy kernels.
+
+Everything that does not depend on the request is done once in the constructor: constants are
+read from ``operand_values``/pools into arrays (scalars into Python numbers), every operation is
+validated through the registry, and a plan of steps is built (kernel, operand indexes, operand
+records, temporaries to free after the step). :meth:`CpuExecutor.run` is then a tight loop;
+:meth:`CpuExecutor.run_with_tracing` is the same loop with NNTRACE spans and ``cpuexe`` vlog.
+
+Example:
+    >>> import numpy as np
+    >>> from runtime.hal.types import *
+    >>> t = Operand(OperandType.TENSOR_FLOAT32, (1, 2), lifetime=OperandLifetime.SUBGRAPH_INPUT)
+    >>> act = Operand(OperandType.INT32, lifetime=OperandLifetime.CONSTANT_COPY,
+    ...               location=DataLocation(-1, 0, 4))
+    >>> out = Operand(OperandType.TENSOR_FLOAT32, (0, 0), lifetime=OperandLifetime.SUBGRAPH_OUTPUT)
+    >>> graph = Subgraph((t, t, act, out), (Operation(OperationType.ADD, (0, 1, 2), (3,)),),
+    ...                  (0, 1), (3,))
+    >>> model = HalModel(graph, operand_values=np.int32(0).tobytes())
+    >>> CpuExecutor(model).run([np.float32([[1, 2]]), np.float32([[3, 4]])])[0].tolist()
+    [[4.0, 6.0]]
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType, Operation,
+                               is_scalar, numpy_dtype)
+from runtime.ops import registry
+from runtime.ops.registry import OpContext, OpValidationError
+
+_SUFFIX = {
+    OperandType.TENSOR_FLOAT32: "Float32", OperandType.TENSOR_FLOAT16: "Float16",
+    OperandType.TENSOR_QUANT8_ASYMM: "Quant8", OperandType.TENSOR_QUANT8_ASYMM_SIGNED: "Quant8Signed",
+    OperandType.TENSOR_INT32: "Int32", OperandType.TENSOR_QUANT8_SYMM: "Quant8Symm",
+    OperandType.TENSOR_QUANT8_SYMM_PER_CHANNEL: "Quant8PerChannel",
+    OperandType.TENSOR_QUANT16_SYMM: "Quant16Symm", OperandType.TENSOR_QUANT16_ASYMM: "Quant16",
+    OperandType.TENSOR_BOOL8: "Bool8",
+}
+
+
+class _Step(NamedTuple):
+    index: int
+    operation: Operation
+    execute: Any
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    input_operands: tuple[Operand, ...]
+    output_operands: tuple[Operand, ...]
+    frees: tuple[int, ...]
+    kernel_name: str
+
+
+def kernel_name(operation: Operation, operands: Sequence[Operand]) -> str:
+    """AOSP-style kernel name, e.g. ``addFloat32`` or ``softmaxQuant8Signed``."""
+    words = operation.type.name.lower().split("_")
+    base = words[0] + "".join(w.capitalize() for w in words[1:])
+    first = operands[operation.inputs[0]].type if operation.inputs else None
+    return base + _SUFFIX.get(first, "")
+
+
+def read_constant(model: HalModel, operand: Operand):
+    """A constant operand's value: ndarray for tensors, Python scalar for scalar types."""
+    loc = operand.location
+    if loc is None:
+        raise OpValidationError(f"constant operand of type {operand.type.name} has no location")
+    buffer = model.operand_values if loc.pool_index < 0 else _pool_buffer(model, loc.pool_index)
+    dtype = numpy_dtype(operand.type)
+    count = loc.length // dtype.itemsize
+    array = np.frombuffer(buffer, dtype=dtype, count=count, offset=loc.offset)
+    if is_scalar(operand.type):
+        return array[0].item()
+    return array.reshape(operand.dimensions) if operand.dimensions else array
+
+
+def _pool_buffer(model: HalModel, index: int):
+    if index >= len(model.pools):
+        raise OpValidationError(f"constant refers to pool {index}, model has {len(model.pools)}")
+    pool = model.pools[index]
+    return pool.buffer() if callable(getattr(pool, "buffer", None)) else pool
+
+
+class CpuExecutor:
+    """Executes ``model.main`` on the CPU; construct once, run many times."""
+
+    #: Test hook: called as ``hook(step_index, values)`` after each step (frees applied).
+    forTest_step_hook = None
+
+    def __init__(self, model: HalModel) -> None:
+        registry.load_all()
+        graph = model.main
+        self.model = model
+        self._operands = graph.operands
+        self._template = self._constants(model)
+        self._inputs = graph.input_indexes
+        self._input_dtypes = tuple(numpy_dtype(graph.operands[i].type) for i in graph.input_indexes)
+        self._outputs = graph.output_indexes
+        self._declared = tuple(graph.operands[i].dimensions for i in graph.output_indexes)
+        self.steps = tuple(self._plan(graph))
+
+    # ------------------------------------------------------------------ construction
+    def _constants(self, model: HalModel) -> list:
+        values: list = [None] * len(model.main.operands)
+        for index, operand in enumerate(model.main.operands):
+            if operand.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE):
+                values[index] = read_constant(model, operand)
+            elif operand.lifetime == L.SUBGRAPH and operand.location is not None:
+                values[index] = model.referenced[operand.location.offset]
+        return values
+
+    def _plan(self, graph) -> list[_Step]:
+        last_use = self._last_uses(graph)
+        frees: dict[int, list[int]] = {}
+        for operand_index, step_index in last_use.items():
+            frees.setdefault(step_index, []).append(operand_index)
+        steps = []
+        for index, operation in enumerate(graph.operations):
+            record = registry.get(operation.type)
+            name = operation.type.name
+            if record is None:
+                raise OpValidationError(f"operation {index} ({name}): not supported by the CPU executor")
+            ins = tuple(graph.operands[i] for i in operation.inputs)
+            outs = tuple(graph.operands[i] for i in operation.outputs)
+            try:
+                record.validate(ins, outs)
+            except OpValidationError as error:
+                raise OpValidationError(f"operation {index} ({name}): {error}") from error
+            steps.append(_Step(index, operation, record.execute, operation.inputs, operation.outputs,
+                               ins, outs, tuple(frees.get(index, ())),
+                               kernel_name(operation, graph.operands)))
+        return steps
+
+    @staticmethod
+    def _last_uses(graph) -> dict[int, int]:
+        """Temporary operand -> index of the last step that reads (or, if unread, writes) it."""
+        last: dict[int, int] = {}
+        for index, operation in enumerate(graph.operations):
+            for operand_index in (*operation.outputs, *operation.inputs):
+                if graph.operands[operand_index].lifetime == L.TEMPORARY_VARIABLE:
+                    last[operand_index] = index
+        return last
+
+    # ------------------------------------------------------------------ execution
+    def _bind_inputs(self, inputs: Sequence[np.ndarray | None]) -> list:
+        if len(inputs) != len(self._inputs):
+            raise ValueError(f"expected {len(self._inputs)} inputs, got {len(inputs)}")
+        values = self._template.copy()
+        for operand_index, dtype, value in zip(self._inputs, self._input_dtypes, inputs):
+            if value is not None:
+                if type(value) is not np.ndarray or value.dtype != dtype:
+                    value = np.asarray(value, dtype)
+                if value.ndim == 0 and is_scalar(self._operands[operand_index].type):
+                    value = value.item()
+            values[operand_index] = value
+        return values
+
+    def _collect(self, values: list) -> list[np.ndarray]:
+        results = []
+        for position, (operand_index, declared) in enumerate(zip(self._outputs, self._declared)):
+            value = values[operand_index]
+            if value is None:
+                raise RuntimeError(f"output {position} (operand {operand_index}) was not computed")
+            value = np.asarray(value)
+            if value.shape != declared and declared:
+                _check_shape(position, declared, value.shape)
+            results.append(value)
+        return results
+
+    def run(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        """Compute the outputs (in ``main.output_indexes`` order) for ``inputs``."""
+        values = self._bind_inputs(inputs)
+        hook = self.forTest_step_hook
+        for step in self.steps:
+            ctx = OpContext(step.operation, [values[i] for i in step.inputs],
+                            step.input_operands, step.output_operands)
+            for operand_index, value in zip(step.outputs, step.execute(ctx)):
+                values[operand_index] = value
+            for operand_index in step.frees:
+                values[operand_index] = None
+            if hook is not None:
+                hook(step.index, values)
+        return self._collect(values)
+
+    def run_with_tracing(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        """:meth:`run` inside ``[NN_LC_PE]CpuExecutor::run``, with a TRANSFORMATION scope and a
+        ``[SW]`` COMPUTATION switch per operation; logs each operation under vlog ``cpuexe``."""
+        import tracing  # noqa: PLC0415 - tracing and vlog stay off the untraced fast path
+        import vlog  # noqa: PLC0415
+        from tracing import Layer, Phase  # noqa: PLC0415
+
+        with tracing.cpu(Phase.EXECUTION, "CpuExecutor::run"):
+            values = self._bind_inputs(inputs)
+            logging = vlog.is_on("cpuexe")
+            for step in self.steps:
+                args = [values[i] for i in step.inputs]
+                if logging:
+                    _log_step(vlog, step, args)
+                ctx = OpContext(step.operation, args, step.input_operands, step.output_operands)
+                with tracing.cpu(Phase.TRANSFORMATION, step.kernel_name):
+                    tracing.switch(Layer.CPU, Phase.COMPUTATION, step.kernel_name)
+                    results = step.execute(ctx)
+                for operand_index, value in zip(step.outputs, results):
+                    values[operand_index] = value
+                if logging:
+                    vlog.log("cpuexe", "CpuExecutor", "operation %d (%s) output shapes %s",
+                             step.index, step.operation.type.name, [_shape(r) for r in results])
+                for operand_index in step.frees:
+                    values[operand_index] = None
+            return self._collect(values)
+
+
+def _shape(value) -> list[int] | str:
+    return list(value.shape) if isinstance(value, np.ndarray) else "scalar" if value is not None else "omitted"
+
+
+def _log_step(vlog, step: _Step, args: list) -> None:
+    vlog.log("cpuexe", "CpuExecutor", "operation %d (%s) %s inputs %s", step.index,
+             step.operation.type.name, step.kernel_name, [_shape(a) for a in args])
+
+
+def _check_shape(position: int, declared: tuple[int, ...], actual: tuple[int, ...]) -> None:
+    mismatch = len(declared) != len(actual) or any(
+        d not in (0, a) for d, a in zip(declared, actual))
+    if mismatch:
+        raise RuntimeError(f"output {position}: computed shape {list(actual)} contradicts "
+                           f"declared dimensions {list(declared)}")
