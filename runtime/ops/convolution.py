@@ -32,8 +32,8 @@ import numpy as np
 
 from runtime.hal.types import Operand, OperandType, OperationType
 from runtime.ops._common import (apply_fused_activation, expect, expect_count, expect_rank,
-                                 expect_type, multiply_by_quantized_multiplier,
-                                 quantize_multiplier, quantized_activation_range)
+                                 expect_type, quantize_multiplier,
+                                 quantized_activation_range)
 from runtime.ops.pooling import (Window, checked_output_hw, expect_scalars, from_nhwc,
                                  is_implicit, pad_nhwc, read_scalars, read_window, to_nhwc,
                                  window_taps)
@@ -46,6 +46,7 @@ _T = OperandType
 _QUANT8 = (_T.TENSOR_QUANT8_ASYMM, _T.TENSOR_QUANT8_ASYMM_SIGNED)
 _FLOATS = (_T.TENSOR_FLOAT32, _T.TENSOR_FLOAT16)
 _PER_CHANNEL = _T.TENSOR_QUANT8_SYMM_PER_CHANNEL
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 # --------------------------------------------------------------------------- quantized maths
@@ -56,29 +57,50 @@ def filter_scales(filter_operand: Operand, channels: int) -> np.ndarray:
     return np.full(channels, filter_operand.scale, np.float32)
 
 
+def fixed_point_multiply(acc: np.ndarray, multipliers: np.ndarray,
+                         shifts: np.ndarray) -> np.ndarray:
+    """TFLite ``MultiplyByQuantizedMultiplier`` with per-channel (last axis) Q31 multipliers.
+
+    ``SaturatingRoundingDoublingHighMul``'s nudge-and-truncate equals one arithmetic shift,
+    ``(a * b + 2**30) >> 31``; the saturating case (both INT32_MIN) cannot occur because
+    multipliers are positive. ``RoundingDivideByPOT`` then rounds half away from zero.
+    """
+    left, right = np.maximum(shifts, 0), np.maximum(-shifts, 0)
+    x = np.asarray(acc, np.int64)
+    if left.any():
+        x = np.clip(x << left, _INT32_MIN, _INT32_MAX)
+    high = (x * multipliers + (1 << 30)) >> 31
+    mask = (np.int64(1) << right) - 1
+    return (high >> right) + ((high & mask) > (mask >> 1) + (high < 0))
+
+
 def requantize(acc: np.ndarray, input_scale: float, scales: np.ndarray,
                output: Operand, fuse: int) -> np.ndarray:
     """int accumulators [..., C] -> output dtype, per channel like AOSP's
-    ``GetQuantizedConvolutionMultipler`` + ``MultiplyByQuantizedMultiplier``."""
+    ``GetQuantizedConvolutionMultipler`` + ``QuantizeMultiplier``, then the fused activation."""
     dtype = np.dtype(np.uint8 if output.type == _T.TENSOR_QUANT8_ASYMM else np.int8)
     # AOSP multiplies the two float scales in float, then divides in double.
     products = (np.float32(input_scale) * scales).astype(np.float64)
     reals = products / np.float64(np.float32(output.scale))
-    pairs = [quantize_multiplier(float(real)) for real in reals]
-    result = np.empty(acc.shape, np.int64)
-    for pair in set(pairs):
-        channels = np.array([i for i, p in enumerate(pairs) if p == pair])
-        if len(channels) == acc.shape[-1]:
-            result[...] = multiply_by_quantized_multiplier(acc, *pair)
-        else:
-            result[..., channels] = multiply_by_quantized_multiplier(acc[..., channels], *pair)
+    multipliers, shifts = np.array([quantize_multiplier(float(r)) for r in reals],
+                                   np.int64).reshape(-1, 2).T
+    if (multipliers == multipliers[0]).all() and (shifts == shifts[0]).all():
+        multipliers, shifts = multipliers[:1], shifts[:1]  # per-tensor: cheaper broadcasting
+    result = fixed_point_multiply(acc, multipliers, shifts)
     lo, hi = quantized_activation_range(fuse, output.scale, output.zero_point, dtype)
     return np.clip(result + output.zero_point, lo, hi).astype(dtype)
 
 
-def _centered(array: np.ndarray, operand: Operand) -> np.ndarray:
-    """Quantized values minus their zero point, as float64 (exact integers)."""
-    return array.astype(np.float64) - float(operand.zero_point)
+def centered_pair(x: np.ndarray, x_op: Operand, w: np.ndarray, w_op: Operand,
+                  reduce_axes) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-point-free input and filter as floats whose dot products are exact: float32 when
+    ``max|x| * max L1(filter row)`` stays below 2**24, else float64 (exact below 2**53)."""
+    wc = w.astype(np.float64) - float(w_op.zero_point)
+    x_zp = int(x_op.zero_point)
+    x_abs = max(int(x.max()) - x_zp, x_zp - int(x.min()), 0) if x.size else 0
+    bound = x_abs * float(np.abs(wc).sum(axis=reduce_axes).max(initial=0.0))
+    dtype = np.float32 if bound < 2 ** 24 else np.float64
+    return np.subtract(x, x_zp, dtype=dtype), wc.astype(dtype)
 
 
 def _exact_int(values: np.ndarray) -> np.ndarray:
@@ -92,15 +114,24 @@ def conv2d_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window)
 
 
 def _conv_matmul(x: np.ndarray, w: np.ndarray, window: Window) -> np.ndarray:
-    out_hw = checked_output_hw(window, x.shape[1:3])
-    batch, channels = x.shape[0], x.shape[3]
-    kh, kw = window.kernel
-    patches = np.empty((batch, *out_hw, kh, kw, channels), x.dtype)
-    for i, j, view in window_taps(pad_nhwc(x, window, 0), window, out_hw):
-        patches[:, :, :, i, j, :] = view
-    cols = patches.reshape(-1, kh * kw * channels)
-    out = cols @ w.reshape(w.shape[0], -1).T
-    return out.reshape(batch, *out_hw, w.shape[0])
+    """sum over taps of x * w without bias: columns over the filter width only, then one
+    matmul per filter row (K = KW * IC), which keeps the im2col buffer KH times smaller."""
+    out_h, out_w = checked_output_hw(window, x.shape[1:3])
+    (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.stride, window.dilation
+    padded = pad_nhwc(x, window, 0)
+    batch, channels, out_c = x.shape[0], x.shape[3], w.shape[0]
+    if kw == 1 and sw == 1:
+        cols = padded[:, :, :, None, :]
+    else:
+        cols = np.empty((batch, padded.shape[1], out_w, kw, channels), x.dtype)
+        for j in range(kw):
+            cols[:, :, :, j, :] = padded[:, :, j * dw:j * dw + (out_w - 1) * sw + 1:sw, :]
+    out = None
+    for i in range(kh):
+        rows = cols[:, i * dh:i * dh + (out_h - 1) * sh + 1:sh].reshape(-1, kw * channels)
+        part = rows @ w[:, i].reshape(out_c, kw * channels).T
+        out = part if out is None else np.add(out, part, out=out)
+    return out.reshape(batch, out_h, out_w, out_c)
 
 
 def depthwise_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window,
@@ -114,8 +145,9 @@ def _depthwise_taps(x: np.ndarray, w: np.ndarray, window: Window, multiplier: in
     if multiplier != 1:
         x = np.repeat(x, multiplier, axis=3)
     out = np.zeros((x.shape[0], *out_hw, w.shape[3]), x.dtype)
+    product = np.empty_like(out)
     for i, j, view in window_taps(pad_nhwc(x, window, 0), window, out_hw):
-        out += view * w[0, i, j]
+        out += np.multiply(view, w[0, i, j], out=product)
     return out
 
 
@@ -145,7 +177,7 @@ def _execute_spatial(ctx: OpContext, names: Sequence[str]) -> list:
                f"input 1: filter depth {w.shape[3]} != input depth {x.shape[3]}")
     x_op, w_op = ctx.input_operands[0], ctx.input_operands[1]
     if x_op.type in _QUANT8:
-        xc, wc = _centered(x, x_op), _centered(w, w_op)
+        xc, wc = centered_pair(x, x_op, w, w_op, (0, 1, 2) if depthwise else (1, 2, 3))
         raw = (_depthwise_taps(xc, wc, window, multiplier) if depthwise
                else _conv_matmul(xc, wc, window))
         acc = _exact_int(raw) + bias.astype(np.int64)
@@ -175,7 +207,8 @@ def _execute_fully_connected(ctx: OpContext) -> list:
            f"input 0: {x.size} elements do not split into rows of input_size {input_size}")
     rows = x.reshape(-1, input_size)
     if x_op.type in _QUANT8:
-        acc = _exact_int(_centered(rows, x_op) @ _centered(w, w_op).T) + bias.astype(np.int64)
+        xc, wc = centered_pair(rows, x_op, w, w_op, 1)
+        acc = _exact_int(xc @ wc.T) + bias.astype(np.int64)
         scales = filter_scales(w_op, w.shape[0])
         return [requantize(acc, x_op.scale, scales, ctx.output_operands[0], int(fuse))]
     y = rows.astype(np.float32) @ w.astype(np.float32).T + bias.astype(np.float32)
