@@ -100,7 +100,7 @@ class _State:
         if packet.HasField("trace_packet_defaults") and defaults.HasField("track_event_defaults"):
             sequence.default_track = defaults.track_event_defaults.track_uuid
         for entry in packet.interned_data.event_names:
-            sequence.names[entry.iid] = entry.name
+            sequence.names[entry.iid] = _text(entry.name)
         return sequence
 
     def _add_process_tree(self, tree: pb.ProcessTree) -> None:
@@ -113,7 +113,7 @@ class _State:
     def _add_print(self, event: pb.FtraceEvent, where: str) -> None:
         if not event.HasField("print"):
             return
-        mark = _parse_mark(event.print.buf)
+        mark = _parse_mark(_text(event.print.buf))
         if mark is not None:
             self.prints.append((event.timestamp, len(self.prints), event.pid, *mark, where))
 
@@ -168,13 +168,18 @@ class _State:
 
 def _slice_name(event: pb.TrackEvent, sequence: _Sequence, where: str) -> str:
     if event.HasField("name"):
-        return event.name
+        return _text(event.name)
     if event.HasField("name_iid"):
         name = sequence.names.get(event.name_iid)
         if name is None:
             raise TraceFormatError(where, f"unknown interned event name {event.name_iid}")
         return name
     return ""
+
+
+def _text(value: str | bytes) -> str:
+    """protobuf gives proto2 strings holding invalid UTF-8 as bytes."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _parse_mark(buf: str) -> tuple[int | None, str | None] | None:
