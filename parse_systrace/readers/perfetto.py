@@ -200,6 +200,7 @@ def _parse_mark(buf: str) -> tuple[int | None, str | None] | None:
 
 _PACKET_TAG = 0x0A  # field 1, wire type 2
 _MAX_VARINT_BYTES = 10
+_READ_CHUNK = 1 << 20
 
 
 def _packets(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
@@ -239,10 +240,15 @@ def _read_varint(stream: BinaryIO, where: str, at_start: bool = False) -> int | 
 
 
 def _read_exactly(stream: BinaryIO, size: int, where: str) -> bytes:
-    data = stream.read(size)
-    if len(data) != size:
-        raise TraceFormatError(where, f"truncated protobuf ({len(data)} of {size} bytes)")
-    return data
+    """Read ``size`` bytes in bounded chunks, so a corrupt huge length allocates nothing big."""
+    parts, missing = [], size
+    while missing:
+        part = stream.read(min(missing, _READ_CHUNK))
+        if not part:
+            raise TraceFormatError(where, f"truncated protobuf ({size - missing} of {size} bytes)")
+        parts.append(part)
+        missing -= len(part)
+    return b"".join(parts)
 
 
 def _looks_like_packets(head: bytes) -> bool:
