@@ -1,0 +1,152 @@
+"""Run CTS vector files against a backend and count passed/failed/skipped per operation.
+
+A backend is any callable ``(hal_model, inputs) -> outputs`` (default: :func:`cpu_backend`,
+the CpuExecutor directly). A test whose operations are not all in ``supported`` (default: the
+op registry, so every registered family takes part) is SKIPPED. An ``expectFailure`` test
+passes when the backend raises. Each test is counted once in the totals and once under every
+operation type it uses (as ``index.json`` does, dummy ``ADD``s of ``*_as_internal`` included).
+
+Example:
+    >>> from runtime.cts import harness, loader
+    >>> report = harness.run_vectors([loader.CTS_ROOT / "V1_0/add.json.gz"])
+    >>> report.summary()
+    '2 passed, 0 failed, 0 skipped'
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from runtime.cts import accuracy
+from runtime.cts.loader import CTS_ROOT, CtsTest, load_file
+from runtime.hal.types import HalModel, OperationType
+from runtime.ops import registry
+
+Backend = Callable[[HalModel, Sequence[np.ndarray]], Sequence[np.ndarray]]
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+
+def cpu_backend(model: HalModel, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Reference backend: a fresh :class:`~runtime.ops.executor.CpuExecutor` per model."""
+    from runtime.ops.executor import CpuExecutor  # noqa: PLC0415 - avoid import cycle at load
+    return CpuExecutor(model).run(inputs)
+
+
+@dataclass(frozen=True)
+class TestResult:
+    name: str
+    spec: str
+    status: str
+    operations: tuple[str, ...]
+    message: str = ""
+
+
+@dataclass
+class Report:
+    """All results of one run, with per-operation counts."""
+
+    results: list[TestResult] = field(default_factory=list)
+
+    def counts(self) -> collections.Counter:
+        return collections.Counter(r.status for r in self.results)
+
+    def per_operation(self) -> dict[str, collections.Counter]:
+        table: dict[str, collections.Counter] = {}
+        for result in self.results:
+            for op in result.operations:
+                table.setdefault(op, collections.Counter())[result.status] += 1
+        return dict(sorted(table.items()))
+
+    @property
+    def ok(self) -> bool:
+        return self.counts()[FAILED] == 0
+
+    def summary(self) -> str:
+        counts = self.counts()
+        return f"{counts[PASSED]} passed, {counts[FAILED]} failed, {counts[SKIPPED]} skipped"
+
+    def failures(self) -> list[TestResult]:
+        return [r for r in self.results if r.status == FAILED]
+
+    def to_dict(self) -> dict:
+        return {"summary": self.summary(),
+                "perOperation": {op: dict(c) for op, c in self.per_operation().items()},
+                "results": [dataclasses.asdict(r) for r in self.results]}
+
+
+def with_unknown_output_shapes(model: HalModel) -> HalModel:
+    """The model with every main output's dimensions set to 0 (AOSP's dynamic-shape rerun)."""
+    operands = list(model.main.operands)
+    for index in model.main.output_indexes:
+        operands[index] = dataclasses.replace(operands[index],
+                                              dimensions=(0,) * len(operands[index].dimensions))
+    main = dataclasses.replace(model.main, operands=tuple(operands))
+    return dataclasses.replace(model, main=main)
+
+
+def run_test(test: CtsTest, backend: Backend = cpu_backend,
+             supported: Iterable[OperationType] | None = None,
+             unknown_output_shapes: bool = False) -> TestResult:
+    """Run one test and judge it."""
+    supported = registry.supported_types() if supported is None else frozenset(supported)
+    ops = tuple(sorted(op.name for op in test.operations))
+    missing = sorted(op.name for op in test.operations - supported)
+    if missing:
+        return TestResult(test.name, test.spec, SKIPPED, ops, f"unsupported: {', '.join(missing)}")
+    model = with_unknown_output_shapes(test.model) if unknown_output_shapes else test.model
+    try:
+        outputs = backend(model, list(test.inputs))
+    except Exception as error:  # noqa: BLE001 - any backend error is a test outcome
+        if test.expect_failure:
+            return TestResult(test.name, test.spec, PASSED, ops, f"rejected: {error}")
+        detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+        return TestResult(test.name, test.spec, FAILED, ops, detail)
+    if test.expect_failure:
+        return TestResult(test.name, test.spec, FAILED, ops, "expected a failure, run succeeded")
+    problems = accuracy.check_test_outputs(test, outputs)
+    return TestResult(test.name, test.spec, FAILED if problems else PASSED, ops, "; ".join(problems))
+
+
+def vector_files(paths: Iterable[str | Path] | None = None) -> list[Path]:
+    """Expand files and directories (recursively, ``*.json.gz``); None = the whole fixture."""
+    files: list[Path] = []
+    for path in [CTS_ROOT] if paths is None else paths:
+        path = Path(path)
+        files += sorted(path.rglob("*.json.gz")) if path.is_dir() else [path]
+    return files
+
+
+def _selected(test: CtsTest, wanted: frozenset[str] | None) -> bool:
+    return wanted is None or any(op.name in wanted for op in test.operations)
+
+
+def run_vectors(paths: Iterable[str | Path] | None, backend: Backend | None = None,
+                ops_filter: Iterable[str | OperationType] | None = None,
+                supported: Iterable[OperationType] | None = None,
+                unknown_output_shapes: bool = False) -> Report:
+    """Run every test of the vector files; ``ops_filter`` keeps tests using any listed op."""
+    wanted = None if ops_filter is None else frozenset(
+        op.name if isinstance(op, OperationType) else str(op).upper() for op in ops_filter)
+    supported = registry.supported_types() if supported is None else frozenset(supported)
+    report = Report()
+    for path in vector_files(paths):
+        for test in load_file(path):
+            if _selected(test, wanted):
+                report.results.append(run_test(test, backend or cpu_backend, supported,
+                                               unknown_output_shapes))
+    return report
+
+
+def format_table(report: Report) -> str:
+    """Per-operation counts as fixed-width text, then the summary line."""
+    lines = [f"{'operation':<32}{'passed':>8}{'failed':>8}{'skipped':>9}"]
+    for op, counts in report.per_operation().items():
+        lines.append(f"{op:<32}{counts[PASSED]:>8}{counts[FAILED]:>8}{counts[SKIPPED]:>9}")
+    lines.append(report.summary())
+    return "\n".join(lines)
