@@ -1,0 +1,134 @@
+"""Assemble a HalModel from TFLite tensors: operands, the constant blob, operations.
+
+TFLite tensors become operands on first use (inputs SUBGRAPH_INPUT, outputs SUBGRAPH_OUTPUT,
+tensors with a buffer CONSTANT_COPY, the rest TEMPORARY_VARIABLE). Converters add NNAPI scalar
+operands through :meth:`GraphBuilder.scalar` (deduplicated) and may replace a tensor by a folded
+float32 constant (DEQUANTIZE of constant weights).
+
+Example:
+    >>> builder = GraphBuilder(graph)                      # doctest: +SKIP
+    >>> builder.add(OperationType.RELU, [builder.tensor(0)], [builder.tensor(1)])
+    >>> model = builder.finish()
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
+                               OperandType, Operation, OperationType, Subgraph, numpy_dtype)
+from runtime.tflite._reader import TfliteGraph, TfliteTensor
+
+_T = OperandType
+_PLAIN_TYPES = {"FLOAT32": _T.TENSOR_FLOAT32, "FLOAT16": _T.TENSOR_FLOAT16,
+                "INT32": _T.TENSOR_INT32, "INT64": _T.TENSOR_INT32, "UINT8": _T.TENSOR_QUANT8_ASYMM,
+                "INT16": _T.TENSOR_QUANT16_SYMM, "BOOL": _T.TENSOR_BOOL8}
+_SCALAR_TYPES = {int: _T.INT32, float: _T.FLOAT32, bool: _T.BOOL}
+_ALIGN = 16
+
+
+def operand_type(tensor: TfliteTensor) -> OperandType:
+    """NNAPI operand type of a TFLite tensor (INT8 is per-channel when it has several scales)."""
+    if tensor.type_name == "INT8":
+        return _T.TENSOR_QUANT8_SYMM_PER_CHANNEL if len(tensor.scales) > 1 else \
+            _T.TENSOR_QUANT8_ASYMM_SIGNED
+    try:
+        return _PLAIN_TYPES[tensor.type_name]
+    except KeyError:
+        raise ValueError(f"tensor {tensor.name!r}: TFLite type {tensor.type_name} has no "
+                         "NNAPI operand type") from None
+
+
+def _quant_params(tensor: TfliteTensor, op_type: OperandType):
+    if op_type == _T.TENSOR_QUANT8_SYMM_PER_CHANNEL:
+        return 0.0, 0, ChannelQuant(tensor.scales, tensor.quantized_dimension)
+    if len(tensor.scales) == 1:
+        zero_point = tensor.zero_points[0] if tensor.zero_points else 0
+        return tensor.scales[0], int(zero_point), None
+    return 0.0, 0, None
+
+
+class GraphBuilder:
+    """Collects operands/operations while the operator converters walk the TFLite graph."""
+
+    def __init__(self, graph: TfliteGraph) -> None:
+        self.graph = graph
+        self.operands: list[Operand] = []
+        self.operations: list[Operation] = []
+        self._blob = bytearray()
+        self._by_tensor: dict[int, int] = {}
+        self._scalars: dict[tuple, int] = {}
+        self._folded: dict[int, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ operands
+    def _append(self, operand: Operand) -> int:
+        self.operands.append(operand)
+        return len(self.operands) - 1
+
+    def _store(self, array: np.ndarray) -> DataLocation:
+        self._blob.extend(b"\0" * (-len(self._blob) % _ALIGN))
+        location = DataLocation(-1, len(self._blob), array.nbytes)
+        self._blob.extend(np.ascontiguousarray(array).tobytes())
+        return location
+
+    def constant(self, array: np.ndarray, op_type: OperandType, scale: float = 0.0,
+                 zero_point: int = 0, channel_quant: ChannelQuant | None = None) -> int:
+        """A CONSTANT_COPY tensor operand holding ``array`` (cast to the type's dtype)."""
+        array = np.asarray(array, numpy_dtype(op_type))
+        return self._append(Operand(op_type, tuple(array.shape), scale, zero_point,
+                                    OperandLifetime.CONSTANT_COPY, self._store(array),
+                                    channel_quant))
+
+    def scalar(self, value) -> int:
+        """A constant INT32/FLOAT32/BOOL scalar operand (shared between operations)."""
+        op_type = _SCALAR_TYPES[type(value)]
+        key = (op_type, value)
+        if key not in self._scalars:
+            array = np.array(value, numpy_dtype(op_type))
+            self._scalars[key] = self._append(
+                Operand(op_type, (), lifetime=OperandLifetime.CONSTANT_COPY,
+                        location=self._store(array)))
+        return self._scalars[key]
+
+    def temporary(self, like: int, dimensions: tuple[int, ...] | None = None) -> int:
+        """A new temporary with the type/quantisation of operand ``like``."""
+        base = self.operands[like]
+        dims = base.dimensions if dimensions is None else tuple(dimensions)
+        return self._append(Operand(base.type, dims, base.scale, base.zero_point))
+
+    def fold(self, tensor_index: int, array: np.ndarray) -> None:
+        """Make ``tensor_index`` a float32 constant (it must not have an operand yet)."""
+        self._folded[tensor_index] = np.asarray(array, np.float32)
+
+    def is_constant(self, tensor_index: int) -> bool:
+        return self.graph.tensors[tensor_index].data is not None or tensor_index in self._folded
+
+    def tensor(self, index: int) -> int:
+        """The operand of TFLite tensor ``index``, created on first use."""
+        if index not in self._by_tensor:
+            self._by_tensor[index] = self._new_tensor_operand(index)
+        return self._by_tensor[index]
+
+    def _new_tensor_operand(self, index: int) -> int:
+        tensor = self.graph.tensors[index]
+        if index in self._folded:
+            return self.constant(self._folded[index], _T.TENSOR_FLOAT32)
+        op_type = operand_type(tensor)
+        scale, zero_point, channel_quant = _quant_params(tensor, op_type)
+        if tensor.data is not None:
+            return self.constant(tensor.array(), op_type, scale, zero_point, channel_quant)
+        lifetime = (OperandLifetime.SUBGRAPH_INPUT if index in self.graph.inputs else
+                    OperandLifetime.SUBGRAPH_OUTPUT if index in self.graph.outputs else
+                    OperandLifetime.TEMPORARY_VARIABLE)
+        return self._append(Operand(op_type, tensor.shape, scale, zero_point, lifetime,
+                                    channel_quant=channel_quant))
+
+    # ------------------------------------------------------------------ operations / model
+    def add(self, op_type: OperationType, inputs, outputs) -> None:
+        self.operations.append(Operation(op_type, tuple(inputs), tuple(outputs)))
+
+    def finish(self) -> HalModel:
+        """The HalModel with the TFLite graph's inputs/outputs as model inputs/outputs."""
+        inputs = tuple(self.tensor(i) for i in self.graph.inputs)
+        outputs = tuple(self.tensor(i) for i in self.graph.outputs)
+        main = Subgraph(tuple(self.operands), tuple(self.operations), inputs, outputs)
+        return HalModel(main, operand_values=bytes(self._blob))
