@@ -177,9 +177,15 @@ def _seconds(microseconds) -> float:
 
 
 def _system_rows(text: str) -> Iterator[tuple]:
+    """Rows of the ftrace text, ``where`` naming its line inside ``systemTraceEvents``."""
     from parse_systrace.readers.systrace import read_ftrace
 
-    return read_ftrace(io.BytesIO(text.encode("utf-8", "surrogatepass")))
+    rows = read_ftrace(io.BytesIO(text.encode("utf-8", "surrogatepass")))
+    try:
+        for ts, tid, tgid, name, line in rows:
+            yield ts, tid, tgid, name, f"systemTraceEvents line {line}"
+    except TraceFormatError as error:
+        raise TraceFormatError(f"systemTraceEvents {error.where}", error.reason) from None
 
 
 register("chrome_json", read_chrome_json, sniff, unit="event", before="systrace")

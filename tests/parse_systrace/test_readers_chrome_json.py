@@ -130,3 +130,11 @@ def test_bad_documents_raise_trace_format_error(case):
     with pytest.raises(TraceFormatError) as caught:
         rows_of(data)
     assert message in str(caught.value)
+
+
+def test_system_trace_events_rows_and_errors_name_their_line():
+    text = "# tracer: nop\n  app-3 (3) [000] ...1 0.5: tracing_mark_write: B|3|x\n"
+    assert rows_of({"systemTraceEvents": text})[0][4] == "systemTraceEvents line 2"
+    bad = text + "  app-3 (3) [000] ...1 zz: tracing_mark_write: E|3\n"
+    with pytest.raises(TraceFormatError, match="^systemTraceEvents line 3: cannot parse"):
+        rows_of({"systemTraceEvents": bad})
