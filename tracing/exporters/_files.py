@@ -1,0 +1,49 @@
+"""Shared file handling of the text exporters: atomic replace, chunked writes, no raising.
+
+Example:
+    >>> write_atomically("trace.txt", lambda out: out.write("x"), "systrace")  # doctest: +SKIP
+    <ExportResult.SUCCESS: 0>
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Iterable, TextIO
+
+from tracing.exporters import ExportResult
+
+_log = logging.getLogger(__name__)
+CHUNK_LINES = 8192
+
+
+def write_atomically(path: str, write: Callable[[TextIO], None], what: str) -> ExportResult:
+    """Run ``write`` on a temporary file beside ``path`` and move it into place.
+
+    Returns:
+        SUCCESS, or FAILURE (logged, temporary file removed) on an I/O or encoding error.
+    """
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="\n") as out:
+            write(out)
+        os.replace(temporary, path)
+    except (OSError, ValueError) as error:
+        _log.error("%s export to %s failed: %s", what, path, error)
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        return ExportResult.FAILURE
+    return ExportResult.SUCCESS
+
+
+def write_chunked(out: TextIO, lines: Iterable[str], separator: str = "\n") -> None:
+    """Write ``lines`` (each followed by ``separator``) in chunks of :data:`CHUNK_LINES`."""
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= CHUNK_LINES:
+            out.write(separator.join(chunk) + separator)
+            chunk.clear()
+    if chunk:
+        out.write(separator.join(chunk) + separator)

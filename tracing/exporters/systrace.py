@@ -1,0 +1,116 @@
+"""Systrace exporters: ftrace text and systrace HTML, as read by parse_systrace and Perfetto.
+
+Rows follow the atrace grammar (``shared/docs/parse-systrace-semantics.md`` section 1),
+all threads merged in timestamp order::
+
+    #           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION
+          MainThread-4242  ( 4242) [000] ...1  1034.700747: tracing_mark_write: B|4242|[NN_LR_PE]x
+          MainThread-4242  ( 4242) [000] ...1  1034.700801: tracing_mark_write: E|4242
+
+Timestamps are monotonic seconds truncated to the microsecond. Truncation never
+decreases a later time, and rows keep their nanosecond order, so an end never
+precedes its begin and a child never starts before its parent.
+
+Example:
+    >>> SystraceHtmlExporter("trace.html").export(session.collect())   # doctest: +SKIP
+    <ExportResult.SUCCESS: 0>
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator, TextIO
+
+from tracing.exporters import ExportResult, TraceExporter
+from tracing.exporters._files import write_atomically, write_chunked
+from tracing.span import TraceData
+
+COLUMN_HEADER = "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION"
+_HEADER = """# tracer: nop
+#
+# entries-in-buffer/entries-written: {n}/{n}   #P:{cpus}
+#
+#                                      _-----=> irqs-off
+#                                     / _----=> need-resched
+#                                    | / _---=> hardirq/softirq
+#                                    || / _--=> preempt-depth
+#                                    ||| /     delay
+""" + COLUMN_HEADER + """
+#              | |        |      |   ||||       |         |
+"""
+_HTML_HEAD = ("<!DOCTYPE html>\n<html>\n<head i18n-values=\"dir:textdirection;\">\n"
+              "<meta charset=\"utf-8\"/>\n<title>Android System Trace</title>\n</head>\n<body>\n"
+              "  <script class=\"trace-data\" type=\"application/text\">\n")
+_HTML_TAIL = "  </script>\n<!-- END TRACE -->\n</body>\n</html>\n"
+TASK_CHARS = 15  # the kernel keeps 15 characters of a thread name
+
+
+def timestamp(ts_ns: int) -> str:
+    """Monotonic nanoseconds as ftrace's ``SECONDS.MICROS`` (truncated, width 12)."""
+    seconds, micros = divmod(ts_ns // 1000, 1_000_000)
+    return f"{seconds:5d}.{micros:06d}"
+
+
+def _clean(text: str, html: bool) -> str:
+    text = text.replace("\n", " ").replace("\r", " ")
+    return text.replace("</", "<\\/") if html else text
+
+
+def ftrace_rows(trace: TraceData, html: bool = False) -> Iterator[str]:
+    """Yield the ``tracing_mark_write`` rows of ``trace`` in timestamp order."""
+    prefixes: dict[tuple[int, int], tuple[str, str, str]] = {}
+    for track in trace.threads:
+        task = _clean(track.name or str(track.tid), html)[:TASK_CHARS] or "<...>"
+        head = f"{task}-{track.tid}"
+        row = f"{head:>22} ({track.pid:5d}) [000] ...1 "
+        prefixes[(track.pid, track.tid)] = (row, f": tracing_mark_write: B|{track.pid}|",
+                                            f": tracing_mark_write: E|{track.pid}")
+    names: dict[str, str] = {}
+    for ts, pid, tid, name in trace.merged_events():
+        row, begin, end = prefixes[(pid, tid)]
+        if name is None:
+            yield row + timestamp(ts) + end
+            continue
+        clean = names.get(name)
+        if clean is None:
+            clean = names[name] = _clean(name, html)
+        yield row + timestamp(ts) + begin + clean
+
+
+def write_ftrace(trace: TraceData, out: TextIO, html: bool = False) -> None:
+    """Write the ftrace text (header and rows) of ``trace`` to ``out``."""
+    count = sum(len(track.events) for track in trace.threads)
+    out.write(_HEADER.format(n=count, cpus=os.cpu_count() or 1))
+    write_chunked(out, ftrace_rows(trace, html))
+
+
+def write_html(trace: TraceData, out: TextIO) -> None:
+    """Write a systrace HTML page whose ``trace-data`` block holds the ftrace text."""
+    out.write(_HTML_HEAD)
+    write_ftrace(trace, out, html=True)
+    out.write(_HTML_TAIL)
+
+
+class SystraceTextExporter(TraceExporter):
+    """Writes ftrace text (``.txt``, ``.ftrace``)."""
+
+    name = "systrace"
+    extensions = (".txt", ".ftrace")
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        """Args: path: the output file, replaced when the export succeeds."""
+        self.path = os.fspath(path)
+
+    def export(self, trace: TraceData) -> ExportResult:
+        """Write ``trace``; log and return FAILURE on an I/O error."""
+        return write_atomically(self.path, lambda out: write_ftrace(trace, out), self.name)
+
+
+class SystraceHtmlExporter(SystraceTextExporter):
+    """Writes systrace HTML (``.html``) with one ``<script class="trace-data">`` block."""
+
+    name = "systrace-html"
+    extensions = (".html",)
+
+    def export(self, trace: TraceData) -> ExportResult:
+        """Write ``trace``; log and return FAILURE on an I/O error."""
+        return write_atomically(self.path, lambda out: write_html(trace, out), self.name)

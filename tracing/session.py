@@ -1,0 +1,316 @@
+"""Trace sessions: switch recording on, gather the events of every process, export.
+
+A :class:`TraceSession` owns a directory. Child processes started with
+:func:`session_env` join it: they record from import, and :func:`flush` (also run
+at exit) appends their events to a file there, which :meth:`TraceSession.collect`
+merges with this process's own buffers. The environment is read once, at import;
+tests change it with :func:`override_environment`.
+
+Example:
+    >>> import subprocess, sys, tracing
+    >>> with tracing.TraceSession() as session:                     # doctest: +SKIP
+    ...     with tracing.application(tracing.Phase.OVERALL, "mobilenet"):
+    ...         subprocess.run([sys.executable, "driver.py"], env={**os.environ, **tracing.session_env()})
+    >>> session.export("trace.json")                                 # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+from tracing import _childfile, tracer
+from tracing.exporters import ExportResult, TraceExporter, exporter_for_path
+from tracing.span import ThreadTrack, TraceData
+
+_log = logging.getLogger(__name__)
+
+NNSCOPE_TRACE = "NNSCOPE_TRACE"
+"""
+.. envvar:: NNSCOPE_TRACE
+
+Output file: trace the whole program from import and export at exit, in the format given by
+the file's extension (``.json`` Chrome JSON, ``.html`` systrace HTML, ``.txt`` ftrace text,
+``.perfetto-trace`` Perfetto). Ignored when :envvar:`NNSCOPE_TRACE_DIR` is set.
+"""
+
+NNSCOPE_TRACE_DIR = "NNSCOPE_TRACE_DIR"
+"""
+.. envvar:: NNSCOPE_TRACE_DIR
+
+Session directory this process contributes to: recording is on from import and
+:func:`tracing.flush` (and exit) appends the events to ``trace-<pid>.jsonl`` there.
+:func:`session_env` sets it for child processes.
+"""
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    """The tracing settings read from the environment."""
+
+    output: str | None = None
+    directory: str | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> "TraceConfig":
+        """Read :data:`NNSCOPE_TRACE` and :data:`NNSCOPE_TRACE_DIR` (empty means unset)."""
+        return cls(environ.get(NNSCOPE_TRACE) or None, environ.get(NNSCOPE_TRACE_DIR) or None)
+
+
+_lock = threading.RLock()
+_active: list["TraceSession"] = []   # started and not stopped, outermost first
+_config = TraceConfig()
+_contributor_dir: str | None = None  # set when this process joins a session from outside
+_program: "TraceSession | None" = None
+
+
+class TraceSession:
+    """Record spans of this process and its session children between start and stop.
+
+    Sessions may nest; an inner one sees the events from its own start and shares the
+    outermost session's directory.
+    """
+
+    def __init__(self, directory: str | os.PathLike | None = None) -> None:
+        """Create a session (not started).
+
+        Args:
+            directory: where children write their events; default: a temporary
+                directory removed when the session stops.
+        """
+        self._requested = os.fspath(directory) if directory is not None else None
+        self._directory: str | None = None
+        self._owns_directory = False
+        self._start_ns = 0
+        self._data: TraceData | None = None
+
+    @property
+    def directory(self) -> str | None:
+        """The session directory children write to (None before start)."""
+        return self._directory
+
+    @property
+    def active(self) -> bool:
+        return self in _active
+
+    def start(self) -> "TraceSession":
+        """Switch recording on; returns self.
+
+        Raises:
+            RuntimeError: when the session was already started.
+        """
+        with _lock:
+            if self._directory is not None:
+                raise RuntimeError("a TraceSession can be started only once")
+            if _active:
+                self._directory = _active[0].directory
+            elif self._requested is not None:
+                os.makedirs(self._requested, exist_ok=True)
+                self._directory = self._requested
+            else:
+                self._directory = _contributor_dir or tempfile.mkdtemp(prefix="nnscope-trace-")
+                self._owns_directory = _contributor_dir is None
+            _active.append(self)
+            self._start_ns = tracer._now()
+            _update_enabled()
+        return self
+
+    def stop(self) -> TraceData:
+        """Collect the trace, switch recording off if no other session is active.
+
+        Returns:
+            The session's trace, also returned by later :meth:`collect` calls.
+        """
+        with _lock:
+            if self._data is not None or not self.active:
+                return self.collect()
+            self._data = self._gather()
+            _active.remove(self)
+            _update_enabled()
+            if not tracer.enabled():
+                tracer._clear()
+            if self._owns_directory:
+                shutil.rmtree(self._directory, ignore_errors=True)
+        return self._data
+
+    def __enter__(self) -> "TraceSession":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that make a child process join this session."""
+        return {NNSCOPE_TRACE_DIR: self._directory} if self._directory else {}
+
+    def collect(self) -> TraceData:
+        """Return all threads of all processes recorded so far (or at stop)."""
+        if self._data is not None:
+            return self._data
+        if self._directory is None:
+            return TraceData()
+        with _lock:
+            return self._gather()
+
+    def export(self, target: str | os.PathLike | TraceExporter) -> ExportResult:
+        """Export :meth:`collect` to a file (format from its extension) or an exporter.
+
+        Raises:
+            ValueError: when the file extension names no known format.
+        """
+        if isinstance(target, TraceExporter):
+            exporter = target
+        else:
+            exporter = exporter_for_path(os.fspath(target))(os.fspath(target))
+        return exporter.export(self.collect())
+
+    def _gather(self) -> TraceData:
+        tracks, processes = _childfile.read_tracks(self._directory)
+        by_key = {(t.pid, t.tid): t for t in tracks}
+        for own in tracer._snapshot():
+            known = by_key.get((own.pid, own.tid))
+            if known is None:
+                tracks.append(own)
+            else:
+                known.events.extend(own.events)
+        processes.setdefault(os.getpid(), tracer.process_name())
+        threads = [t for t in (_balanced(t, self._start_ns) for t in tracks) if t.events]
+        threads.sort(key=lambda t: (t.pid, t.events[0][0]))
+        return TraceData({pid: processes[pid] for pid in sorted(processes)}, threads)
+
+
+def _balanced(track: ThreadTrack, since_ns: int) -> ThreadTrack:
+    """Drop events before ``since_ns`` and ends whose begin is not in the track."""
+    depth, events = 0, []
+    for event in track.events:
+        if event[0] < since_ns:
+            continue
+        if event[1] is None:
+            if depth == 0:
+                continue
+            depth -= 1
+        else:
+            depth += 1
+        events.append(event)
+    return ThreadTrack(track.pid, track.tid, track.name, events)
+
+
+def _update_enabled() -> None:
+    tracer._set_enabled(bool(_active) or _contributor_dir is not None)
+
+
+def session_env() -> dict[str, str]:
+    """Env vars for a child process so that its spans join the current session.
+
+    Empty when no session is active. Use as ``Popen(env={**os.environ, **session_env()})``.
+    """
+    with _lock:
+        directory = _active[0].directory if _active else _contributor_dir
+    return {NNSCOPE_TRACE_DIR: directory} if directory else {}
+
+
+def flush() -> int:
+    """In a process that joined a session from outside, write its buffered events there.
+
+    Returns:
+        The number of events written (0 when this process writes to no session directory
+        or on an I/O error, which is logged).
+    """
+    with _lock:
+        directory = _contributor_dir
+        if directory is None:
+            return 0
+        tracks = tracer._snapshot(drain=True)
+        try:
+            return _childfile.append_tracks(directory, tracks, tracer.process_name())
+        except OSError as error:
+            _log.warning("cannot write trace events to %s: %s", directory, error)
+            return 0
+
+
+def configure(config: TraceConfig) -> None:
+    """Apply ``config`` like at import: end the previous env-started tracing, start the new one.
+
+    An ``NNSCOPE_TRACE`` program session being replaced is exported, as at exit.
+    """
+    global _config, _contributor_dir, _program
+    with _lock:
+        flush()
+        if _program is not None:
+            _export_program()
+        _contributor_dir = None
+        _config = config
+        if config.directory:
+            _contributor_dir = config.directory
+        elif config.output and _known_format(config.output):
+            _program = TraceSession().start()
+        _update_enabled()
+        if not tracer.enabled():
+            tracer._clear()
+
+
+def current_config() -> TraceConfig:
+    """The configuration in force."""
+    return _config
+
+
+@contextlib.contextmanager
+def override_environment(environ: Mapping[str, str]) -> Iterator[TraceConfig]:
+    """Run a block as if the process had started with ``environ`` (for tests).
+
+    Sessions started in the block should be stopped in it. On exit the previous
+    configuration is applied again (an ``NNSCOPE_TRACE`` output is written then).
+    """
+    previous = _config
+    config = TraceConfig.from_environ(environ)
+    configure(config)
+    try:
+        yield config
+    finally:
+        configure(previous)
+
+
+def _known_format(path: str) -> bool:
+    try:
+        exporter_for_path(path)
+    except ValueError as error:
+        _log.warning("%s=%s not traced: %s", NNSCOPE_TRACE, path, error)
+        return False
+    return True
+
+
+def _export_program() -> None:
+    global _program
+    session, _program = _program, None
+    session.stop()
+    if session.export(_config.output) is not ExportResult.SUCCESS:
+        _log.warning("could not write the trace to %s", _config.output)
+
+
+def _at_exit() -> None:
+    with _lock:
+        flush()
+        if _program is not None:
+            _export_program()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child joins its parent's session as a contributor."""
+    global _lock, _contributor_dir, _program
+    _lock = threading.RLock()
+    if _active:
+        _contributor_dir = _active[0].directory
+    _active.clear()
+    _program = None
+    _update_enabled()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_at_exit)
+configure(TraceConfig.from_environ(os.environ))

@@ -1,0 +1,347 @@
+"""The NNTRACE recorder: scope factories, per-thread event buffers and the on/off switch.
+
+Off by default. When off, a factory costs one call, one global check and returns a
+shared no-op scope. When on, a factory appends ``(ts_ns, tag, detail)`` to the
+calling thread's buffer (a plain list reached through one ``threading.local``
+attribute) and returns a shared scope whose ``__exit__`` appends ``(ts_ns, None)``.
+Like AOSP's ``NNTRACE_*`` macros the span begins when the factory is called, so
+use the result at once in a ``with`` statement or as a decorator. Names are
+joined (``tag + detail``) only when the trace is collected. Timestamps come from
+``time.monotonic_ns`` (CLOCK_MONOTONIC, shared by all processes of a machine).
+
+Switching tracing on and collecting is :mod:`tracing.session`'s job.
+
+Example:
+    >>> from tracing.naming import Phase
+    >>> with runtime(Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...     pass
+    >>> @runtime(Phase.COMPILATION, "ANeuralNetworksCompilation_finish")
+    ... def finish():
+    ...     return 0
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from tracing import _decorate
+from tracing.naming import APPLICATION_PHASES, MARKERS, Layer, Phase, format_name, hidl_mark
+from tracing.span import ThreadTrack
+
+_log = logging.getLogger(__name__)
+_now = time.monotonic_ns
+_on = False
+_tls = threading.local()
+_lock = threading.Lock()
+
+
+class _Tags(dict):
+    """Phase -> tag string of one (layer, marker); a miss raises the contract's ValueError."""
+
+    __slots__ = ("layer", "marker")
+
+    def __init__(self, layer: Layer, marker: str) -> None:
+        super().__init__((phase, format_name(layer, phase, "", marker)) for phase in Phase
+                         if layer is Layer.APPLICATION or phase not in APPLICATION_PHASES)
+        self.layer, self.marker = layer, marker
+
+    def __missing__(self, phase: Any) -> str:
+        format_name(self.layer, Phase(phase), "", self.marker)  # raises ValueError
+        raise ValueError(f"invalid phase {phase!r} for layer {self.layer.value}")
+
+
+_PLAIN = {layer: _Tags(layer, "") for layer in Layer}
+_SW = {layer: _Tags(layer, MARKERS[0]) for layer in Layer}
+_SUB = {layer: _Tags(layer, MARKERS[1]) for layer in Layer}
+_LA, _LR, _LI = _PLAIN[Layer.APPLICATION], _PLAIN[Layer.RUNTIME], _PLAIN[Layer.IPC]
+_LD, _LC, _LU = _PLAIN[Layer.DRIVER], _PLAIN[Layer.CPU], _PLAIN[Layer.UTILITY]
+
+
+class _ThreadBuffer:
+    __slots__ = ("pid", "tid", "thread", "events")
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.tid = threading.get_native_id()
+        self.thread = threading.current_thread()
+        self.events: list[tuple] = []
+
+
+_buffers: list[_ThreadBuffer] = []
+
+
+def _register_thread() -> list:
+    buffer = _ThreadBuffer()
+    with _lock:
+        _buffers.append(buffer)
+    _tls.buffer = buffer
+    _tls.append = buffer.events.append
+    return buffer.events
+
+
+class Scope:
+    """What a scope factory returns: a context manager and a decorator.
+
+    ``with`` binds nothing useful (``as`` gets ``()``). Used as a decorator, each
+    call of the decorated function is one span, whether or not tracing was on
+    when the decorator was applied.
+    """
+
+    __slots__ = ()
+    __enter__ = staticmethod(tuple)  # C-level no-ops: the disabled path runs no Python code
+    __exit__ = staticmethod("".format)
+
+    def __call__(self, func: Callable) -> Callable:
+        key = _decorate.resolve(sys._getframe(1), _KEYS)
+        if key is None:
+            _log.warning("cannot read the tracing decorator of %s; it will not be traced",
+                         getattr(func, "__qualname__", func))
+            return func
+        return _wrap(func, *key)
+
+
+class _OpenScope(Scope):
+    """The scope returned while tracing is on: its exit records the end."""
+
+    __slots__ = ()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            _tls.append((_now(), None))
+        except AttributeError:
+            _register_thread().append((_now(), None))
+
+    def __call__(self, func: Callable) -> Callable:
+        events = getattr(_tls, "buffer", None) and _tls.buffer.events
+        if not events or events[-1][1] is None:
+            return super().__call__(func)
+        _, tag, detail = events.pop()  # the begin that the factory has just recorded
+        return _wrap(func, tag, detail)
+
+
+_NULL = Scope()
+_OPEN = _OpenScope()
+
+
+def _begin(tags: _Tags, phase: Phase, detail: str) -> Scope:
+    event = (_now(), tags[phase], detail)
+    try:
+        _tls.append(event)
+    except AttributeError:
+        _register_thread().append(event)
+    return _OPEN
+
+
+def _layer_tags(table: dict, layer: Layer) -> _Tags:
+    try:
+        return table[layer]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown layer {layer!r}; valid: "
+                         f"{', '.join(item.value for item in Layer)}") from None
+
+
+def application(phase: Phase, detail: str = "") -> Scope:
+    """Scope ``[NN_LA_<phase>]detail``: user code, benchmark runs (PO, PWU, PBM allowed)."""
+    if not _on:
+        return _NULL
+    return _begin(_LA, phase, detail)
+
+
+def runtime(phase: Phase, detail: str = "") -> Scope:
+    """Scope ``[NN_LR_<phase>]detail``: the runtime API and its executor.
+
+    Raises:
+        ValueError: (tracing on) for an application-only phase.
+    """
+    if not _on:
+        return _NULL
+    return _begin(_LR, phase, detail)
+
+
+def ipc(phase: Phase, detail: str = "") -> Scope:
+    """Scope ``[NN_LI_<phase>]detail``: runtime-side code talking to a driver process."""
+    if not _on:
+        return _NULL
+    return _begin(_LI, phase, detail)
+
+
+def driver(phase: Phase, detail: str = "") -> Scope:
+    """Scope ``[NN_LD_<phase>]detail``: code running in a driver process."""
+    if not _on:
+        return _NULL
+    return _begin(_LD, phase, detail)
+
+
+def cpu(phase: Phase, detail: str = "") -> Scope:
+    """Scope ``[NN_LC_<phase>]detail``: the reference CPU executor."""
+    if not _on:
+        return _NULL
+    return _begin(_LC, phase, detail)
+
+
+def utility(phase: Phase, detail: str = "") -> Scope:
+    """Scope ``[NN_LU_<phase>]detail``: helpers shared by layers."""
+    if not _on:
+        return _NULL
+    return _begin(_LU, phase, detail)
+
+
+def full(layer: Layer, phase: Phase, detail: str = "") -> Scope:
+    """Scope ``[NN_<layer>_<phase>]detail`` for any layer."""
+    if not _on:
+        return _NULL
+    return _begin(_layer_tags(_PLAIN, layer), phase, detail)
+
+
+def subtract(layer: Layer, phase: Phase, detail: str = "") -> Scope:
+    """Scope ``[SUB][NN_<layer>_<phase>]detail``: time that belongs to another layer."""
+    if not _on:
+        return _NULL
+    return _begin(_layer_tags(_SUB, layer), phase, detail)
+
+
+def hidl(interface: str, method: str, side: str) -> Scope:
+    """Scope ``HIDL::<interface>::<method>::<side>``, the IPC transport mark.
+
+    Raises:
+        ValueError: (tracing on) when ``side`` is not ``client`` or ``server``.
+    """
+    if not _on:
+        return _NULL
+    event = (_now(), hidl_mark(interface, method, side), "")
+    try:
+        _tls.append(event)
+    except AttributeError:
+        _register_thread().append(event)
+    return _OPEN
+
+
+def switch(layer: Layer, phase: Phase, detail: str = "") -> None:
+    """End the innermost open scope of this thread and begin ``[SW][NN_<l>_<p>]detail``.
+
+    The enclosing ``with`` (or decorated call) ends the new span, exactly as
+    AOSP's ``NNTRACE_*_SWITCH``. Call it only inside an open scope.
+    """
+    if not _on:
+        return
+    tag = _layer_tags(_SW, layer)[phase]
+    now = _now()
+    try:
+        append = _tls.append
+    except AttributeError:
+        append = _register_thread().append
+    append((now, None))
+    append((now, tag, detail))
+
+
+def enabled() -> bool:
+    """True while spans are recorded (a :class:`~tracing.session.TraceSession` or the env)."""
+    return _on
+
+
+# Factory -> (args -> (tag, detail)): lets a decorator learn its span when tracing is off.
+_KEYS: dict[Callable, Callable[..., tuple[str, str]]] = {
+    application: lambda phase, detail="": (_LA[phase], detail),
+    runtime: lambda phase, detail="": (_LR[phase], detail),
+    ipc: lambda phase, detail="": (_LI[phase], detail),
+    driver: lambda phase, detail="": (_LD[phase], detail),
+    cpu: lambda phase, detail="": (_LC[phase], detail),
+    utility: lambda phase, detail="": (_LU[phase], detail),
+    full: lambda layer, phase, detail="": (_layer_tags(_PLAIN, layer)[phase], detail),
+    subtract: lambda layer, phase, detail="": (_layer_tags(_SUB, layer)[phase], detail),
+    hidl: lambda interface, method, side: (hidl_mark(interface, method, side), ""),
+}
+
+
+def _wrap(func: Callable, tag: str, detail: str) -> Callable:
+    @functools.wraps(func)
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        if not _on:
+            return func(*args, **kwargs)
+        event = (_now(), tag, detail)
+        try:
+            _tls.append(event)
+        except AttributeError:
+            _register_thread().append(event)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _OPEN.__exit__(None, None, None)
+    return traced
+
+
+# ----- recorder control, used by tracing.session ---------------------------------------
+
+_process_name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") \
+    else "python"
+
+
+def set_process_name(name: str) -> None:
+    """Name this process in exported traces (default: the script's file name)."""
+    global _process_name
+    _process_name = str(name)
+
+
+def process_name() -> str:
+    """The name given by :func:`set_process_name` or the default."""
+    return _process_name
+
+
+def _set_enabled(flag: bool) -> None:
+    global _on
+    _on = bool(flag)
+
+
+def _name_events(events: list[tuple], cache: dict) -> list[tuple[int, str | None]]:
+    out = []
+    for event in events:
+        if event[1] is None:
+            out.append(event)
+            continue
+        ts, tag, detail = event
+        name = cache.get((tag, detail))
+        if name is None:
+            name = cache[(tag, detail)] = tag + detail
+        out.append((ts, name))
+    return out
+
+
+def _snapshot(drain: bool = False) -> list[ThreadTrack]:
+    """Copy (or move out, with ``drain``) this process's events as named ThreadTracks."""
+    with _lock:
+        buffers = list(_buffers)
+    cache: dict = {}
+    tracks = []
+    for buffer in buffers:
+        events = buffer.events
+        count = len(events)
+        raw = events[:count]
+        if drain:
+            del events[:count]  # appends made meanwhile stay in the buffer
+        if raw:
+            tracks.append(ThreadTrack(buffer.pid, buffer.tid, buffer.thread.name,
+                                      _name_events(raw, cache)))
+    return tracks
+
+
+def _clear() -> None:
+    """Empty all buffers and forget finished threads."""
+    with _lock:
+        for buffer in _buffers:
+            buffer.events.clear()
+        _buffers[:] = [b for b in _buffers if b.thread.is_alive()]
+
+
+def _after_fork_in_child() -> None:
+    global _tls, _buffers, _lock
+    _tls = threading.local()
+    _buffers = []
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
