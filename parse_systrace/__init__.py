@@ -1,0 +1,50 @@
+"""parse_systrace: the NNAPI timing summary of a systrace, compatible with the AOSP tool.
+
+Reads a trace (systrace HTML, ftrace text; other formats through
+:mod:`parse_systrace.readers`), builds each tracked thread's call tree per run
+(``[NN_LA_PO]`` marks start runs) and reports the time per layer (Application, Runtime,
+IPC, Driver, CPU) and phase (Initialization ... Termination) as the established tool does.
+
+Example:
+    >>> import parse_systrace
+    >>> runs = parse_systrace.summarize("trace.html")              # doctest: +SKIP
+    >>> print(parse_systrace.render_text(runs[0]), end="")         # doctest: +SKIP
+    >>> print(parse_systrace.render_json(runs), end="")            # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from parse_systrace.errors import TraceFormatError
+from parse_systrace.render import render_json, render_text
+from parse_systrace.summary import RunSummary, ThreadDetail
+
+__all__ = ["summarize", "iter_summaries", "render_text", "render_json", "RunSummary",
+           "ThreadDetail", "TraceFormatError"]
+
+
+def iter_summaries(path_or_fileobj, *, tolerant: bool = False, per_process: bool = False,
+                   detail: bool = False, warn: Callable[[str], None] = lambda text: None,
+                   format: str = None) -> Iterator[RunSummary]:
+    """Yield each run's :class:`RunSummary` as soon as the run ends (streaming).
+
+    Args:
+        path_or_fileobj: a path or a seekable binary file object.
+        tolerant: drop orphan rows (E without B, unmatched driver begins/ends) instead
+            of raising :class:`TraceFormatError`.
+        per_process: one summary per client process instead of one merged summary.
+        detail: fill :attr:`RunSummary.details` (per-thread buckets and trees).
+        warn: receives the established tool's stderr texts and our notes.
+        format: a registered reader name; detected from the content when None.
+    """
+    from parse_systrace._engine import iter_runs
+    from parse_systrace.readers import open_rows
+
+    source = open_rows(path_or_fileobj, format)
+    return iter_runs(source.rows, tolerant=tolerant, per_process=per_process,
+                     detail=detail, warn=warn)
+
+
+def summarize(path_or_fileobj, **options) -> list:
+    """Every run's :class:`RunSummary` (see :func:`iter_summaries` for the options)."""
+    return list(iter_summaries(path_or_fileobj, **options))

@@ -1,0 +1,73 @@
+"""Command line: ``parse_systrace [--total-times] [--per-execution] [--json] ... FILE``.
+
+Prints the established tool's tables (or JSON) on stdout, its warnings on stderr, and
+reports unreadable input as one line ``parse_systrace: error: <file>:<where>: <reason>``
+with exit status 2.
+
+Example:
+    $ parse_systrace --per-execution trace.html
+    $ python -m parse_systrace --json --tolerant trace.txt
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from parse_systrace import iter_summaries
+from parse_systrace._detail import render_detail
+from parse_systrace.errors import TraceFormatError
+from parse_systrace.render import json_object, render_text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="parse_systrace", description=(
+        "NNAPI timing summary of a systrace (HTML, ftrace text, Chrome JSON, Perfetto)."))
+    parser.add_argument("--total-times", action="store_true",
+                        help="print total times instead of self-times")
+    parser.add_argument("--print-detail", action="store_true",
+                        help="print each thread's buckets and call tree after each table")
+    parser.add_argument("--per-execution", action="store_true",
+                        help="print only Execution, divided by the execution count")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--tolerant", action="store_true",
+                        help="drop orphan rows (trace starting mid-call) instead of failing")
+    parser.add_argument("--per-process", action="store_true",
+                        help="print one summary per client process")
+    parser.add_argument("filename")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    printed = 0
+    try:
+        runs = iter_summaries(args.filename, tolerant=args.tolerant,
+                              per_process=args.per_process, detail=args.print_detail,
+                              warn=err.write)
+        if args.json:
+            out.write("[\n")
+        for run in runs:
+            if not run.complete:
+                continue
+            if args.json:
+                out.write((",\n" if printed else "") + json_object(
+                    run, args.total_times, args.per_execution) + "\n")
+            else:
+                out.write(render_text(run, args.total_times, args.per_execution))
+                if args.print_detail:
+                    out.write(render_detail(run))
+            printed += 1
+        if args.json:
+            out.write("]\n")
+    except TraceFormatError as error:
+        out.flush()
+        err.write(f"parse_systrace: error: {args.filename}:{error}\n")
+        return 2
+    except BrokenPipeError:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The run loop: scan the rows once for tracked threads, then build and summarise runs.
+
+Pass 1 (:func:`scan`) finds the tracked threads (in the order they were first tracked),
+the driver processes and whether any runtime mark exists. Pass 2 (:func:`iter_runs`)
+re-reads the rows, feeds each tracked thread's marks to its :class:`ThreadState` and
+yields a :class:`~parse_systrace.summary.RunSummary` each time a run ends (at the next
+``[NN_LA_PO]`` mark and at the end of the file), then drops that run's trees.
+
+Example:
+    >>> rows = [(1.0, 5, 5, "[NN_LA_PO]m", 1), (1.5, 5, 5, "[NN_LR_PC]c", 2),
+    ...         (1.75, 5, 5, None, 3), (2.0, 5, 5, None, 4)]
+    >>> [run.times["PC"]["LR"] for run in iter_runs(lambda: iter(rows))]
+    [250.0]
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Optional
+
+from parse_systrace._aggregate import aggregate
+from parse_systrace._thread import ThreadState
+from parse_systrace.errors import TraceFormatError
+from parse_systrace.summary import RunSummary, ThreadDetail
+
+NO_RUNTIME = "\n*** No NNAPI Runtime trace present - check your systrace setup ***\n\n"
+INCOMPLETE = "Incomplete trace, not able to print all statistics\n"
+_ASYNC_BEGIN = re.compile(r"::IPreparedModel::execute(_\d+_\d+)?::server$")
+_ASYNC_END = re.compile(r"::IExecutionCallback::notify(_\d+_\d+)?::client$")
+_SYNC = re.compile(r"::(IPreparedModel|IBurstContext|IBurstCallback)::\w*"
+                   r"(execute|Fenced|[Bb]urst)\w*::server$")
+
+
+@dataclass
+class Scan:
+    """What pass 1 learns: tracked tid -> tgid (first-tracked order), driver tgids."""
+
+    tracked: dict = field(default_factory=dict)
+    drivers: set = field(default_factory=set)
+    seen_runtime: bool = False
+
+    @property
+    def clients(self) -> list:
+        """Client (non-driver) processes owning tracked threads, in tracking order."""
+        return list(dict.fromkeys(g for g in self.tracked.values() if g not in self.drivers))
+
+
+def scan(rows: Iterator[tuple]) -> Scan:
+    """Pass 1 over all rows (section 2 of the semantics)."""
+    result = Scan()
+    tracked, drivers = result.tracked, result.drivers
+    for _, tid, tgid, name, _ in rows:
+        if name is None:
+            continue
+        if "[NN" in name:
+            tracked[tid] = tgid
+            if "NN_LR" in name:
+                result.seen_runtime = True
+        if "HIDL::IDevice" in name and "::server" in name:
+            tracked[tid] = tgid
+            drivers.add(tgid)
+    return result
+
+
+class Session:
+    """The trackers of one summary (all tracked threads, or one client process)."""
+
+    def __init__(self, scan_result: Scan, tids, tolerant: bool, detail: bool,
+                 process: Optional[int] = None) -> None:
+        self.app: list = []
+        self.threads = {tid: ThreadState(tid, scan_result.tracked[tid],
+                                         scan_result.tracked[tid] in scan_result.drivers,
+                                         self.app, tolerant) for tid in tids}
+        self.tolerant, self.detail, self.process = tolerant, detail, process
+        self.first, self.starting_mark = True, ""
+        self.dropped = 0
+
+    def feed(self, ts, tid, tgid, name, where) -> Optional[RunSummary]:
+        """Handle one row; return the finished previous run when this row starts a run."""
+        thread = self.threads.get(tid)
+        if thread is None:
+            return None
+        if name is None:
+            thread.end(ts, where)
+            return None
+        finished = None
+        if "[NN_LA_PO]" in name:
+            if not self.first:
+                finished = self.finish()
+            self.starting_mark, self.first = f"B|{tgid}|{name}", False
+        thread.begin(ts, name, where)
+        return finished
+
+    def finish(self) -> RunSummary:
+        """Summarise the current run and reset every thread for the next one."""
+        try:
+            return self._summarise()
+        finally:
+            for thread in self.threads.values():
+                thread.reset()
+            self.app.clear()
+
+    def _summarise(self) -> RunSummary:
+        threads = list(self.threads.values())
+        run = RunSummary(starting_mark=self.starting_mark, process=self.process)
+        if not all(thread.complete for thread in threads):
+            run.complete = False
+            return run
+        times, self_times, both, counts = aggregate(threads, self._driver_pairs)
+        run.times, run.self_times, run.execution_counts = times, self_times, counts
+        run.has_warmup_and_benchmark = both
+        if self.detail:
+            run.details = [ThreadDetail(t.tid, t.tgid, t.is_driver, t.calculate(), t.root)
+                           for t in threads]
+        return run
+
+    def _driver_pairs(self, app: str) -> list:
+        """Driver/Execution spans: sorted execute::server begins vs notify::client begins."""
+        begins, ends, sync = [], [], []
+        for thread in self.threads.values():
+            for (phase, function), spans in thread.spans.items():
+                if phase != app:
+                    continue
+                if _ASYNC_BEGIN.search(function):
+                    begins += [pair[0] for pair in spans]
+                elif _ASYNC_END.search(function):
+                    ends += [pair[0] for pair in spans]
+                elif _SYNC.search(function):
+                    sync += [(pair[0], pair[1]) for pair in spans]
+        begins.sort()
+        ends.sort()
+        if len(begins) != len(ends):
+            if not self.tolerant:
+                raise TraceFormatError(
+                    f"run {self.starting_mark or '(before the first [NN_LA_PO] mark)'}",
+                    f"{len(begins)} driver execute begins but {len(ends)} callback notifies")
+            self.dropped += abs(len(begins) - len(ends))
+            begins, ends = (begins[:len(ends)], ends) if len(begins) > len(ends) else \
+                (begins, ends[len(ends) - len(begins):])
+        return list(zip(begins, ends)) + sync
+
+
+def iter_runs(rows: Callable[[], Iterator[tuple]], *, tolerant: bool = False,
+              per_process: bool = False, detail: bool = False,
+              warn: Callable[[str], None] = lambda text: None) -> Iterator[RunSummary]:
+    """Yield every run's summary; ``rows()`` must return a fresh iterator each call."""
+    found = scan(rows())
+    if not found.seen_runtime:
+        warn(NO_RUNTIME)
+    clients = found.clients
+    if per_process and clients:
+        sessions = [Session(found, [t for t, g in found.tracked.items()
+                                    if g == client or g in found.drivers],
+                            tolerant, detail, client) for client in clients]
+    else:
+        if len(clients) > 1:
+            warn(f"parse_systrace: note: the summary merges {len(clients)} client processes "
+                 f"({', '.join(map(str, clients))}); use --per-process to split them\n")
+        sessions = [Session(found, list(found.tracked), tolerant, detail)]
+    yield from _feed_all(rows(), sessions, warn)
+
+
+def _feed_all(rows, sessions: list, warn) -> Iterator[RunSummary]:
+    for ts, tid, tgid, name, where in rows:
+        for session in sessions:
+            finished = session.feed(ts, tid, tgid, name, where)
+            if finished is not None:
+                yield from _emit(finished, warn)
+    for session in sessions:
+        yield from _emit(session.finish(), warn)
+    orphans = sum(t.orphans for s in sessions for t in s.threads.values())
+    dropped = orphans + sum(s.dropped for s in sessions)
+    if dropped:
+        warn(f"parse_systrace: warning: --tolerant dropped {dropped} orphan rows "
+             f"({orphans} E marks without a B)\n")
+
+
+def _emit(run: RunSummary, warn) -> Iterator[RunSummary]:
+    if not run.complete:
+        warn(INCOMPLETE)
+    yield run
