@@ -1,0 +1,111 @@
+"""Internal: the StepExecutor — runs an :class:`~runtime.plan.ExecutionPlan` for one request.
+
+A simple plan hands the request to its only device. A compound plan builds one request per
+step: model inputs/outputs keep their pools, tensors crossing steps get buffers allocated here
+(re-allocated and the step re-run when a device reports an unknown shape larger than guessed).
+
+Example:
+    >>> result, step = run_plan(plan, request, measure=False, deadline_ns=None)   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import tracing
+import vlog
+from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
+from runtime.hal.types import ErrorStatus, Operand
+from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
+from tracing import Phase
+
+_GUESS_BYTES = 1 << 16
+
+
+def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
+             deadline_ns: int | None) -> tuple[ExecutionResult, ExecutionStep | None]:
+    """Run every step; return the result and the failing step (None on success)."""
+    if plan.simple:
+        step = plan.steps[0]
+        with tracing.runtime(Phase.EXECUTION, "StepExecutor::compute"):
+            result = step.prepared.execute(request, measure, deadline_ns)
+        return result, (None if result.status == ErrorStatus.NONE else step)
+    return _run_compound(plan, request, deadline_ns)
+
+
+class _Temporaries:
+    """Buffers of the tensors passed between steps of one execution."""
+
+    def __init__(self, plan: ExecutionPlan, request: Request):
+        self.graph = plan.model.main
+        self.request = request
+        self.pools = list(request.pools)
+        self.slots: dict[int, int] = {}      # operand -> pool index
+        self.dims: dict[int, tuple[int, ...]] = {}
+        self.model_output_dims: dict[int, tuple[int, ...]] = {}
+
+    def allocate(self, operand_index: int, size: int | None = None) -> int:
+        operand: Operand = self.graph.operands[operand_index]
+        size = size or operand.byte_size() or _GUESS_BYTES
+        self.pools.append(bytearray(size))
+        self.slots[operand_index] = len(self.pools) - 1
+        return self.slots[operand_index]
+
+    def input_arg(self, source: Source, operand_index: int) -> RequestArgument:
+        if source.kind == MODEL_INPUT:
+            return self.request.inputs[source.position]
+        if source.kind == MODEL_OUTPUT:
+            arg = self.request.outputs[source.position]
+            dims = self.model_output_dims[source.position]
+            return RequestArgument(False, arg.pool_index, arg.offset,
+                                   _size(self.graph.operands[operand_index], dims), dims)
+        dims = self.dims[operand_index]
+        pool = self.slots[operand_index]
+        return RequestArgument(False, pool, 0, _size(self.graph.operands[operand_index], dims), dims)
+
+    def output_arg(self, source: Source, operand_index: int) -> RequestArgument:
+        if source.kind == MODEL_OUTPUT:
+            return self.request.outputs[source.position]
+        pool = self.slots.get(operand_index)
+        if pool is None:
+            pool = self.allocate(operand_index)
+        return RequestArgument(False, pool, 0, len(self.pools[pool]), ())
+
+
+def _size(operand: Operand, dims: tuple[int, ...]) -> int:
+    return Operand(operand.type, dims).byte_size() or 0
+
+
+def _run_compound(plan: ExecutionPlan, request: Request,
+                  deadline_ns: int | None) -> tuple[ExecutionResult, ExecutionStep | None]:
+    temps = _Temporaries(plan, request)
+    shapes = [OutputShape(plan.model.main.operands[i].dimensions) for i in plan.model.main.output_indexes]
+    for step in plan.steps:
+        with tracing.runtime(Phase.EXECUTION, "StepExecutor::compute"):
+            result = _run_step(step, temps, deadline_ns)
+        vlog.log("execution", "ExecutionPlan", "step %d on %s: %s", step.index, step.device.name,
+                 result.status.name)
+        for source, operand_index, shape in zip(step.output_sources, step.outputs, result.output_shapes):
+            if source.kind == MODEL_OUTPUT:
+                shapes[source.position] = shape
+                temps.model_output_dims[source.position] = tuple(shape.dimensions)
+            else:
+                temps.dims[operand_index] = tuple(shape.dimensions)
+        if result.status != ErrorStatus.NONE:
+            return ExecutionResult(result.status, tuple(shapes)), step
+    return ExecutionResult(ErrorStatus.NONE, tuple(shapes)), None
+
+
+def _run_step(step: ExecutionStep, temps: _Temporaries, deadline_ns: int | None) -> ExecutionResult:
+    inputs = tuple(temps.input_arg(s, o) for s, o in zip(step.input_sources, step.inputs))
+    for _attempt in range(2):
+        outputs = tuple(temps.output_arg(s, o) for s, o in zip(step.output_sources, step.outputs))
+        result = step.prepared.execute(Request(inputs, outputs, tuple(temps.pools)), False, deadline_ns)
+        if result.status != ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
+            return result
+        retry = False
+        for source, operand_index, shape in zip(step.output_sources, step.outputs, result.output_shapes):
+            if source.kind != MODEL_OUTPUT and not shape.is_sufficient:
+                needed = _size(temps.graph.operands[operand_index], tuple(shape.dimensions))
+                temps.allocate(operand_index, needed)
+                retry = True
+        if not retry:
+            return result
+    return result

@@ -1,0 +1,201 @@
+"""``nnapi-reference``: the in-process CPU device over :class:`~runtime.ops.executor.CpuExecutor`.
+
+It implements the same :class:`~runtime.drivers.base.Device` / ``PreparedModel`` interface as a
+driver process would: ``prepare_model`` builds a CpuExecutor once; ``execute`` reads the inputs
+straight out of the request pools (numpy views, no copy), runs the executor and writes the
+outputs into the pools, reporting :class:`OutputShape` (``is_sufficient``) and a ``Timing``.
+The views of the last request are cached, so re-running the same request does no parsing.
+
+Example:
+    >>> device = CpuDevice()
+    >>> prepared = device.prepare_model(hal_model)                  # doctest: +SKIP
+    >>> result = prepared.execute(request, measure_timing=True)     # doctest: +SKIP
+    >>> result.status, result.output_shapes, result.timing          # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+import tracing
+import vlog
+from runtime.drivers.base import Device, PreparedModel
+from runtime.hal.device_types import (Capabilities, ExecutionResult, OutputShape, PerformanceInfo,
+                                      Request)
+from runtime.hal.errors import HalError
+from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType, Preference,
+                               Priority, numpy_dtype)
+from runtime.hal.validate import merge_dimensions, pool_buffer, validate_request
+from timing import Timing
+from tracing import Phase
+
+#: Name of the reference CPU device.
+NAME = "nnapi-reference"
+_now = time.perf_counter_ns
+
+
+class _Output(NamedTuple):
+    buffer: object
+    offset: int
+    length: int
+    dtype: np.dtype
+    view: np.ndarray | None  # preallocated typed view when the shape is known
+
+
+class _Binding(NamedTuple):
+    inputs: list
+    outputs: tuple[_Output, ...]
+
+
+class CpuPreparedModel(PreparedModel):
+    """A model prepared for the CPU: one :class:`CpuExecutor` reused by every execution."""
+
+    def __init__(self, model: HalModel, executor) -> None:
+        self.model = model
+        self.executor = executor
+        graph = model.main
+        self._in_ops = tuple(graph.operands[i] for i in graph.input_indexes)
+        self._out_ops = tuple(graph.operands[i] for i in graph.output_indexes)
+        self._cache: tuple = (None, None)
+        #: Message of the last failed execution (the HAL result carries only a status).
+        self.last_error: str | None = None
+
+    def execute(self, request: Request, measure_timing: bool = False,
+                deadline_ns: int | None = None) -> ExecutionResult:
+        """Run ``request`` synchronously; errors come back as an ErrorStatus, never raised."""
+        if tracing.enabled():
+            with tracing.runtime(Phase.EXECUTION, "CpuPreparedModel::execute"):
+                return self._execute(request, measure_timing, deadline_ns, True)
+        return self._execute(request, measure_timing, deadline_ns, False)
+
+    def _execute(self, request: Request, measure: bool, deadline_ns: int | None,
+                 traced: bool) -> ExecutionResult:
+        start = _now() if measure else 0
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed before start")
+        cached_request, binding = self._cache
+        if cached_request is not request:
+            try:
+                binding = self._bind(request)
+            except HalError as error:
+                return self._fail(error.status, str(error))
+            self._cache = (request, binding)
+        try:
+            device_start = _now() if measure else 0
+            run = self.executor.run_with_tracing if traced else self.executor.run
+            results = run(binding.inputs)
+            device_end = _now() if measure else 0
+        except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
+            return self._fail(ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}")
+        status, shapes = _write_outputs(binding.outputs, results)
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed during execution")
+        timing = None
+        if measure:
+            timing = Timing((device_end - device_start) // 1000, (_now() - start) // 1000)
+        return ExecutionResult(status, shapes, timing)
+
+    def _bind(self, request: Request) -> _Binding:
+        validate_request(request, self.model)
+        pools = [pool_buffer(p) for p in request.pools]
+        inputs = []
+        for arg, operand in zip(request.inputs, self._in_ops):
+            if arg.has_no_value:
+                inputs.append(None)
+                continue
+            dims = merge_dimensions(operand.dimensions, arg.dimensions)
+            dtype = numpy_dtype(operand.type)
+            view = np.frombuffer(pools[arg.pool_index], dtype, arg.length // dtype.itemsize, arg.offset)
+            inputs.append(view.reshape(dims))
+        outputs = []
+        for arg, operand in zip(request.outputs, self._out_ops):
+            dims = merge_dimensions(operand.dimensions, arg.dimensions)
+            dtype = numpy_dtype(operand.type)
+            buffer = pools[arg.pool_index]
+            view = None
+            if dims is not None and 0 not in dims:
+                count = int(np.prod(dims, dtype=np.int64))
+                if count * dtype.itemsize <= arg.length:
+                    view = np.frombuffer(buffer, dtype, count, arg.offset).reshape(dims)
+            outputs.append(_Output(buffer, arg.offset, arg.length, dtype, view))
+        return _Binding(inputs, tuple(outputs))
+
+    def _fail(self, status: ErrorStatus, message: str) -> ExecutionResult:
+        self.last_error = message
+        vlog.log("driver", "CpuDevice", "execution failed (%s): %s", status.name, message)
+        return ExecutionResult(status)
+
+
+def _write_outputs(outputs: tuple[_Output, ...], results: list) -> tuple[ErrorStatus, tuple]:
+    status = ErrorStatus.NONE
+    shapes = []
+    for out, value in zip(outputs, results):
+        if type(value) is not np.ndarray:
+            value = np.asarray(value, out.dtype)
+        view = out.view
+        if view is not None and view.shape == value.shape:
+            np.copyto(view, value, casting="unsafe")
+            shapes.append(OutputShape(view.shape, True))
+            continue
+        value = np.asarray(value, out.dtype)
+        if value.nbytes > out.length:
+            status = ErrorStatus.OUTPUT_INSUFFICIENT_SIZE
+            shapes.append(OutputShape(value.shape, False))
+            continue
+        target = np.frombuffer(out.buffer, out.dtype, value.size, out.offset).reshape(value.shape)
+        np.copyto(target, value)
+        shapes.append(OutputShape(value.shape, True))
+    return status, tuple(shapes)
+
+
+class CpuDevice(Device):
+    """The reference CPU device: every registered operation, performance 1.0 for every type."""
+
+    name = NAME
+    type = DeviceType.CPU
+    version = "1.3"
+    feature_level = 30
+
+    def capabilities(self) -> Capabilities:
+        """Performance 1.0 (the reference) for every operand type and control flow."""
+        info = PerformanceInfo(1.0, 1.0)
+        return Capabilities(info, info, tuple((t, info) for t in OperandType), info, info)
+
+    def supported_operations(self, model: HalModel) -> list[bool]:
+        """Operations with a registry record whose signature check passes."""
+        from runtime.ops import registry  # noqa: PLC0415 - kernels load on first use
+        graph = model.main
+        flags = []
+        for op in graph.operations:
+            record = registry.get(op.type)
+            if record is None:
+                flags.append(False)
+                continue
+            try:
+                record.validate([graph.operands[i] for i in op.inputs],
+                                [graph.operands[i] for i in op.outputs])
+                flags.append(True)
+            except (ValueError, TypeError, IndexError, KeyError):
+                flags.append(False)
+        return flags
+
+    def prepare_model(self, model: HalModel, preference: Preference = Preference.FAST_SINGLE_ANSWER,
+                      priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,
+                      cache_dir: str | None = None, token: bytes | None = None) -> CpuPreparedModel:
+        """Build the CpuExecutor of ``model`` (validates every operation).
+
+        Raises:
+            HalError: INVALID_ARGUMENT for an operation the executor rejects,
+                MISSED_DEADLINE_TRANSIENT when ``deadline_ns`` has passed.
+        """
+        from runtime.ops.executor import CpuExecutor  # noqa: PLC0415
+        with tracing.runtime(Phase.COMPILATION, "CpuDevice::prepareModel"):
+            if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+                raise HalError(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed before prepare")
+            try:
+                executor = CpuExecutor(model)
+            except (ValueError, TypeError, IndexError, KeyError) as error:
+                raise HalError(ErrorStatus.INVALID_ARGUMENT, str(error)) from None
+            return CpuPreparedModel(model, executor)

@@ -1,0 +1,157 @@
+"""``Memory``: shared memory regions for constants, inputs and outputs (ANeuralNetworksMemory).
+
+A Memory is an ``mmap`` of a file descriptor. :meth:`Memory.create_shared` makes real shared
+memory (``memfd_create`` + ``mmap``) that another process (a driver) can map from the same fd;
+:meth:`Memory.from_fd` maps a caller's fd (duplicated, as NNAPI does). Models reference memory
+with ``Model.set_operand_value_from_memory`` and executions with ``set_input_from_memory`` /
+``set_output_from_memory``.
+
+Example:
+    >>> import numpy as np
+    >>> with Memory.create_shared(16) as memory:
+    ...     memory.array(np.float32)[:] = [1, 2, 3, 4]
+    ...     bytes(memory.buffer()[:4]) == np.float32(1).tobytes()
+    True
+"""
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+
+import tracing
+from runtime.api import NnError, ResultCode
+from tracing import Phase
+
+#: ``PROT_READ | PROT_WRITE``, the usual ``prot`` for :meth:`Memory.from_fd`.
+PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
+
+
+class Memory:
+    """A mapped region of ``size`` bytes; also a model pool (``buffer()``, ``fd``, ``size``).
+
+    Attributes:
+        size: Size of the region in bytes.
+        fd: The (duplicated, owned) file descriptor backing the region.
+        offset: Offset of the region in that file.
+    """
+
+    def __init__(self, mapping: mmap.mmap, fd: int, offset: int, size: int, delta: int):
+        self._mapping = mapping
+        self._delta = delta  # region start inside the page-aligned mapping
+        self.fd = fd
+        self.offset = offset
+        self.size = size
+        self._view = memoryview(mapping)[delta:delta + size]
+
+    @classmethod
+    def from_fd(cls, size: int, prot: int, fd: int, offset: int = 0) -> Memory:
+        """Map ``size`` bytes of ``fd`` at ``offset`` (ANeuralNetworksMemory_createFromFd).
+
+        Args:
+            size: Bytes to map (> 0).
+            prot: ``mmap.PROT_READ`` and/or ``mmap.PROT_WRITE``.
+            fd: An open file descriptor; it is duplicated, the caller keeps its own.
+            offset: Byte offset in the file; need not be page aligned.
+
+        Raises:
+            NnError: BAD_DATA for a bad size/offset/prot, UNMAPPABLE when mmap fails.
+        """
+        with tracing.runtime(Phase.PREPARATION, "ANeuralNetworksMemory_createFromFd"):
+            return cls._map(size, prot, fd, offset)
+
+    @classmethod
+    def _map(cls, size: int, prot: int, fd: int, offset: int) -> Memory:
+        if size <= 0 or offset < 0:
+            raise NnError(ResultCode.BAD_DATA, f"Memory: invalid size {size} / offset {offset}")
+        if prot & ~PROT_READ_WRITE or not prot:
+            raise NnError(ResultCode.BAD_DATA, f"Memory: invalid prot {prot:#x}")
+        delta = offset % mmap.ALLOCATIONGRANULARITY
+        try:
+            owned = os.dup(fd)
+        except OSError as error:
+            raise NnError(ResultCode.BAD_DATA, f"Memory: bad file descriptor {fd}: {error}") from None
+        try:
+            mapping = mmap.mmap(owned, size + delta, flags=mmap.MAP_SHARED, prot=prot,
+                                offset=offset - delta)
+        except (OSError, ValueError) as error:
+            os.close(owned)
+            raise NnError(ResultCode.UNMAPPABLE, f"Memory: cannot map fd {fd} "
+                          f"[{offset}, {offset + size}): {error}") from None
+        return cls(mapping, owned, offset, size, delta)
+
+    @classmethod
+    def create_shared(cls, size: int, name: str = "nnscope") -> Memory:
+        """Allocate ``size`` bytes of shared memory (memfd), mappable by other processes via ``fd``.
+
+        Raises:
+            NnError: BAD_DATA for size <= 0, OUT_OF_MEMORY when the allocation fails.
+        """
+        with tracing.runtime(Phase.PREPARATION, "ANeuralNetworksMemory_createFromFd"):
+            if size <= 0:
+                raise NnError(ResultCode.BAD_DATA, f"Memory: invalid size {size}")
+            try:
+                fd = os.memfd_create(name, os.MFD_CLOEXEC)
+                os.ftruncate(fd, size)
+            except OSError as error:
+                raise NnError(ResultCode.OUT_OF_MEMORY, f"Memory: memfd_create failed: {error}") from None
+            try:
+                return cls._map(size, PROT_READ_WRITE, fd, 0)
+            finally:
+                os.close(fd)
+
+    def buffer(self) -> memoryview:
+        """A writable (if mapped writable) memoryview of the region."""
+        if self._view is None:
+            raise NnError(ResultCode.BAD_STATE, "Memory: used after free()")
+        return self._view
+
+    @property
+    def pool(self) -> mmap.mmap:
+        """The underlying page-aligned mapping (what requests carry as a pool)."""
+        return self._mapping
+
+    @property
+    def pool_offset(self) -> int:
+        """Where the region starts inside :attr:`pool`."""
+        return self._delta
+
+    def array(self, dtype, shape=None, offset: int = 0) -> np.ndarray:
+        """A numpy view of the region (or of part of it starting at ``offset`` bytes)."""
+        dtype = np.dtype(dtype)
+        count = (self.size - offset) // dtype.itemsize if shape is None else int(np.prod(shape))
+        view = np.frombuffer(self.buffer(), dtype, count, offset)
+        return view if shape is None else view.reshape(shape)
+
+    @property
+    def freed(self) -> bool:
+        return self._view is None
+
+    def free(self) -> None:
+        """Unmap and close (ANeuralNetworksMemory_free); views still alive keep the map open."""
+        with tracing.runtime(Phase.TERMINATION, "ANeuralNetworksMemory_free"):
+            if self._view is None:
+                return
+            try:
+                self._view.release()
+            except BufferError:
+                pass  # numpy views of the region are still alive
+            self._view = None
+            try:
+                self._mapping.close()
+            except BufferError:
+                pass  # numpy views still export it; the map goes away with them
+            os.close(self.fd)
+
+    close = free
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        state = "freed" if self.freed else f"fd={self.fd}"
+        return f"Memory(size={self.size}, offset={self.offset}, {state})"
