@@ -1,0 +1,187 @@
+"""Scope factories and the per-thread recorder."""
+import logging
+import os
+import threading
+
+import pytest
+
+import tracing
+from tracing import Layer, Phase, TraceSession
+from tracing import tracer
+
+FACTORY_CALLS = [
+    (lambda: tracing.application(Phase.OVERALL, "mobilenet"), "[NN_LA_PO]mobilenet"),
+    (lambda: tracing.runtime(Phase.EXECUTION, "compute"), "[NN_LR_PE]compute"),
+    (lambda: tracing.ipc(Phase.COMPILATION, "prepareModel"), "[NN_LI_PC]prepareModel"),
+    (lambda: tracing.driver(Phase.EXECUTION, "SampleDriver::execute"),
+     "[NN_LD_PE]SampleDriver::execute"),
+    (lambda: tracing.cpu(Phase.COMPUTATION, "conv2d"), "[NN_LC_PCO]conv2d"),
+    (lambda: tracing.utility(Phase.UNSPECIFIED, "validateModel"), "[NN_LU_PU]validateModel"),
+    (lambda: tracing.full(Layer.OTHER, Phase.TERMINATION, "x"), "[NN_LO_PT]x"),
+    (lambda: tracing.subtract(Layer.RUNTIME, Phase.COMPILATION, "prep"), "[SUB][NN_LR_PC]prep"),
+    (lambda: tracing.hidl("IDevice", "prepareModel", "client"),
+     "HIDL::IDevice::prepareModel::client"),
+]
+
+
+def names(trace):
+    return [name for track in trace.threads for _, name in track.events]
+
+
+def test_off_by_default_returns_one_shared_scope_and_records_nothing():
+    assert not tracing.enabled()
+    scopes = {id(make()) for make, _ in FACTORY_CALLS}
+    assert scopes == {id(tracer._NULL)}
+    assert not hasattr(tracer._NULL, "__dict__")
+    with TraceSession() as session:
+        pass
+    assert session.collect().threads == []
+
+
+def test_null_scope_lets_exceptions_through():
+    with pytest.raises(KeyError):
+        with tracing.runtime(Phase.EXECUTION, "x"):
+            raise KeyError("boom")
+
+
+@pytest.mark.parametrize("make,expected", FACTORY_CALLS)
+def test_each_factory_records_its_name(make, expected):
+    with TraceSession() as session:
+        assert tracing.enabled()
+        with make():
+            pass
+    assert not tracing.enabled()
+    [track] = session.collect().threads
+    assert [name for _, name in track.events] == [expected, None]
+
+
+def test_nesting_ids_and_monotonic_times():
+    with TraceSession() as session:
+        with tracing.application(Phase.OVERALL, "run"):
+            with tracing.runtime(Phase.EXECUTION, "compute"):
+                pass
+    [track] = session.collect().threads
+    assert (track.pid, track.tid) == (os.getpid(), threading.get_native_id())
+    assert track.name == threading.current_thread().name
+    times = [ts for ts, _ in track.events]
+    assert times == sorted(times)
+    spans = {span.name: span for span in session.collect().spans()}
+    outer, inner = spans["[NN_LA_PO]run"], spans["[NN_LR_PE]compute"]
+    assert inner.parent == outer.index and inner.depth == 1
+    assert outer.start_ns <= inner.start_ns <= inner.end_ns <= outer.end_ns
+
+
+def test_switch_ends_the_open_scope_and_the_with_ends_the_switch():
+    with TraceSession() as session:
+        with tracing.cpu(Phase.TRANSFORMATION, "conv2dFloat32"):
+            tracing.switch(Layer.CPU, Phase.COMPUTATION, "conv2dFloat32")
+    [track] = session.collect().threads
+    assert [name for _, name in track.events] == [
+        "[NN_LC_PTR]conv2dFloat32", None, "[SW][NN_LC_PCO]conv2dFloat32", None]
+    assert track.events[1][0] == track.events[2][0]
+
+
+def test_switch_is_a_no_op_when_off():
+    tracing.switch(Layer.CPU, Phase.COMPUTATION, "x")
+    with TraceSession() as session:
+        pass
+    assert session.collect().threads == []
+
+
+def test_invalid_names_raise_when_on():
+    with TraceSession():
+        with pytest.raises(ValueError, match="layer LA only"):
+            tracing.runtime(Phase.OVERALL, "x")
+        with pytest.raises(ValueError, match="unknown layer"):
+            tracing.full("LR?", Phase.EXECUTION, "x")
+        with pytest.raises(ValueError):
+            tracing.cpu("P?", "x")
+        with pytest.raises(ValueError, match="HIDL side"):
+            tracing.hidl("IDevice", "x", "middle")
+
+
+def test_exception_in_scope_still_ends_it():
+    with TraceSession() as session:
+        with pytest.raises(RuntimeError):
+            with tracing.runtime(Phase.EXECUTION, "x"):
+                raise RuntimeError
+    assert names(session.collect()) == ["[NN_LR_PE]x", None]
+
+
+@tracing.runtime(Phase.COMPILATION, "ANeuralNetworksCompilation_finish")
+def _decorated_while_off(value):
+    return value + 1
+
+
+class _Driver:
+    @tracing.full(Layer.DRIVER,
+                  Phase.EXECUTION, detail="SampleDriver::execute")
+    def execute(self):
+        raise ValueError("bad request")
+
+
+def test_decorator_applied_while_off_traces_when_on():
+    assert _decorated_while_off(1) == 2
+    with TraceSession() as session:
+        assert _decorated_while_off(2) == 3
+        with pytest.raises(ValueError):
+            _Driver().execute()
+    assert names(session.collect()) == ["[NN_LR_PC]ANeuralNetworksCompilation_finish", None,
+                                        "[NN_LD_PE]SampleDriver::execute", None]
+    assert _decorated_while_off.__name__ == "_decorated_while_off"
+
+
+def test_decorator_applied_while_on_records_no_stray_begin():
+    with TraceSession() as session:
+        @tracing.hidl("IPreparedModel", "execute", "server")
+        def serve():
+            return "done"
+        assert serve() == "done"
+    assert names(session.collect()) == ["HIDL::IPreparedModel::execute::server", None]
+    with TraceSession() as later:
+        serve()
+    assert names(later.collect()) == ["HIDL::IPreparedModel::execute::server", None]
+
+
+def test_decorator_without_source_warns_and_leaves_function(caplog):
+    namespace = {"tracing": tracing, "Phase": Phase}
+    exec(compile("@tracing.runtime(Phase.EXECUTION, 'x')\ndef f():\n    return 7\n",
+                 "<no source>", "exec"), namespace)
+    assert "will not be traced" in caplog.text
+    with TraceSession() as session:
+        assert namespace["f"]() == 7
+    assert session.collect().threads == []
+
+
+def test_threads_get_their_own_tracks():
+    barrier = threading.Barrier(3)
+    tids = {}
+
+    def work(index):
+        with tracing.runtime(Phase.EXECUTION, f"worker{index}"):
+            tids[index] = threading.get_native_id()
+            barrier.wait()
+
+    with TraceSession() as session:
+        threads = [threading.Thread(target=work, args=(i,), name=f"nn-{i}") for i in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    tracks = {track.name: track for track in session.collect().threads}
+    assert set(tracks) == {"nn-0", "nn-1", "nn-2"}
+    for i in range(3):
+        assert tracks[f"nn-{i}"].tid == tids[i]
+        assert [name for _, name in tracks[f"nn-{i}"].events] == [f"[NN_LR_PE]worker{i}", None]
+
+
+def test_process_name_is_exported():
+    original = tracer.process_name()
+    tracing.set_process_name("nn-app")
+    try:
+        with TraceSession() as session:
+            with tracing.runtime(Phase.EXECUTION, "x"):
+                pass
+        assert session.collect().processes == {os.getpid(): "nn-app"}
+    finally:
+        tracing.set_process_name(original)
