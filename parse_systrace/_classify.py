@@ -98,5 +98,7 @@ def function_name(mark: str) -> str:
     function = mark.split("|", 1)[0]
     if "[NN_" in function:
         function = function.replace(SUBTRACT, "").replace(SWITCH, "")
-        function = function.split("]")[1].replace("[", "").replace("]", "")
+        parts = function.split("]")
+        function = parts[1] if len(parts) > 1 else parts[0]
+        function = function.replace("[", "").replace("]", "")
     return function

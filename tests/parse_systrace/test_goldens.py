@@ -1,0 +1,60 @@
+"""Golden diffs: our stdout (and stderr) must equal the established tool's, byte for byte.
+
+Every ``NAME.<flags>.txt`` under the shared fixtures is one case; the trace is the
+``NAME.html`` or ``NAME.txt`` beside it. Warnings do not depend on the flags, so a case
+without its own ``.stderr`` file expects the trace's ``default.stderr`` (or nothing).
+"""
+from __future__ import annotations
+
+import pytest
+
+from parse_systrace.__main__ import main
+from tests.support.paths import SYSTRACE_FIXTURES
+
+FLAGS = {
+    "default": [],
+    "total-times": ["--total-times"],
+    "per-execution": ["--per-execution"],
+    "total-times.per-execution": ["--total-times", "--per-execution"],
+    "json": ["--json"],
+    "per-execution.json": ["--per-execution", "--json"],
+}
+
+
+def _cases() -> list:
+    cases = []
+    for golden in sorted(SYSTRACE_FIXTURES.rglob("*.txt")):
+        name, _, rest = golden.name.partition(".")
+        flags = rest[:-len(".txt")]
+        if flags not in FLAGS:
+            continue  # a trace in text form, not a golden
+        traces = [golden.with_name(name + ext) for ext in (".html", ".txt")]
+        trace = next(path for path in traces if path.exists())
+        cases.append(pytest.param(trace, golden, flags,
+                                  id=f"{golden.parent.name}/{name}.{flags}"))
+    return cases
+
+
+CASES = _cases()
+
+
+def test_fixtures_present():
+    assert len(CASES) >= 33
+
+
+def _expected_stderr(golden, flags) -> str:
+    own = golden.with_name(golden.name[:-len(".txt")] + ".stderr")
+    default = golden.with_name(golden.name.split(".")[0] + ".default.stderr")
+    for path in (own, default):
+        if path.exists():
+            return path.read_text()
+    return ""
+
+
+@pytest.mark.parametrize("trace, golden, flags", CASES)
+def test_golden(trace, golden, flags, capsys):
+    status = main(FLAGS[flags] + [str(trace)])
+    captured = capsys.readouterr()
+    assert status == 0
+    assert captured.out == golden.read_text()
+    assert captured.err == _expected_stderr(golden, flags)
