@@ -235,7 +235,7 @@ def _expect_weights(inputs: Sequence[Operand], input_type: OperandType, per_chan
 def _spatial_validator(names: Sequence[str], implicit_counts: tuple[int, ...],
                        explicit_counts: tuple[int, ...], channel_dim: int):
     def validate(inputs: Sequence[Operand], outputs: Sequence[Operand]) -> None:
-        expect_count(inputs, implicit_counts + explicit_counts, "inputs")
+        expect_count(inputs, sorted(set(implicit_counts + explicit_counts)), "inputs")
         expect_count(outputs, 1, "outputs")
         explicit = not is_implicit(len(inputs), inputs, implicit_counts[0])
         expect(len(inputs) in (explicit_counts if explicit else implicit_counts),
