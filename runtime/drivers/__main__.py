@@ -1,0 +1,54 @@
+"""Driver process entry point: ``python -m runtime.drivers <driver-name> --socket PATH``.
+
+Serves one registered sample driver on a Unix ``SOCK_SEQPACKET`` socket until the runtime sends
+SHUTDOWN or exits. Exit code 2 on bad usage (unknown driver names are listed).
+
+Example::
+
+    python -m runtime.drivers sample-float-fast --socket /tmp/nnscope-float-fast.sock
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m runtime.drivers",
+                                     description="Run an nnscope sample driver process.")
+    parser.add_argument("driver", help="driver name, e.g. sample-all")
+    parser.add_argument("--socket", required=True, help="Unix socket path to listen on")
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="exit when this process is no longer the parent (default: current parent)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from runtime.drivers import registry  # noqa: PLC0415 - keep --help fast
+
+    try:
+        driver = registry.create_driver(args.driver)
+    except registry.UnknownDriverError as error:
+        parser.error(str(error))
+    from runtime.drivers.ipc._trace import AVAILABLE  # noqa: PLC0415
+    from runtime.drivers.ipc.service import DriverService, listen  # noqa: PLC0415
+
+    driver.traced = AVAILABLE
+    listener = listen(args.socket)
+    parent = args.parent_pid if args.parent_pid is not None else os.getppid()
+    try:
+        DriverService(driver, listener, parent).serve_forever()
+    finally:
+        listener.close()
+        try:
+            os.unlink(args.socket)
+        except OSError:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The IPC layer's view of ``tracing``: the scopes it needs, or no-ops if tracing is absent.
+
+Resolved once at import; every name here is a direct reference to the tracing function so the
+execute fast path pays no lookup. ``Phase`` comes from ``tracing.naming`` (always present).
+
+Example:
+    >>> with ipc(Phase.EXECUTION, "executeSynchronously"):
+    ...     with hidl("IPreparedModel", "executeSynchronously", "client"):
+    ...         pass
+"""
+from __future__ import annotations
+
+import contextlib
+
+from tracing.naming import Phase
+
+try:
+    import tracing as _tracing
+
+    ipc = _tracing.ipc
+    driver = _tracing.driver
+    hidl = _tracing.hidl
+    session_env = _tracing.session_env
+    flush = _tracing.flush
+    AVAILABLE = True
+except (ImportError, AttributeError):  # tracing API not installed yet: spans are no-ops
+    _NULL = contextlib.nullcontext()
+    AVAILABLE = False
+
+    def ipc(phase, detail):  # noqa: D103
+        return _NULL
+
+    def driver(phase, detail):  # noqa: D103
+        return _NULL
+
+    def hidl(interface, method, side):  # noqa: D103
+        return _NULL
+
+    def session_env() -> dict:  # noqa: D103
+        return {}
+
+    def flush() -> None:  # noqa: D103
+        return None
+
+__all__ = ["Phase", "ipc", "driver", "hidl", "session_env", "flush", "AVAILABLE"]

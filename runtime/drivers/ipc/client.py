@@ -1,0 +1,280 @@
+"""Runtime-side proxy: ``RemoteDevice`` is a ``runtime.drivers.base.Device`` whose every call
+goes to a driver process over the IPC protocol.
+
+The process starts on first use and stops at :meth:`RemoteDevice.shutdown` (also registered with
+``atexit``). Each call is bracketed as the contract asks: ``[NN_LI_<phase>]<method>`` around
+``HIDL::<iface>::<method>::client``. Every wait is bounded: a driver that dies is reported as
+``HalError(DEAD_OBJECT)`` as soon as its socket closes; one that stops answering for
+``timeout_s`` is killed and reported the same way; an execution whose deadline passes returns
+MISSED_DEADLINE_TRANSIENT. A dead device stays dead.
+
+Example::
+
+    device = RemoteDevice("sample-float-fast")
+    prepared = device.prepare_model(hal_model)
+    result = prepared.execute(request, measure_timing=True)
+    device.shutdown()
+"""
+from __future__ import annotations
+
+import atexit
+import socket
+import struct
+import threading
+import time
+
+from runtime.drivers.base import Device
+from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc._process import DriverProcess
+from runtime.drivers.ipc._trace import Phase
+from runtime.drivers.ipc.codec import CodecError, Reader, Writer, decode_capabilities, encode_model
+from runtime.drivers.ipc.execution_codec import PoolCache, is_shared
+from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType
+from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.transport import Channel, PeerClosed
+from runtime.hal.device_types import Capabilities
+from runtime.hal.errors import HalError
+from runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
+
+#: Longest any single call waits for the driver before declaring it dead (seconds).
+DEFAULT_TIMEOUT_S = 60.0
+#: Longest the driver process may take to start listening (seconds).
+DEFAULT_STARTUP_TIMEOUT_S = 60.0
+_PREPARE = struct.Struct("<BBq")
+_DEAD = ErrorStatus.DEAD_OBJECT
+
+
+class DeadlineExpired(Exception):
+    """Internal: the caller's deadline passed while waiting for a reply."""
+
+
+class RemoteDevice(Device):
+    """A driver process seen as a ``Device``."""
+
+    def __init__(self, name: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S):
+        self.name = name
+        self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.process = DriverProcess(name)
+        self.channel: Channel | None = None
+        self.pools = PoolCache()
+        self._lock = threading.RLock()
+        self._next_id = 0
+        self._stash: dict = {}  # request id -> NOTIFY payload bytes received early
+        self._dead: str | None = None
+        self._info: dict = {}
+        self._atexit = False
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def type(self) -> DeviceType:
+        if "type" not in self._info:
+            self._info["type"] = DeviceType(self._simple(MsgType.GET_TYPE, Phase.INITIALIZATION).u32())
+        return self._info["type"]
+
+    @property
+    def version(self) -> str:
+        if "version" not in self._info:
+            self._info["version"] = self._simple(MsgType.GET_VERSION_STRING, Phase.INITIALIZATION).text()
+        return self._info["version"]
+
+    @property
+    def pid(self) -> int | None:
+        """The driver process id (None before start)."""
+        return self.process.pid
+
+    # ------------------------------------------------------------------ IDevice
+    def capabilities(self) -> Capabilities:
+        return decode_capabilities(self._simple(MsgType.GET_CAPABILITIES, Phase.INITIALIZATION))
+
+    def supported_extensions(self) -> tuple[str, ...]:
+        r = self._simple(MsgType.GET_SUPPORTED_EXTENSIONS, Phase.INITIALIZATION)
+        return tuple(r.text() for _ in range(r.count(4)))
+
+    def number_of_cache_files_needed(self) -> tuple[int, int]:
+        r = self._simple(MsgType.GET_NUMBER_OF_CACHE_FILES, Phase.INITIALIZATION)
+        return r.u32(), r.u32()
+
+    def supported_operations(self, model: HalModel) -> list[bool]:
+        payload, fds, keep = model_payload(model)
+        try:
+            r = self._simple(MsgType.GET_SUPPORTED_OPERATIONS, Phase.COMPILATION, payload, fds)
+        finally:
+            _close(keep)
+        return [bool(flag) for flag in r.view[r.pos + 4:]]
+
+    def prepare_model(self, model: HalModel, preference: Preference = Preference.FAST_SINGLE_ANSWER,
+                      priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,
+                      cache_dir: str | None = None, token: bytes | None = None):
+        from runtime.drivers.ipc.prepared import RemotePreparedModel  # noqa: PLC0415 - cycle
+
+        w = Writer()
+        w.parts.append(_PREPARE.pack(preference, priority, -1 if deadline_ns is None else deadline_ns))
+        w.text(cache_dir or "")
+        w.blob(token or b"")
+        payload, fds, keep = model_payload(model)
+        try:
+            r = self._simple(MsgType.PREPARE_MODEL, Phase.COMPILATION, w.getvalue() + payload, fds,
+                             deadline_ns)
+        finally:
+            _close(keep)
+        return RemotePreparedModel(self, r.u32(), model)
+
+    def shutdown(self) -> None:
+        """Ask the driver to exit, then make sure it has; idempotent."""
+        with self._lock:
+            if self.channel is not None and self._dead is None:
+                try:
+                    self.transact(MsgType.SHUTDOWN, b"", timeout_s=2.0)
+                except HalError:
+                    pass
+            self._drop_channel()
+            self._dead = self._dead or "device was shut down"
+            self.process.stop()
+
+    # ------------------------------------------------------------------ transport
+    def _simple(self, msg_type: MsgType, phase: Phase, payload=b"", fds=(), deadline_ns=None) -> Reader:
+        interface, method = _names(msg_type)
+        with _trace.ipc(phase, method):
+            with _trace.hidl(interface, method, "client"):
+                try:
+                    message = self.transact(msg_type, payload, fds, deadline_ns=deadline_ns)
+                except DeadlineExpired:
+                    raise HalError(ErrorStatus.MISSED_DEADLINE_TRANSIENT,
+                                   f"{method}: deadline passed") from None
+                return check_status(bytes(message.payload), method)
+
+    def ensure_started(self) -> Channel:
+        if self._dead is not None:
+            raise HalError(_DEAD, f"driver {self.name}: {self._dead}")
+        if self.channel is None:
+            if self.process.popen is None:
+                self.channel = self.process.start(self.startup_timeout_s, self.timeout_s)
+                if not self._atexit:
+                    atexit.register(self.shutdown)
+                    self._atexit = True
+            else:
+                self._reconnect()
+        return self.channel
+
+    def _reconnect(self) -> None:
+        try:
+            self.channel = self.process.connect(self.timeout_s)
+        except OSError as error:
+            self._mark_dead(f"cannot reconnect: {error}")
+        self.pools = PoolCache()  # pool ids are per connection
+
+    def transact(self, msg_type: int, payload, fds=(), deadline_ns: int | None = None,
+                 timeout_s: float | None = None):
+        """Send one request and wait for its reply (a Message whose payload is valid until the
+        next receive). Raises HalError(DEAD_OBJECT) or DeadlineExpired."""
+        with self._lock:
+            channel = self.ensure_started()
+            self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
+            try:
+                channel.send(msg_type, request_id, payload, fds)
+            except OSError as error:
+                self._lost(f"send failed: {error}")
+            return self.wait_for(REPLY | msg_type, request_id, deadline_ns, timeout_s)
+
+    def wait_for(self, reply_type: int, request_id: int, deadline_ns: int | None,
+                 timeout_s: float | None = None):
+        """Receive until the message (``reply_type``, ``request_id``) arrives; NOTIFYs for other
+        requests are stashed."""
+        with self._lock:
+            if reply_type == MsgType.NOTIFY and request_id in self._stash:
+                return self._stash.pop(request_id)
+            channel = self.ensure_started()
+            limit = timeout_s if timeout_s is not None else self.timeout_s
+            give_up = time.monotonic() + limit
+            while True:
+                wait = give_up - time.monotonic()
+                if deadline_ns is not None:
+                    wait = min(wait, (deadline_ns - time.monotonic_ns()) / 1e9 + 0.5)
+                try:
+                    message = channel.recv(max(wait, 0.001))
+                except socket.timeout:
+                    self._timed_out(deadline_ns, limit)
+                except (PeerClosed, OSError) as error:
+                    self._lost(f"connection lost: {error}")
+                except ValueError as error:  # ProtocolError: a reply that breaks the framing
+                    self._lost(f"malformed reply: {error}")
+                if message.request_id == request_id and message.type == reply_type:
+                    return message
+                if message.type == MsgType.NOTIFY:
+                    self._stash[message.request_id] = message._replace(payload=bytes(message.payload))
+
+    def _timed_out(self, deadline_ns: int | None, limit: float):
+        if deadline_ns is not None and time.monotonic_ns() >= deadline_ns:
+            self._drop_channel()  # a late reply must not be read as the next call's
+            raise DeadlineExpired()
+        self.process.kill()
+        self._mark_dead(f"no reply within {limit:.3g}s; driver killed")
+
+    def _lost(self, why: str):
+        if self.process.alive():
+            try:
+                self.process.popen.wait(0.5)
+            except Exception:  # noqa: BLE001 - still alive: the connection alone broke
+                pass
+        self._mark_dead(why if not self.process.alive() else f"{why} (driver still running)")
+
+    def _mark_dead(self, why: str):
+        self._dead = why
+        self._drop_channel()
+        raise HalError(_DEAD, f"driver {self.name}: {why}")
+
+    def _drop_channel(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+
+
+def _names(msg_type: MsgType) -> tuple[str, str]:
+    from runtime.drivers.ipc.protocol import HIDL_NAMES  # noqa: PLC0415
+
+    return HIDL_NAMES[msg_type]
+
+
+def check_status(payload: bytes, method: str) -> Reader:
+    """Reader past the leading ErrorStatus; raises HalError carrying a failure status."""
+    r = Reader(payload)
+    status = r.u32()
+    if status != ErrorStatus.NONE:
+        try:
+            message = r.text()
+        except CodecError:
+            message = ""
+        try:
+            status = ErrorStatus(status)
+        except ValueError:
+            status = ErrorStatus.GENERAL_FAILURE
+        raise HalError(status, f"{method}: {message}")
+    return r
+
+
+def model_payload(model: HalModel) -> tuple[bytes, list, list]:
+    """Encoded model, fds to send (operand values when large, then model pools) and the
+    temporary pools to close once the call returns."""
+    inline = len(model.operand_values) <= INLINE_DATA_LIMIT
+    fds, keep = [], []
+    if not inline:
+        values = SharedPool.from_bytes(model.operand_values, "nnscope-operand-values")
+        keep.append(values)
+        fds.append(values.fd)
+    w = Writer()
+    w.u32(len(model.pools))
+    for pool in model.pools:
+        if not is_shared(pool):
+            pool = SharedPool.from_bytes(memoryview(pool).cast("B"), "nnscope-model-pool")
+            keep.append(pool)
+        w.u64(pool.offset)
+        w.u64(pool.size)
+        fds.append(pool.fd)
+    return encode_model(model, inline) + w.getvalue(), fds, keep
+
+
+def _close(pools) -> None:
+    for pool in pools:
+        pool.close()

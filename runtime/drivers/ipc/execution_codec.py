@@ -1,0 +1,242 @@
+"""Execute messages: the request (model id, pool references, argument regions) and its result.
+
+The runtime side keeps a :class:`PoolCache` per connection. A request pool that is shared memory
+(any object with ``fd``/``offset``/``size``, e.g. ``SharedPool`` or ``runtime.memory.Memory``)
+is sent once as ``NEW_SHM`` with its fd and referred to by id afterwards; a small non-shared
+buffer (<= ``INLINE_DATA_LIMIT``) travels inline and its output regions come back in the reply;
+a large non-shared buffer is staged through a per-prepared-model ``SharedPool`` (the caller
+copies its input regions in and output regions back). Ids evicted from the cache ride along in
+the next execute as a free list, so no extra round trip is needed.
+
+Payload: ``model u32 | measure u8 | deadline i64 | free u32s | pools | inputs | outputs`` where
+each pool is ``kind u8`` + ``id u32`` (SHM), ``id u32, offset u64, size u64`` (NEW_SHM, fd
+attached) or ``blob`` (INLINE), and each argument is ``no_value u8, pool u16, offset u32,
+length u32, dims u32s``.
+
+Example:
+    >>> cache = PoolCache()
+    >>> req = Request((RequestArgument(pool_index=0, offset=0, length=4),),
+    ...               (RequestArgument(pool_index=0, offset=4, length=4),), (bytearray(8),))
+    >>> payload, fds, inline = encode_execute(7, req, True, None, cache, [])
+    >>> decoded = decode_execute(Reader(payload), {}, fds)
+    >>> decoded.model_id, decoded.measure, decoded.request.inputs[0].length, decoded.inline_outputs
+    (7, True, 4, [0])
+"""
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict
+from typing import NamedTuple
+
+from runtime.drivers.ipc.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT
+from runtime.drivers.ipc.shm import MappingError, SharedPool, map_fd
+from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
+from runtime.hal.types import ErrorStatus
+
+KIND_SHM, KIND_NEW_SHM, KIND_INLINE = 0, 1, 2
+_HEAD = struct.Struct("<IBq")
+_ARG = struct.Struct("<BHII")
+_NEW = struct.Struct("<IQQ")
+_RESULT = struct.Struct("<IBQQ")
+_NO_TIMING = 2**64 - 1
+#: Shared pools remembered per connection before the oldest is freed.
+POOL_CACHE_SIZE = 128
+
+
+class PoolCache:
+    """Runtime-side ids of shared pools already sent on one connection (LRU)."""
+
+    def __init__(self, capacity: int = POOL_CACHE_SIZE):
+        self.capacity = capacity
+        self._ids: OrderedDict[int, tuple[object, int]] = OrderedDict()
+        self._next = 1
+        self.pending_free: list[int] = []
+
+    def lookup(self, pool) -> tuple[int, bool]:
+        """(id, is_new) for ``pool``; evicts the least recently used pool when full."""
+        key = id(pool)
+        entry = self._ids.get(key)
+        if entry is not None:
+            self._ids.move_to_end(key)
+            return entry[1], False
+        pool_id = self._next
+        self._next += 1
+        self._ids[key] = (pool, pool_id)
+        if len(self._ids) > self.capacity:
+            _, (_, old) = self._ids.popitem(last=False)
+            self.pending_free.append(old)
+        return pool_id, True
+
+    def forget(self, pool) -> None:
+        entry = self._ids.pop(id(pool), None)
+        if entry is not None:
+            self.pending_free.append(entry[1])
+
+    def forget_new(self, pool) -> None:
+        """Undo a lookup whose message was never sent."""
+        self._ids.pop(id(pool), None)
+
+
+def is_shared(pool) -> bool:
+    return isinstance(getattr(pool, "fd", None), int) and getattr(pool, "fd") >= 0 \
+        and hasattr(pool, "size")
+
+
+def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: int | None,
+                   cache: PoolCache, staging: list) -> tuple[bytes, list, list]:
+    """Encode an execute; returns (payload, fds to attach, positions of inline pools).
+
+    ``staging`` holds, per pool position, the ``SharedPool`` standing in for a large
+    non-shared pool (created or grown here); the caller copies data in and out.
+    """
+    w = Writer()
+    w.parts.append(_HEAD.pack(model_id, measure, -1 if deadline_ns is None else deadline_ns))
+    w.u32s(cache.pending_free)
+    cache.pending_free = []
+    fds: list = []
+    inline: list = []
+    w.u16(len(request.pools))
+    for position, pool in enumerate(request.pools):
+        if not is_shared(pool):
+            size = memoryview(pool).nbytes
+            if size <= INLINE_DATA_LIMIT:
+                w.u8(KIND_INLINE)
+                w.blob(pool)
+                inline.append(position)
+                continue
+            pool = stage(staging, position, size)
+        pool_id, new = cache.lookup(pool)
+        if new:
+            w.u8(KIND_NEW_SHM)
+            w.parts.append(_NEW.pack(pool_id, pool.offset, pool.size))
+            fds.append(pool.fd)
+        else:
+            w.u8(KIND_SHM)
+            w.u32(pool_id)
+    for args in (request.inputs, request.outputs):
+        w.u16(len(args))
+        for a in args:
+            w.parts.append(_ARG.pack(a.has_no_value, a.pool_index, a.offset, a.length))
+            w.u32s(a.dimensions)
+    return w.getvalue(), fds, inline
+
+
+def stage(staging: list, position: int, size: int) -> SharedPool:
+    while len(staging) <= position:
+        staging.append(None)
+    pool = staging[position]
+    if pool is None or pool.size < size:
+        pool = staging[position] = SharedPool(size, "nnscope-staging")
+    return pool
+
+
+class DecodedExecute(NamedTuple):
+    model_id: int
+    measure: bool
+    deadline_ns: int | None
+    request: Request
+    inline_outputs: list  # output positions whose pool is inline
+
+
+def decode_execute(r: Reader, pools: dict, fds: list) -> DecodedExecute:
+    """Driver side: decode an execute, mapping new pools into ``pools`` (id -> MappedRegion).
+
+    Received ``fds`` are consumed in order by NEW_SHM entries; the caller closes them all.
+
+    Raises:
+        CodecError: malformed payload, unknown pool id, fd/region that cannot be mapped.
+    """
+    model_id, measure, deadline = r._take(_HEAD)
+    for pool_id in r.u32s():
+        region = pools.pop(pool_id, None)
+        if region is not None:
+            region.close()
+    buffers, inline_pools, next_fd = [], set(), 0
+    for position in range(r.u16()):
+        kind = r.u8()
+        if kind == KIND_INLINE:
+            buffers.append(bytearray(r.blob()))
+            inline_pools.add(position)
+        elif kind == KIND_SHM:
+            region = pools.get(r.u32())
+            if region is None:
+                raise CodecError(f"pool {position} refers to an unknown pool id")
+            buffers.append(region.buffer)
+        elif kind == KIND_NEW_SHM:
+            pool_id, offset, size = r._take(_NEW)
+            if next_fd >= len(fds):
+                raise CodecError(f"pool {position} announces an fd that was not sent")
+            try:
+                region = map_fd(fds[next_fd], offset, size)
+            except MappingError as error:
+                raise CodecError(f"pool {position}: {error}") from None
+            next_fd += 1
+            old = pools.pop(pool_id, None)
+            if old is not None:
+                old.close()
+            pools[pool_id] = region
+            buffers.append(region.buffer)
+        else:
+            raise CodecError(f"pool {position} has unknown kind {kind}")
+    inputs = _read_args(r)
+    outputs = _read_args(r)
+    r.end()
+    if next_fd != len(fds):
+        raise CodecError(f"{len(fds) - next_fd} unexpected file descriptors")
+    inline = [i for i, a in enumerate(outputs) if not a.has_no_value and a.pool_index in inline_pools]
+    return DecodedExecute(model_id, bool(measure), None if deadline < 0 else deadline,
+                          Request(inputs, outputs, tuple(buffers)), inline)
+
+
+def _read_args(r: Reader) -> tuple[RequestArgument, ...]:
+    args = []
+    for _ in range(r.u16()):
+        no_value, pool, offset, length = r._take(_ARG)
+        args.append(RequestArgument(bool(no_value), pool, offset, length, r.u32s()))
+    return tuple(args)
+
+
+def encode_result(result: ExecutionResult, request: Request | None, inline: list) -> bytes:
+    """Status, output shapes, timing, then the bytes of outputs that live in inline pools."""
+    w = Writer()
+    t = result.timing
+    w.parts.append(_RESULT.pack(result.status, t is not None,
+                                t.time_on_device if t is not None else _NO_TIMING,
+                                t.time_in_driver if t is not None else _NO_TIMING))
+    w.u16(len(result.output_shapes))
+    for shape in result.output_shapes:
+        w.u8(shape.is_sufficient)
+        w.u32s(shape.dimensions)
+    ok = result.status == ErrorStatus.NONE and request is not None
+    w.u16(len(inline) if ok else 0)
+    if ok:
+        for position in inline:
+            arg = request.outputs[position]
+            w.u16(position)
+            w.blob(request.pools[arg.pool_index][arg.offset:arg.offset + arg.length])
+    return w.getvalue()
+
+
+def decode_result(r: Reader) -> tuple[ExecutionResult, list]:
+    """Returns the result and ``[(output position, bytes)]`` for inline outputs."""
+    status, has_timing, on_device, in_driver = r._take(_RESULT)
+    shapes = tuple(_shape(r) for _ in range(r.u16()))
+    timing = None
+    if has_timing:
+        from timing import Timing  # noqa: PLC0415 - only when measured
+        timing = Timing(on_device, in_driver)
+    outputs = [(r.u16(), r.blob()) for _ in range(r.u16())]
+    return ExecutionResult(_status(status), shapes, timing), outputs
+
+
+def _shape(r: Reader) -> OutputShape:
+    sufficient = bool(r.u8())
+    return OutputShape(r.u32s(), sufficient)
+
+
+def _status(value: int) -> ErrorStatus:
+    try:
+        return ErrorStatus(value)
+    except ValueError:
+        return ErrorStatus.GENERAL_FAILURE

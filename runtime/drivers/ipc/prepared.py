@@ -1,0 +1,149 @@
+"""Runtime-side ``IPreparedModel`` proxy and the asynchronous execution callback.
+
+:meth:`RemotePreparedModel.execute` is ``executeSynchronously``: one small record out (model id,
+pool ids, argument regions; inline bytes only for small non-shared pools), one record back.
+:meth:`RemotePreparedModel.execute_async` is ``execute`` with an ``IExecutionCallback``: the
+driver acknowledges the launch, computes, then sends NOTIFY; :meth:`ExecutionCallback.wait`
+receives it under ``HIDL::IExecutionCallback::notify::server``. Large non-shared pools are staged
+through shared memory kept per prepared model, so repeated executions send no fds.
+
+Example::
+
+    prepared = device.prepare_model(model)
+    result = prepared.execute(request, measure_timing=True)
+    callback = prepared.execute_async(request)
+    result = callback.wait()
+"""
+from __future__ import annotations
+
+import struct
+
+from runtime.drivers.base import PreparedModel
+from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc._trace import Phase
+from runtime.drivers.ipc.client import DeadlineExpired, check_status
+from runtime.drivers.ipc.codec import Reader
+from runtime.drivers.ipc.execution_codec import decode_result, encode_execute, is_shared
+from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, MsgType
+from runtime.hal.device_types import ExecutionResult, Request
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus, HalModel
+
+_MISSED = ExecutionResult(ErrorStatus.MISSED_DEADLINE_TRANSIENT)
+
+
+class RemotePreparedModel(PreparedModel):
+    """A model prepared in a driver process; ``model_id`` names it there."""
+
+    def __init__(self, device, model_id: int, model: HalModel):
+        self.device = device
+        self.model_id = model_id
+        self.model = model
+        self.staging: list = []  # per pool position: SharedPool standing in for a large buffer
+        self._released = False
+
+    def execute(self, request: Request, measure_timing: bool = False,
+                deadline_ns: int | None = None) -> ExecutionResult:
+        """executeSynchronously; raises HalError(DEAD_OBJECT) when the driver is gone."""
+        with _trace.ipc(Phase.EXECUTION, "executeSynchronously"):
+            with _trace.hidl("IPreparedModel", "executeSynchronously", "client"):
+                payload, fds, inline, staged = self._encode(request, measure_timing, deadline_ns)
+                try:
+                    message = self.device.transact(MsgType.EXECUTE_SYNC, payload, fds, deadline_ns)
+                except DeadlineExpired:
+                    return _MISSED
+                return self._finish(message.payload, request, inline, staged)
+
+    def execute_async(self, request: Request, measure_timing: bool = False,
+                      deadline_ns: int | None = None) -> ExecutionCallback:
+        """execute with a callback; the launch status is checked here (HalError on failure)."""
+        with _trace.ipc(Phase.EXECUTION, "execute"):
+            with _trace.hidl("IPreparedModel", "execute", "client"):
+                payload, fds, inline, staged = self._encode(request, measure_timing, deadline_ns)
+                try:
+                    message = self.device.transact(MsgType.EXECUTE, payload, fds, deadline_ns)
+                except DeadlineExpired:
+                    return ExecutionCallback(self, 0, request, inline, staged, deadline_ns, _MISSED)
+                check_status(bytes(message.payload), "execute")
+                return ExecutionCallback(self, message.request_id, request, inline, staged, deadline_ns)
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        try:
+            self.device.transact(MsgType.RELEASE_MODEL, struct.pack("<I", self.model_id), timeout_s=5.0)
+        except (HalError, DeadlineExpired):
+            pass
+        for pool in self.staging:
+            if pool is not None:
+                self.device.pools.forget(pool)
+                pool.close()
+        self.staging = []
+
+    # ------------------------------------------------------------------ helpers
+    def _encode(self, request: Request, measure: bool, deadline_ns: int | None):
+        payload, fds, inline = encode_execute(self.model_id, request, measure, deadline_ns,
+                                              self.device.pools, self.staging)
+        staged = [p for p, pool in enumerate(request.pools)
+                  if not is_shared(pool) and memoryview(pool).nbytes > INLINE_DATA_LIMIT]
+        for position in staged:
+            source = _bytes(request.pools[position])
+            target = self.staging[position].buffer
+            for arg in request.inputs:
+                if arg.pool_index == position and not arg.has_no_value:
+                    end = arg.offset + arg.length
+                    target[arg.offset:end] = source[arg.offset:end]
+        return payload, fds, inline, staged
+
+    def _finish(self, payload, request: Request, inline: list, staged: list) -> ExecutionResult:
+        r = Reader(payload)
+        status = r.u32()
+        if status != ErrorStatus.NONE:
+            check_status(bytes(payload), "execute")  # raises with the driver's message
+        result, outputs = decode_result(r)
+        pools = request.pools
+        for position, data in outputs:
+            arg = request.outputs[position]
+            _bytes(pools[arg.pool_index])[arg.offset:arg.offset + len(data)] = data
+        if staged and result.status == ErrorStatus.NONE:
+            for arg in request.outputs:
+                if arg.pool_index in staged:
+                    end = arg.offset + arg.length
+                    _bytes(pools[arg.pool_index])[arg.offset:end] = \
+                        self.staging[arg.pool_index].buffer[arg.offset:end]
+        return result
+
+
+class ExecutionCallback:
+    """IExecutionCallback: :meth:`wait` returns the ExecutionResult of an async execute."""
+
+    def __init__(self, prepared: RemotePreparedModel, request_id: int, request: Request, inline: list,
+                 staged: list, deadline_ns: int | None, result: ExecutionResult | None = None):
+        self._prepared = prepared
+        self._request_id = request_id
+        self._request = request
+        self._inline = inline
+        self._staged = staged
+        self._deadline_ns = deadline_ns
+        self._result = result
+
+    def wait(self, timeout_s: float | None = None) -> ExecutionResult:
+        """Block until the driver's NOTIFY arrives (bounded by the device timeout)."""
+        if self._result is not None:
+            return self._result
+        device = self._prepared.device
+        try:
+            message = device.wait_for(MsgType.NOTIFY, self._request_id, self._deadline_ns, timeout_s)
+        except DeadlineExpired:
+            self._result = _MISSED
+            return _MISSED
+        with _trace.hidl("IExecutionCallback", "notify", "server"):
+            self._result = self._prepared._finish(message.payload, self._request, self._inline,
+                                                  self._staged)
+        return self._result
+
+
+def _bytes(pool) -> memoryview:
+    view = memoryview(pool)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")

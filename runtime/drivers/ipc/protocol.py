@@ -1,0 +1,117 @@
+"""Wire format of the driver IPC: one framed record per message on a ``SOCK_SEQPACKET`` socket.
+
+Every record starts with a 16-byte little-endian header::
+
+    magic u32 ('NNIP') | version u8 | flags u8 | type u16 | request id u32 | payload length u32
+
+followed by the payload (struct-packed fields, see ``codec``). ``SOCK_SEQPACKET`` keeps record
+boundaries and delivers the ``SCM_RIGHTS`` file descriptors with the record they were sent with,
+so a message and its shared-memory fds always arrive together. A payload larger than
+:data:`MAX_INLINE_PAYLOAD` travels as a memfd (flag :data:`FLAG_BULK`): the record then holds only
+the header and the first attached fd holds the payload bytes.
+
+Replies carry ``type | REPLY``; the asynchronous execution callback is :attr:`MsgType.NOTIFY`
+with the request id of the ``EXECUTE`` it answers.
+
+Example:
+    >>> head = pack_header(MsgType.GET_CAPABILITIES, 7, 0)
+    >>> unpack_header(head)
+    Header(flags=0, type=1, request_id=7, length=0)
+"""
+from __future__ import annotations
+
+import enum
+import struct
+from typing import NamedTuple
+
+MAGIC = 0x5049_4E4E  # b"NNIP" little endian
+VERSION = 1
+HEADER = struct.Struct("<IBBHII")
+HEADER_SIZE = HEADER.size
+#: Largest payload sent inside the record itself; larger ones go through a memfd.
+MAX_INLINE_PAYLOAD = 32 * 1024
+#: Largest payload accepted at all (bulk included).
+MAX_PAYLOAD = 256 * 1024 * 1024
+#: Most file descriptors one record may carry.
+MAX_FDS = 64
+#: Tensor regions up to this size travel inside messages; larger ones through shared memory.
+INLINE_DATA_LIMIT = 4096
+
+FLAG_BULK = 0x01
+REPLY = 0x8000
+
+
+class MsgType(enum.IntEnum):
+    """Request types (``IDevice`` / ``IPreparedModel`` methods) and the callback."""
+
+    GET_CAPABILITIES = 1
+    GET_SUPPORTED_OPERATIONS = 2
+    GET_TYPE = 3
+    GET_VERSION_STRING = 4
+    GET_SUPPORTED_EXTENSIONS = 5
+    GET_NUMBER_OF_CACHE_FILES = 6
+    PREPARE_MODEL = 7
+    EXECUTE_SYNC = 8
+    EXECUTE = 9
+    RELEASE_MODEL = 10
+    FREE_POOLS = 11
+    PING = 12
+    SHUTDOWN = 13
+    NOTIFY = 0x100
+
+
+#: HIDL interface and method name of each request type, for the trace marks.
+HIDL_NAMES = {
+    MsgType.GET_CAPABILITIES: ("IDevice", "getCapabilities"),
+    MsgType.GET_SUPPORTED_OPERATIONS: ("IDevice", "getSupportedOperations"),
+    MsgType.GET_TYPE: ("IDevice", "getType"),
+    MsgType.GET_VERSION_STRING: ("IDevice", "getVersionString"),
+    MsgType.GET_SUPPORTED_EXTENSIONS: ("IDevice", "getSupportedExtensions"),
+    MsgType.GET_NUMBER_OF_CACHE_FILES: ("IDevice", "getNumberOfCacheFilesNeeded"),
+    MsgType.PREPARE_MODEL: ("IDevice", "prepareModel"),
+    MsgType.EXECUTE_SYNC: ("IPreparedModel", "executeSynchronously"),
+    MsgType.EXECUTE: ("IPreparedModel", "execute"),
+    MsgType.RELEASE_MODEL: ("IPreparedModel", "release"),
+    MsgType.FREE_POOLS: ("IPreparedModel", "freePools"),
+    MsgType.PING: ("IDevice", "ping"),
+    MsgType.SHUTDOWN: ("IDevice", "shutdown"),
+}
+
+
+class ProtocolError(ValueError):
+    """A record that does not follow the framing; ``request_id`` is 0 when unknown."""
+
+    def __init__(self, message: str, request_id: int = 0):
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class Header(NamedTuple):
+    flags: int
+    type: int
+    request_id: int
+    length: int
+
+
+def pack_header(msg_type: int, request_id: int, length: int, flags: int = 0) -> bytes:
+    return HEADER.pack(MAGIC, VERSION, flags, msg_type, request_id, length)
+
+
+def unpack_header(data) -> Header:
+    """Parse and check a header.
+
+    Raises:
+        ProtocolError: short record, bad magic/version, unknown flags or an oversized length.
+    """
+    if len(data) < HEADER_SIZE:
+        raise ProtocolError(f"record of {len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
+    magic, version, flags, msg_type, request_id, length = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise ProtocolError(f"bad magic 0x{magic:08x}")
+    if version != VERSION:
+        raise ProtocolError(f"unsupported protocol version {version} (speaks {VERSION})", request_id)
+    if flags & ~FLAG_BULK:
+        raise ProtocolError(f"unknown flags 0x{flags:02x}", request_id)
+    if length > MAX_PAYLOAD:
+        raise ProtocolError(f"payload length {length} exceeds {MAX_PAYLOAD}", request_id)
+    return Header(flags, msg_type, request_id, length)

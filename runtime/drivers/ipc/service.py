@@ -1,0 +1,290 @@
+"""The driver-process side: serve one ``Device`` (a sample driver) over a Unix socket.
+
+:class:`DriverService` accepts connections on a ``SOCK_SEQPACKET`` listener and answers one
+record at a time: decode, trace (``HIDL::<iface>::<method>::server`` around
+``[NN_LD_<phase>]SampleDriver::<method>``), call the device, flush the trace buffer, reply. Every
+reply payload starts with a u32 ErrorStatus; failures carry a UTF-8 message after it. Anything
+malformed (framing, codec, indexes, pool regions, invalid model or request) is answered with
+INVALID_ARGUMENT and the service keeps going; unexpected exceptions become GENERAL_FAILURE.
+The process exits on SHUTDOWN or when its parent process dies.
+
+Example (``python -m runtime.drivers sample-all --socket /tmp/d.sock`` does this)::
+
+    service = DriverService(SampleDriver(SAMPLES["sample-all"]), listen("/tmp/d.sock"))
+    service.serve_forever()
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import struct
+import time
+
+from runtime.drivers.base import Device
+from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc._trace import Phase
+from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
+                                       enum_value)
+from runtime.drivers.ipc.execution_codec import decode_execute, encode_result
+from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
+from runtime.drivers.ipc.shm import MappingError, map_fd
+from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
+from runtime.hal.device_types import ExecutionResult
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus, Preference, Priority
+
+_OK = struct.pack("<I", 0)
+_PREPARE = struct.Struct("<BBq")
+_PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_MODEL: Phase.COMPILATION,
+           MsgType.EXECUTE_SYNC: Phase.EXECUTION, MsgType.EXECUTE: Phase.EXECUTION,
+           MsgType.RELEASE_MODEL: Phase.TERMINATION, MsgType.SHUTDOWN: Phase.TERMINATION,
+           MsgType.FREE_POOLS: Phase.EXECUTION}
+
+
+def listen(path: str) -> socket.socket:
+    """A listening SOCK_SEQPACKET socket bound to ``path`` (replacing a stale file)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.bind(path)
+    sock.listen(8)
+    return sock
+
+
+def error_reply(status: ErrorStatus, message: str) -> bytes:
+    w = Writer()
+    w.u32(status)
+    w.text(message[:4000])
+    return w.getvalue()
+
+
+class _Connection:
+    def __init__(self, channel: Channel):
+        self.channel = channel
+        self.pools: dict = {}  # pool id -> MappedRegion
+
+    def close(self) -> None:
+        for region in self.pools.values():
+            region.close()
+        self.pools.clear()
+        self.channel.close()
+
+
+class DriverService:
+    """Serves ``device`` on ``listener`` until SHUTDOWN or the parent process exits."""
+
+    def __init__(self, device: Device, listener: socket.socket, parent_pid: int | None = None):
+        self.device = device
+        self.listener = listener
+        self.parent_pid = parent_pid
+        self.models: dict = {}
+        self._next_model = 1
+        self._running = True
+        self._label = "SampleDriver"
+        self._handlers = {
+            MsgType.GET_CAPABILITIES: self._capabilities, MsgType.GET_SUPPORTED_OPERATIONS: self._supported,
+            MsgType.GET_TYPE: self._type, MsgType.GET_VERSION_STRING: self._version,
+            MsgType.GET_SUPPORTED_EXTENSIONS: self._extensions,
+            MsgType.GET_NUMBER_OF_CACHE_FILES: self._cache_files, MsgType.PREPARE_MODEL: self._prepare,
+            MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.RELEASE_MODEL: self._release,
+            MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
+        }
+
+    # ------------------------------------------------------------------ loop
+    def serve_forever(self) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(self.listener, selectors.EVENT_READ, None)
+        try:
+            while self._running:
+                for key, _ in selector.select(timeout=1.0):
+                    if key.data is None:
+                        self._accept(selector)
+                    else:
+                        self._serve_one(selector, key.data)
+                if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                    break  # orphaned: the runtime process is gone
+        finally:
+            _trace.flush()
+            for key in list(selector.get_map().values()):
+                if key.data is not None:
+                    key.data.close()
+            selector.close()
+
+    def _accept(self, selector) -> None:
+        sock, _ = self.listener.accept()
+        connection = _Connection(Channel(sock))
+        selector.register(sock, selectors.EVENT_READ, connection)
+
+    def _serve_one(self, selector, connection: _Connection) -> None:
+        try:
+            message = connection.channel.recv(timeout=None)
+        except ProtocolError as error:
+            self._reply(connection, 0, error.request_id, error_reply(ErrorStatus.INVALID_ARGUMENT, str(error)))
+            return
+        except (PeerClosed, OSError):
+            selector.unregister(connection.channel.sock)
+            connection.close()
+            return
+        try:
+            self.handle(connection, message)
+        finally:
+            close_fds(message.fds)
+
+    def _reply(self, connection: _Connection, msg_type: int, request_id: int, payload,
+               flags: int = REPLY) -> None:
+        try:
+            connection.channel.send(flags | msg_type, request_id, payload)
+        except (PeerClosed, OSError):
+            pass  # the client went away; its connection is dropped on the next read
+
+    # ------------------------------------------------------------------ dispatch
+    def handle(self, connection: _Connection, message) -> None:
+        """Answer one decoded record (always replies, never raises for client errors)."""
+        start = time.monotonic_ns()
+        msg_type = message.type
+        if msg_type == MsgType.EXECUTE:
+            return self._execute_async(connection, message, start)
+        handler = self._handlers.get(msg_type)
+        if handler is None:
+            return self._reply(connection, msg_type & 0xFFFF, message.request_id, error_reply(
+                ErrorStatus.INVALID_ARGUMENT, f"unknown message type {msg_type}"))
+        interface, method = HIDL_NAMES[MsgType(msg_type)]
+        with _trace.hidl(interface, method, "server"):
+            with _trace.driver(_PHASES.get(msg_type, Phase.INITIALIZATION), f"{self._label}::{method}"):
+                payload = self._guarded(handler, connection, message, start)
+        _trace.flush()
+        self._reply(connection, msg_type, message.request_id, payload)
+
+    @staticmethod
+    def _guarded(handler, *args) -> bytes:
+        try:
+            return handler(*args)
+        except (CodecError, MappingError, ProtocolError) as error:
+            return error_reply(ErrorStatus.INVALID_ARGUMENT, str(error))
+        except HalError as error:
+            return error_reply(error.status, str(error))
+        except Exception as error:  # noqa: BLE001 - a driver must answer, never crash
+            return error_reply(ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}")
+
+    # ------------------------------------------------------------------ IDevice
+    def _capabilities(self, connection, message, start) -> bytes:
+        Reader(message.payload).end()
+        return _OK + encode_capabilities(self.device.capabilities())
+
+    def _supported(self, connection, message, start) -> bytes:
+        model = self._read_model(Reader(message.payload), message.fds)
+        flags = self.device.supported_operations(model)
+        return _OK + struct.pack(f"<I{len(flags)}B", len(flags), *flags)
+
+    def _type(self, connection, message, start) -> bytes:
+        return _OK + struct.pack("<I", int(self.device.type))
+
+    def _version(self, connection, message, start) -> bytes:
+        w = Writer()
+        w.text(self.device.version)
+        return _OK + w.getvalue()
+
+    def _extensions(self, connection, message, start) -> bytes:
+        names = self.device.supported_extensions()
+        w = Writer()
+        w.u32(len(names))
+        for name in names:
+            w.text(name)
+        return _OK + w.getvalue()
+
+    def _cache_files(self, connection, message, start) -> bytes:
+        return _OK + struct.pack("<II", *self.device.number_of_cache_files_needed())
+
+    def _prepare(self, connection, message, start) -> bytes:
+        r = Reader(message.payload)
+        preference, priority, deadline = r._take(_PREPARE)
+        cache_dir, token = r.text(), r.blob()
+        model = self._read_model(r, message.fds)
+        prepared = self.device.prepare_model(model, enum_value(Preference, preference),
+                                             enum_value(Priority, priority),
+                                             None if deadline < 0 else deadline, cache_dir or None,
+                                             token or None)
+        model_id = self._next_model
+        self._next_model += 1
+        self.models[model_id] = prepared
+        return _OK + struct.pack("<I", model_id)
+
+    def _read_model(self, r: Reader, fds: list):
+        """Model structure + out-of-line operand values (fd 0) + model pools (following fds)."""
+        model, external = decode_model(r)
+        pool_regions = [r._take(struct.Struct("<QQ")) for _ in range(r.count(16))]
+        r.end()
+        expected = len(pool_regions) + (external is not None)
+        if len(fds) != expected:
+            raise CodecError(f"model needs {expected} fds, {len(fds)} were sent")
+        values = model.operand_values
+        if external is not None:
+            values = map_fd(fds[0], 0, external, writable=False).buffer
+        pools = tuple(map_fd(fd, offset, size, writable=False).buffer
+                      for fd, (offset, size) in zip(fds[expected - len(pool_regions):], pool_regions))
+        return type(model)(model.main, model.referenced, values, pools, model.relax_float32_to_float16)
+
+    # ------------------------------------------------------------------ IPreparedModel
+    def _execute_sync(self, connection, message, start) -> bytes:
+        decoded = decode_execute(Reader(message.payload), connection.pools, message.fds)
+        result = self._run(decoded, start)
+        return _OK + encode_result(result, decoded.request, decoded.inline_outputs)
+
+    def _run(self, decoded, start: int) -> ExecutionResult:
+        prepared = self.models.get(decoded.model_id)
+        if prepared is None:
+            raise CodecError(f"unknown prepared model {decoded.model_id}")
+        result = prepared.execute(decoded.request, decoded.measure, decoded.deadline_ns)
+        if result.timing is not None:  # time in driver covers decoding too
+            in_driver = max((time.monotonic_ns() - start) // 1000, result.timing.time_in_driver)
+            result = ExecutionResult(result.status, result.output_shapes,
+                                     type(result.timing)(result.timing.time_on_device, in_driver))
+        return result
+
+    def _execute_async(self, connection: _Connection, message, start: int) -> None:
+        """Launch reply first (status only), then the result as a NOTIFY callback."""
+        decoded = None
+        with _trace.hidl("IPreparedModel", "execute", "server"):
+            with _trace.driver(Phase.EXECUTION, f"{self._label}::execute"):
+                try:
+                    decoded = decode_execute(Reader(message.payload), connection.pools, message.fds)
+                    if decoded.model_id not in self.models:
+                        raise CodecError(f"unknown prepared model {decoded.model_id}")
+                    launch = _OK
+                except (CodecError, MappingError) as error:
+                    launch = error_reply(ErrorStatus.INVALID_ARGUMENT, str(error))
+        self._reply(connection, MsgType.EXECUTE, message.request_id, launch)
+        if decoded is None:
+            return _trace.flush()
+        with _trace.driver(Phase.EXECUTION, f"{self._label}::asyncExecute"):
+            payload = self._guarded(lambda: _OK + encode_result(
+                self._run(decoded, start), decoded.request, decoded.inline_outputs))
+        with _trace.hidl("IExecutionCallback", "notify", "client"):
+            self._reply(connection, MsgType.NOTIFY, message.request_id, payload, flags=0)
+        _trace.flush()
+
+    def _release(self, connection, message, start) -> bytes:
+        r = Reader(message.payload)
+        model_id = r.u32()
+        r.end()
+        self.models.pop(model_id, None)
+        return _OK
+
+    def _free_pools(self, connection, message, start) -> bytes:
+        r = Reader(message.payload)
+        for pool_id in r.u32s():
+            region = connection.pools.pop(pool_id, None)
+            if region is not None:
+                region.close()
+        r.end()
+        return _OK
+
+    def _ping(self, connection, message, start) -> bytes:
+        return _OK + bytes(message.payload)
+
+    def _shutdown(self, connection, message, start) -> bytes:
+        self._running = False
+        return _OK

@@ -1,0 +1,131 @@
+"""Shared-memory pools: ``memfd_create`` + ``mmap`` regions whose fds cross the socket.
+
+The runtime side creates a :class:`SharedPool` (or passes any object with ``fd``, ``offset`` and
+``size`` attributes, e.g. ``runtime.memory.Memory``); the fd travels once with ``SCM_RIGHTS`` and
+the driver maps it with :func:`map_fd`, which checks the region against the file's real size so
+no access can fall outside it. Pools made here are sealed against shrinking, and the driver
+seals any memfd it maps when it can, so a client cannot truncate a pool under the driver.
+
+Example:
+    >>> pool = SharedPool(8)
+    >>> pool.buffer[:3] = b"abc"
+    >>> mapped = map_fd(pool.fd, 0, 8)
+    >>> bytes(mapped.buffer[:3])
+    b'abc'
+    >>> mapped.close(); pool.close()
+"""
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+
+_SEALS = getattr(fcntl, "F_SEAL_SHRINK", 0x0002)
+_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+
+
+class MappingError(ValueError):
+    """An fd/region that cannot be mapped (reported as INVALID_ARGUMENT)."""
+
+
+class SharedPool:
+    """An anonymous shared-memory region of ``size`` bytes (``size`` may be 0).
+
+    Attributes:
+        fd: The memfd (owned; closed by :meth:`close`).
+        offset: Always 0.
+        size: Size in bytes.
+        buffer: A writable memoryview of the region.
+    """
+
+    offset = 0
+
+    def __init__(self, size: int, name: str = "nnscope-pool"):
+        self.size = size
+        flags = os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING
+        self.fd = os.memfd_create(name, flags)
+        try:
+            os.ftruncate(self.fd, size)
+            _try_seal(self.fd)
+            self._map = mmap.mmap(self.fd, size) if size else None
+        except OSError:
+            os.close(self.fd)
+            raise
+        self.buffer = memoryview(self._map) if self._map is not None else memoryview(bytearray())
+
+    @classmethod
+    def from_bytes(cls, data, name: str = "nnscope-pool") -> SharedPool:
+        pool = cls(len(data), name)
+        pool.buffer[:] = data
+        return pool
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        self.buffer.release()
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:
+                pass  # numpy views still alive; the mapping goes with them
+        os.close(self.fd)
+        self.fd = -1
+
+    def __enter__(self) -> SharedPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class MappedRegion:
+    """A region of a received fd mapped into this process; ``buffer`` is a memoryview."""
+
+    def __init__(self, mapping: mmap.mmap | None, delta: int, size: int):
+        self._map = mapping
+        self.size = size
+        if mapping is None:
+            self.buffer = memoryview(bytearray())
+        else:
+            self.buffer = memoryview(mapping)[delta:delta + size]
+
+    def close(self) -> None:
+        self.buffer.release()
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:
+                pass
+
+
+def map_fd(fd: int, offset: int, size: int, writable: bool = True) -> MappedRegion:
+    """Map ``[offset, offset+size)`` of ``fd``; the caller keeps (and closes) ``fd``.
+
+    Raises:
+        MappingError: negative values, a region past the end of the file, or mmap failure.
+    """
+    if offset < 0 or size < 0:
+        raise MappingError(f"bad region offset={offset} size={size}")
+    try:
+        _try_seal(fd)
+        file_size = os.fstat(fd).st_size
+    except OSError as error:
+        raise MappingError(f"cannot stat fd: {error}") from None
+    if offset + size > file_size:
+        raise MappingError(f"region [{offset}, {offset + size}) outside a file of {file_size} bytes")
+    if size == 0:
+        return MappedRegion(None, 0, 0)
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+    try:
+        mapping = mmap.mmap(fd, offset + size - start, mmap.MAP_SHARED, prot, offset=start)
+    except (OSError, ValueError) as error:
+        raise MappingError(f"mmap failed: {error}") from None
+    return MappedRegion(mapping, offset - start, size)
+
+
+def _try_seal(fd: int) -> None:
+    try:
+        fcntl.fcntl(fd, _ADD_SEALS, _SEALS)
+    except OSError:
+        pass  # not a sealable memfd (plain file, or created without MFD_ALLOW_SEALING)

@@ -1,0 +1,193 @@
+"""Blocking ``SOCK_SEQPACKET`` channel: send/receive one framed record with its fds.
+
+A :class:`Channel` wraps a connected Unix socket. :meth:`Channel.send` writes one record
+(large payloads go through a memfd, see ``protocol``); :meth:`Channel.recv` waits at most
+``timeout`` seconds for one record and returns a :class:`Message`. A closed peer raises
+:class:`PeerClosed`, a timeout :class:`socket.timeout`; framing problems raise
+``ProtocolError`` after any received fds are closed. The receive buffer is reused, so a
+message's ``payload`` is only valid until the next ``recv`` on the same channel.
+
+Example:
+    >>> a, b = socket_pair()
+    >>> a.send(MsgType.PING, 1, b"hi")
+    >>> msg = b.recv(timeout=1.0)
+    >>> (msg.type, msg.request_id, bytes(msg.payload))
+    (12, 1, b'hi')
+"""
+from __future__ import annotations
+
+import array
+import fcntl
+import mmap
+import os
+import socket
+from typing import NamedTuple
+
+from runtime.drivers.ipc.protocol import (FLAG_BULK, HEADER_SIZE, MAX_FDS, MAX_INLINE_PAYLOAD,
+                                          MsgType, ProtocolError, pack_header, unpack_header)
+
+_RECV_SIZE = HEADER_SIZE + MAX_INLINE_PAYLOAD + 1  # +1: detect oversized records
+_ANC_SIZE = socket.CMSG_SPACE(MAX_FDS * 4)
+_CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+_BUFFER_SIZE = 1 << 20
+_BULK_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+class PeerClosed(ConnectionError):
+    """The other end closed the connection (or died)."""
+
+
+class Message(NamedTuple):
+    type: int
+    request_id: int
+    payload: memoryview
+    fds: list
+
+
+class Channel:
+    """One end of a connected ``SOCK_SEQPACKET`` Unix socket (blocking, with timeouts)."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, option, _BUFFER_SIZE)
+            except OSError:
+                pass
+        self._buf = bytearray(_RECV_SIZE)
+        self._view = memoryview(self._buf)
+        self._timeout = sock.gettimeout()
+
+    @classmethod
+    def connect(cls, path: str, timeout: float) -> Channel:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except OSError:
+            sock.close()
+            raise
+        return cls(sock)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, msg_type: int, request_id: int, payload=b"", fds=()) -> None:
+        """Send one record; raises PeerClosed when the peer is gone."""
+        try:
+            if len(payload) > MAX_INLINE_PAYLOAD:
+                self._send_bulk(msg_type, request_id, payload, fds)
+            elif fds:
+                head = pack_header(msg_type, request_id, len(payload))
+                socket.send_fds(self.sock, [head + bytes(payload)], list(fds))
+            else:
+                self.sock.sendall(pack_header(msg_type, request_id, len(payload)) + payload)
+        except (BrokenPipeError, ConnectionResetError) as error:
+            raise PeerClosed(str(error)) from None
+
+    def _send_bulk(self, msg_type: int, request_id: int, payload, fds) -> None:
+        fd = os.memfd_create("nnscope-bulk", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, len(payload))
+            with mmap.mmap(fd, len(payload)) as mapping:
+                mapping[:] = payload
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _BULK_SEALS)  # the receiver reads a frozen payload
+            head = pack_header(msg_type, request_id, len(payload), FLAG_BULK)
+            socket.send_fds(self.sock, [head], [fd, *fds])
+        finally:
+            os.close(fd)
+
+    def recv(self, timeout: float | None) -> Message:
+        """Wait up to ``timeout`` seconds (None: the socket's default) for one record.
+
+        Raises:
+            PeerClosed: end of stream or connection reset.
+            socket.timeout: nothing arrived in time.
+            ProtocolError: a malformed record (its fds are closed).
+        """
+        if timeout != self._timeout:
+            self.sock.settimeout(timeout)
+            self._timeout = timeout
+        try:
+            size, ancdata, flags, _ = self.sock.recvmsg_into([self._buf], _ANC_SIZE, _CLOEXEC)
+        except ConnectionResetError as error:
+            raise PeerClosed(str(error)) from None
+        if size == 0:
+            raise PeerClosed("peer closed the connection")
+        fds = _fds(ancdata) if ancdata else []
+        try:
+            return self._parse(size, flags, fds)
+        except ProtocolError:
+            _close_all(fds)
+            raise
+
+    def _parse(self, size: int, flags: int, fds: list) -> Message:
+        if flags & socket.MSG_CTRUNC:
+            raise ProtocolError(f"more than {MAX_FDS} file descriptors")
+        if size == _RECV_SIZE or flags & socket.MSG_TRUNC:
+            raise ProtocolError(f"record longer than {_RECV_SIZE - 1} bytes")
+        head = unpack_header(self._view[:size])
+        if head.flags & FLAG_BULK:
+            if size != HEADER_SIZE or not fds:
+                raise ProtocolError("bulk record must be a bare header with a payload fd", head.request_id)
+            payload = _read_bulk(fds.pop(0), head)
+        else:
+            if size - HEADER_SIZE != head.length:
+                raise ProtocolError(f"header says {head.length} payload bytes, record has "
+                                    f"{size - HEADER_SIZE}", head.request_id)
+            payload = self._view[HEADER_SIZE:size]
+        return Message(head.type, head.request_id, payload, fds)
+
+
+def _read_bulk(fd: int, head) -> memoryview:
+    try:
+        if os.fstat(fd).st_size < head.length:
+            raise ProtocolError("bulk payload fd is shorter than the header length", head.request_id)
+        with mmap.mmap(fd, head.length, prot=mmap.PROT_READ) if head.length else _Empty() as mapping:
+            return memoryview(bytes(mapping))
+    except (OSError, ValueError) as error:
+        raise ProtocolError(f"cannot read bulk payload: {error}", head.request_id) from None
+    finally:
+        os.close(fd)
+
+
+class _Empty:
+    def __enter__(self):
+        return b""
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _fds(ancdata) -> list:
+    fds: list = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % 4
+            fds.extend(array.array("i", data[:usable]))
+    return fds
+
+
+def _close_all(fds) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def close_fds(fds) -> None:
+    """Close received fds (ignores already-closed ones)."""
+    _close_all(fds)
+
+
+def socket_pair() -> tuple[Channel, Channel]:
+    """Two connected channels (for tests and in-process use)."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    return Channel(a), Channel(b)
+
+
+__all__ = ["Channel", "Message", "PeerClosed", "socket_pair", "close_fds", "MsgType"]

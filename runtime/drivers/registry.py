@@ -1,0 +1,60 @@
+"""Name -> driver registry: which sample drivers exist and which ones this process registers.
+
+:data:`NNSCOPE_DRIVERS` selects the registered drivers (comma-separated names; unset or empty
+means all of them). An unknown name raises :class:`UnknownDriverError` listing the valid ones.
+:func:`create_driver` builds the in-process driver object (what a driver process serves);
+:func:`remote_devices` gives the runtime one ``RemoteDevice`` per registered driver.
+
+Example:
+    >>> registered({NNSCOPE_DRIVERS: "sample-quant, sample-all"})
+    ('sample-quant', 'sample-all')
+    >>> registered({NNSCOPE_DRIVERS: "sample-gpu"})  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ...
+    runtime.drivers.registry.UnknownDriverError: unknown driver 'sample-gpu'; valid drivers: sample-all, sample-float-fast, sample-float-slow, sample-quant, sample-minimal
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from runtime.drivers.sample import SAMPLES, SampleDriver
+
+NNSCOPE_DRIVERS = "NNSCOPE_DRIVERS"
+"""Comma-separated names of the driver processes the runtime registers (default: all samples)."""
+
+
+class UnknownDriverError(ValueError):
+    """A driver name that is not in the registry; the message lists the valid names."""
+
+
+def available() -> tuple[str, ...]:
+    """Every driver name the registry knows, in registration order."""
+    return tuple(SAMPLES)
+
+
+def check_name(name: str) -> str:
+    if name not in SAMPLES:
+        raise UnknownDriverError(f"unknown driver {name!r}; valid drivers: {', '.join(SAMPLES)}")
+    return name
+
+
+def registered(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Names selected by :data:`NNSCOPE_DRIVERS` in ``environ`` (default ``os.environ``)."""
+    value = (os.environ if environ is None else environ).get(NNSCOPE_DRIVERS, "")
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        return available()
+    return tuple(dict.fromkeys(check_name(n) for n in names))
+
+
+def create_driver(name: str) -> SampleDriver:
+    """The in-process driver object served by ``python -m runtime.drivers <name>``."""
+    return SampleDriver(SAMPLES[check_name(name)])
+
+
+def remote_devices(environ: Mapping[str, str] | None = None) -> list:
+    """One (not yet started) ``RemoteDevice`` per registered driver."""
+    from runtime.drivers.ipc.client import RemoteDevice  # noqa: PLC0415 - avoid import cycle
+
+    return [RemoteDevice(name) for name in registered(environ)]

@@ -1,0 +1,152 @@
+"""Sample drivers modelled on AOSP's ``driver/sample``: the reference CPU executor behind
+different advertised capabilities and supported-operation sets.
+
+Each sample is a :class:`SampleConfig` (AOSP's ~90-line ``SampleDriverFloatFast`` & co. become a
+few fields). :class:`SampleDriver` is the in-process ``Device`` for one config; in production it
+runs inside a driver process (``python -m runtime.drivers sample-float-fast --socket PATH``) and
+the runtime talks to it through ``runtime.drivers.ipc.RemoteDevice``. An operation is supported
+when the executor implements it, the config lists it, the type of its first input is one of the
+config's primary types and every tensor operand's type is allowed.
+
+Example:
+    >>> driver = SampleDriver(SAMPLES["sample-float-fast"])
+    >>> driver.capabilities().performance(T.TENSOR_FLOAT32).exec_time
+    0.8
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from runtime.drivers import _request_io
+from runtime.drivers.base import Device, PreparedModel
+from runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
+from runtime.hal.errors import HalError
+from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, OperationType as O,
+                               Preference, Priority, is_scalar)
+from runtime.hal.validate import invalid, validate_model, validate_request
+from runtime.ops import registry
+from runtime.ops.executor import CpuExecutor
+from runtime.ops.registry import OpValidationError
+
+_FLOAT = frozenset({T.TENSOR_FLOAT32})
+_QUANT = frozenset({T.TENSOR_QUANT8_ASYMM})
+_INDEX = frozenset({T.TENSOR_INT32})
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    """One sample driver. ``None`` for ``operations``/``primary_types`` means "all"."""
+
+    name: str
+    perf: PerformanceInfo
+    primary_types: frozenset | None = None
+    tensor_types: frozenset | None = None
+    operations: frozenset | None = None
+    device_type: DeviceType = DeviceType.CPU
+    version: str = "nnscope-sample-1.3"
+
+
+SAMPLES = {c.name: c for c in (
+    SampleConfig("sample-all", PerformanceInfo(1.1, 1.1)),
+    SampleConfig("sample-float-fast", PerformanceInfo(0.8, 1.2), _FLOAT, _FLOAT | _INDEX),
+    SampleConfig("sample-float-slow", PerformanceInfo(1.3, 0.7), _FLOAT, _FLOAT | _INDEX),
+    SampleConfig("sample-quant", PerformanceInfo(50.0, 1.0), _QUANT,
+                 _QUANT | _INDEX | {T.TENSOR_QUANT8_SYMM_PER_CHANNEL}),
+    SampleConfig("sample-minimal", PerformanceInfo(0.4, 0.5), _FLOAT, _FLOAT | _INDEX,
+                 frozenset({O.ADD, O.CONV_2D, O.DEPTHWISE_CONV_2D, O.FULLY_CONNECTED,
+                            O.AVERAGE_POOL_2D, O.MAX_POOL_2D, O.RELU})),
+)}
+
+
+class SamplePreparedModel(PreparedModel):
+    """A model compiled for the CPU executor; ``traced`` selects the span-emitting run loop."""
+
+    def __init__(self, model: HalModel, executor: CpuExecutor, traced: bool = False):
+        self.model = model
+        self.executor = executor
+        self.traced = traced
+        graph = model.main
+        self._in = tuple(graph.operands[i] for i in graph.input_indexes)
+        self._out = tuple(graph.operands[i] for i in graph.output_indexes)
+
+    def execute(self, request: Request, measure_timing: bool = False,
+                deadline_ns: int | None = None) -> ExecutionResult:
+        start = time.monotonic_ns()
+        if deadline_ns is not None and start > deadline_ns:
+            return ExecutionResult(ErrorStatus.MISSED_DEADLINE_PERSISTENT)
+        try:
+            validate_request(request, self.model)
+            inputs = _request_io.read_inputs(request, self._in)
+            device_start = time.monotonic_ns()
+            run = self.executor.run_with_tracing if self.traced else self.executor.run
+            outputs = run(inputs)
+            device_end = time.monotonic_ns()
+            status, shapes = _request_io.write_outputs(request, self._out, outputs)
+        except HalError as error:
+            return ExecutionResult(error.status)
+        except (ValueError, TypeError, IndexError, ArithmeticError, RuntimeError):
+            return ExecutionResult(ErrorStatus.GENERAL_FAILURE)
+        timing = None
+        if measure_timing and status == ErrorStatus.NONE:
+            from timing import Timing  # noqa: PLC0415 - only when measuring
+            timing = Timing((device_end - device_start) // 1000, (time.monotonic_ns() - start) // 1000)
+        return ExecutionResult(status, shapes, timing)
+
+
+class SampleDriver(Device):
+    """The reference CPU executor advertised as one :class:`SampleConfig`."""
+
+    feature_level = 30
+
+    def __init__(self, config: SampleConfig):
+        self.config = config
+        self.name = config.name
+        self.type = config.device_type
+        self.version = config.version
+        self.traced = False
+
+    def capabilities(self) -> Capabilities:
+        perf = self.config.perf
+        types = self.config.tensor_types
+        listed = tuple((t, perf) for t in T if t != T.SUBGRAPH
+                       and (types is None or t in types or is_scalar(t)))
+        return Capabilities(perf, perf, listed, perf, perf)
+
+    def supported_operations(self, model: HalModel) -> list[bool]:
+        validate_model(model)
+        return [self._supports(model, op) for op in model.main.operations]
+
+    def _supports(self, model: HalModel, operation) -> bool:
+        cfg = self.config
+        record = registry.get(operation.type)
+        if record is None or (cfg.operations is not None and operation.type not in cfg.operations):
+            return False
+        operands = model.main.operands
+        ins = [operands[i] for i in operation.inputs]
+        outs = [operands[i] for i in operation.outputs]
+        if cfg.primary_types is not None and (not ins or ins[0].type not in cfg.primary_types):
+            return False
+        if cfg.tensor_types is not None and any(
+                not is_scalar(o.type) and o.type != T.SUBGRAPH and o.type not in cfg.tensor_types
+                for o in (*ins, *outs)):
+            return False
+        try:
+            record.validate(ins, outs)
+        except (OpValidationError, ValueError, TypeError, IndexError, KeyError):
+            return False
+        return True
+
+    def prepare_model(self, model: HalModel, preference: Preference = Preference.FAST_SINGLE_ANSWER,
+                      priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,
+                      cache_dir: str | None = None, token: bytes | None = None) -> PreparedModel:
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            raise HalError(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "deadline passed before prepareModel")
+        unsupported = [i for i, ok in enumerate(self.supported_operations(model)) if not ok]
+        if unsupported:
+            raise invalid(f"{self.name} does not support operations {unsupported}")
+        try:
+            executor = CpuExecutor(model)
+        except (OpValidationError, ValueError, TypeError, IndexError, KeyError) as error:
+            raise invalid(f"model rejected by the CPU executor: {error}") from None
+        return SamplePreparedModel(model, executor, self.traced)
