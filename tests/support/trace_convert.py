@@ -24,6 +24,22 @@ _PROCESS_UUID, _THREAD_UUID = 1 << 40, 2 << 40
 _CPUS = 4
 
 
+def run_main(argv: list[str]) -> tuple[int, str, str]:
+    """Run the parse_systrace CLI in-process: (exit status, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from parse_systrace.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as exit_:
+            status = exit_.code
+    return (status or 0), out.getvalue(), err.getvalue()
+
+
 def read_rows(path) -> list[Row]:
     """All rows of a trace file, through the parser's own format detection."""
     from parse_systrace.readers import open_rows
