@@ -1,12 +1,26 @@
-"""The ``nnscope`` command line (thin: argparse here, work elsewhere)."""
+"""The ``nnscope`` command line (thin: argparse here, work in ``runtime.cli``).
+
+Bad usage prints a one-line error and exits 2; a runtime failure (:class:`NnError`, a missing
+or unreadable file) prints ``nnscope: error: ...`` and exits 1; never a traceback.
+
+Example:
+    $ nnscope run --executions 10 --trace run.json
+    $ nnscope devices --json
+    $ nnscope cts
+"""
 import argparse
 import sys
+
+from runtime.api import NnError
+from runtime.cli import cts, devices, run
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nnscope", description="Profiling-first NNAPI runtime: run models and trace every layer.")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in (run, devices, cts):
+        module.add_parser(commands).set_defaults(handler=module.main)
     return parser
 
 
@@ -16,7 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return 0
+    if args.command == "run":
+        run.check_outputs(args, parser)
+    try:
+        return args.handler(args)
+    except NnError as error:
+        print(f"nnscope: error: {error}", file=sys.stderr)
+    except (OSError, ValueError) as error:
+        print(f"nnscope: error: {error}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("nnscope: interrupted", file=sys.stderr)
+        return 130
+    return 1
 
 
 if __name__ == "__main__":

@@ -117,7 +117,8 @@ class Execution:
         if kind == "input" and not isinstance(buffer, np.ndarray) and \
                 isinstance(buffer, (int, float, bool, list, tuple)):
             buffer = np.asarray(buffer, numpy_dtype(operand.type))
-        dims = _dims_for(buffer, operand, dimensions)
+        dims = _dims_for(buffer, operand, dimensions) if kind == "input" else \
+            tuple(int(d) for d in dimensions or ())
         view = _as_buffer(buffer, operand, kind == "output", where)
         self._check_and_store(kind, index, slot, operand, view, 0, view.nbytes, dims, where)
 

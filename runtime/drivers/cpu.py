@@ -65,10 +65,7 @@ class CpuPreparedModel(PreparedModel):
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
         """Run ``request`` synchronously; errors come back as an ErrorStatus, never raised."""
-        if tracing.enabled():
-            with tracing.runtime(Phase.EXECUTION, "CpuPreparedModel::execute"):
-                return self._execute(request, measure_timing, deadline_ns, True)
-        return self._execute(request, measure_timing, deadline_ns, False)
+        return self._execute(request, measure_timing, deadline_ns, tracing.enabled())
 
     def _execute(self, request: Request, measure: bool, deadline_ns: int | None,
                  traced: bool) -> ExecutionResult:

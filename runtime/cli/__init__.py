@@ -1,0 +1,11 @@
+"""``nnscope`` subcommands: ``run`` (execute and profile a model), ``devices``, ``cts``.
+
+Each module has ``add_parser(subparsers)`` and ``main(args) -> int``; ``runtime.__main__``
+wires them into argparse and turns :class:`~runtime.api.NnError` into one-line errors.
+
+Example:
+    $ nnscope run --executions 10 --trace run.json
+    $ nnscope devices --json
+    $ nnscope cts ../shared/fixtures/nnapi-cts/V1_0/add.json.gz
+"""
+COMMANDS = ("run", "devices", "cts")

@@ -1,0 +1,55 @@
+"""``nnscope devices``: the available devices and their capabilities.
+
+Example:
+    $ nnscope devices
+    nnapi-reference  CPU  version 1.3  feature level 30  float32 exec 1.00 power 1.00 ...
+    $ nnscope devices --json
+"""
+from __future__ import annotations
+
+import json
+
+from runtime.hal.types import OperandType
+from runtime.manager import devices
+
+_SHOWN = (OperandType.TENSOR_FLOAT32, OperandType.TENSOR_FLOAT16, OperandType.TENSOR_QUANT8_ASYMM)
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser("devices", help="list devices and capabilities",
+                                   description="List the devices the runtime can compile for.")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def describe(device) -> dict:
+    """A JSON-ready description of one device."""
+    caps = device.capabilities()
+    performance = {t.name: {"execTime": p.exec_time, "powerUsage": p.power_usage}
+                   for t, p in caps.operand_performance}
+    relaxed = caps.relaxed_float32_to_float16_performance_tensor
+    return {"name": device.name, "type": device.type.name, "version": device.version,
+            "featureLevel": device.feature_level,
+            "relaxedFloat32toFloat16PerformanceTensor": {"execTime": relaxed.exec_time,
+                                                         "powerUsage": relaxed.power_usage},
+            "operandPerformance": performance,
+            "ifPerformance": caps.if_performance.exec_time,
+            "whilePerformance": caps.while_performance.exec_time}
+
+
+def _line(info: dict) -> str:
+    perf = info["operandPerformance"]
+    shown = "  ".join(f"{t.name.removeprefix('TENSOR_').lower()} exec {perf[t.name]['execTime']:.2f}"
+                      for t in _SHOWN if t.name in perf)
+    return (f"{info['name']:<20} {info['type']:<12} version {info['version']:<6} "
+            f"feature level {info['featureLevel']}  {shown}")
+
+
+def main(args) -> int:
+    described = [describe(d) for d in devices()]
+    if args.json:
+        print(json.dumps(described, indent=2, default=float))
+    else:
+        for info in described:
+            print(_line(info))
+    return 0

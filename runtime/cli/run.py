@@ -1,0 +1,195 @@
+"""``nnscope run``: build, compile and execute a model under a trace; print its NNAPI timing.
+
+The run is wrapped in application spans like an NNAPI benchmark app: ``[NN_LA_PO]<model>``
+around everything, ``[NN_LA_PP]`` around model building, ``[NN_LA_PC]`` around compilation,
+and ``[NN_LA_PWU]`` / ``[NN_LA_PBM]`` around the ``[NN_LA_PE]`` executions. A trace session is
+always recorded: it is exported to the requested files and, as systrace text, summarized by
+``parse_systrace`` (the same table as AOSP's ``parse_systrace``), followed by latency percentiles.
+
+Example:
+    $ nnscope run --executions 10 --warmup 2 --systrace run.html --dot plan.dot
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import tracing
+from runtime import builtin_models
+from runtime.compilation import Compilation
+from runtime.execution import Execution
+from runtime.graphdump import graph_dump
+from runtime.hal.types import Preference, numpy_dtype
+from runtime.manager import get_device
+from runtime.model import Model
+from tracing import Phase
+
+PREFERENCES = {"fast": Preference.FAST_SINGLE_ANSWER, "sustained": Preference.SUSTAINED_SPEED,
+               "low-power": Preference.LOW_POWER}
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("run", help="execute a model under a trace and print its timing",
+                                   description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", nargs="?", metavar="MODEL",
+                        help="a .tflite file (default: built-in MobileNet-style float model)")
+    parser.add_argument("--device", action="append", metavar="NAME",
+                        help="compile for this device only (repeatable; see `nnscope devices`)")
+    parser.add_argument("--executions", type=_count, default=10, metavar="N")
+    parser.add_argument("--warmup", type=_count, default=1, metavar="N")
+    parser.add_argument("--preference", choices=sorted(PREFERENCES), default="fast")
+    parser.add_argument("--trace", metavar="FILE.json", help="write the trace (format by extension)")
+    parser.add_argument("--systrace", metavar="FILE.html", help="write systrace HTML")
+    parser.add_argument("--perfetto", metavar="FILE", help="write a Perfetto protobuf trace")
+    parser.add_argument("--dot", metavar="FILE.dot", help="write the compiled plan as Graphviz dot")
+    parser.add_argument("--no-summary", action="store_true", help="skip the timing summary")
+    parser.add_argument("--json", action="store_true", help="print latencies as JSON")
+    return parser
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _load(path: str | None) -> tuple[Model, list[np.ndarray]]:
+    if path is None:
+        model = builtin_models.mobilenet(224, 0.5)
+        return model, builtin_models.sample_input(model)
+    from runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader loads on demand
+    hal, _, _ = load_tflite(path)
+    model = Model.from_hal(hal, name=Path(path).stem)
+    return model, builtin_models.sample_input(model)
+
+
+def _outputs(model: Model) -> list[np.ndarray]:
+    buffers = []
+    for index in model.outputs:
+        operand = model.operands[index]
+        dims = tuple(d or 1 for d in operand.dimensions)
+        buffers.append(np.zeros(dims, numpy_dtype(operand.type)))
+    return buffers
+
+
+def _execute(compilation: Compilation, inputs, outputs) -> int:
+    start = time.perf_counter_ns()
+    with tracing.application(Phase.EXECUTION, "execution"):
+        execution = Execution(compilation)
+        for index, value in enumerate(inputs):
+            execution.set_input(index, value)
+        for index, buffer in enumerate(outputs):
+            execution.set_output(index, buffer)
+        execution.start_compute().wait()  # startCompute + Event_wait: what parse_systrace times
+        execution.free()
+    return time.perf_counter_ns() - start
+
+
+def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, list[int]]:
+    label = Path(args.model).stem if args.model else "mobilenet_v1_0.5_224"
+    with tracing.application(Phase.OVERALL, label):
+        with tracing.application(Phase.PREPARATION, "build model"):
+            model, inputs = _load(args.model)
+        with tracing.application(Phase.COMPILATION, "compile"):
+            devices = [get_device(name) for name in args.device] if args.device else None
+            compilation = Compilation(model, devices)
+            compilation.set_preference(PREFERENCES[args.preference])
+            compilation.finish()
+        outputs = _outputs(model)
+        with tracing.application(Phase.WARMUP, "warmup"):
+            for _ in range(args.warmup):
+                _execute(compilation, inputs, outputs)
+        with tracing.application(Phase.BENCHMARK, "benchmark"):
+            latencies = [_execute(compilation, inputs, outputs) for _ in range(args.executions)]
+    return model, compilation, latencies
+
+
+def percentiles(latencies_ns: list[int]) -> dict[str, float]:
+    """p50/p90/p99/mean/min/max in milliseconds (empty dict for no executions)."""
+    if not latencies_ns:
+        return {}
+    ms = np.asarray(latencies_ns, np.float64) / 1e6
+    return {"executions": len(ms), "p50_ms": float(np.percentile(ms, 50)),
+            "p90_ms": float(np.percentile(ms, 90)), "p99_ms": float(np.percentile(ms, 99)),
+            "mean_ms": float(ms.mean()), "min_ms": float(ms.min()), "max_ms": float(ms.max())}
+
+
+def timing_summary(trace_data) -> str:
+    """parse_systrace's NNAPI table of ``trace_data`` (exported as systrace text)."""
+    import parse_systrace  # noqa: PLC0415
+    from tracing.exporters.systrace import SystraceTextExporter  # noqa: PLC0415
+    fd, path = tempfile.mkstemp(suffix=".txt", prefix="nnscope-")
+    os.close(fd)
+    try:
+        SystraceTextExporter(path).export(trace_data)
+        runs = parse_systrace.summarize(path, tolerant=True)
+        return "".join(parse_systrace.render_text(run) for run in runs)
+    finally:
+        os.unlink(path)
+
+
+def check_outputs(args, parser: argparse.ArgumentParser) -> None:
+    """Reject an unknown ``--trace`` extension before running (usage error, exit 2)."""
+    if args.trace:
+        from tracing.exporters import exporter_for_path  # noqa: PLC0415
+        try:
+            exporter_for_path(args.trace)
+        except ValueError as error:
+            parser.error(f"--trace: {error}")
+
+
+def _export(session: tracing.TraceSession, args) -> list[str]:
+    from tracing.exporters import ExportResult, get_exporter  # noqa: PLC0415
+    targets = []
+    if args.trace:
+        targets.append((args.trace, None))
+    if args.systrace:
+        targets.append((args.systrace, "systrace-html"))
+    if args.perfetto:
+        targets.append((args.perfetto, "perfetto"))
+    written = []
+    for path, name in targets:
+        target = path if name is None else get_exporter(name)(path)
+        if session.export(target) != ExportResult.SUCCESS:
+            raise OSError(f"cannot write trace file {path}")
+        written.append(path)
+    return written
+
+
+def main(args) -> int:
+    """Run the command; NnError propagates to ``runtime.__main__``."""
+    session = tracing.TraceSession()
+    session.start()
+    try:
+        model, compilation, latencies = _profile(args, session)
+    finally:
+        session.stop()
+    written = _export(session, args)
+    if args.dot:
+        graph_dump(compilation, args.dot)
+        written.append(args.dot)
+    stats = percentiles(latencies)
+    out = io.StringIO()
+    steps = ", ".join(f"step {s.index}: {s.device.name} ({len(s.operations)} ops)"
+                      for s in compilation.plan.steps)
+    out.write(f"model {model.name}: {len(model.operations)} operations; plan: {steps}\n")
+    if not args.no_summary:
+        out.write(timing_summary(session.collect()))
+    if args.json:
+        out.write(json.dumps(stats) + "\n")
+    elif stats:
+        out.write(f"latency over {stats['executions']} executions: p50 {stats['p50_ms']:.3f} ms, "
+                  f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
+                  f"mean {stats['mean_ms']:.3f} ms\n")
+    for path in written:
+        out.write(f"wrote {path}\n")
+    print(out.getvalue(), end="")
+    return 0

@@ -1,0 +1,93 @@
+"""Shared builders and fake devices for the runtime tests."""
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import Compilation, Execution, Model
+from runtime.drivers.cpu import CpuDevice
+from runtime.hal.device_types import Capabilities, PerformanceInfo
+from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op, PaddingCode
+
+
+def add_model(shape=(1, 4), fuse=FuseCode.NONE, out_shape=None) -> Model:
+    """``a + b`` (finished)."""
+    model = Model("add")
+    a = model.add_operand(T.TENSOR_FLOAT32, shape)
+    b = model.add_operand(T.TENSOR_FLOAT32, shape)
+    act = model.add_operand(T.INT32)
+    out = model.add_operand(T.TENSOR_FLOAT32, shape if out_shape is None else out_shape)
+    model.set_operand_value(act, int(fuse))
+    model.add_operation(Op.ADD, [a, b, act], [out])
+    model.identify_inputs_and_outputs([a, b], [out])
+    model.finish()
+    return model
+
+
+def chain_model() -> Model:
+    """((x + c) * y) + c: ADD, MUL, ADD with constant c, for partitioning tests."""
+    model = Model("chain")
+    x = model.add_operand(T.TENSOR_FLOAT32, (2, 3))
+    y = model.add_operand(T.TENSOR_FLOAT32, (2, 3))
+    c = model.add_operand(T.TENSOR_FLOAT32, (2, 3))
+    act = model.add_operand(T.INT32)
+    t1 = model.add_operand(T.TENSOR_FLOAT32, (2, 3))
+    t2 = model.add_operand(T.TENSOR_FLOAT32, (2, 3))
+    out = model.add_operand(T.TENSOR_FLOAT32, (2, 3))
+    model.set_operand_value(c, np.full((2, 3), 0.5, np.float32))
+    model.set_operand_value(act, 0)
+    model.add_operation(Op.ADD, [x, c, act], [t1])
+    model.add_operation(Op.MUL, [t1, y, act], [t2])
+    model.add_operation(Op.ADD, [t2, c, act], [out])
+    model.identify_inputs_and_outputs([x, y], [out])
+    model.finish()
+    return model
+
+
+def conv_model(weights: np.ndarray, bias: np.ndarray, hw=(5, 5), stride=1) -> Model:
+    """CONV_2D, SAME padding, NHWC, fused NONE."""
+    model = Model("conv")
+    out_c, kh, kw, in_c = weights.shape
+    oh, ow = -(-hw[0] // stride), -(-hw[1] // stride)
+    x = model.add_operand(T.TENSOR_FLOAT32, (1, *hw, in_c))
+    w = model.add_operand(T.TENSOR_FLOAT32, weights.shape)
+    b = model.add_operand(T.TENSOR_FLOAT32, bias.shape)
+    scalars = [model.add_operand(T.INT32) for _ in range(4)]
+    out = model.add_operand(T.TENSOR_FLOAT32, (1, oh, ow, out_c))
+    model.set_operand_value(w, weights)
+    model.set_operand_value(b, bias)
+    for index, value in zip(scalars, (PaddingCode.SAME, stride, stride, FuseCode.NONE)):
+        model.set_operand_value(index, int(value))
+    model.add_operation(Op.CONV_2D, [x, w, b, *scalars], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    return model
+
+
+def run(model_or_compilation, *inputs, out_shape=None, devices=None) -> np.ndarray:
+    """Compile (if needed), execute with numpy buffers, return output 0."""
+    compilation = model_or_compilation
+    if isinstance(compilation, Model):
+        compilation = Compilation(compilation, devices)
+        compilation.finish()
+    execution = Execution(compilation)
+    for index, value in enumerate(inputs):
+        execution.set_input(index, value)
+    graph = compilation.model.to_hal().main
+    shape = out_shape or graph.operands[graph.output_indexes[0]].dimensions
+    out = np.zeros(shape, np.float32)
+    execution.set_output(0, out)
+    execution.compute()
+    return out
+
+
+class AddOnlyDevice(CpuDevice):
+    """A faster-than-CPU fake device that supports only ADD (to force partitioning)."""
+
+    name = "fake-add-only"
+
+    def capabilities(self) -> Capabilities:
+        fast = PerformanceInfo(0.5, 0.5)
+        return Capabilities(fast, fast, tuple((t, fast) for t in T), fast, fast)
+
+    def supported_operations(self, model):
+        return [op.type == Op.ADD for op in model.main.operations]
