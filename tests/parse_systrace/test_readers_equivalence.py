@@ -36,6 +36,14 @@ def test_converted_trace_gives_the_same_summary(fixture, converter, tmp_path):
         str(SYSTRACE_FIXTURES / fixture), "FILE")
 
 
+@pytest.mark.parametrize("fixture", [f for f in FIXTURES if "incomplete" not in f])
+def test_trace_written_by_our_perfetto_exporter_gives_the_same_summary(fixture, tmp_path):
+    rows, expected = original(fixture)
+    path = tmp_path / "exported.pftrace"
+    path.write_bytes(trace_convert.perfetto_exporter(rows))
+    assert trace_convert.run_main([str(path)])[:2] == expected[:2]
+
+
 def test_originals_match_their_golden_summaries():
     for fixture in FIXTURES:
         golden = SYSTRACE_FIXTURES / fixture.replace(".html", ".default.txt").replace(

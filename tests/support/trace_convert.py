@@ -241,6 +241,22 @@ def _intern(table: dict[str, int], name: str, packet: pb.TracePacket) -> int:
     return iid
 
 
+def perfetto_exporter(rows: Sequence[Row]) -> bytes:
+    """The rows written by our own ``tracing.exporters.perfetto`` (which drops ends without
+    a begin and closes unfinished begins, so only complete traces keep their summary)."""
+    import io
+
+    from tracing.exporters.perfetto import write_trace
+    from tracing.span import ThreadTrack, TraceData
+
+    tracks: dict[int, ThreadTrack] = {}
+    for ts, tid, tgid, name, _ in rows:
+        tracks.setdefault(tid, ThreadTrack(tgid, tid, f"t{tid}")).events.append((_ns(ts), name))
+    out = io.BytesIO()
+    write_trace(out, TraceData({}, list(tracks.values())))
+    return out.getvalue()
+
+
 #: name -> (rows -> bytes) for every format variant the equivalence tests cover.
 CONVERTERS = {
     "chrome-be": lambda rows: chrome_json(rows, "BE"),
