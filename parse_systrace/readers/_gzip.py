@@ -12,10 +12,11 @@ Example:
     >>> raw = io.BufferedReader(io.BytesIO(gzip.compress(b"# tracer: nop\\n")))
     >>> unwrap(raw).read()
     b'# tracer: nop\\n'
-    >>> unwrap(io.BufferedReader(io.BytesIO(gzip.compress(b"abc")[:-4]))).read()
-    Traceback (most recent call last):
-    ...
-    parse_systrace.errors.TraceFormatError: file: truncated gzip data (...)
+    >>> try:
+    ...     unwrap(io.BufferedReader(io.BytesIO(gzip.compress(b"abc")[:-4]))).read()
+    ... except TraceFormatError as error:
+    ...     print(error.where, error.reason.split(" (")[0])
+    file truncated gzip data
 """
 from __future__ import annotations
 

@@ -113,18 +113,12 @@ def test_mutated_traces_end_with_an_exit_status_and_no_traceback(block, tmp_path
             assert status == 2 and stderr.strip(), f"{label}: status {status}, {stderr!r}"
 
 
-def test_unmutated_seeds_all_summarise():
+def test_unmutated_seeds_all_summarise(tmp_path):
     for name in ("driver-plain.txt", "chrome-x", "perfetto-track", "gzip-ftrace"):
-        status, stdout, _ = run_main([_write(name)])
+        path = tmp_path / name
+        path.write_bytes(SEEDS[name])
+        status, stdout, _ = run_main([str(path)])
         assert status == 0 and "NNAPI timing summary" in stdout, name
-
-
-def _write(name: str) -> str:
-    import tempfile
-    handle = tempfile.NamedTemporaryFile(delete=False, suffix=".trace")
-    with handle:
-        handle.write(SEEDS[name])
-    return handle.name
 
 
 JSON_SCALARS = (st.none() | st.booleans() | st.integers(-2**70, 2**70)

@@ -7,8 +7,8 @@ seconds), so µs/ns values in the outputs convert back to the very same floats.
 
 Example:
     >>> rows = [(5.000001, 12, 12, "[NN_LA_PO]x", 2), (5.000002, 12, 12, None, 3)]
-    >>> chrome_json(rows, variant="X")
-    b'{"traceEvents": [\\n{"ph": "X", "name": "[NN_LA_PO]x", "ts": 5000001, "dur": 1, "pid": 12, "tid": 12}\\n]}'
+    >>> json.loads(chrome_json(rows, variant="X"))["traceEvents"]
+    [{'ph': 'X', 'name': '[NN_LA_PO]x', 'ts': 5000001, 'dur': 1, 'pid': 12, 'tid': 12}]
 """
 from __future__ import annotations
 
@@ -56,8 +56,7 @@ def _decimal(ts: float, scale: int) -> Decimal:
 
 
 def _number(value: Decimal) -> str:
-    text = format(value.normalize(), "f")
-    return text
+    return format(value.normalize(), "f")
 
 
 # --- Chrome JSON ---------------------------------------------------------------------------
