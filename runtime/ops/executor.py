@@ -171,15 +171,19 @@ class CpuExecutor:
         """Compute the outputs (in ``main.output_indexes`` order) for ``inputs``."""
         values = self._bind_inputs(inputs)
         hook = self.forTest_step_hook
-        for step in self.steps:
-            ctx = OpContext(step.operation, [values[i] for i in step.inputs],
-                            step.input_operands, step.output_operands)
-            for operand_index, value in zip(step.outputs, step.execute(ctx)):
-                values[operand_index] = value
-            for operand_index in step.frees:
-                values[operand_index] = None
-            if hook is not None:
-                hook(step.index, values)
+        step = None
+        try:
+            for step in self.steps:
+                ctx = OpContext(step.operation, [values[i] for i in step.inputs],
+                                step.input_operands, step.output_operands)
+                for operand_index, value in zip(step.outputs, step.execute(ctx)):
+                    values[operand_index] = value
+                for operand_index in step.frees:
+                    values[operand_index] = None
+                if hook is not None:
+                    hook(step.index, values)
+        except Exception as error:
+            _reraise(step, error)
         return self._collect(values)
 
     def run_with_tracing(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
@@ -199,7 +203,10 @@ class CpuExecutor:
                 ctx = OpContext(step.operation, args, step.input_operands, step.output_operands)
                 with tracing.cpu(Phase.TRANSFORMATION, step.kernel_name):
                     tracing.switch(Layer.CPU, Phase.COMPUTATION, step.kernel_name)
-                    results = step.execute(ctx)
+                    try:
+                        results = step.execute(ctx)
+                    except Exception as error:
+                        _reraise(step, error)
                 for operand_index, value in zip(step.outputs, results):
                     values[operand_index] = value
                 if logging:
@@ -208,6 +215,17 @@ class CpuExecutor:
                 for operand_index in step.frees:
                     values[operand_index] = None
             return self._collect(values)
+
+
+def _reraise(step: _Step | None, error: Exception):
+    """Name the failing operation: OpValidationError gets a prefix, anything else a note."""
+    if step is None:
+        raise error
+    where = f"operation {step.index} ({step.operation.type.name})"
+    if isinstance(error, OpValidationError):
+        raise OpValidationError(f"{where}: {error}") from error
+    error.add_note(f"while executing {where} with kernel {step.kernel_name}")
+    raise error
 
 
 def _shape(value) -> list[int] | str:

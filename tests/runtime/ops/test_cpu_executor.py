@@ -196,3 +196,12 @@ def test_tiny_model_run_is_fast():
     executor.run([A, B])
     best = min(timeit.repeat(lambda: executor.run([A, B]), number=2000, repeat=5)) / 2000
     assert best < 30e-6  # ~4 us on a developer machine; loose for CI noise
+
+
+def test_kernel_error_names_operation():
+    bad_fuse = HalModel(_tiny_add().main, operand_values=np.int32(9).tobytes())
+    executor = CpuExecutor(bad_fuse)
+    with pytest.raises(OpValidationError, match=r"operation 0 \(ADD\): unknown fused activation code 9"):
+        executor.run([A, B])
+    with pytest.raises(OpValidationError, match=r"operation 0 \(ADD\): unknown fused activation"):
+        executor.run_with_tracing([A, B])
