@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from itertools import islice
 from typing import Callable, Iterable, TextIO
 
 from tracing.exporters import ExportResult
@@ -39,11 +40,6 @@ def write_atomically(path: str, write: Callable[[TextIO], None], what: str) -> E
 
 def write_chunked(out: TextIO, lines: Iterable[str], separator: str = "\n") -> None:
     """Write ``lines`` (each followed by ``separator``) in chunks of :data:`CHUNK_LINES`."""
-    chunk: list[str] = []
-    for line in lines:
-        chunk.append(line)
-        if len(chunk) >= CHUNK_LINES:
-            out.write(separator.join(chunk) + separator)
-            chunk.clear()
-    if chunk:
+    lines = iter(lines)
+    while chunk := list(islice(lines, CHUNK_LINES)):
         out.write(separator.join(chunk) + separator)

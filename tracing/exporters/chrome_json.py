@@ -19,7 +19,7 @@ from typing import Iterator, TextIO
 from tracing.exporters import ExportResult, TraceExporter
 from tracing.exporters._files import write_atomically, write_chunked
 from tracing.naming import parse_name
-from tracing.span import TraceData
+from tracing.span import ThreadTrack, TraceData
 
 
 def microseconds(ns: int) -> str:
@@ -55,15 +55,38 @@ def _metadata(trace: TraceData) -> Iterator[str]:
 
 
 def trace_events(trace: TraceData) -> Iterator[str]:
-    """Yield the JSON text of every event: metadata first, then the spans."""
+    """Yield the JSON text of every event: metadata first, then the spans of each thread.
+
+    Spans are paired as in :meth:`TraceData.spans`: a begin never ended closes at its
+    thread's last timestamp, an end without a begin is dropped.
+    """
     yield from _metadata(trace)
     names: dict[str, str] = {}
-    for span in trace.spans():
-        fields = names.get(span.name)
-        if fields is None:
-            fields = names[span.name] = name_fields(span.name)
-        yield (f'{{"ph":"X","pid":{span.pid},"tid":{span.tid},"ts":{microseconds(span.start_ns)},'
-               f'"dur":{microseconds(span.duration_ns)},{fields}}}')
+    for track in trace.threads:
+        yield from _track_spans(track, names)
+
+
+def _track_spans(track: ThreadTrack, names: dict[str, str]) -> Iterator[str]:
+    prefix = f'{{"ph":"X","pid":{track.pid},"tid":{track.tid},"ts":'
+    stack: list[tuple[int, str]] = []
+    last = 0
+    for ts, name in track.events:
+        last = ts
+        if name is not None:
+            stack.append((ts, name))
+        elif stack:
+            yield _complete(prefix, *stack.pop(), ts, names)
+    while stack:
+        yield _complete(prefix, *stack.pop(), last, names)
+
+
+def _complete(prefix: str, start: int, name: str, end: int, names: dict[str, str]) -> str:
+    fields = names.get(name)
+    if fields is None:
+        fields = names[name] = name_fields(name)
+    duration = end - start
+    return (f'{prefix}{start // 1000}.{start % 1000:03d},'
+            f'"dur":{duration // 1000}.{duration % 1000:03d},{fields}}}')
 
 
 def write_json(trace: TraceData, out: TextIO) -> None:

@@ -17,12 +17,14 @@ Example:
 """
 from __future__ import annotations
 
+import heapq
 import os
+from operator import itemgetter
 from typing import Iterator, TextIO
 
 from tracing.exporters import ExportResult, TraceExporter
 from tracing.exporters._files import write_atomically, write_chunked
-from tracing.span import TraceData
+from tracing.span import ThreadTrack, TraceData
 
 COLUMN_HEADER = "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION"
 _HEADER = """# tracer: nop
@@ -44,6 +46,9 @@ _HTML_TAIL = "  </script>\n<!-- END TRACE -->\n</body>\n</html>\n"
 TASK_CHARS = 15  # the kernel keeps 15 characters of a thread name
 
 
+_NO_PADDING = 10_000 * 1_000_000  # from 10000 s on, SECONDS fills its 5 columns
+
+
 def timestamp(ts_ns: int) -> str:
     """Monotonic nanoseconds as ftrace's ``SECONDS.MICROS`` (truncated, width 12)."""
     seconds, micros = divmod(ts_ns // 1000, 1_000_000)
@@ -56,24 +61,38 @@ def _clean(text: str, html: bool) -> str:
 
 
 def ftrace_rows(trace: TraceData, html: bool = False) -> Iterator[str]:
-    """Yield the ``tracing_mark_write`` rows of ``trace`` in timestamp order."""
-    prefixes: dict[tuple[int, int], tuple[str, str, str]] = {}
-    for track in trace.threads:
-        task = _clean(track.name or str(track.tid), html)[:TASK_CHARS] or "<...>"
-        head = f"{task}-{track.tid}"
-        row = f"{head:>22} ({track.pid:5d}) [000] ...1 "
-        prefixes[(track.pid, track.tid)] = (row, f": tracing_mark_write: B|{track.pid}|",
-                                            f": tracing_mark_write: E|{track.pid}")
+    """Yield the ``tracing_mark_write`` rows of ``trace`` in timestamp order.
+
+    Like :meth:`TraceData.merged_events`, the merge is stable: one thread's rows keep
+    their recording order (an ``E`` and the ``[SW]`` ``B`` at the same time stay in order).
+    """
     names: dict[str, str] = {}
-    for ts, pid, tid, name in trace.merged_events():
-        row, begin, end = prefixes[(pid, tid)]
+    tracks = [_track_rows(index, track, html, names) for index, track in enumerate(trace.threads)]
+    return map(itemgetter(3), heapq.merge(*tracks))
+
+
+def _track_rows(index: int, track: ThreadTrack, html: bool,
+                names: dict[str, str]) -> Iterator[tuple[int, int, int, str]]:
+    """Yield ``(ts, track index, event index, row)``: tuples that never compare rows."""
+    task = _clean(track.name or str(track.tid), html)[:TASK_CHARS] or "<...>"
+    head = f"{task}-{track.tid}"
+    row = f"{head:>22} ({track.pid:5d}) [000] ...1 "
+    begin = f": tracing_mark_write: B|{track.pid}|"
+    end = f": tracing_mark_write: E|{track.pid}"
+    for seq, (ts, name) in enumerate(track.events):
+        micros = ts // 1000
+        if micros >= _NO_PADDING:
+            digits = str(micros)
+            stamp = f"{digits[:-6]}.{digits[-6:]}"
+        else:
+            stamp = f"{micros // 1_000_000:5d}.{micros % 1_000_000:06d}"
         if name is None:
-            yield row + timestamp(ts) + end
+            yield ts, index, seq, row + stamp + end
             continue
         clean = names.get(name)
         if clean is None:
             clean = names[name] = _clean(name, html)
-        yield row + timestamp(ts) + begin + clean
+        yield ts, index, seq, f"{row}{stamp}{begin}{clean}"
 
 
 def write_ftrace(trace: TraceData, out: TextIO, html: bool = False) -> None:

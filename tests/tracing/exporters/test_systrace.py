@@ -122,3 +122,14 @@ def test_io_error_returns_failure_and_logs(tmp_path, caplog):
 def test_timestamps_truncate_to_microseconds(ns, text):
     from tracing.exporters.systrace import timestamp
     assert timestamp(ns) == text
+
+
+@pytest.mark.parametrize("ns", [0, 999_999_999, 9_999_999_999_999, 10_000_000_000_000,
+                                1_034_718_303_435_999])
+def test_rows_format_timestamps_like_timestamp(ns):
+    from tracing.exporters.systrace import ftrace_rows, timestamp
+    trace = TraceData({1: "p"}, [ThreadTrack(1, 2, "t", [(ns, "x"), (ns, None)])])
+    rows = list(ftrace_rows(trace))
+    assert [row.split(": tracing_mark_write")[0][-len(timestamp(ns)):] for row in rows] == \
+        [timestamp(ns)] * 2
+    assert all(ROW.match(row) for row in rows)
