@@ -35,11 +35,12 @@ from parse_systrace.readers import register
 
 _END_OF_EARLIER_X, _FILE_ORDER, _X_BEGIN, _ZERO_X = range(4)
 _SOURCE = "Chrome JSON"
+_BLANK = b" \t\r\n\xef\xbb\xbf"  # JSON whitespace and a UTF-8 byte order mark
 
 
 def sniff(head: bytes) -> bool:
     """Whether ``head`` looks like JSON: the first non-blank byte is ``{`` or ``[``."""
-    text = head.lstrip(b" \t\r\n\xef\xbb\xbf")  # also skip a UTF-8 byte order mark
+    text = head.lstrip(_BLANK)
     return text[:1] in (b"{", b"[")
 
 
@@ -84,7 +85,7 @@ def _reject_constant(name: str):
 def _close_bare_list(data: bytes) -> bytes | None:
     """Chrome allows a bare event list to end without ``]`` (and with a trailing comma)."""
     text = data.strip()
-    if not sniff(text) or not text.lstrip(b"\xef\xbb\xbf").startswith(b"[") or text.endswith(b"]"):
+    if not text.lstrip(_BLANK).startswith(b"[") or text.endswith(b"]"):
         return None
     return text.rstrip(b",") + b"]"
 
