@@ -97,12 +97,7 @@ class Scope:
     __exit__ = staticmethod("".format)
 
     def __call__(self, func: Callable) -> Callable:
-        key = _decorate.resolve(sys._getframe(1), _KEYS)
-        if key is None:
-            _log.warning("cannot read the tracing decorator of %s; it will not be traced",
-                         getattr(func, "__qualname__", func))
-            return func
-        return _wrap(func, *key)
+        return _wrap_from_source(func, sys._getframe(1))
 
 
 class _OpenScope(Scope):
@@ -119,7 +114,7 @@ class _OpenScope(Scope):
     def __call__(self, func: Callable) -> Callable:
         events = getattr(_tls, "buffer", None) and _tls.buffer.events
         if not events or events[-1][1] is None:
-            return super().__call__(func)
+            return _wrap_from_source(func, sys._getframe(1))
         _, tag, detail = events.pop()  # the begin that the factory has just recorded
         return _wrap(func, tag, detail)
 
@@ -256,6 +251,15 @@ _KEYS: dict[Callable, Callable[..., tuple[str, str]]] = {
     subtract: lambda layer, phase, detail="": (_layer_tags(_SUB, layer)[phase], detail),
     hidl: lambda interface, method, side: (hidl_mark(interface, method, side), ""),
 }
+
+
+def _wrap_from_source(func: Callable, frame: Any) -> Callable:
+    key = _decorate.resolve(frame, _KEYS)
+    if key is None:
+        _log.warning("cannot read the tracing decorator of %s; it will not be traced",
+                     getattr(func, "__qualname__", func))
+        return func
+    return _wrap(func, *key)
 
 
 def _wrap(func: Callable, tag: str, detail: str) -> Callable:

@@ -185,3 +185,22 @@ def test_process_name_is_exported():
         assert session.collect().processes == {os.getpid(): "nn-app"}
     finally:
         tracing.set_process_name(original)
+
+
+def test_scope_made_before_the_session_still_decorates_from_source():
+    scope = tracing.driver(Phase.EXECUTION, "made early")  # tracing off: the shared no-op
+    with TraceSession() as session:
+        @tracing.driver(Phase.EXECUTION, "applied while on")
+        def on():
+            pass
+        late = scope(lambda: None)  # no source call to read: left undecorated
+        on()
+        late()
+    assert names(session.collect()) == ["[NN_LD_PE]applied while on", None]
+
+
+def test_invalid_decorator_is_rejected_even_when_off():
+    with pytest.raises(ValueError, match="layer LA only"):
+        @tracing.ipc(Phase.WARMUP, "x")
+        def never():
+            pass
