@@ -33,10 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         driver = registry.create_driver(args.driver)
     except registry.UnknownDriverError as error:
         parser.error(str(error))
-    from runtime.drivers.ipc._trace import AVAILABLE  # noqa: PLC0415
+    from runtime.drivers.ipc import _trace  # noqa: PLC0415
     from runtime.drivers.ipc.service import DriverService, listen  # noqa: PLC0415
 
-    driver.traced = AVAILABLE
+    _trace.set_process_name(f"{args.driver}-driver")
+    driver.traced = _trace.enabled()  # joined a trace session: run the span-emitting loop
     listener = listen(args.socket)
     parent = args.parent_pid if args.parent_pid is not None else os.getppid()
     try:

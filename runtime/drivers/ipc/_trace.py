@@ -22,6 +22,8 @@ try:
     hidl = _tracing.hidl
     session_env = _tracing.session_env
     flush = _tracing.flush
+    enabled = _tracing.enabled
+    set_process_name = _tracing.set_process_name
     AVAILABLE = True
 except (ImportError, AttributeError):  # tracing API not installed yet: spans are no-ops
     _NULL = contextlib.nullcontext()
@@ -42,4 +44,10 @@ except (ImportError, AttributeError):  # tracing API not installed yet: spans ar
     def flush() -> None:  # noqa: D103
         return None
 
-__all__ = ["Phase", "ipc", "driver", "hidl", "session_env", "flush", "AVAILABLE"]
+    def enabled() -> bool:  # noqa: D103
+        return False
+
+    def set_process_name(name: str) -> None:  # noqa: D103
+        return None
+
+__all__ = ["Phase", "ipc", "driver", "hidl", "session_env", "flush", "enabled", "AVAILABLE"]

@@ -187,13 +187,17 @@ class RemoteDevice(Device):
                 return self._stash.pop(request_id)
             channel = self.ensure_started()
             limit = timeout_s if timeout_s is not None else self.timeout_s
-            give_up = time.monotonic() + limit
+            give_up = None
             while True:
-                wait = give_up - time.monotonic()
-                if deadline_ns is not None:
-                    wait = min(wait, (deadline_ns - time.monotonic_ns()) / 1e9 + 0.5)
+                wait = limit
+                if deadline_ns is not None or give_up is not None:
+                    give_up = give_up or time.monotonic() + limit
+                    wait = give_up - time.monotonic()
+                    if deadline_ns is not None:
+                        wait = min(wait, (deadline_ns - time.monotonic_ns()) / 1e9 + 0.5)
+                    wait = max(wait, 0.001)
                 try:
-                    message = channel.recv(max(wait, 0.001))
+                    message = channel.recv(wait)
                 except socket.timeout:
                     self._timed_out(deadline_ns, limit)
                 except (PeerClosed, OSError) as error:
@@ -204,6 +208,7 @@ class RemoteDevice(Device):
                     return message
                 if message.type == MsgType.NOTIFY:
                     self._stash[message.request_id] = message._replace(payload=bytes(message.payload))
+                give_up = give_up or time.monotonic() + limit  # later waits share one budget
 
     def _timed_out(self, deadline_ns: int | None, limit: float):
         if deadline_ns is not None and time.monotonic_ns() >= deadline_ns:

@@ -17,7 +17,7 @@ Example:
     >>> cache = PoolCache()
     >>> req = Request((RequestArgument(pool_index=0, offset=0, length=4),),
     ...               (RequestArgument(pool_index=0, offset=4, length=4),), (bytearray(8),))
-    >>> payload, fds, inline = encode_execute(7, req, True, None, cache, [])
+    >>> payload, fds, inline, staged = encode_execute(7, req, True, None, cache, [])
     >>> decoded = decode_execute(Reader(payload), {}, fds)
     >>> decoded.model_id, decoded.measure, decoded.request.inputs[0].length, decoded.inline_outputs
     (7, True, 4, [0])
@@ -38,7 +38,12 @@ KIND_SHM, KIND_NEW_SHM, KIND_INLINE = 0, 1, 2
 _HEAD = struct.Struct("<IBq")
 _ARG = struct.Struct("<BHII")
 _NEW = struct.Struct("<IQQ")
-_RESULT = struct.Struct("<IBQQ")
+_NEW_KIND = struct.Struct("<BIQQ")
+_SHM = struct.Struct("<BI")
+_INLINE = struct.Struct("<BI")
+_U16 = struct.Struct("<H")
+_RESULT = struct.Struct("<IBQQHI")
+_INLINE_OUT = struct.Struct("<HI")
 _NO_TIMING = 2**64 - 1
 #: Shared pools remembered per connection before the oldest is freed.
 POOL_CACHE_SIZE = 128
@@ -84,42 +89,56 @@ def is_shared(pool) -> bool:
 
 
 def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: int | None,
-                   cache: PoolCache, staging: list) -> tuple[bytes, list, list]:
-    """Encode an execute; returns (payload, fds to attach, positions of inline pools).
+                   cache: PoolCache, staging: list, memo: list | None = None):
+    """Encode an execute; returns (payload, fds to attach, inline pool positions, staged pool
+    positions).
 
     ``staging`` holds, per pool position, the ``SharedPool`` standing in for a large
-    non-shared pool (created or grown here); the caller copies data in and out.
+    non-shared pool (created or grown here); the caller copies data in and out. ``memo`` is a
+    3-item list ``[inputs, outputs, encoded]`` remembering the last encoded argument section.
     """
-    w = Writer()
-    w.parts.append(_HEAD.pack(model_id, measure, -1 if deadline_ns is None else deadline_ns))
-    w.u32s(cache.pending_free)
+    parts = [_HEAD.pack(model_id, measure, -1 if deadline_ns is None else deadline_ns)]
+    free = cache.pending_free
+    parts.append(struct.pack(f"<I{len(free)}I", len(free), *free))
     cache.pending_free = []
     fds: list = []
     inline: list = []
-    w.u16(len(request.pools))
+    staged: list = []
+    parts.append(_U16.pack(len(request.pools)))
     for position, pool in enumerate(request.pools):
         if not is_shared(pool):
             size = memoryview(pool).nbytes
             if size <= INLINE_DATA_LIMIT:
-                w.u8(KIND_INLINE)
-                w.blob(pool)
+                parts.append(_INLINE.pack(KIND_INLINE, size))
+                parts.append(bytes(pool))
                 inline.append(position)
                 continue
             pool = stage(staging, position, size)
+            staged.append(position)
         pool_id, new = cache.lookup(pool)
         if new:
-            w.u8(KIND_NEW_SHM)
-            w.parts.append(_NEW.pack(pool_id, pool.offset, pool.size))
+            parts.append(_NEW_KIND.pack(KIND_NEW_SHM, pool_id, pool.offset, pool.size))
             fds.append(pool.fd)
         else:
-            w.u8(KIND_SHM)
-            w.u32(pool_id)
+            parts.append(_SHM.pack(KIND_SHM, pool_id))
+    if memo is not None and memo[0] is request.inputs and memo[1] is request.outputs:
+        parts.append(memo[2])
+    else:
+        encoded = _encode_args(request)
+        if memo is not None:
+            memo[:] = [request.inputs, request.outputs, encoded]
+        parts.append(encoded)
+    return b"".join(parts), fds, inline, staged
+
+
+def _encode_args(request: Request) -> bytes:
+    w = Writer()
     for args in (request.inputs, request.outputs):
         w.u16(len(args))
         for a in args:
             w.parts.append(_ARG.pack(a.has_no_value, a.pool_index, a.offset, a.length))
             w.u32s(a.dimensions)
-    return w.getvalue(), fds, inline
+    return w.getvalue()
 
 
 def stage(staging: list, position: int, size: int) -> SharedPool:
@@ -139,10 +158,12 @@ class DecodedExecute(NamedTuple):
     inline_outputs: list  # output positions whose pool is inline
 
 
-def decode_execute(r: Reader, pools: dict, fds: list) -> DecodedExecute:
+def decode_execute(r: Reader, pools: dict, fds: list, args_cache: dict | None = None) -> DecodedExecute:
     """Driver side: decode an execute, mapping new pools into ``pools`` (id -> MappedRegion).
 
     Received ``fds`` are consumed in order by NEW_SHM entries; the caller closes them all.
+    ``args_cache`` (per connection) maps the encoded argument section to decoded arguments, so
+    repeated executions with the same regions reuse the same tuples.
 
     Raises:
         CodecError: malformed payload, unknown pool id, fd/region that cannot be mapped.
@@ -152,41 +173,52 @@ def decode_execute(r: Reader, pools: dict, fds: list) -> DecodedExecute:
         region = pools.pop(pool_id, None)
         if region is not None:
             region.close()
-    buffers, inline_pools, next_fd = [], set(), 0
+    buffers, inline_pools = [], set()
+    fd_iter = iter(fds)
     for position in range(r.u16()):
         kind = r.u8()
-        if kind == KIND_INLINE:
-            buffers.append(bytearray(r.blob()))
-            inline_pools.add(position)
-        elif kind == KIND_SHM:
+        if kind == KIND_SHM:
             region = pools.get(r.u32())
             if region is None:
                 raise CodecError(f"pool {position} refers to an unknown pool id")
             buffers.append(region.buffer)
+        elif kind == KIND_INLINE:
+            buffers.append(bytearray(r.blob()))
+            inline_pools.add(position)
         elif kind == KIND_NEW_SHM:
-            pool_id, offset, size = r._take(_NEW)
-            if next_fd >= len(fds):
-                raise CodecError(f"pool {position} announces an fd that was not sent")
-            try:
-                region = map_fd(fds[next_fd], offset, size)
-            except MappingError as error:
-                raise CodecError(f"pool {position}: {error}") from None
-            next_fd += 1
-            old = pools.pop(pool_id, None)
-            if old is not None:
-                old.close()
-            pools[pool_id] = region
-            buffers.append(region.buffer)
+            buffers.append(_map_new(r, pools, next(fd_iter, None), position))
         else:
             raise CodecError(f"pool {position} has unknown kind {kind}")
-    inputs = _read_args(r)
-    outputs = _read_args(r)
-    r.end()
-    if next_fd != len(fds):
-        raise CodecError(f"{len(fds) - next_fd} unexpected file descriptors")
-    inline = [i for i, a in enumerate(outputs) if not a.has_no_value and a.pool_index in inline_pools]
+    if next(fd_iter, None) is not None:
+        raise CodecError("unexpected file descriptors")
+    key = bytes(r.view[r.pos:])
+    args = args_cache.get(key) if args_cache is not None else None
+    if args is None:
+        args = (_read_args(r), _read_args(r))
+        r.end()
+        if args_cache is not None:
+            if len(args_cache) >= 64:
+                args_cache.clear()
+            args_cache[key] = args
+    inputs, outputs = args
+    inline = [i for i, a in enumerate(outputs) if a.pool_index in inline_pools] if inline_pools else []
     return DecodedExecute(model_id, bool(measure), None if deadline < 0 else deadline,
                           Request(inputs, outputs, tuple(buffers)), inline)
+
+
+def _map_new(r: Reader, pools: dict, fd: int | None, position: int):
+    pool_id, offset, size = r._take(_NEW)
+    if fd is None:
+        raise CodecError(f"pool {position} announces an fd that was not sent")
+    try:
+        region = map_fd(fd, offset, size)
+    except MappingError as error:
+        raise CodecError(f"pool {position}: {error}") from None
+    old = pools.pop(pool_id, None)
+    if old is not None:
+        old.close()
+    pools[pool_id] = region
+    return region.buffer
 
 
 def _read_args(r: Reader) -> tuple[RequestArgument, ...]:
@@ -198,35 +230,50 @@ def _read_args(r: Reader) -> tuple[RequestArgument, ...]:
 
 
 def encode_result(result: ExecutionResult, request: Request | None, inline: list) -> bytes:
-    """Status, output shapes, timing, then the bytes of outputs that live in inline pools."""
+    """Status, timing, output shapes (length-prefixed), then the bytes of outputs in inline pools."""
     w = Writer()
-    t = result.timing
-    w.parts.append(_RESULT.pack(result.status, t is not None,
-                                t.time_on_device if t is not None else _NO_TIMING,
-                                t.time_in_driver if t is not None else _NO_TIMING))
-    w.u16(len(result.output_shapes))
     for shape in result.output_shapes:
         w.u8(shape.is_sufficient)
         w.u32s(shape.dimensions)
+    shapes = w.getvalue()
+    t = result.timing
+    parts = [_RESULT.pack(result.status, t is not None,
+                          t.time_on_device if t is not None else _NO_TIMING,
+                          t.time_in_driver if t is not None else _NO_TIMING, len(result.output_shapes),
+                          len(shapes)), shapes]
     ok = result.status == ErrorStatus.NONE and request is not None
-    w.u16(len(inline) if ok else 0)
+    parts.append(_U16.pack(len(inline) if ok else 0))
     if ok:
         for position in inline:
             arg = request.outputs[position]
-            w.u16(position)
-            w.blob(request.pools[arg.pool_index][arg.offset:arg.offset + arg.length])
-    return w.getvalue()
+            parts.append(_INLINE_OUT.pack(position, arg.length))
+            parts.append(request.pools[arg.pool_index][arg.offset:arg.offset + arg.length])
+    return b"".join(parts)
+
+
+_SHAPES_MEMO: dict = {}
 
 
 def decode_result(r: Reader) -> tuple[ExecutionResult, list]:
     """Returns the result and ``[(output position, bytes)]`` for inline outputs."""
-    status, has_timing, on_device, in_driver = r._take(_RESULT)
-    shapes = tuple(_shape(r) for _ in range(r.u16()))
+    status, has_timing, on_device, in_driver, count, length = r._take(_RESULT)
+    key = bytes(r.view[r.pos:r.pos + length])
+    shapes = _SHAPES_MEMO.get(key)
+    if shapes is None:
+        sub = Reader(key)
+        shapes = tuple(_shape(sub) for _ in range(count))
+        sub.end()
+        if len(_SHAPES_MEMO) < 256:
+            _SHAPES_MEMO[key] = shapes
+    r.pos += length
     timing = None
     if has_timing:
         from timing import Timing  # noqa: PLC0415 - only when measured
         timing = Timing(on_device, in_driver)
-    outputs = [(r.u16(), r.blob()) for _ in range(r.u16())]
+    outputs = []
+    for _ in range(r.u16()):
+        position = r.u16()
+        outputs.append((position, r.blob()))
     return ExecutionResult(_status(status), shapes, timing), outputs
 
 
@@ -235,8 +282,8 @@ def _shape(r: Reader) -> OutputShape:
     return OutputShape(r.u32s(), sufficient)
 
 
+_STATUSES = {status.value: status for status in ErrorStatus}
+
+
 def _status(value: int) -> ErrorStatus:
-    try:
-        return ErrorStatus(value)
-    except ValueError:
-        return ErrorStatus.GENERAL_FAILURE
+    return _STATUSES.get(value, ErrorStatus.GENERAL_FAILURE)

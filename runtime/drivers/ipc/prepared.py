@@ -23,8 +23,8 @@ from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.client import DeadlineExpired, check_status
 from runtime.drivers.ipc.codec import Reader
-from runtime.drivers.ipc.execution_codec import decode_result, encode_execute, is_shared
-from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, MsgType
+from runtime.drivers.ipc.execution_codec import decode_result, encode_execute
+from runtime.drivers.ipc.protocol import MsgType
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, HalModel
@@ -40,6 +40,7 @@ class RemotePreparedModel(PreparedModel):
         self.model_id = model_id
         self.model = model
         self.staging: list = []  # per pool position: SharedPool standing in for a large buffer
+        self._memo: list = [None, None, b""]  # last encoded argument section
         self._released = False
 
     def execute(self, request: Request, measure_timing: bool = False,
@@ -83,10 +84,8 @@ class RemotePreparedModel(PreparedModel):
 
     # ------------------------------------------------------------------ helpers
     def _encode(self, request: Request, measure: bool, deadline_ns: int | None):
-        payload, fds, inline = encode_execute(self.model_id, request, measure, deadline_ns,
-                                              self.device.pools, self.staging)
-        staged = [p for p, pool in enumerate(request.pools)
-                  if not is_shared(pool) and memoryview(pool).nbytes > INLINE_DATA_LIMIT]
+        payload, fds, inline, staged = encode_execute(self.model_id, request, measure, deadline_ns,
+                                                      self.device.pools, self.staging, self._memo)
         for position in staged:
             source = _bytes(request.pools[position])
             target = self.staging[position].buffer

@@ -65,6 +65,7 @@ class _Connection:
     def __init__(self, channel: Channel):
         self.channel = channel
         self.pools: dict = {}  # pool id -> MappedRegion
+        self.args_cache: dict = {}  # encoded argument section -> decoded arguments
 
     def close(self) -> None:
         for region in self.pools.values():
@@ -92,6 +93,8 @@ class DriverService:
             MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
         }
+        self._routes = {int(t): (h, *HIDL_NAMES[t], _PHASES.get(t, Phase.INITIALIZATION),
+                                 f"{self._label}::{HIDL_NAMES[t][1]}") for t, h in self._handlers.items()}
 
     # ------------------------------------------------------------------ loop
     def serve_forever(self) -> None:
@@ -147,13 +150,13 @@ class DriverService:
         msg_type = message.type
         if msg_type == MsgType.EXECUTE:
             return self._execute_async(connection, message, start)
-        handler = self._handlers.get(msg_type)
-        if handler is None:
-            return self._reply(connection, msg_type & 0xFFFF, message.request_id, error_reply(
+        route = self._routes.get(msg_type)
+        if route is None:
+            return self._reply(connection, msg_type & 0x7FFF, message.request_id, error_reply(
                 ErrorStatus.INVALID_ARGUMENT, f"unknown message type {msg_type}"))
-        interface, method = HIDL_NAMES[MsgType(msg_type)]
+        handler, interface, method, phase, detail = route
         with _trace.hidl(interface, method, "server"):
-            with _trace.driver(_PHASES.get(msg_type, Phase.INITIALIZATION), f"{self._label}::{method}"):
+            with _trace.driver(phase, detail):
                 payload = self._guarded(handler, connection, message, start)
         _trace.flush()
         self._reply(connection, msg_type, message.request_id, payload)
@@ -229,7 +232,7 @@ class DriverService:
 
     # ------------------------------------------------------------------ IPreparedModel
     def _execute_sync(self, connection, message, start) -> bytes:
-        decoded = decode_execute(Reader(message.payload), connection.pools, message.fds)
+        decoded = decode_execute(Reader(message.payload), connection.pools, message.fds, connection.args_cache)
         result = self._run(decoded, start)
         return _OK + encode_result(result, decoded.request, decoded.inline_outputs)
 
@@ -250,7 +253,7 @@ class DriverService:
         with _trace.hidl("IPreparedModel", "execute", "server"):
             with _trace.driver(Phase.EXECUTION, f"{self._label}::execute"):
                 try:
-                    decoded = decode_execute(Reader(message.payload), connection.pools, message.fds)
+                    decoded = decode_execute(Reader(message.payload), connection.pools, message.fds, connection.args_cache)
                     if decoded.model_id not in self.models:
                         raise CodecError(f"unknown prepared model {decoded.model_id}")
                     launch = _OK

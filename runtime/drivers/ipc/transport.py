@@ -21,6 +21,7 @@ import fcntl
 import mmap
 import os
 import socket
+import struct
 from typing import NamedTuple
 
 from runtime.drivers.ipc.protocol import (FLAG_BULK, HEADER_SIZE, MAX_FDS, MAX_INLINE_PAYLOAD,
@@ -47,16 +48,19 @@ class Message(NamedTuple):
 class Channel:
     """One end of a connected ``SOCK_SEQPACKET`` Unix socket (blocking, with timeouts)."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, send_timeout: float = 10.0):
         self.sock = sock
         for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
             try:
                 sock.setsockopt(socket.SOL_SOCKET, option, _BUFFER_SIZE)
             except OSError:
                 pass
+        # Blocking mode with kernel timeouts: one syscall per receive, no poll() before it.
+        sock.settimeout(None)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(send_timeout))
         self._buf = bytearray(_RECV_SIZE)
         self._view = memoryview(self._buf)
-        self._timeout = sock.gettimeout()
+        self._timeout: float | None = None
 
     @classmethod
     def connect(cls, path: str, timeout: float) -> Channel:
@@ -87,6 +91,8 @@ class Channel:
                 self.sock.sendall(pack_header(msg_type, request_id, len(payload)) + payload)
         except (BrokenPipeError, ConnectionResetError) as error:
             raise PeerClosed(str(error)) from None
+        except BlockingIOError:
+            raise socket.timeout("peer does not read (send timed out)") from None
 
     def _send_bulk(self, msg_type: int, request_id: int, payload, fds) -> None:
         fd = os.memfd_create("nnscope-bulk", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -109,10 +115,12 @@ class Channel:
             ProtocolError: a malformed record (its fds are closed).
         """
         if timeout != self._timeout:
-            self.sock.settimeout(timeout)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
             self._timeout = timeout
         try:
             size, ancdata, flags, _ = self.sock.recvmsg_into([self._buf], _ANC_SIZE, _CLOEXEC)
+        except BlockingIOError:
+            raise socket.timeout(f"no message within {timeout}s") from None
         except ConnectionResetError as error:
             raise PeerClosed(str(error)) from None
         if size == 0:
@@ -140,6 +148,14 @@ class Channel:
                                     f"{size - HEADER_SIZE}", head.request_id)
             payload = self._view[HEADER_SIZE:size]
         return Message(head.type, head.request_id, payload, fds)
+
+
+def _timeval(seconds: float | None) -> bytes:
+    """``struct timeval`` for SO_RCVTIMEO/SO_SNDTIMEO; None or 0 means wait forever."""
+    if not seconds:
+        return struct.pack("@ll", 0, 0)
+    seconds = max(seconds, 1e-6)
+    return struct.pack("@ll", int(seconds), int((seconds % 1) * 1e6) or (0 if int(seconds) else 1))
 
 
 def _read_bulk(fd: int, head) -> memoryview:

@@ -1,0 +1,26 @@
+"""Driver-process fixtures: real ``python -m runtime.drivers`` processes, shut down after use."""
+import pytest
+
+from runtime.drivers.ipc import RemoteDevice
+
+
+@pytest.fixture(scope="module")
+def sample_all():
+    device = RemoteDevice("sample-all", timeout_s=30.0)
+    yield device
+    device.shutdown()
+
+
+@pytest.fixture
+def fresh_device():
+    """A factory of devices owned by one test (each its own driver process)."""
+    devices = []
+
+    def make(name="sample-all", **kwargs):
+        device = RemoteDevice(name, **kwargs)
+        devices.append(device)
+        return device
+
+    yield make
+    for device in devices:
+        device.shutdown()
