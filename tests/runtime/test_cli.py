@@ -1,0 +1,112 @@
+import json
+import re
+import os
+import subprocess
+import sys
+
+import pytest
+
+import parse_systrace
+from runtime.__main__ import main
+from tests.support.paths import CTS_FIXTURES
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _nnscope(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "runtime", *args], capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, **(env or {})}, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def run_output(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    paths = {"systrace": out / "run.html", "trace": out / "run.json",
+             "perfetto": out / "run.perfetto-trace", "dot": out / "plan.dot"}
+    done = _nnscope("run", "--executions", "2", "--warmup", "1", "--systrace", str(paths["systrace"]),
+                    "--trace", str(paths["trace"]), "--perfetto", str(paths["perfetto"]),
+                    "--dot", str(paths["dot"]))
+    return done, paths
+
+
+def test_run_prints_timing_summary_and_latencies(run_output):
+    done, paths = run_output
+    assert done.returncode == 0, done.stderr
+    assert "NNAPI timing summary" in done.stdout
+    assert "[NN_LA_PO]mobilenet_v1_0.5_224" in done.stdout
+    assert "latency over 2 executions: p50" in done.stdout and "p99" in done.stdout
+    for path in paths.values():
+        assert path.stat().st_size > 0
+
+
+def test_run_trace_has_application_runtime_and_cpu_rows(run_output):
+    _, paths = run_output
+    [summary] = parse_systrace.summarize(str(paths["systrace"]))
+    assert summary.complete
+    overall = summary.times["PO"]
+    assert overall["LA"] > 0 and overall["LR"] > 0 and overall["LC"] > 0
+    assert summary.times["PP"]["LR"] > 0 and summary.times["PC"]["LR"] > 0
+    assert summary.execution_counts["PBM"] == 2 and summary.execution_counts["PWU"] == 1
+    names = {event["name"] for event in json.loads(paths["trace"].read_text())["traceEvents"]
+             if "name" in event}
+    for expected in ("[NN_LR_PP]ANeuralNetworksModel_addOperand", "[NN_LR_PC]ANeuralNetworksCompilation_finish",
+                     "[NN_LR_PE]ANeuralNetworksExecution_startCompute", "[NN_LR_PE]ANeuralNetworksEvent_wait",
+                     "[NN_LR_PIO]ANeuralNetworksExecution_setInput", "[NN_LR_PE]StepExecutor::compute",
+                     "[NN_LR_PC]ModelBuilder::partitionTheWork", "[NN_LA_PBM]benchmark"):
+        assert expected in names
+
+
+def test_run_dot_renders(run_output):
+    _, paths = run_output
+    svg = subprocess.run(["dot", "-Tsvg", str(paths["dot"])], capture_output=True, text=True, check=True)
+    assert "step 0: nnapi" in svg.stdout and "DEPTHWISE_CONV_2D" in svg.stdout
+
+
+def test_devices_json():
+    done = _nnscope("devices", "--json")
+    assert done.returncode == 0
+    [device] = json.loads(done.stdout)
+    assert device["name"] == "nnapi-reference" and device["type"] == "CPU"
+    assert device["operandPerformance"]["TENSOR_FLOAT32"]["execTime"] == 1.0
+    assert main(["devices"]) == 0
+
+
+def test_cts_sample_through_the_public_api(capsys):
+    files = [str(CTS_FIXTURES / "V1_0" / name) for name in ("add.json.gz", "conv_float.json.gz",
+                                                              "depthwise_conv2d_float.json.gz")]
+    assert main(["cts", *files]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].endswith("0 failed, 0 skipped") and int(lines[-1].split()[0]) > 5
+    assert any(line.startswith("CONV_2D") for line in lines)
+
+
+def test_bad_usage_exits_2_without_traceback():
+    done = _nnscope("run", "--executions", "-3")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    done = _nnscope("run", "--trace", "out.unknown")
+    assert done.returncode == 2 and "cannot tell the trace format" in done.stderr
+
+
+def test_runtime_errors_exit_1_with_one_line(tmp_path):
+    done = _nnscope("run", "--device", "no-such-device", "--executions", "1")
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("nnscope: error: BAD_DATA: unknown device 'no-such-device'; "
+                                   "valid: nnapi-reference")
+    done = _nnscope("run", str(tmp_path / "missing.tflite"))
+    assert done.returncode == 1 and done.stderr.startswith("nnscope: error:")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_vlog_all_shows_every_runtime_tag():
+    code = ("import numpy as np\n"
+            "from tests.runtime.helpers import add_model, run\n"
+            "x = np.ones((1, 4), np.float32)\n"
+            "run(add_model(), x, x)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "NN_VLOG": "all"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for pattern in (r" I ModelBuilder\s*: model add finished: 4 operands, 1 operations",
+                    r" I Manager\s*: device nnapi-reference: type CPU",
+                    r" I ExecutionPlan\s*: simple plan, 1 step\(s\) on nnapi-reference",
+                    r" I ExecutionBuilder\s*: request: 2 inputs, 1 outputs"):
+        assert re.search(pattern, done.stderr), pattern
