@@ -8,7 +8,7 @@ numpy RNG, He-scaled). :func:`tiny_add` is ADD of two float32 [1, 4] tensors.
 Example:
     >>> model = mobilenet()
     >>> model.name, len(model.operations), model.operands[model.inputs[0]].dimensions
-    ('mobilenet_v1_0.5_128', 31, (1, 128, 128, 3))
+    ('mobilenet_v1_0.5_224', 31, (1, 224, 224, 3))
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ class _Builder:
         return out, out_shape
 
 
-def mobilenet(size: int = 128, alpha: float = 0.5, classes: int = 1000, seed: int = 0) -> Model:
+def mobilenet(size: int = 224, alpha: float = 0.5, classes: int = 1000, seed: int = 0) -> Model:
     """A finished MobileNet-v1-style model (input [1, size, size, 3], output [1, classes]).
 
     Args:

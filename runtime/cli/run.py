@@ -63,7 +63,7 @@ def _count(text: str) -> int:
 
 def _load(path: str | None) -> tuple[Model, list[np.ndarray]]:
     if path is None:
-        model = builtin_models.mobilenet(224, 0.5)
+        model = builtin_models.mobilenet()
         return model, builtin_models.sample_input(model)
     from runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader loads on demand
     hal, _, _ = load_tflite(path)

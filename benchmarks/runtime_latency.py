@@ -1,0 +1,131 @@
+"""Latency of ``Execution.compute()`` in-process on ``nnapi-reference``, tracing off and on.
+
+Measures the tiny model (ADD of two float32 [1, 4]) with a reused execution (the hot path:
+the request is built once, the device caches its views), with tracing off and inside a
+``TraceSession``; runs are interleaved in rounds so machine noise hits both alike. Also times
+the full NNAPI cycle per run (create, setInput x2, setOutput, compute, free) and the built-in
+MobileNet-style model. Targets: tiny compute() median <= 30 us off, tracing on adds <= 20 %.
+
+Usage:
+    python benchmarks/runtime_latency.py [--runs N] [--rounds N] [--builtin-runs N]
+
+Prints human-readable lines, writes ``benchmarks/results/runtime_latency.json`` and prints the
+same JSON object as the last line (keys include ``inproc_us`` and ``inproc_traced_us``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+import tracing
+from runtime import Compilation, Execution
+from runtime.builtin_models import mobilenet, sample_input, tiny_add
+
+REPO = Path(__file__).resolve().parents[1]
+TARGETS = {"inproc_us": 30.0, "traced_overhead_pct": 20.0}
+
+
+def _prepared_execution(model):
+    compilation = Compilation(model)
+    compilation.finish()
+    inputs = sample_input(model)
+    graph = model.to_hal().main
+    outputs = [np.zeros(graph.operands[i].dimensions, np.float32) for i in graph.output_indexes]
+    execution = Execution(compilation)
+    for index, value in enumerate(inputs):
+        execution.set_input(index, value)
+    for index, buffer in enumerate(outputs):
+        execution.set_output(index, buffer)
+    return compilation, execution, inputs, outputs
+
+
+def _time_compute(execution, runs: int) -> list[int]:
+    clock = time.perf_counter_ns
+    samples = []
+    for _ in range(runs):
+        start = clock()
+        execution.compute()
+        samples.append(clock() - start)
+    return samples
+
+
+def _time_cycle(compilation, inputs, outputs, runs: int) -> list[int]:
+    clock = time.perf_counter_ns
+    samples = []
+    for _ in range(runs):
+        start = clock()
+        execution = Execution(compilation)
+        for index, value in enumerate(inputs):
+            execution.set_input(index, value)
+        for index, buffer in enumerate(outputs):
+            execution.set_output(index, buffer)
+        execution.compute()
+        execution.free()
+        samples.append(clock() - start)
+    return samples
+
+
+def _stats(samples_ns: list[int]) -> tuple[float, float]:
+    us = np.asarray(samples_ns, np.float64) / 1000
+    return float(np.median(us)), float(np.percentile(us, 99))
+
+
+def measure_tiny(runs: int, rounds: int) -> dict:
+    compilation, execution, inputs, outputs = _prepared_execution(tiny_add())
+    _time_compute(execution, 2000)  # warm caches
+    off, on, cycle_off, cycle_on = [], [], [], []
+    for _ in range(rounds):
+        off += _time_compute(execution, runs)
+        cycle_off += _time_cycle(compilation, inputs, outputs, runs // 10)
+        with tracing.TraceSession():
+            on += _time_compute(execution, runs)
+            cycle_on += _time_cycle(compilation, inputs, outputs, runs // 10)
+    (off_med, off_p99), (on_med, on_p99) = _stats(off), _stats(on)
+    return {"inproc_us": round(off_med, 2), "inproc_p99_us": round(off_p99, 2),
+            "inproc_traced_us": round(on_med, 2), "inproc_traced_p99_us": round(on_p99, 2),
+            "traced_overhead_pct": round(100 * (on_med - off_med) / off_med, 1),
+            "cycle_us": round(_stats(cycle_off)[0], 2), "cycle_traced_us": round(_stats(cycle_on)[0], 2)}
+
+
+def measure_builtin(runs: int) -> dict:
+    model = mobilenet()
+    _, execution, _, _ = _prepared_execution(model)
+    execution.compute()
+    off = _time_compute(execution, runs)
+    with tracing.TraceSession():
+        on = _time_compute(execution, runs)
+    (off_med, off_p99), (on_med, on_p99) = _stats(off), _stats(on)
+    return {"builtin_model": model.name, "builtin_ms": round(off_med / 1000, 2),
+            "builtin_p99_ms": round(off_p99 / 1000, 2), "builtin_traced_ms": round(on_med / 1000, 2),
+            "builtin_traced_p99_ms": round(on_p99 / 1000, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5000, help="computes per round and mode")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--builtin-runs", type=int, default=10)
+    args = parser.parse_args()
+    results = measure_tiny(args.runs, args.rounds)
+    print(f"tiny ADD compute(): median {results['inproc_us']} us (p99 {results['inproc_p99_us']}), "
+          f"traced {results['inproc_traced_us']} us (p99 {results['inproc_traced_p99_us']}), "
+          f"overhead {results['traced_overhead_pct']} %")
+    print(f"tiny ADD full cycle (create/set/compute/free): {results['cycle_us']} us, "
+          f"traced {results['cycle_traced_us']} us")
+    results.update(measure_builtin(args.builtin_runs))
+    print(f"{results['builtin_model']} compute(): median {results['builtin_ms']} ms "
+          f"(p99 {results['builtin_p99_ms']}), traced {results['builtin_traced_ms']} ms")
+    results["targets"] = TARGETS
+    results["targets_met"] = {key: results[key] <= limit for key, limit in TARGETS.items()}
+    out = REPO / "benchmarks" / "results" / "runtime_latency.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
