@@ -6,7 +6,8 @@ import pytest
 
 from tests.support.paths import SYSTRACE_FIXTURES
 from tracing.exporters import ExportResult, exporter_for_path
-from tracing.exporters.systrace import COLUMN_HEADER, SystraceHtmlExporter, SystraceTextExporter
+from tracing.exporters.systrace import (COLUMN_HEADER, SystraceHtmlExporter, SystraceTextExporter,
+                                        atrace_order)
 from tracing.span import ThreadTrack, TraceData
 
 # TASK-PID (TGID) [CPU] FLAGS SECONDS.MICROS: tracing_mark_write: B|TGID|NAME  or  E|TGID
@@ -66,7 +67,7 @@ def check_rows(rows, trace):
             name, begin = stacks[tid].pop()
             assert begin <= ts
     assert not any(stacks.values())
-    expected = {(t.pid, t.tid): [n for _, n in t.events] for t in trace.threads}
+    expected = {(t.pid, t.tid): [n for _, n in atrace_order(t.events)] for t in trace.threads}
     got = defaultdict(list)
     for row in rows:
         got[(int(row["tgid"]), int(row["pid"]))].append(row["name"])
@@ -133,3 +134,25 @@ def test_rows_format_timestamps_like_timestamp(ns):
     assert [row.split(": tracing_mark_write")[0][-len(timestamp(ns)):] for row in rows] == \
         [timestamp(ns)] * 2
     assert all(ROW.match(row) for row in rows)
+
+
+def test_switches_are_written_as_nested_begins_like_aosp(tmp_path):
+    trace = sample_trace()
+    SystraceTextExporter(tmp_path / "t.txt").export(trace)
+    worker = [(r["name"], r["us"]) for r in parse_rows((tmp_path / "t.txt").read_text())
+              if int(r["pid"]) == APP + 3]
+    assert worker == [("[NN_LC_PTR]conv2dFloat32", "000001"), ("[SW][NN_LC_PCO]conv2dFloat32", "000001"),
+                      (None, "000004"), (None, "000004")]
+
+
+def test_atrace_order_of_double_and_unfinished_switches():
+    events = [(1, "[NN_LR_PE]run"), (2, "[NN_LC_PTR]op"), (3, None), (3, "[SW][NN_LC_PCO]op"),
+              (4, None), (4, "[SW][NN_LC_PR]op"), (5, None), (6, None),
+              (7, "[NN_LC_PTR]next"), (8, None), (8, "[SW][NN_LC_PCO]next")]
+    assert list(atrace_order(events)) == [
+        (1, "[NN_LR_PE]run"), (2, "[NN_LC_PTR]op"), (3, "[SW][NN_LC_PCO]op"),
+        (4, "[SW][NN_LC_PR]op"), (5, None), (5, None), (5, None), (6, None),
+        (7, "[NN_LC_PTR]next"), (8, "[SW][NN_LC_PCO]next")]
+    # an end and a begin that only happen to share a time stay as they are
+    plain = [(1, "a"), (2, None), (2, "b"), (3, None)]
+    assert list(atrace_order(plain)) == plain
