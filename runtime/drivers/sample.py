@@ -97,8 +97,10 @@ class SamplePreparedModel(PreparedModel):
             status, shapes = _request_io.write_outputs(request, self._out, outputs)
         except HalError as error:
             return ExecutionResult(error.status)
-        except (ValueError, TypeError, IndexError, ArithmeticError, RuntimeError):
-            return ExecutionResult(ErrorStatus.GENERAL_FAILURE)
+        except Exception:  # noqa: BLE001 - a kernel failure is reported, never raised
+            # An omitted (has_no_value) input that an operation needs is the caller's error.
+            omitted = any(arg.has_no_value for arg in request.inputs)
+            return ExecutionResult(ErrorStatus.INVALID_ARGUMENT if omitted else ErrorStatus.GENERAL_FAILURE)
         timing = None
         if measure_timing and status == ErrorStatus.NONE:
             from timing import Timing  # noqa: PLC0415 - only when measuring
