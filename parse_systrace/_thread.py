@@ -34,7 +34,8 @@ class ThreadState:
     """One tracked thread during one run."""
 
     __slots__ = ("tid", "tgid", "is_driver", "app", "tolerant", "root", "stack", "current",
-                 "spans", "la_pe", "stats", "orphans", "_functions")
+                 "spans", "la_pe", "stats", "orphans", "_functions", "ignored",
+                 "placeholders")
 
     def __init__(self, tid: int, tgid: int, is_driver: bool, app: list,
                  tolerant: bool = False) -> None:
@@ -51,6 +52,7 @@ class ThreadState:
         self.spans: dict = {}  # (app phase, function) -> [[begin_ms, end_ms], ...]
         self.la_pe: dict = {}
         self.stats = None
+        self.ignored = self.placeholders = 0
 
     @property
     def complete(self) -> bool:
@@ -79,7 +81,13 @@ class ThreadState:
         self._push(ts, mark, layer, phase, subtract, where)
 
     def _push(self, ts, mark, layer, phase, subtract, where) -> None:
-        app = (self.app[-1] if self.app else "PO") if mark is not None else None
+        if mark is None:
+            app = None
+            self.placeholders += 1
+        else:
+            app = self.app[-1] if self.app else "PO"
+            if layer == "LX":
+                self.ignored += 1
         node = [ts, None, layer, phase, app, subtract, [], self.current, mark, where]
         self.current[_C].append(node)
         self.stack.append(self.current)
@@ -122,7 +130,7 @@ class ThreadState:
     def calculate(self) -> dict:
         """Transform the finished tree and sum its buckets (once per run)."""
         if self.stats is None:
-            self.stats = _tree.calculate(self.root) if self.root[_C] else {}
+            self.stats = _tree.calculate(self.root, self.ignored, self.placeholders) if self.root[_C] else {}
         return self.stats
 
     def stat(self, layer: str, phase: str, app: str) -> float:

@@ -107,30 +107,29 @@ def _remove(node: list) -> None:
     node[PAR] = None
 
 
-def remove_ignored_and_placeholders(root: list) -> None:
-    """Step 1: drop ignored (LX) nodes, then ``[SW]`` placeholders, keeping children."""
-    for node in _preorder(root, lambda n: n[L] == IGNORE):
-        _remove(node)
-    for node in _preorder(root, lambda n: n[M] is None):
-        _remove(node)
+def _collect_misplaced(node: list, phase, out: list) -> None:
+    """Pre-order: [SUB] nodes, PI under non-PI, LR/LI under an LA node of another phase."""
+    layer = node[L]
+    for child in node[C]:
+        child_phase = child[P]
+        if child_phase == "PU":
+            child_phase = phase
+        if child[SUB] or (child_phase == "PI" and phase != "PI") or (
+                layer == "LA" and child[L] in ("LR", "LI") and phase != child_phase
+                and phase != "PO" and child_phase != "PE" and child_phase not in PE_SUBPHASES):
+            out.append(child)
+        _collect_misplaced(child, child_phase, out)
 
 
-def _misplaced(node: list) -> bool:
-    parent = node[PAR]
-    if parent is None:
-        return False
-    if node[SUB]:
-        return True
-    phase, parent_phase = phase_of(node), phase_of(parent)
-    if phase == "PI" and parent_phase != "PI":
-        return True
-    return (parent[L] == "LA" and node[L] in ("LR", "LI") and parent_phase != phase
-            and parent_phase != "PO" and phase != "PE" and phase not in PE_SUBPHASES)
+def relocate_misplaced(root: list) -> list:
+    """Step 2: copy [SUB], PI-under-non-PI and wrongly nested LR/LI nodes upwards.
 
-
-def relocate_misplaced(root: list) -> None:
-    """Step 2: copy [SUB], PI-under-non-PI and wrongly nested LR/LI nodes upwards."""
-    for node in _preorder(root, _misplaced):
+    Returns the copies (the only nodes that step 3 can still apply to).
+    """
+    found: list = []
+    _collect_misplaced(root, None, found)
+    copies = []
+    for node in found:
         target = node[PAR]
         if node[SUB]:
             while ((target[L] != node[L] or is_added_detail(target))
@@ -146,6 +145,8 @@ def relocate_misplaced(root: list) -> None:
         copy = add(target, node[S], node[M], node[L], phase_of(node), node[A], False, node[W])
         copy[E] = node[E]
         node[SUB] = True
+        copies.append(copy)
+    return copies
 
 
 def _needs_la(node: list) -> bool:
@@ -157,9 +158,13 @@ def _needs_la(node: list) -> bool:
             and phase != "PE" and phase not in PE_SUBPHASES)
 
 
-def insert_missing_la(root: list) -> None:
-    """Step 3: give an LR/LI node under an LA node of another phase its own LA parent."""
-    for node in _preorder(root, _needs_la):
+def insert_missing_la(candidates: list) -> None:
+    """Step 3: give an LR/LI node under an LA node of another phase its own LA parent.
+
+    After step 2 every original node that qualifies is flagged subtract, so only the
+    copies made by step 2 (childless, hence independent) are candidates.
+    """
+    for node in [node for node in candidates if _needs_la(node)]:
         parent, phase = node[PAR], phase_of(node)
         new = [node[S], None, "LA", phase, node[A], False, [node], parent, node[M], node[W]]
         new[E] = node[S] + elapsed_less_subtracted_ms(node) / 1000.0
@@ -189,16 +194,40 @@ def _nesting_error(node: list, what: str) -> None:
                            f"nesting violation: {what} ({node[M]!r} in {node[PAR][M]!r})")
 
 
+def _subtracted(node: list, parent_layer, parent_phase) -> float:
+    """subtracted_ms with the parent's layer and phase known (no parent lookups)."""
+    if node[SUB]:
+        return (node[E] - node[S]) * 1000.0
+    phase = node[P]
+    if phase == "PU":
+        phase = parent_phase
+    layer = node[L]
+    if (layer != parent_layer or phase in SUBPHASES.get(parent_phase, _NO_SUB)
+            or (phase == "PI" and parent_phase != "PI")):
+        return 0.0
+    subtract = 0.0
+    for child in node[C]:
+        subtract = subtract + _subtracted(child, layer, phase)
+    return subtract
+
+
 def accumulate(root: list) -> dict:
-    """Steps 5-6: validate and sum elapsed-less-subtracted times into buckets."""
+    """Steps 4-6: validate and sum elapsed-less-subtracted times into buckets."""
     stats: dict = {}
     in_pe: dict = {}
 
-    def visit(node: list) -> None:
-        check_nesting(node)
-        layer, phase = node[L], phase_of(node)
-        if not node[SUB] and not is_added_detail(node):
-            value = elapsed_less_subtracted_ms(node)
+    def visit(node: list, phase, parent_layer, parent_phase, top: bool) -> None:
+        layer, subtract = node[L], node[SUB]
+        if not top and not subtract:
+            check_nesting(node)
+        added = (not top and not subtract and layer == parent_layer
+                 and phase not in SUBPHASES.get(parent_phase, _NO_SUB)
+                 and not (phase == "PI" and parent_phase != "PI"))
+        children = node[C]
+        if not subtract and not added:
+            value = (node[E] - node[S]) * 1000.0
+            for child in children:
+                value = value - _subtracted(child, layer, phase)
             key = f"{node[A]}_{layer}_{phase}"
             stats[key] = stats.get(key, 0.0) + value
             if phase in PE_SUBPHASES and not in_pe.get(layer):
@@ -206,19 +235,27 @@ def accumulate(root: list) -> dict:
                 stats[key] = stats.get(key, 0.0) + value
         if phase == "PE":
             in_pe[layer] = in_pe.get(layer, 0) + 1
-        for child in node[C]:
-            visit(child)
+        for child in children:
+            child_phase = child[P]
+            visit(child, phase if child_phase == "PU" else child_phase, layer, phase, False)
         if phase == "PE":
             in_pe[layer] -= 1
 
     for top in root[C]:
-        visit(top)
+        visit(top, top[P] if top[P] != "PU" else None, None, None, True)
     return stats
 
 
-def calculate(root: list) -> dict:
-    """Transform a finished tree (in place) and return its buckets."""
-    remove_ignored_and_placeholders(root)
-    relocate_misplaced(root)
-    insert_missing_la(root)
+def calculate(root: list, ignored: int = 1, placeholders: int = 1) -> dict:
+    """Transform a finished tree (in place) and return its buckets.
+
+    ``ignored`` / ``placeholders``: how many such nodes the tree has (0 skips step 1).
+    """
+    if ignored:
+        for node in _preorder(root, lambda n: n[L] == IGNORE):
+            _remove(node)
+    if placeholders:
+        for node in _preorder(root, lambda n: n[M] is None):
+            _remove(node)
+    insert_missing_la(relocate_misplaced(root))
     return accumulate(root)

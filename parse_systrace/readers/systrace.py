@@ -123,7 +123,30 @@ def _header_start(data: bytes) -> int:
     return data.rfind(b"\n", 0, min(found)) + 1
 
 
+_FAST_RE = re.compile(rb"^ *[^ \n][^\n]*?-(\d+) +\( *(\d+)\) [^\n]*? (\d+\.\d+): "
+                      rb"tracing_mark_write: ([BE])(?:\|\d+(?:\|([^\n]*))?)?$", re.M)
+
+
+def _parse_fast(data: bytes, base: int):
+    """Rows of a block made only of current-format mark rows, or None when it is not."""
+    lines = data.count(b"\n")
+    marks = data.count(b"tracing_mark_write: B") + data.count(b"tracing_mark_write: E")
+    if marks != lines or b"-----" in data:
+        return None
+    found = _FAST_RE.findall(data)
+    if len(found) != lines:
+        return None
+    tids, tgids, stamps, kinds, names = zip(*found)
+    names = [name.decode("utf-8", "replace") if kind == b"B" else None
+             for kind, name in zip(kinds, names)]
+    return list(zip(map(float, stamps), map(int, tids), map(int, tgids), names,
+                    range(base + 1, base + lines + 1)))
+
+
 def _parse_block(data: bytes, base: int, last_tgid: dict) -> list:
+    fast = _parse_fast(data, base)
+    if fast is not None:
+        return fast
     rows = []
     append = rows.append
     lineno = base
