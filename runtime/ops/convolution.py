@@ -26,6 +26,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -50,11 +51,11 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 # --------------------------------------------------------------------------- quantized maths
-def filter_scales(filter_operand: Operand, channels: int) -> np.ndarray:
-    """Per-output-channel filter scales (float32), broadcast for per-tensor filters."""
+def filter_scales(filter_operand: Operand, channels: int) -> tuple[float, ...]:
+    """Per-output-channel filter scales, repeated for per-tensor filters."""
     if filter_operand.channel_quant is not None:
-        return np.asarray(filter_operand.channel_quant.scales, np.float32)
-    return np.full(channels, filter_operand.scale, np.float32)
+        return tuple(filter_operand.channel_quant.scales)
+    return (filter_operand.scale,) * channels
 
 
 def fixed_point_multiply(acc: np.ndarray, multipliers: np.ndarray,
@@ -74,18 +75,29 @@ def fixed_point_multiply(acc: np.ndarray, multipliers: np.ndarray,
     return (high >> right) + ((high & mask) > (mask >> 1) + (high < 0))
 
 
-def requantize(acc: np.ndarray, input_scale: float, scales: np.ndarray,
-               output: Operand, fuse: int) -> np.ndarray:
-    """int accumulators [..., C] -> output dtype, per channel like AOSP's
-    ``GetQuantizedConvolutionMultipler`` + ``QuantizeMultiplier``, then the fused activation."""
-    dtype = np.dtype(np.uint8 if output.type == _T.TENSOR_QUANT8_ASYMM else np.int8)
-    # AOSP multiplies the two float scales in float, then divides in double.
-    products = (np.float32(input_scale) * scales).astype(np.float64)
-    reals = products / np.float64(np.float32(output.scale))
+@functools.lru_cache(maxsize=4096)
+def channel_multipliers(input_scale: float, scales: tuple[float, ...],
+                        output_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(Q31 multipliers, shifts) per channel, like AOSP's ``GetQuantizedConvolutionMultipler``
+    (the two float scales multiplied in float, then divided in double) + ``QuantizeMultiplier``.
+    A single pair when every channel shares it. Cached: the scales are model constants."""
+    products = (np.float32(input_scale) * np.asarray(scales, np.float32)).astype(np.float64)
+    reals = products / np.float64(np.float32(output_scale))
     multipliers, shifts = np.array([quantize_multiplier(float(r)) for r in reals],
                                    np.int64).reshape(-1, 2).T
     if (multipliers == multipliers[0]).all() and (shifts == shifts[0]).all():
         multipliers, shifts = multipliers[:1], shifts[:1]  # per-tensor: cheaper broadcasting
+    multipliers.setflags(write=False)
+    shifts.setflags(write=False)
+    return multipliers, shifts
+
+
+def requantize(acc: np.ndarray, input_scale: float, scales: tuple[float, ...],
+               output: Operand, fuse: int) -> np.ndarray:
+    """int accumulators [..., C] -> output dtype: fixed-point rescale per channel, output zero
+    point, then the fused activation range."""
+    dtype = np.dtype(np.uint8 if output.type == _T.TENSOR_QUANT8_ASYMM else np.int8)
+    multipliers, shifts = channel_multipliers(float(input_scale), scales, float(output.scale))
     result = fixed_point_multiply(acc, multipliers, shifts)
     lo, hi = quantized_activation_range(fuse, output.scale, output.zero_point, dtype)
     return np.clip(result + output.zero_point, lo, hi).astype(dtype)
@@ -162,12 +174,7 @@ def _conv_params(ctx: OpContext, names: Sequence[str]) -> tuple[Window, dict, np
     return read_window(ctx.inputs, 3, names, explicit, x.shape[1:3], kernel), values, x
 
 
-def _execute_spatial(ctx: OpContext, names: Sequence[str]) -> list:
-    window, values, x = _conv_params(ctx, names)
-    w, bias = ctx.inputs[1], ctx.inputs[2]
-    fuse, nchw = int(values["fuse"]), bool(values.get("layout", False))
-    depthwise = names is DEPTHWISE_NAMES
-    multiplier = int(values.get("multiplier", 1))
+def _check_depth(x: np.ndarray, w: np.ndarray, depthwise: bool, multiplier: int) -> None:
     if depthwise:
         expect(w.shape[3] == x.shape[3] * multiplier,
                f"input 1: filter depth {w.shape[3]} != input depth {x.shape[3]} "
@@ -175,14 +182,29 @@ def _execute_spatial(ctx: OpContext, names: Sequence[str]) -> list:
     else:
         expect(w.shape[3] == x.shape[3],
                f"input 1: filter depth {w.shape[3]} != input depth {x.shape[3]}")
-    x_op, w_op = ctx.input_operands[0], ctx.input_operands[1]
-    if x_op.type in _QUANT8:
-        xc, wc = centered_pair(x, x_op, w, w_op, (0, 1, 2) if depthwise else (1, 2, 3))
-        raw = (_depthwise_taps(xc, wc, window, multiplier) if depthwise
-               else _conv_matmul(xc, wc, window))
-        acc = _exact_int(raw) + bias.astype(np.int64)
-        scales = filter_scales(w_op, w.shape[3] if depthwise else w.shape[0])
-        y = requantize(acc, x_op.scale, scales, ctx.output_operands[0], fuse)
+
+
+def _spatial_quant(ctx: OpContext, x: np.ndarray, window: Window, fuse: int,
+                   multiplier: int | None) -> np.ndarray:
+    """Quantized CONV_2D (``multiplier`` None) or DEPTHWISE_CONV_2D on NHWC ``x``."""
+    (x_op, w_op), (w, bias) = ctx.input_operands[:2], ctx.inputs[1:3]
+    depthwise = multiplier is not None
+    xc, wc = centered_pair(x, x_op, w, w_op, (0, 1, 2) if depthwise else (1, 2, 3))
+    raw = _depthwise_taps(xc, wc, window, multiplier) if depthwise else _conv_matmul(xc, wc, window)
+    acc = _exact_int(raw) + bias.astype(np.int64)
+    scales = filter_scales(w_op, w.shape[3] if depthwise else w.shape[0])
+    return requantize(acc, x_op.scale, scales, ctx.output_operands[0], fuse)
+
+
+def _execute_spatial(ctx: OpContext, names: Sequence[str]) -> list:
+    window, values, x = _conv_params(ctx, names)
+    w, bias = ctx.inputs[1], ctx.inputs[2]
+    fuse, nchw = int(values["fuse"]), bool(values.get("layout", False))
+    depthwise = names is DEPTHWISE_NAMES
+    multiplier = int(values.get("multiplier", 1))
+    _check_depth(x, w, depthwise, multiplier)
+    if ctx.input_operands[0].type in _QUANT8:
+        y = _spatial_quant(ctx, x, window, fuse, multiplier if depthwise else None)
         return [from_nhwc(y, nchw)]
     xf, wf, bf = (a.astype(np.float32, copy=False) for a in (x, w, bias))
     y = (depthwise_float(xf, wf, bf, window, multiplier) if depthwise

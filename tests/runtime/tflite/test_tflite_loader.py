@@ -84,15 +84,11 @@ def _tensor(builder, index, shape, type_code, buffer_index):
     return T.End(builder)
 
 
-def build_model(tensors, operators, inputs, outputs) -> bytes:
-    """tensors: (shape, constant float32 array or None); operators: (builtin code, inputs,
-    outputs, options type, options builder or None). Everything is float32."""
-    builder = flatbuffers.Builder(1024)
-    B, OC, O, SG, M = (_schema(n) for n in ("Buffer", "OperatorCode", "Operator", "SubGraph",
-                                             "Model"))
-    buffers, tensor_offsets = [], []
+def _buffers_and_tensors(builder, tensors) -> tuple[list, list]:
+    """Buffer 0 is the empty one; each constant tensor gets its own float32 buffer."""
+    B = _schema("Buffer")
     B.Start(builder)
-    buffers.append(B.End(builder))
+    buffers, tensor_offsets = [B.End(builder)], []
     for index, (shape, data) in enumerate(tensors):
         buffer_index = 0
         if data is not None:
@@ -102,26 +98,37 @@ def build_model(tensors, operators, inputs, outputs) -> bytes:
             buffers.append(B.End(builder))
             buffer_index = len(buffers) - 1
         tensor_offsets.append(_tensor(builder, index, shape, 0, buffer_index))
-    codes = sorted({op[0] for op in operators})
-    code_offsets = []
+    return buffers, tensor_offsets
+
+
+def _operator_codes(builder, codes) -> list:
+    OC = _schema("OperatorCode")
+    offsets = []
     for code in codes:
         OC.Start(builder)
         OC.AddDeprecatedBuiltinCode(builder, min(code, 127))
         OC.AddBuiltinCode(builder, code)
         OC.AddVersion(builder, 1)
-        code_offsets.append(OC.End(builder))
-    op_offsets = []
-    for code, op_inputs, op_outputs, options_type, make_options in operators:
-        options = make_options(builder) if make_options else None
-        ins, outs = _vector(builder, op_inputs), _vector(builder, op_outputs)
-        O.Start(builder)
-        O.AddOpcodeIndex(builder, codes.index(code))
-        O.AddInputs(builder, ins)
-        O.AddOutputs(builder, outs)
-        if options is not None:
-            O.AddBuiltinOptionsType(builder, options_type)
-            O.AddBuiltinOptions(builder, options)
-        op_offsets.append(O.End(builder))
+        offsets.append(OC.End(builder))
+    return offsets
+
+
+def _operator(builder, opcode_index, op_inputs, op_outputs, options_type, make_options):
+    O = _schema("Operator")
+    options = make_options(builder) if make_options else None
+    ins, outs = _vector(builder, op_inputs), _vector(builder, op_outputs)
+    O.Start(builder)
+    O.AddOpcodeIndex(builder, opcode_index)
+    O.AddInputs(builder, ins)
+    O.AddOutputs(builder, outs)
+    if options is not None:
+        O.AddBuiltinOptionsType(builder, options_type)
+        O.AddBuiltinOptions(builder, options)
+    return O.End(builder)
+
+
+def _subgraph(builder, tensor_offsets, op_offsets, inputs, outputs):
+    SG = _schema("SubGraph")
     tensor_vec = _table_vector(builder, SG, "Tensors", tensor_offsets)
     op_vec = _table_vector(builder, SG, "Operators", op_offsets)
     in_vec, out_vec = _vector(builder, inputs), _vector(builder, outputs)
@@ -130,7 +137,18 @@ def build_model(tensors, operators, inputs, outputs) -> bytes:
     SG.AddOperators(builder, op_vec)
     SG.AddInputs(builder, in_vec)
     SG.AddOutputs(builder, out_vec)
-    subgraph = SG.End(builder)
+    return SG.End(builder)
+
+
+def build_model(tensors, operators, inputs, outputs) -> bytes:
+    """tensors: (shape, constant float32 array or None); operators: (builtin code, inputs,
+    outputs, options type, options builder or None). Every tensor is float32."""
+    builder, M = flatbuffers.Builder(1024), _schema("Model")
+    buffers, tensor_offsets = _buffers_and_tensors(builder, tensors)
+    codes = sorted({op[0] for op in operators})
+    code_offsets = _operator_codes(builder, codes)
+    op_offsets = [_operator(builder, codes.index(op[0]), *op[1:]) for op in operators]
+    subgraph = _subgraph(builder, tensor_offsets, op_offsets, inputs, outputs)
     subgraphs = _table_vector(builder, M, "Subgraphs", [subgraph])
     code_vec = _table_vector(builder, M, "OperatorCodes", code_offsets)
     buffer_vec = _table_vector(builder, M, "Buffers", buffers)
