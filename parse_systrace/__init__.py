@@ -41,8 +41,8 @@ def iter_summaries(path_or_fileobj, *, tolerant: bool = False, per_process: bool
     from parse_systrace.readers import open_rows
 
     source = open_rows(path_or_fileobj, format)
-    return iter_runs(source.rows, tolerant=tolerant, per_process=per_process,
-                     detail=detail, warn=warn)
+    return iter_runs(source.batches, tolerant=tolerant, per_process=per_process,
+                     detail=detail, warn=warn, tracking=source.tracking_rows)
 
 
 def summarize(path_or_fileobj, **options) -> list:

@@ -9,7 +9,7 @@ yields a :class:`~parse_systrace.summary.RunSummary` each time a run ends (at th
 Example:
     >>> rows = [(1.0, 5, 5, "[NN_LA_PO]m", 1), (1.5, 5, 5, "[NN_LR_PC]c", 2),
     ...         (1.75, 5, 5, None, 3), (2.0, 5, 5, None, 4)]
-    >>> [run.times["PC"]["LR"] for run in iter_runs(lambda: iter(rows))]
+    >>> [run.times["PC"]["LR"] for run in iter_runs(lambda: iter([rows]))]
     [250.0]
 """
 from __future__ import annotations
@@ -140,11 +140,19 @@ class Session:
         return list(zip(begins, ends)) + sync
 
 
-def iter_runs(rows: Callable[[], Iterator[tuple]], *, tolerant: bool = False,
+def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
               per_process: bool = False, detail: bool = False,
-              warn: Callable[[str], None] = lambda text: None) -> Iterator[RunSummary]:
-    """Yield every run's summary; ``rows()`` must return a fresh iterator each call."""
-    found = scan(rows())
+              warn: Callable[[str], None] = lambda text: None,
+              tracking: Optional[Callable[[], Iterator[tuple]]] = None) -> Iterator[RunSummary]:
+    """Yield every run's summary.
+
+    ``batches()`` returns a fresh iterator over lists of rows each call; ``tracking()``
+    (optional) the rows that can make a thread tracked, for a cheaper first pass.
+    """
+    if tracking is None:
+        found = scan(row for batch in batches() for row in batch)
+    else:
+        found = scan(tracking())
     if not found.seen_runtime:
         warn(NO_RUNTIME)
     clients = found.clients
@@ -157,15 +165,41 @@ def iter_runs(rows: Callable[[], Iterator[tuple]], *, tolerant: bool = False,
             warn(f"parse_systrace: note: the summary merges {len(clients)} client processes "
                  f"({', '.join(map(str, clients))}); use --per-process to split them\n")
         sessions = [Session(found, list(found.tracked), tolerant, detail)]
-    yield from _feed_all(rows(), sessions, warn)
+    feed = _feed_one if len(sessions) == 1 else _feed_many
+    yield from feed(batches(), sessions, warn)
+    yield from _finish(sessions, warn)
 
 
-def _feed_all(rows, sessions: list, warn) -> Iterator[RunSummary]:
-    for ts, tid, tgid, name, where in rows:
-        for session in sessions:
-            finished = session.feed(ts, tid, tgid, name, where)
-            if finished is not None:
-                yield from _emit(finished, warn)
+def _feed_many(batches, sessions: list, warn) -> Iterator[RunSummary]:
+    for batch in batches:
+        for ts, tid, tgid, name, where in batch:
+            for session in sessions:
+                finished = session.feed(ts, tid, tgid, name, where)
+                if finished is not None:
+                    yield from _emit(finished, warn)
+
+
+def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
+    """The hot loop for one session, with :meth:`Session.feed` inlined."""
+    session = sessions[0]
+    threads = session.threads
+    get = threads.get
+    for batch in batches:
+        for ts, tid, tgid, name, where in batch:
+            thread = get(tid)
+            if thread is None:
+                continue
+            if name is None:
+                thread.end(ts, where)
+            elif "[NN_LA_PO]" in name:
+                finished = session.feed(ts, tid, tgid, name, where)
+                if finished is not None:
+                    yield from _emit(finished, warn)
+            else:
+                thread.begin(ts, name, where)
+
+
+def _finish(sessions: list, warn) -> Iterator[RunSummary]:
     for session in sessions:
         yield from _emit(session.finish(), warn)
     orphans = sum(t.orphans for s in sessions for t in s.threads.values())

@@ -67,6 +67,7 @@ class Format:
     sniff: Sniffer
     read_batches: Optional[BatchReader] = None
     unit: str = "line"
+    read_tracking: Optional[Reader] = None
 
 
 _FORMATS: dict[str, Format] = {}
@@ -76,9 +77,13 @@ _plugins_loaded = False
 
 def register(name: str, read: Reader, sniff: Sniffer, *,
              read_batches: Optional[BatchReader] = None, unit: str = "line",
-             before: Optional[str] = None) -> None:
-    """Register (or replace) the reader for format ``name``, tried before format ``before``."""
-    _FORMATS[name] = Format(name, read, sniff, read_batches, unit)
+             before: Optional[str] = None, read_tracking: Optional[Reader] = None) -> None:
+    """Register (or replace) the reader for format ``name``, tried before format ``before``.
+
+    ``read_tracking`` (optional) yields only the begin rows whose name contains ``[NN``
+    or ``HIDL::IDevice`` (``ts`` may be None): a cheaper first pass.
+    """
+    _FORMATS[name] = Format(name, read, sniff, read_batches, unit, read_tracking)
     if before in _FORMATS and before != name:
         items = [item for item in _FORMATS.items() if item[0] != name]
         items.insert([key for key, _ in items].index(before), (name, _FORMATS[name]))
@@ -157,6 +162,17 @@ class RowSource:
                 if not batch:
                     return
                 yield batch
+
+    def tracking_rows(self) -> Iterator[Row]:
+        """The begin rows that can make a thread tracked (``[NN`` or ``HIDL::IDevice``)."""
+        if self._fmt.read_tracking is not None:
+            with self._open() as handle:
+                yield from self._fmt.read_tracking(handle)
+            return
+        for row in self.rows():
+            name = row[3]
+            if name is not None and ("[NN" in name or "HIDL::IDevice" in name):
+                yield row
 
     def _open(self) -> "_Opened":
         return _Opened(self._target, self._start)

@@ -74,6 +74,29 @@ def read_batches_text(binary: BinaryIO) -> Iterator[list]:
     return _batches(binary, require_header=False)
 
 
+def read_tracking_html(binary: BinaryIO) -> Iterator[tuple]:
+    """Begin rows naming ``[NN`` or ``HIDL::IDevice`` of a systrace HTML (ts is None)."""
+    return _tracking(binary, require_header=True)
+
+
+def read_tracking_text(binary: BinaryIO) -> Iterator[tuple]:
+    """Begin rows naming ``[NN`` or ``HIDL::IDevice`` of an ftrace text (ts is None)."""
+    return _tracking(binary, require_header=False)
+
+
+def _tracking(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
+    state: dict = {}
+    for base, data in _trace_blocks(binary, require_header):
+        found = _fast_matches(data)
+        if found is None:
+            yield from (row for row in _parse_block(data, base, state) if row[3] is not None
+                        and ("[NN" in row[3] or "HIDL::IDevice" in row[3]))
+            continue
+        yield from [(None, int(tid), int(tgid), name.decode("utf-8", "replace"), base + i)
+                    for i, (tid, tgid, _, kind, name) in enumerate(found, 1)
+                    if kind == b"B" and (b"[NN" in name or b"HIDL::IDevice" in name)]
+
+
 def _batches(binary: BinaryIO, require_header: bool) -> Iterator[list]:
     state = {}  # tid -> last tgid seen on that thread
     lineno = 0
@@ -127,15 +150,22 @@ _FAST_RE = re.compile(rb"^ *[^ \n][^\n]*?-(\d+) +\( *(\d+)\) [^\n]*? (\d+\.\d+):
                       rb"tracing_mark_write: ([BE])(?:\|\d+(?:\|([^\n]*))?)?$", re.M)
 
 
-def _parse_fast(data: bytes, base: int):
-    """Rows of a block made only of current-format mark rows, or None when it is not."""
+def _fast_matches(data: bytes):
+    """Regex groups of a block made only of current-format mark rows, else None."""
     lines = data.count(b"\n")
     marks = data.count(b"tracing_mark_write: B") + data.count(b"tracing_mark_write: E")
     if marks != lines or b"-----" in data:
         return None
     found = _FAST_RE.findall(data)
-    if len(found) != lines:
+    return found if len(found) == lines else None
+
+
+def _parse_fast(data: bytes, base: int):
+    """Rows of a block made only of current-format mark rows, or None when it is not."""
+    found = _fast_matches(data)
+    if found is None:
         return None
+    lines = len(found)
     tids, tgids, stamps, kinds, names = zip(*found)
     names = [name.decode("utf-8", "replace") if kind == b"B" else None
              for kind, name in zip(kinds, names)]
@@ -193,8 +223,10 @@ def _name(mark: bytes):
 
 def _register() -> None:
     from parse_systrace.readers import register
-    register("systrace", read_html, sniff_html, read_batches=read_batches_html)
-    register("ftrace", read_ftrace, sniff_text, read_batches=read_batches_text)
+    register("systrace", read_html, sniff_html, read_batches=read_batches_html,
+             read_tracking=read_tracking_html)
+    register("ftrace", read_ftrace, sniff_text, read_batches=read_batches_text,
+             read_tracking=read_tracking_text)
 
 
 _register()
