@@ -1,0 +1,135 @@
+"""A driver process that dies or hangs is reported promptly; no call waits forever."""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from runtime.drivers.ipc import RemoteDevice
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus
+from tests.runtime.drivers._hal import add_model, make_request
+
+
+def _prepared(device, shape=(4,)):
+    model = add_model(shape)
+    prepared = device.prepare_model(model)
+    request, _, _ = make_request(model, [np.ones(shape, np.float32)] * 2)
+    return prepared, request
+
+
+def test_killed_driver_is_dead_object_promptly(fresh_device):
+    device = fresh_device()
+    prepared, request = _prepared(device)
+    assert prepared.execute(request).status == ErrorStatus.NONE
+    os.kill(device.pid, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(HalError) as error:
+        prepared.execute(request)
+    assert error.value.status == ErrorStatus.DEAD_OBJECT
+    assert time.monotonic() - start < 2.0
+    with pytest.raises(HalError) as again:  # a dead device stays dead
+        device.capabilities()
+    assert again.value.status == ErrorStatus.DEAD_OBJECT
+
+
+def test_kill_during_a_stream_of_executions(fresh_device):
+    device = fresh_device()
+    prepared, request = _prepared(device, (256, 256))
+    errors, done = [], threading.Event()
+
+    def run():
+        try:
+            while True:
+                prepared.execute(request)
+        except HalError as error:
+            errors.append((error.status, time.monotonic()))
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(0.3)
+    killed_at = time.monotonic()
+    os.kill(device.pid, signal.SIGKILL)
+    assert done.wait(5.0)
+    worker.join()
+    assert errors[0][0] == ErrorStatus.DEAD_OBJECT and errors[0][1] - killed_at < 2.0
+
+
+def test_pending_async_execution_sees_dead_object(fresh_device):
+    device = fresh_device()
+    prepared, request = _prepared(device, (512, 512))
+    os.kill(device.pid, signal.SIGSTOP)  # nothing is processed until we kill it
+    try:
+        results = []  # launch + wait run in a thread; the driver answers neither before dying
+        thread = threading.Thread(target=lambda: results.append(_capture(prepared, request)))
+        thread.start()
+        time.sleep(0.2)
+        os.kill(device.pid, signal.SIGKILL)
+        thread.join(5.0)
+        assert not thread.is_alive()
+        assert results == [ErrorStatus.DEAD_OBJECT]
+    finally:
+        _reap(device)
+
+
+def test_hung_driver_times_out_as_dead_object(fresh_device):
+    device = fresh_device(timeout_s=0.5)
+    prepared, request = _prepared(device)
+    os.kill(device.pid, signal.SIGSTOP)
+    start = time.monotonic()
+    with pytest.raises(HalError) as error:
+        prepared.execute(request)
+    elapsed = time.monotonic() - start
+    assert error.value.status == ErrorStatus.DEAD_OBJECT
+    assert 0.4 < elapsed < 3.0
+    assert not device.process.alive()  # the hung process was killed
+
+
+def test_deadline_bounds_the_wait_on_a_hung_driver(fresh_device):
+    device = fresh_device(timeout_s=30.0)
+    prepared, request = _prepared(device)
+    os.kill(device.pid, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        result = prepared.execute(request, deadline_ns=time.monotonic_ns() + 200_000_000)
+        assert result.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
+        assert time.monotonic() - start < 3.0
+    finally:
+        os.kill(device.pid, signal.SIGCONT)
+    assert prepared.execute(request).status == ErrorStatus.NONE  # reconnects once it answers
+
+
+def test_unknown_driver_name_fails_start_up():
+    device = RemoteDevice("sample-does-not-exist", startup_timeout_s=20.0)
+    with pytest.raises(HalError) as error:
+        device.capabilities()
+    assert error.value.status == ErrorStatus.DEVICE_UNAVAILABLE
+    device.shutdown()
+
+
+def test_shutdown_stops_the_process(fresh_device):
+    device = fresh_device()
+    device.capabilities()
+    popen = device.process.popen
+    device.shutdown()
+    assert popen.poll() == 0
+    with pytest.raises(HalError):
+        device.capabilities()
+
+
+def _capture(prepared, request):
+    try:
+        prepared.execute_async(request).wait()
+    except HalError as error:
+        return error.status
+    return None
+
+
+def _reap(device):
+    if device.process.alive():
+        os.kill(device.pid, signal.SIGKILL)
+        device.process.popen.wait(5.0)

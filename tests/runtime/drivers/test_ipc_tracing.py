@@ -1,0 +1,56 @@
+"""Both halves of each IPC call land in the test process's TraceSession (driver spans joined
+through ``tracing.session_env()`` and flushed by the driver after each request)."""
+import numpy as np
+
+import tracing
+from runtime.drivers.ipc import RemoteDevice
+from tests.runtime.drivers._hal import add_model, make_request
+
+
+def test_driver_spans_join_the_session_with_hidl_marks():
+    with tracing.TraceSession() as session:
+        device = RemoteDevice("sample-all")
+        try:
+            device.capabilities()
+            model = add_model((4,))
+            prepared = device.prepare_model(model)
+            request, _, (out,) = make_request(model, [np.ones(4, np.float32)] * 2)
+            prepared.execute(request)
+            prepared.execute_async(request).wait()
+            device.capabilities()  # its reply comes after the driver flushed the async spans
+            data = session.collect()
+            driver_pid = device.pid
+        finally:
+            device.shutdown()
+    assert out.tolist() == [2.0] * 4
+    by_pid = {}
+    for span in data.spans():
+        by_pid.setdefault(span.pid, []).append(span)
+    client = [s.name for s in by_pid[next(p for p in by_pid if p != driver_pid)]]
+    server = [s.name for s in by_pid[driver_pid]]
+    for phase, method in (("PI", "getCapabilities"), ("PC", "prepareModel"),
+                          ("PE", "executeSynchronously"), ("PE", "execute")):
+        iface = "IDevice" if phase != "PE" else "IPreparedModel"
+        assert f"[NN_LI_{phase}]{method}" in client
+        assert f"HIDL::{iface}::{method}::client" in client
+        assert f"HIDL::{iface}::{method}::server" in server
+    assert "[NN_LD_PE]SampleDriver::executeSynchronously" in server
+    assert "[NN_LD_PC]SampleDriver::prepareModel" in server
+    assert "[NN_LC_PE]CpuExecutor::run" in server
+    assert "HIDL::IExecutionCallback::notify::client" in server
+    assert "HIDL::IExecutionCallback::notify::server" in client
+    _assert_nesting(data, driver_pid)
+
+
+def _assert_nesting(data, driver_pid):
+    """The LD scope sits inside the server mark; the HIDL client mark inside the LI scope."""
+    spans = list(data.spans())
+    by_index = {(s.pid, s.tid, s.index): s for s in spans}
+    for span in spans:
+        parent = by_index.get((span.pid, span.tid, span.parent)) if span.parent is not None else None
+        if span.name == "[NN_LD_PE]SampleDriver::executeSynchronously":
+            assert parent.name == "HIDL::IPreparedModel::executeSynchronously::server"
+        if span.name == "HIDL::IPreparedModel::executeSynchronously::client":
+            assert parent.name == "[NN_LI_PE]executeSynchronously"
+        if span.name == "[NN_LC_PE]CpuExecutor::run" and span.pid == driver_pid:
+            assert parent.name.startswith("[NN_LD_PE]SampleDriver::")
