@@ -4,7 +4,6 @@ requantisation, the exact-accumulation switch, validation messages and a speed c
 from __future__ import annotations
 
 import re
-import time
 
 import numpy as np
 import pytest
@@ -13,9 +12,7 @@ from runtime.cts import harness, loader
 from runtime.hal.types import Operand, OperandType as T, OperationType
 from runtime.ops import registry
 from runtime.ops._common import multiply_by_quantized_multiplier, quantize_multiplier
-from runtime.ops.convolution import (_execute_conv, conv2d_float, depthwise_float,
-                                     fixed_point_multiply)
-from runtime.ops.pooling import Window
+from runtime.ops.convolution import _execute_conv, fixed_point_multiply
 from runtime.ops.registry import OpContext, OpValidationError
 
 OPS = frozenset({OperationType.CONV_2D, OperationType.DEPTHWISE_CONV_2D,
@@ -126,23 +123,3 @@ def test_fully_connected_rejects_rank_3_weights():
     with pytest.raises(OpValidationError, match="input 1 \\(weights\\)"):
         registry.get(OperationType.FULLY_CONNECTED).validate(
             inputs, [Operand(T.TENSOR_FLOAT32, (2, 4))])
-
-
-def _best_of(function, runs=3) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def test_mobilenet_sized_layers_run_in_milliseconds():
-    rng = np.random.default_rng(0)
-    x = rng.random((1, 224, 224, 32), np.float32)
-    window = Window((3, 3), (1, 1), (1, 1), (1, 1, 1, 1))
-    conv_w, dw_w = rng.random((32, 3, 3, 32), np.float32), rng.random((1, 3, 3, 32), np.float32)
-    bias = np.zeros(32, np.float32)
-    # About 25 ms and 12 ms on a 2-core CI box; the bounds leave room for a loaded machine.
-    assert _best_of(lambda: conv2d_float(x, conv_w, bias, window)) < 0.5
-    assert _best_of(lambda: depthwise_float(x, dw_w, bias, window, 1)) < 0.25
