@@ -1,0 +1,265 @@
+"""Partitioning of a model across devices (AOSP ``ModelBuilder::partitionTheWork``).
+
+Two pure functions, no processes and no preparation:
+
+* :func:`find_best_device_for_each_operation` picks, per operation of ``model.main``, the
+  device with the best advertised performance for the preference among those whose
+  ``supported_operations`` flag is set (exec time for FAST_SINGLE_ANSWER / SUSTAINED_SPEED,
+  power usage for LOW_POWER, for the type of the operation's input 0; relaxed figures when
+  the model relaxes float32). Ties go to the earlier device. Nothing supports it: the CPU
+  fallback ``cpu_index`` if given, else :class:`UnsupportedOperationError`.
+* :func:`partition` groups the operations into :class:`Step` s as AOSP does: each device
+  has a queue of ready operations; the next step is the non-empty queue of the highest
+  device index, drained while the operations it finishes make more of its own ready. Each
+  step carries its sub-model (see ``runtime._submodel``) and the original operand index of
+  every sub-model input/output. One device for everything gives one step whose sub-model is
+  the whole model unchanged (:attr:`Partition.single_device`).
+
+Log lines (vlog ``compilation``, log tag ``ExecutionPlan``) follow AOSP, e.g.
+``ModelBuilder::findBestDeviceForEachOperation(ADD) = 1 (sample-float-fast)``. Callers
+open the ``ModelBuilder::partitionTheWork`` tracing scope.
+
+Example:
+    >>> part = partition(hal_model, [quant_device, float_device], Preference.FAST_SINGLE_ANSWER)  # doctest: +SKIP
+    >>> [(s.device_index, s.operations) for s in part.steps]                  # doctest: +SKIP
+    [(1, (0,)), (0, (1, 2)), (1, (3,))]
+    >>> part.cross_device_operands                                            # doctest: +SKIP
+    frozenset({3, 6})
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+import vlog
+from runtime._submodel import extract, readers_of
+from runtime.api import BadDataError, ResultCode
+from runtime.drivers.base import Device
+from runtime.hal.device_types import Capabilities, PerformanceInfo
+from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType, Operation,
+                               OperationType, Preference)
+
+__all__ = ["Partition", "Step", "UnsupportedOperationError", "find_best_device_for_each_operation",
+           "partition"]
+
+_log = logging.getLogger(__name__)
+
+
+class UnsupportedOperationError(BadDataError):
+    """No device supports an operation and there is no CPU fallback (BAD_DATA).
+
+    Attributes:
+        operation_index: Index of the operation in ``model.main``.
+        operation_type: Its :class:`OperationType`.
+    """
+
+    codes = ()  # keep NnError(BAD_DATA) mapping to BadDataError
+
+    def __new__(cls, *args, **kwargs):
+        return Exception.__new__(cls)
+
+    def __init__(self, operation_index: int, operation_type: OperationType,
+                 device_names: Sequence[str]):
+        self.operation_index = operation_index
+        self.operation_type = operation_type
+        super().__init__(ResultCode.BAD_DATA,
+                         f"no device can do operation {operation_index} ({operation_type.name}); "
+                         f"devices: {', '.join(device_names) or 'none'}")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a partition: operations that run as one sub-model on one device.
+
+    Attributes:
+        index: Position in run order.
+        device_index: Index into the ``devices`` given to :func:`partition`.
+        operations: Original operation indexes, in the sub-model's (topological) order.
+        model: The sub-model (the original model itself for a single-device partition).
+        inputs: Original operand index of each sub-model input, in its input order.
+        outputs: Original operand index of each sub-model output, in its output order.
+    """
+
+    index: int
+    device_index: int
+    operations: tuple[int, ...]
+    model: HalModel
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The steps of a model in run order.
+
+    Attributes:
+        model: The partitioned model.
+        steps: Steps in run order; a step's inputs come from model inputs or earlier steps.
+        operation_device: Device index of every original operation.
+        cross_device_operands: Original operands produced by a step and read by a step on
+            another device.
+    """
+
+    model: HalModel
+    steps: tuple[Step, ...]
+    operation_device: tuple[int, ...]
+    cross_device_operands: frozenset[int] = frozenset()
+
+    @property
+    def single_device(self) -> bool:
+        """One step running the whole, unchanged model."""
+        return len(self.steps) == 1 and self.steps[0].model is self.model
+
+
+def _cost(capabilities: Capabilities, model: HalModel, operation: Operation,
+          preference: Preference) -> float:
+    """AOSP ``ModelBuilder::getPerformance``: the figure for the type of input 0."""
+    if not operation.inputs:
+        return 0.0
+    if operation.type == OperationType.IF:
+        info = capabilities.if_performance
+    elif operation.type == OperationType.WHILE:
+        info = capabilities.while_performance
+    else:
+        info = _type_performance(capabilities, model, model.main.operands[operation.inputs[0]].type)
+    return info.power_usage if preference == Preference.LOW_POWER else info.exec_time
+
+
+def _type_performance(capabilities: Capabilities, model: HalModel,
+                      operand_type: OperandType) -> PerformanceInfo:
+    if model.relax_float32_to_float16:
+        if operand_type == OperandType.TENSOR_FLOAT32:
+            return capabilities.relaxed_float32_to_float16_performance_tensor
+        if operand_type == OperandType.FLOAT32:
+            return capabilities.relaxed_float32_to_float16_performance_scalar
+    return capabilities.performance(operand_type)
+
+
+def _support(model: HalModel, device: Device) -> list[bool]:
+    count = len(model.main.operations)
+    flags = list(device.supported_operations(model))
+    if len(flags) != count:
+        _log.warning("device %s answered %d support flags for %d operations; treating it as "
+                     "supporting none", device.name, len(flags), count)
+        return [False] * count
+    return flags
+
+
+def _best_for(index: int, model: HalModel, devices: Sequence[Device], support, capabilities,
+              preference: Preference) -> int | None:
+    operation = model.main.operations[index]
+    best, best_cost = None, 0.0
+    for device_index, device in enumerate(devices):
+        if not support[device_index][index]:
+            vlog.log("compilation", "ExecutionPlan", "Device %s can't do operation %s",
+                     device.name, operation.type.name)
+            continue
+        cost = _cost(capabilities[device_index], model, operation, preference)
+        if best is None or cost < best_cost:
+            best, best_cost = device_index, cost
+    return best
+
+
+def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Device],
+                                        preference: Preference,
+                                        cpu_index: int | None = None) -> list[int]:
+    """The device index chosen for each operation of ``model.main``.
+
+    Args:
+        model: The model; each device is asked ``supported_operations(model)`` once.
+        devices: Candidate devices; ties go to the earlier one.
+        preference: LOW_POWER compares power usage, the others exec time.
+        cpu_index: Index in ``devices`` of the CPU fallback, used for operations no device
+            (including the CPU one) claims to support.
+
+    Raises:
+        UnsupportedOperationError: No device supports an operation and no ``cpu_index``.
+    """
+    support = [_support(model, device) for device in devices]
+    capabilities = [device.capabilities() for device in devices]
+    chosen = []
+    for index, operation in enumerate(model.main.operations):
+        best = _best_for(index, model, devices, support, capabilities, preference)
+        if best is None:
+            if cpu_index is None:
+                raise UnsupportedOperationError(index, operation.type, [d.name for d in devices])
+            best = cpu_index
+        vlog.log("compilation", "ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation(%s) "
+                 "= %d (%s)", operation.type.name, best, devices[best].name)
+        chosen.append(best)
+    return chosen
+
+
+def _group(model: HalModel, best: Sequence[int], device_count: int) -> list[tuple[int, list[int]]]:
+    """AOSP's OperandTracker + per-device queues: ``(device index, operations)`` per step."""
+    graph = model.main
+    producer = {o: i for i, op in enumerate(graph.operations) for o in op.outputs}
+    waiting = [0] * len(graph.operations)
+    readers: dict[int, list[int]] = {}
+    queues = [deque() for _ in range(device_count)]
+    for index, operation in enumerate(graph.operations):
+        for operand_index in operation.inputs:
+            if operand_index in producer and graph.operands[operand_index].lifetime in (
+                    L.TEMPORARY_VARIABLE, L.SUBGRAPH_OUTPUT):
+                waiting[index] += 1
+                readers.setdefault(operand_index, []).append(index)
+        if waiting[index] == 0:
+            queues[best[index]].append(index)
+    groups = []
+    while (device := next((d for d in reversed(range(device_count)) if queues[d]), None)) is not None:
+        operations = []
+        while queues[device]:
+            index = queues[device].popleft()
+            operations.append(index)
+            for operand_index in graph.operations[index].outputs:
+                for reader in readers.get(operand_index, ()):
+                    waiting[reader] -= 1
+                    if waiting[reader] == 0:
+                        queues[best[reader]].append(reader)
+        groups.append((device, operations))
+    if sum(len(ops) for _, ops in groups) != len(graph.operations):
+        raise BadDataError(ResultCode.BAD_DATA, "partition: the operations form a cycle")
+    return groups
+
+
+def _cross_device(steps: Sequence[Step]) -> frozenset[int]:
+    made_on = {o: s.device_index for s in steps for o in s.outputs}
+    return frozenset(o for s in steps for o in s.inputs
+                     if o in made_on and made_on[o] != s.device_index)
+
+
+def partition(model: HalModel, devices: Sequence[Device], preference: Preference,
+              cpu_index: int | None = None) -> Partition:
+    """Split ``model`` into steps, each a sub-model for one device.
+
+    Args:
+        model: The whole model.
+        devices: Candidate devices (see :func:`find_best_device_for_each_operation`).
+        preference: The compilation preference.
+        cpu_index: Index in ``devices`` of the CPU fallback device, if any.
+
+    Raises:
+        UnsupportedOperationError: An operation no device supports, without a fallback.
+        BadDataError: No devices, or operations that depend on each other in a cycle.
+    """
+    if not devices:
+        raise BadDataError(ResultCode.BAD_DATA, "partition: no devices")
+    best = find_best_device_for_each_operation(model, devices, preference, cpu_index)
+    graph = model.main
+    if len(set(best)) <= 1:
+        device = best[0] if best else (0 if cpu_index is None else cpu_index)
+        vlog.log("compilation", "ExecutionPlan", "ModelBuilder::partitionTheWork: only one best "
+                 "device: %s", devices[device].name)
+        step = Step(0, device, tuple(range(len(graph.operations))), model, graph.input_indexes,
+                    graph.output_indexes)
+        return Partition(model, (step,), tuple(best))
+    readers = readers_of(graph)
+    steps = []
+    for position, (device, operations) in enumerate(_group(model, best, len(devices))):
+        sub = extract(model, operations, readers)
+        steps.append(Step(position, device, tuple(operations), sub.model, sub.inputs, sub.outputs))
+        vlog.log("compilation", "ExecutionPlan", "step %d: device %d (%s), operations %s",
+                 position, device, devices[device].name, operations)
+    return Partition(model, tuple(steps), tuple(best), _cross_device(steps))
