@@ -1,0 +1,129 @@
+"""Unit tests of classification, tree transforms, aggregation and the run loop."""
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+
+import parse_systrace
+from parse_systrace import _tree
+from parse_systrace._aggregate import self_times_of
+from parse_systrace._classify import MarkError, classify
+from parse_systrace.errors import TraceFormatError
+
+HEAD = b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION\n"
+
+
+def _trace(*marks) -> io.BytesIO:
+    """marks: (tid, tgid, seconds, 'B|..|name' or 'E|..')."""
+    lines = [b"%16s-%d (%5d) [000] ...1 %12.6f: tracing_mark_write: %s\n"
+             % (b"worker", tid, tgid, ts, mark.encode()) for tid, tgid, ts, mark in marks]
+    return io.BytesIO(HEAD + b"".join(lines))
+
+
+@pytest.mark.parametrize("name, layer, phase", [
+    ("[NN_LR_PE]ANeuralNetworksExecution_compute", "LR", "PE"),
+    ("[SUB][NN_LR_PC]VersionedIDevice::prepareModel", "LR", "PC"),
+    ("[NN_LR_PT]ANeuralNetworksEvent_free", "LR", "PE"),          # legacy _PT -> _PE
+    ("HIDL::IDevice::getCapabilities_1_2::client", "LI", "PI"),
+    ("HIDL::IDevice::prepareModel_1_1::server", "LD", "PC"),
+    ("HIDL::IPreparedModel::execute_1_3::server", "LD", "PE"),
+    ("HIDL::IPreparedModel::executeFenced::client", "LI", "PE"),
+    ("HIDL::IBurstContext::executeBurst::server", "LD", "PE"),
+    ("HIDL::IMapper::importBuffer::passthrough", "LI", "PI"),
+    ("HIDL::IAllocator::allocate::client", "LI", "PU"),
+    ("HWCSession::PresentDisplay::", "LX", "PI"),
+])
+def test_classify(name, layer, phase):
+    assert classify(name)[1:3] == (layer, phase)
+
+
+def test_classify_rejects_foreign_tags_and_sideless_hidl():
+    with pytest.raises(MarkError):
+        classify("[foo]bar")
+    with pytest.raises(MarkError):
+        classify("HIDL::IFoo::bar")
+
+
+def test_sub_node_is_counted_in_its_layer_and_subtracted_from_ipc():
+    root = _tree.new_root()
+    lr = _tree.add(root, 0.0, "[NN_LR_PC]finish", "LR", "PC", "PO", False, 1)
+    li = _tree.add(lr, 0.001, "[NN_LI_PC]prepare", "LI", "PC", "PO", False, 2)
+    sub = _tree.add(li, 0.002, "[SUB][NN_LR_PC]x", "LR", "PC", "PO", True, 3)
+    sub[_tree.E], li[_tree.E], lr[_tree.E] = 0.003, 0.005, 0.010
+    stats = _tree.calculate(root)
+    assert stats["PO_LI_PC"] == pytest.approx(3.0)       # 4 ms less the 1 ms [SUB]
+    assert stats["PO_LR_PC"] == pytest.approx(11.0)      # 10 ms plus the relocated copy
+
+
+def test_nesting_violation_names_the_row():
+    root = _tree.new_root()
+    li = _tree.add(root, 0.0, "[NN_LI_PC]a", "LI", "PC", "PO", False, 10)
+    la = _tree.add(li, 0.001, "[NN_LA_PC]b", "LA", "PC", "PO", False, 11)
+    la[_tree.E], li[_tree.E] = 0.002, 0.003
+    with pytest.raises(TraceFormatError, match=r"^line 11: nesting violation: layer LA"):
+        _tree.calculate(root)
+
+
+def test_self_times_subtract_the_layer_below_and_keep_nan():
+    layers = {"LA": math.nan, "LR": 10.0, "LI": 6.0, "LD": 4.0, "LC": 0.0, "LT": 10.0}
+    times = {phase: dict(layers) for phase in
+             ("PO", "PI", "PP", "PC", "PE", "PIO", "PTR", "PCO", "PR", "PT")}
+    selfs = self_times_of(times, both=False)
+    assert math.isnan(selfs["PC"]["LA"])
+    assert (selfs["PC"]["LR"], selfs["PC"]["LI"], selfs["PC"]["LD"]) == (4.0, 2.0, 4.0)
+
+
+def test_summarize_returns_runs_as_data():
+    trace = _trace((5, 5, 1.0, "B|5|[NN_LA_PO]m"), (5, 5, 1.1, "B|5|[NN_LR_PC]c"),
+                   (5, 5, 1.2, "E|5"), (5, 5, 1.5, "E|5"),
+                   (5, 5, 2.0, "B|5|[NN_LA_PO]n"), (5, 5, 2.5, "E|5"))
+    runs = parse_systrace.summarize(trace)
+    assert [run.starting_mark for run in runs] == ["B|5|[NN_LA_PO]m", "B|5|[NN_LA_PO]n"]
+    assert runs[0].times["PC"]["LR"] == pytest.approx(100.0)
+    assert "NNAPI timing summary" in parse_systrace.render_text(runs[0])
+
+
+def test_unfinished_run_is_incomplete_and_renders_nothing():
+    warnings = []
+    runs = parse_systrace.summarize(_trace((5, 5, 1.0, "B|5|[NN_LR_PC]c")),
+                                    warn=warnings.append)
+    assert [run.complete for run in runs] == [False]
+    assert parse_systrace.render_text(runs[0]) == ""
+    assert warnings[-1] == "Incomplete trace, not able to print all statistics\n"
+
+
+def test_two_client_processes_are_split_with_per_process():
+    marks = []
+    for tgid, start in ((100, 1.0), (200, 3.0)):
+        marks += [(tgid, tgid, start, f"B|{tgid}|[NN_LA_PO]m{tgid}"),
+                  (tgid, tgid, start + 0.1, f"B|{tgid}|[NN_LR_PC]c"),
+                  (tgid, tgid, start + 0.2, f"E|{tgid}"), (tgid, tgid, start + 0.5, f"E|{tgid}")]
+    warnings = []
+    merged = parse_systrace.summarize(_trace(*marks), warn=warnings.append)
+    assert any("merges 2 client processes" in w for w in warnings)
+    split = parse_systrace.summarize(_trace(*marks), per_process=True)
+    assert [(run.process, run.starting_mark) for run in split] == [
+        (100, "B|100|[NN_LA_PO]m100"), (200, "B|200|[NN_LA_PO]m200")]
+    assert len(merged) == 2
+
+
+def test_missing_and_empty_files_are_one_line_errors(tmp_path, capsys):
+    from parse_systrace.__main__ import main
+    empty = tmp_path / "empty.html"
+    empty.write_bytes(b"")
+    for path in (tmp_path / "missing.html", empty):
+        assert main([str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"parse_systrace: error: {path}:") and err.count("\n") == 1
+
+
+def test_print_detail_prints_call_trees(tmp_path, capsys):
+    from parse_systrace.__main__ import main
+    trace = tmp_path / "t.txt"
+    trace.write_bytes(_trace((5, 5, 1.0, "B|5|[NN_LA_PO]m"), (5, 5, 1.1, "B|5|[NN_LR_PC]c"),
+                             (5, 5, 1.2, "E|5"), (5, 5, 1.5, "E|5")).getvalue())
+    assert main(["--print-detail", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "thread 5 (process 5, app)" in out and "[NN_LR_PC]c  [PO_LR_PC]" in out
