@@ -133,7 +133,8 @@ def _relocate(graph: Subgraph, value_base: int, pool_map: Sequence[int], ref_bas
     operands = []
     for operand in graph.operands:
         loc = operand.location
-        if loc is not None and operand.lifetime == L.CONSTANT_COPY:
+        if loc is not None and operand.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE) \
+                and loc.pool_index < 0:
             loc = DataLocation(loc.pool_index, loc.offset + value_base, loc.length)
         elif loc is not None and operand.lifetime == L.CONSTANT_REFERENCE:
             loc = DataLocation(pool_map[loc.pool_index], loc.offset, loc.length)

@@ -102,7 +102,7 @@ def _check_location(index: int, operand: Operand, model: HalModel, pool_sizes: S
         return
     if loc is None:
         raise invalid(f"operand {index}: constant without a value")
-    if life == L.CONSTANT_COPY:
+    if life == L.CONSTANT_COPY or loc.pool_index == -1:  # pool -1 is operand_values
         size, where = len(model.operand_values), "operand values"
     elif 0 <= loc.pool_index < len(pool_sizes):
         size, where = pool_sizes[loc.pool_index], f"pool {loc.pool_index}"

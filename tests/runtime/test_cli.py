@@ -110,3 +110,11 @@ def test_vlog_all_shows_every_runtime_tag():
                     r" I ExecutionPlan\s*: simple plan, 1 step\(s\) on nnapi-reference",
                     r" I ExecutionBuilder\s*: request: 2 inputs, 1 outputs"):
         assert re.search(pattern, done.stderr), pattern
+
+
+def test_run_a_tflite_model(capsys):
+    from tests.support.paths import MODEL_FIXTURES
+    path = MODEL_FIXTURES / "face_detection_short_range.tflite"
+    assert main(["run", str(path), "--executions", "1", "--warmup", "0", "--no-summary"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("model face_detection_short_range:") and "latency over 1 executions" in out

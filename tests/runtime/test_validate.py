@@ -114,3 +114,11 @@ def test_merge_dimensions():
     assert merge_dimensions((2, 4), ()) == (2, 4)
     assert merge_dimensions((2, 4), (3, 4)) is None
     assert merge_dimensions((2,), (2, 1)) is None
+
+
+def test_constant_reference_in_pool_minus_one_reads_operand_values():
+    ref = Operand(F, (2,), lifetime=L.CONSTANT_REFERENCE, location=DataLocation(-1, 0, 8))
+    ops = [Operation(Op.ADD, (0, 2, 1), (3,))]
+    model = HalModel(Subgraph((_t(L.SUBGRAPH_INPUT), _act(), ref, _t(L.SUBGRAPH_OUTPUT)), tuple(ops),
+                              (0,), (3,)), operand_values=b"\0" * 8)
+    assert validate_model(model, check_operation) == [0]
