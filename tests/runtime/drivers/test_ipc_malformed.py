@@ -109,6 +109,7 @@ def test_bulk_payload_fd_shorter_than_length(raw):
 
 
 def test_too_many_fds_are_refused_and_closed(raw, driver):
+    ping_ok(raw)  # the driver has accepted this connection (its fd is counted)
     with SharedPool(8) as pool:
         before = _fd_count(driver[0].pid)
         fds = [os.dup(pool.fd) for _ in range(80)]
