@@ -68,9 +68,10 @@ class SamplePreparedModel(PreparedModel):
         self.executor = executor
         self.traced = traced
         graph = model.main
-        self._in = tuple(graph.operands[i] for i in graph.input_indexes)
-        self._out = tuple(graph.operands[i] for i in graph.output_indexes)
+        self._io = _request_io.IoPlan(tuple(graph.operands[i] for i in graph.input_indexes),
+                                      tuple(graph.operands[i] for i in graph.output_indexes))
         self._checked: tuple = (None, None, None)  # last validated (inputs, outputs, pool sizes)
+        self._last_ok = ExecutionResult(ErrorStatus.NONE, None)
 
     def _validate(self, request: Request) -> None:
         """validate_request, skipped when the same argument tuples and pool sizes were just
@@ -89,23 +90,28 @@ class SamplePreparedModel(PreparedModel):
             return ExecutionResult(ErrorStatus.MISSED_DEADLINE_PERSISTENT)
         try:
             self._validate(request)
-            inputs = _request_io.read_inputs(request, self._in)
+            inputs = self._io.read(request)
             device_start = time.monotonic_ns()
             run = self.executor.run_with_tracing if self.traced else self.executor.run
             outputs = run(inputs)
             device_end = time.monotonic_ns()
-            status, shapes = _request_io.write_outputs(request, self._out, outputs)
+            status, shapes = self._io.write(request, outputs)
         except HalError as error:
             return ExecutionResult(error.status)
         except Exception:  # noqa: BLE001 - a kernel failure is reported, never raised
             # An omitted (has_no_value) input that an operation needs is the caller's error.
             omitted = any(arg.has_no_value for arg in request.inputs)
             return ExecutionResult(ErrorStatus.INVALID_ARGUMENT if omitted else ErrorStatus.GENERAL_FAILURE)
-        timing = None
         if measure_timing and status == ErrorStatus.NONE:
             from timing import Timing  # noqa: PLC0415 - only when measuring
             timing = Timing((device_end - device_start) // 1000, (time.monotonic_ns() - start) // 1000)
-        return ExecutionResult(status, shapes, timing)
+            return ExecutionResult(status, shapes, timing)
+        if self._last_ok.output_shapes is not shapes or status != ErrorStatus.NONE:
+            result = ExecutionResult(status, shapes)
+            if status == ErrorStatus.NONE:
+                self._last_ok = result  # frozen: safe to hand out again for the same shapes
+            return result
+        return self._last_ok
 
 
 class SampleDriver(Device):

@@ -36,6 +36,7 @@ from runtime.hal.types import ErrorStatus
 
 KIND_SHM, KIND_NEW_SHM, KIND_INLINE = 0, 1, 2
 _HEAD = struct.Struct("<IBq")
+_HEAD_FREE = struct.Struct("<IBqI")
 _ARG = struct.Struct("<BHII")
 _NEW = struct.Struct("<IQQ")
 _NEW_KIND = struct.Struct("<BIQQ")
@@ -168,29 +169,15 @@ def decode_execute(r: Reader, pools: dict, fds: list, args_cache: dict | None = 
     Raises:
         CodecError: malformed payload, unknown pool id, fd/region that cannot be mapped.
     """
-    model_id, measure, deadline = r._take(_HEAD)
-    for pool_id in r.u32s():
-        region = pools.pop(pool_id, None)
-        if region is not None:
-            region.close()
-    buffers, inline_pools = [], set()
-    fd_iter = iter(fds)
-    for position in range(r.u16()):
-        kind = r.u8()
-        if kind == KIND_SHM:
-            region = pools.get(r.u32())
-            if region is None:
-                raise CodecError(f"pool {position} refers to an unknown pool id")
-            buffers.append(region.buffer)
-        elif kind == KIND_INLINE:
-            buffers.append(bytearray(r.blob()))
-            inline_pools.add(position)
-        elif kind == KIND_NEW_SHM:
-            buffers.append(_map_new(r, pools, next(fd_iter, None), position))
-        else:
-            raise CodecError(f"pool {position} has unknown kind {kind}")
-    if next(fd_iter, None) is not None:
-        raise CodecError("unexpected file descriptors")
+    try:
+        model_id, measure, deadline, free = _HEAD_FREE.unpack_from(r.view, r.pos)
+        r.pos += _HEAD_FREE.size
+        if free:
+            r.pos -= 4
+            _free(r.u32s(), pools)
+        buffers, inline_pools = _decode_pools(r, pools, fds)
+    except struct.error:
+        raise CodecError(f"truncated execute payload at byte {r.pos}") from None
     key = bytes(r.view[r.pos:])
     args = args_cache.get(key) if args_cache is not None else None
     if args is None:
@@ -204,6 +191,45 @@ def decode_execute(r: Reader, pools: dict, fds: list, args_cache: dict | None = 
     inline = [i for i, a in enumerate(outputs) if a.pool_index in inline_pools] if inline_pools else []
     return DecodedExecute(model_id, bool(measure), None if deadline < 0 else deadline,
                           Request(inputs, outputs, tuple(buffers)), inline)
+
+
+def _free(pool_ids, pools: dict) -> None:
+    for pool_id in pool_ids:
+        region = pools.pop(pool_id, None)
+        if region is not None:
+            region.close()
+
+
+def _decode_pools(r: Reader, pools: dict, fds: list) -> tuple[list, set]:
+    view = r.view
+    (count,) = _U16.unpack_from(view, r.pos)
+    pos = r.pos + 2
+    buffers, inline_pools, next_fd = [], set(), 0
+    for position in range(count):
+        kind, value = _SHM.unpack_from(view, pos)  # kind + pool id (or inline length)
+        pos += 5
+        if kind == KIND_SHM:
+            region = pools.get(value)
+            if region is None:
+                raise CodecError(f"pool {position} refers to an unknown pool id")
+            buffers.append(region.buffer)
+        elif kind == KIND_INLINE:
+            if pos + value > len(view):
+                raise CodecError(f"inline pool {position} of {value} bytes exceeds the payload")
+            buffers.append(bytearray(view[pos:pos + value]))
+            inline_pools.add(position)
+            pos += value
+        elif kind == KIND_NEW_SHM:
+            r.pos = pos - 4
+            buffers.append(_map_new(r, pools, fds[next_fd] if next_fd < len(fds) else None, position))
+            next_fd += 1
+            pos = r.pos
+        else:
+            raise CodecError(f"pool {position} has unknown kind {kind}")
+    if next_fd != len(fds):
+        raise CodecError(f"{len(fds)} file descriptors for {next_fd} new pools")
+    r.pos = pos
+    return buffers, inline_pools
 
 
 def _map_new(r: Reader, pools: dict, fd: int | None, position: int):
@@ -231,33 +257,76 @@ def _read_args(r: Reader) -> tuple[RequestArgument, ...]:
 
 def encode_result(result: ExecutionResult, request: Request | None, inline: list) -> bytes:
     """Status, timing, output shapes (length-prefixed), then the bytes of outputs in inline pools."""
-    w = Writer()
-    for shape in result.output_shapes:
-        w.u8(shape.is_sufficient)
-        w.u32s(shape.dimensions)
-    shapes = w.getvalue()
+    shapes = _encode_shapes(result.output_shapes)
     t = result.timing
     parts = [_RESULT.pack(result.status, t is not None,
                           t.time_on_device if t is not None else _NO_TIMING,
                           t.time_in_driver if t is not None else _NO_TIMING, len(result.output_shapes),
                           len(shapes)), shapes]
-    ok = result.status == ErrorStatus.NONE and request is not None
-    parts.append(_U16.pack(len(inline) if ok else 0))
-    if ok:
+    if result.status == ErrorStatus.NONE and request is not None and inline:
+        parts.append(_U16.pack(len(inline)))
         for position in inline:
             arg = request.outputs[position]
             parts.append(_INLINE_OUT.pack(position, arg.length))
             parts.append(request.pools[arg.pool_index][arg.offset:arg.offset + arg.length])
+    else:
+        parts.append(b"\0\0")
     return b"".join(parts)
+
+
+_LAST_SHAPES: list = [None, b""]  # identity memo: drivers reuse OutputShape tuples
+
+
+def _encode_shapes(shapes) -> bytes:
+    if shapes is _LAST_SHAPES[0]:
+        return _LAST_SHAPES[1]
+    w = Writer()
+    for shape in shapes:
+        w.u8(shape.is_sufficient)
+        w.u32s(shape.dimensions)
+    _LAST_SHAPES[:] = [shapes, w.getvalue()]
+    return _LAST_SHAPES[1]
 
 
 _SHAPES_MEMO: dict = {}
 
 
+_LAST_OK: list = [None, None]  # (shapes, ExecutionResult) reused for untimed successes
+
+
 def decode_result(r: Reader) -> tuple[ExecutionResult, list]:
-    """Returns the result and ``[(output position, bytes)]`` for inline outputs."""
-    status, has_timing, on_device, in_driver, count, length = r._take(_RESULT)
-    key = bytes(r.view[r.pos:r.pos + length])
+    """Returns the result and ``[(output position, bytes)]`` for inline outputs (memoryview
+    slices of the payload: use them before the next receive)."""
+    view = r.view
+    try:
+        status, has_timing, on_device, in_driver, count, length = _RESULT.unpack_from(view, r.pos)
+        pos = r.pos + _RESULT.size
+        shapes = _decode_shapes(bytes(view[pos:pos + length]), count)
+        pos += length
+        (n_inline,) = _U16.unpack_from(view, pos)
+        pos += 2
+        outputs = []
+        for _ in range(n_inline):
+            position, size = _INLINE_OUT.unpack_from(view, pos)
+            pos += 6
+            if pos + size > len(view):
+                raise CodecError("inline output exceeds the payload")
+            outputs.append((position, view[pos:pos + size]))
+            pos += size
+    except struct.error:
+        raise CodecError("truncated execution result") from None
+    r.pos = pos
+    if has_timing:
+        from timing import Timing  # noqa: PLC0415 - only when measured
+        return ExecutionResult(_status(status), shapes, Timing(on_device, in_driver)), outputs
+    if status == 0:
+        if _LAST_OK[0] is not shapes:
+            _LAST_OK[:] = [shapes, ExecutionResult(ErrorStatus.NONE, shapes, None)]
+        return _LAST_OK[1], outputs
+    return ExecutionResult(_status(status), shapes, None), outputs
+
+
+def _decode_shapes(key: bytes, count: int) -> tuple:
     shapes = _SHAPES_MEMO.get(key)
     if shapes is None:
         sub = Reader(key)
@@ -265,16 +334,7 @@ def decode_result(r: Reader) -> tuple[ExecutionResult, list]:
         sub.end()
         if len(_SHAPES_MEMO) < 256:
             _SHAPES_MEMO[key] = shapes
-    r.pos += length
-    timing = None
-    if has_timing:
-        from timing import Timing  # noqa: PLC0415 - only when measured
-        timing = Timing(on_device, in_driver)
-    outputs = []
-    for _ in range(r.u16()):
-        position = r.u16()
-        outputs.append((position, r.blob()))
-    return ExecutionResult(_status(status), shapes, timing), outputs
+    return shapes
 
 
 def _shape(r: Reader) -> OutputShape:

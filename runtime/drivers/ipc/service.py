@@ -16,7 +16,7 @@ Example (``python -m runtime.drivers sample-all --socket /tmp/d.sock`` does this
 from __future__ import annotations
 
 import os
-import selectors
+import select
 import socket
 import struct
 import time
@@ -98,43 +98,44 @@ class DriverService:
 
     # ------------------------------------------------------------------ loop
     def serve_forever(self) -> None:
-        selector = selectors.DefaultSelector()
-        selector.register(self.listener, selectors.EVENT_READ, None)
+        poller = select.epoll()
+        listener_fd = self.listener.fileno()
+        poller.register(listener_fd, select.EPOLLIN)
+        connections: dict[int, _Connection] = {}
         try:
             while self._running:
-                for key, _ in selector.select(timeout=1.0):
-                    if key.data is None:
-                        self._accept(selector)
-                    else:
-                        self._serve_one(selector, key.data)
-                if self.parent_pid is not None and os.getppid() != self.parent_pid:
-                    break  # orphaned: the runtime process is gone
+                events = poller.poll(1.0)
+                if not events and self.parent_pid is not None and os.getppid() != self.parent_pid:
+                    break  # idle and orphaned: the runtime process is gone
+                for fd, _ in events:
+                    if fd == listener_fd:
+                        sock, _ = self.listener.accept()
+                        connections[sock.fileno()] = _Connection(Channel(sock))
+                        poller.register(sock.fileno(), select.EPOLLIN)
+                    elif fd in connections and not self._serve_one(connections[fd]):
+                        poller.unregister(fd)
+                        connections.pop(fd).close()
         finally:
             _trace.flush()
-            for key in list(selector.get_map().values()):
-                if key.data is not None:
-                    key.data.close()
-            selector.close()
+            for connection in connections.values():
+                connection.close()
+            poller.close()
 
-    def _accept(self, selector) -> None:
-        sock, _ = self.listener.accept()
-        connection = _Connection(Channel(sock))
-        selector.register(sock, selectors.EVENT_READ, connection)
-
-    def _serve_one(self, selector, connection: _Connection) -> None:
+    def _serve_one(self, connection: _Connection) -> bool:
+        """Answer one record; False when the connection is finished."""
         try:
             message = connection.channel.recv(timeout=None)
         except ProtocolError as error:
             self._reply(connection, 0, error.request_id, error_reply(ErrorStatus.INVALID_ARGUMENT, str(error)))
-            return
+            return True
         except (PeerClosed, OSError):
-            selector.unregister(connection.channel.sock)
-            connection.close()
-            return
+            return False
         try:
             self.handle(connection, message)
         finally:
-            close_fds(message.fds)
+            if message.fds:
+                close_fds(message.fds)
+        return True
 
     def _reply(self, connection: _Connection, msg_type: int, request_id: int, payload,
                flags: int = REPLY) -> None:

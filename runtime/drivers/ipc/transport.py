@@ -24,12 +24,16 @@ import socket
 import struct
 from typing import NamedTuple
 
-from runtime.drivers.ipc.protocol import (FLAG_BULK, HEADER_SIZE, MAX_FDS, MAX_INLINE_PAYLOAD,
-                                          MsgType, ProtocolError, pack_header, unpack_header)
+from runtime.drivers.ipc.protocol import (FLAG_BULK, HEADER, HEADER_SIZE, MAGIC, MAX_FDS,
+                                          MAX_INLINE_PAYLOAD, VERSION, MsgType, ProtocolError,
+                                          pack_header, unpack_header)
 
 _RECV_SIZE = HEADER_SIZE + MAX_INLINE_PAYLOAD + 1  # +1: detect oversized records
 _ANC_SIZE = socket.CMSG_SPACE(MAX_FDS * 4)
-_CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+_CLOEXEC = int(getattr(socket, "MSG_CMSG_CLOEXEC", 0))
+_CTRUNC = int(socket.MSG_CTRUNC)  # plain ints: IntFlag arithmetic is slow
+_BAD_FLAGS = _CTRUNC | int(socket.MSG_TRUNC)
+_HEADER_UNPACK = HEADER.unpack_from
 _BUFFER_SIZE = 1 << 20
 _BULK_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 
@@ -133,10 +137,13 @@ class Channel:
             raise
 
     def _parse(self, size: int, flags: int, fds: list) -> Message:
-        if flags & socket.MSG_CTRUNC:
-            raise ProtocolError(f"more than {MAX_FDS} file descriptors")
-        if size == _RECV_SIZE or flags & socket.MSG_TRUNC:
-            raise ProtocolError(f"record longer than {_RECV_SIZE - 1} bytes")
+        if flags & _BAD_FLAGS or size == _RECV_SIZE:
+            raise ProtocolError(f"more than {MAX_FDS} file descriptors" if flags & _CTRUNC
+                                else f"record longer than {_RECV_SIZE - 1} bytes")
+        if size >= HEADER_SIZE:  # fast path: a well-formed plain record
+            magic, version, bits, msg_type, request_id, length = _HEADER_UNPACK(self._buf)
+            if magic == MAGIC and version == VERSION and not bits and length == size - HEADER_SIZE:
+                return Message(msg_type, request_id, self._view[HEADER_SIZE:size], fds)
         head = unpack_header(self._view[:size])
         if head.flags & FLAG_BULK:
             if size != HEADER_SIZE or not fds:
