@@ -1,0 +1,100 @@
+"""HTML renderer: one self-contained page from ``dashboards/assets/`` plus embedded JSON.
+
+As pyinstrument's HTML renderer does, the page is static files (``report.css``,
+``report.js``) inlined into a small skeleton, with the data in
+``<script type="application/json">`` blocks: ``#nnscope-summary`` holds parse_systrace's
+JSON summary exactly as ``render_json`` wrote it, ``#nnscope-view`` the view model the
+script lays out (:mod:`dashboards._view`). Nothing is fetched at view time.
+
+Example:
+    >>> from dashboards.report import build_report
+    >>> page = HTMLRenderer().render(build_report("trace.html"))   # doctest: +SKIP
+    >>> page.startswith("<!DOCTYPE html>")                         # doctest: +SKIP
+    True
+"""
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+
+from dashboards._view import build_view
+from dashboards.renderers.base import Renderer
+
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<meta name="generator" content="nnscope dashboards">
+<title>NNAPI timing · {title}</title>
+<style>
+{css}</style>
+</head>
+<body data-rendered="false" data-mode="self">
+<div class="page">
+{header}
+<noscript><p class="note">This report draws its tables and charts with JavaScript;
+the data is in the JSON blocks at the end of the file.</p></noscript>
+<main id="runs"></main>
+<footer>nnscope · NNAPI timing summary computed by parse_systrace</footer>
+</div>
+<script type="application/json" id="nnscope-summary">
+{summary}</script>
+<script type="application/json" id="nnscope-view">
+{view}
+</script>
+<script>
+{js}</script>
+</body>
+</html>
+"""
+
+
+def asset(name: str) -> str:
+    """The text of ``dashboards/assets/<name>``."""
+    return resources.files("dashboards").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def script_json(text: str) -> str:
+    """JSON text made safe inside ``<script>``: ``<`` only occurs in strings, escape it."""
+    return text.replace("<", "\\u003c")
+
+
+def _plural(count: int, word: str, plural: str = "") -> str:
+    return f"{count:,} {word if count == 1 else plural or word + 's'}"
+
+
+def header(meta: dict) -> str:
+    """The page header: file name, format, runs, span counts and parse_systrace's notes."""
+    runs = _plural(meta["runs"], "run")
+    if meta["incomplete_runs"]:
+        runs += f" (+{meta['incomplete_runs']} incomplete, not shown)"
+    facts = [("format", meta["format"]), ("", runs),
+             ("", f"{_plural(meta['spans'], 'span')} ({meta['nn_spans']:,} NNAPI)"),
+             ("", _plural(meta["marks"], "mark")),
+             ("", f"{_plural(meta['processes'], 'process', 'processes')}, "
+                  f"{_plural(meta['threads'], 'thread')}")]
+    items = "".join(f"<li>{f'<b>{html.escape(k)}</b> ' if k else ''}{html.escape(v)}</li>"
+                    for k, v in facts)
+    notes = "".join(f'<p class="note" data-note>{html.escape(note)}</p>'
+                    for note in meta["notes"])
+    return (f'<header class="report"><div><h1>NNAPI timing report</h1>'
+            f'<p class="sub mono" id="trace-file">{html.escape(meta["file"])}</p>'
+            f'<ul class="facts">{items}</ul></div>'
+            f'<div class="toggle" id="mode-toggle" role="group" '
+            f'aria-label="self-times or total times"></div></header>\n{notes}')
+
+
+class HTMLRenderer(Renderer):
+    """The dashboard page."""
+
+    output_file_extension = "html"
+
+    def render(self, report: dict) -> str:
+        view = json.dumps(build_view(report), separators=(",", ":"), allow_nan=False)
+        return PAGE.format(title=html.escape(report["meta"]["file"]), css=asset("report.css"),
+                           header=header(report["meta"]),
+                           summary=script_json(report["summary_text"]),
+                           view=script_json(view), js=asset("report.js"))

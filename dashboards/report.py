@@ -1,0 +1,77 @@
+"""Report data: everything a dashboard shows, gathered from ``parse_systrace`` as plain JSON.
+
+:func:`build_report` reads a trace once through :func:`parse_systrace.summarize` and once
+more for the header counts, and returns a JSON-ready ``dict``:
+
+- ``summary``: the parse_systrace JSON summary (``render_json`` output, parsed), one
+  object per complete run with ``times``, ``self_times``, ``execution_counts``,
+  ``template_inputs``, ``version`` and ``starting_mark``;
+- ``summary_text``: the same summary as the exact text ``render_json`` wrote;
+- ``variants``: the ``template_inputs`` of each run for the other table variants
+  (``total``, ``per_execution``, ``total_per_execution``), also from ``render_json``;
+- ``meta``: file name, detected format, run counts, span/mark/process counts and the
+  notes parse_systrace wrote (for instance when several client processes were merged).
+
+Example:
+    >>> report = build_report("trace.html")                        # doctest: +SKIP
+    >>> report["meta"]["format"], len(report["summary"])           # doctest: +SKIP
+    ('systrace', 5)
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import parse_systrace
+from parse_systrace.readers import open_rows
+
+#: Report data layout version (bump when keys change).
+REPORT_VERSION = 1
+#: ``variant name -> (total_times, per_execution)`` for :func:`parse_systrace.render_json`.
+VARIANTS = {
+    "self": (False, False),
+    "total": (True, False),
+    "per_execution": (False, True),
+    "total_per_execution": (True, True),
+}
+
+
+def build_report(trace_path) -> dict:
+    """The report data of one trace.
+
+    Raises:
+        parse_systrace.TraceFormatError: the trace cannot be read or summarised.
+    """
+    notes = []
+    runs = parse_systrace.summarize(trace_path, warn=notes.append)
+    summary_text = parse_systrace.render_json(runs)
+    variants = {}
+    for name, (total, per_execution) in VARIANTS.items():
+        if name != "self":
+            parsed = json.loads(parse_systrace.render_json(runs, total, per_execution))
+            variants[name] = [run["template_inputs"] for run in parsed]
+    meta = trace_meta(trace_path)
+    complete = [run for run in runs if run.complete]
+    meta.update(runs=len(complete), incomplete_runs=len(runs) - len(complete),
+                notes=[note.strip() for note in notes if note.strip()],
+                warmup_and_benchmark=[run.has_warmup_and_benchmark for run in complete])
+    return dict(version=REPORT_VERSION, meta=meta, summary=json.loads(summary_text),
+                summary_text=summary_text, variants=variants)
+
+
+def trace_meta(trace_path) -> dict:
+    """File name, format and counts of the trace's rows (spans, marks, processes)."""
+    source = open_rows(trace_path)
+    marks = spans = nn_spans = 0
+    processes, threads = set(), set()
+    for batch in source.batches():
+        for _, tid, tgid, name, _ in batch:
+            marks += 1
+            threads.add(tid)
+            processes.add(tgid)
+            if name is not None:
+                spans += 1
+                nn_spans += "[NN_" in name
+    return dict(file=os.path.basename(os.fspath(trace_path)), format=source.format,
+                size=os.path.getsize(trace_path), marks=marks, spans=spans,
+                nn_spans=nn_spans, processes=len(processes), threads=len(threads))
