@@ -37,7 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     from runtime.drivers.ipc.service import DriverService, listen  # noqa: PLC0415
 
     _trace.set_process_name(f"{args.driver}-driver")
-    driver.traced = _trace.enabled()  # joined a trace session: run the span-emitting loop
     listener = listen(args.socket)
     parent = args.parent_pid if args.parent_pid is not None else os.getppid()
     try:

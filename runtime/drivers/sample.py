@@ -18,13 +18,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from runtime.drivers import _request_io
-from runtime.drivers.base import Device, PreparedModel
+from runtime.drivers.base import Device
+from runtime.drivers.cpu import CpuPreparedModel
 from runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, OperationType as O,
                                Preference, Priority, is_scalar)
-from runtime.hal.validate import invalid, validate_model, validate_request
+from runtime.hal.validate import invalid, validate_model
 from runtime.ops import registry
 from runtime.ops.executor import CpuExecutor
 from runtime.ops.registry import OpValidationError
@@ -32,7 +32,6 @@ from runtime.ops.registry import OpValidationError
 _FLOAT = frozenset({T.TENSOR_FLOAT32})
 _QUANT = frozenset({T.TENSOR_QUANT8_ASYMM})
 _INDEX = frozenset({T.TENSOR_INT32})
-_SIZED = (bytearray, bytes)  # len() is the byte size
 
 
 @dataclass(frozen=True)
@@ -60,58 +59,16 @@ SAMPLES = {c.name: c for c in (
 )}
 
 
-class SamplePreparedModel(PreparedModel):
-    """A model compiled for the CPU executor; ``traced`` selects the span-emitting run loop."""
-
-    def __init__(self, model: HalModel, executor: CpuExecutor, traced: bool = False):
-        self.model = model
-        self.executor = executor
-        self.traced = traced
-        graph = model.main
-        self._io = _request_io.IoPlan(tuple(graph.operands[i] for i in graph.input_indexes),
-                                      tuple(graph.operands[i] for i in graph.output_indexes))
-        self._checked: tuple = (None, None, None)  # last validated (inputs, outputs, pool sizes)
-        self._last_ok = ExecutionResult(ErrorStatus.NONE, None)
-
-    def _validate(self, request: Request) -> None:
-        """validate_request, skipped when the same argument tuples and pool sizes were just
-        validated (the IPC service hands out identical tuples for repeated regions)."""
-        sizes = tuple(len(p) if type(p) in _SIZED else memoryview(p).nbytes for p in request.pools)
-        last_in, last_out, last_sizes = self._checked
-        if request.inputs is last_in and request.outputs is last_out and sizes == last_sizes:
-            return
-        validate_request(request, self.model)
-        self._checked = (request.inputs, request.outputs, sizes)
+class SamplePreparedModel(CpuPreparedModel):
+    """The reference CPU prepared model (request binding, timing, tracing of ``cpu.py``), with
+    AOSP's mapping of a kernel failure caused by an omitted input to INVALID_ARGUMENT."""
 
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
-        start = time.monotonic_ns()
-        if deadline_ns is not None and start > deadline_ns:
-            return ExecutionResult(ErrorStatus.MISSED_DEADLINE_PERSISTENT)
-        try:
-            self._validate(request)
-            inputs = self._io.read(request)
-            device_start = time.monotonic_ns()
-            run = self.executor.run_with_tracing if self.traced else self.executor.run
-            outputs = run(inputs)
-            device_end = time.monotonic_ns()
-            status, shapes = self._io.write(request, outputs)
-        except HalError as error:
-            return ExecutionResult(error.status)
-        except Exception:  # noqa: BLE001 - a kernel failure is reported, never raised
-            # An omitted (has_no_value) input that an operation needs is the caller's error.
-            omitted = any(arg.has_no_value for arg in request.inputs)
-            return ExecutionResult(ErrorStatus.INVALID_ARGUMENT if omitted else ErrorStatus.GENERAL_FAILURE)
-        if measure_timing and status == ErrorStatus.NONE:
-            from timing import Timing  # noqa: PLC0415 - only when measuring
-            timing = Timing((device_end - device_start) // 1000, (time.monotonic_ns() - start) // 1000)
-            return ExecutionResult(status, shapes, timing)
-        if self._last_ok.output_shapes is not shapes or status != ErrorStatus.NONE:
-            result = ExecutionResult(status, shapes)
-            if status == ErrorStatus.NONE:
-                self._last_ok = result  # frozen: safe to hand out again for the same shapes
-            return result
-        return self._last_ok
+        result = super().execute(request, measure_timing, deadline_ns)
+        if result.status == ErrorStatus.GENERAL_FAILURE and any(a.has_no_value for a in request.inputs):
+            return ExecutionResult(ErrorStatus.INVALID_ARGUMENT)
+        return result
 
 
 class SampleDriver(Device):
@@ -124,7 +81,6 @@ class SampleDriver(Device):
         self.name = config.name
         self.type = config.device_type
         self.version = config.version
-        self.traced = False
 
     def capabilities(self) -> Capabilities:
         perf = self.config.perf
@@ -169,4 +125,4 @@ class SampleDriver(Device):
             executor = CpuExecutor(model)
         except (OpValidationError, ValueError, TypeError, IndexError, KeyError) as error:
             raise invalid(f"model rejected by the CPU executor: {error}") from None
-        return SamplePreparedModel(model, executor, self.traced)
+        return SamplePreparedModel(model, executor)

@@ -5,6 +5,9 @@ PATH``) that answers each record with the same payload over the same ``Channel``
 use, and times ``send`` + ``recv`` pairs. This is the floor for any driver call; the runtime
 benchmark compares ``compute()`` through a driver against it.
 
+:func:`execute_latency` times ``executeSynchronously`` of a tiny ADD model through a real
+driver process the same way. ``python -m runtime.drivers.ipc.bench`` prints both.
+
 Example:
     >>> stats = raw_round_trip(iterations=200)     # doctest: +SKIP
     >>> stats.median_us < 1000                     # doctest: +SKIP
@@ -65,6 +68,51 @@ def raw_round_trip(iterations: int = 1000, payload_size: int = 64, warmup: int =
     return summarize(samples)
 
 
+def execute_latency(driver: str = "sample-all", iterations: int = 1000, warmup: int = 100,
+                    shared: bool = False) -> RoundTrip:
+    """executeSynchronously of a tiny ADD model (two 1x4 float32 tensors) through a driver
+    process; ``shared`` puts the request pool in shared memory instead of sending it inline."""
+    import numpy as np  # noqa: PLC0415 - only this benchmark needs numpy
+
+    from runtime.drivers.ipc.client import RemoteDevice  # noqa: PLC0415
+    from runtime.drivers.ipc.shm import SharedPool  # noqa: PLC0415
+    from runtime.hal.device_types import Request, RequestArgument  # noqa: PLC0415
+
+    model = tiny_add_model()
+    device = RemoteDevice(driver)
+    try:
+        prepared = device.prepare_model(model)
+        pool = SharedPool(48) if shared else bytearray(48)
+        view = pool.view if shared else memoryview(pool)
+        view[:32] = np.arange(8, dtype=np.float32).tobytes()
+        request = Request(tuple(RequestArgument(pool_index=0, offset=o, length=16) for o in (0, 16)),
+                          (RequestArgument(pool_index=0, offset=32, length=16),), (pool,))
+        samples = []
+        clock = time.perf_counter_ns
+        for i in range(warmup + iterations):
+            start = clock()
+            prepared.execute(request)
+            if i >= warmup:
+                samples.append(clock() - start)
+        if shared:
+            device.pools.forget(pool)
+    finally:
+        device.shutdown()
+    return summarize(samples)
+
+
+def tiny_add_model():
+    """``out = a + b`` on 1x4 float32 tensors, as a HAL model."""
+    from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L,  # noqa: PLC0415
+                                   OperandType as T, Operation, OperationType, Subgraph)
+
+    a = Operand(T.TENSOR_FLOAT32, (1, 4), lifetime=L.SUBGRAPH_INPUT)
+    act = Operand(T.INT32, lifetime=L.CONSTANT_COPY, location=DataLocation(-1, 0, 4))
+    out = Operand(T.TENSOR_FLOAT32, (1, 4), lifetime=L.SUBGRAPH_OUTPUT)
+    graph = Subgraph((a, a, act, out), (Operation(OperationType.ADD, (0, 1, 2), (3,)),), (0, 1), (3,))
+    return HalModel(graph, operand_values=bytes(4))
+
+
 def summarize(samples_ns: list) -> RoundTrip:
     """RoundTrip statistics (µs) of nanosecond samples."""
     ordered = sorted(samples_ns)
@@ -104,11 +152,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runtime.drivers.ipc.bench")
     parser.add_argument("--echo", metavar="PATH", help="run the echo side on PATH")
     parser.add_argument("-n", type=int, default=1000, help="iterations")
+    parser.add_argument("--driver", default="sample-all", help="driver for the execute latency")
     args = parser.parse_args(argv)
     if args.echo:
         echo(args.echo)
         return 0
-    print(raw_round_trip(args.n))
+    raw = raw_round_trip(args.n)
+    inline = execute_latency(args.driver, args.n)
+    shared = execute_latency(args.driver, args.n, shared=True)
+    print(f"raw round trip: median {raw.median_us:.1f} us (p10 {raw.p10_us:.1f}, p90 {raw.p90_us:.1f})")
+    for label, stats in (("inline", inline), ("shared", shared)):
+        print(f"tiny ADD execute via {args.driver} ({label} pool): median {stats.median_us:.1f} us "
+              f"(p10 {stats.p10_us:.1f}, p90 {stats.p90_us:.1f}) = {stats.median_us / raw.median_us:.2f}x raw")
     return 0
 
 

@@ -18,7 +18,7 @@ Example:
     >>> req = Request((RequestArgument(pool_index=0, offset=0, length=4),),
     ...               (RequestArgument(pool_index=0, offset=4, length=4),), (bytearray(8),))
     >>> payload, fds, inline, staged = encode_execute(7, req, True, None, cache, [])
-    >>> decoded = decode_execute(Reader(payload), {}, fds)
+    >>> decoded = decode_execute(Reader(payload), DecodeState(), fds)
     >>> decoded.model_id, decoded.measure, decoded.request.inputs[0].length, decoded.inline_outputs
     (7, True, 4, [0])
 """
@@ -159,12 +159,28 @@ class DecodedExecute(NamedTuple):
     inline_outputs: list  # output positions whose pool is inline
 
 
-def decode_execute(r: Reader, pools: dict, fds: list, args_cache: dict | None = None) -> DecodedExecute:
-    """Driver side: decode an execute, mapping new pools into ``pools`` (id -> MappedRegion).
+class DecodeState:
+    """Driver-side memory of one connection: mapped pools by id, decoded argument sections,
+    reusable buffers for inline pools and the last Request. Repeated executions with the same
+    regions therefore get the *same* Request object, so a prepared model's per-request binding
+    (validation, numpy views) is reused."""
+
+    def __init__(self) -> None:
+        self.pools: dict = {}    # pool id -> MappedRegion
+        self.args: dict = {}     # encoded argument section -> (inputs, outputs)
+        self.inline: dict = {}   # (pool position, size) -> bytearray refilled per execution
+        self.last: tuple = (None, (), None)  # (args, buffers, Request)
+
+    def close(self) -> None:
+        for region in self.pools.values():
+            region.close()
+        self.pools.clear()
+
+
+def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
+    """Driver side: decode an execute, mapping new pools into ``state.pools``.
 
     Received ``fds`` are consumed in order by NEW_SHM entries; the caller closes them all.
-    ``args_cache`` (per connection) maps the encoded argument section to decoded arguments, so
-    repeated executions with the same regions reuse the same tuples.
 
     Raises:
         CodecError: malformed payload, unknown pool id, fd/region that cannot be mapped.
@@ -174,23 +190,26 @@ def decode_execute(r: Reader, pools: dict, fds: list, args_cache: dict | None = 
         r.pos += _HEAD_FREE.size
         if free:
             r.pos -= 4
-            _free(r.u32s(), pools)
-        buffers, inline_pools = _decode_pools(r, pools, fds)
+            _free(r.u32s(), state.pools)
+        buffers, inline_pools = _decode_pools(r, state, fds)
     except struct.error:
         raise CodecError(f"truncated execute payload at byte {r.pos}") from None
     key = bytes(r.view[r.pos:])
-    args = args_cache.get(key) if args_cache is not None else None
+    args = state.args.get(key)
     if args is None:
         args = (_read_args(r), _read_args(r))
         r.end()
-        if args_cache is not None:
-            if len(args_cache) >= 64:
-                args_cache.clear()
-            args_cache[key] = args
-    inputs, outputs = args
+        if len(state.args) >= 64:
+            state.args.clear()
+        state.args[key] = args
+    last_args, last_buffers, request = state.last
+    if args is not last_args or len(buffers) != len(last_buffers) or \
+            any(a is not b for a, b in zip(buffers, last_buffers)):
+        request = Request(args[0], args[1], tuple(buffers))
+        state.last = (args, buffers, request)
+    outputs = args[1]
     inline = [i for i, a in enumerate(outputs) if a.pool_index in inline_pools] if inline_pools else []
-    return DecodedExecute(model_id, bool(measure), None if deadline < 0 else deadline,
-                          Request(inputs, outputs, tuple(buffers)), inline)
+    return DecodedExecute(model_id, bool(measure), None if deadline < 0 else deadline, request, inline)
 
 
 def _free(pool_ids, pools: dict) -> None:
@@ -200,8 +219,8 @@ def _free(pool_ids, pools: dict) -> None:
             region.close()
 
 
-def _decode_pools(r: Reader, pools: dict, fds: list) -> tuple[list, set]:
-    view = r.view
+def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set]:
+    view, pools = r.view, state.pools
     (count,) = _U16.unpack_from(view, r.pos)
     pos = r.pos + 2
     buffers, inline_pools, next_fd = [], set(), 0
@@ -212,11 +231,17 @@ def _decode_pools(r: Reader, pools: dict, fds: list) -> tuple[list, set]:
             region = pools.get(value)
             if region is None:
                 raise CodecError(f"pool {position} refers to an unknown pool id")
-            buffers.append(region.buffer)
+            buffers.append(region.view)
         elif kind == KIND_INLINE:
             if pos + value > len(view):
                 raise CodecError(f"inline pool {position} of {value} bytes exceeds the payload")
-            buffers.append(bytearray(view[pos:pos + value]))
+            buffer = state.inline.get((position, value))
+            if buffer is None:
+                if len(state.inline) >= 64:
+                    state.inline.clear()
+                buffer = state.inline[(position, value)] = bytearray(value)
+            buffer[:] = view[pos:pos + value]
+            buffers.append(buffer)
             inline_pools.add(position)
             pos += value
         elif kind == KIND_NEW_SHM:
@@ -244,7 +269,7 @@ def _map_new(r: Reader, pools: dict, fd: int | None, position: int):
     if old is not None:
         old.close()
     pools[pool_id] = region
-    return region.buffer
+    return region.view
 
 
 def _read_args(r: Reader) -> tuple[RequestArgument, ...]:
@@ -278,7 +303,7 @@ _LAST_SHAPES: list = [None, b""]  # identity memo: drivers reuse OutputShape tup
 
 
 def _encode_shapes(shapes) -> bytes:
-    if shapes is _LAST_SHAPES[0]:
+    if shapes is _LAST_SHAPES[0] or shapes == _LAST_SHAPES[0]:
         return _LAST_SHAPES[1]
     w = Writer()
     for shape in shapes:

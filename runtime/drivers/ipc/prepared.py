@@ -88,7 +88,7 @@ class RemotePreparedModel(PreparedModel):
                                                       self.device.pools, self.staging, self._memo)
         for position in staged:
             source = _bytes(request.pools[position])
-            target = self.staging[position].buffer
+            target = self.staging[position].view
             for arg in request.inputs:
                 if arg.pool_index == position and not arg.has_no_value:
                     end = arg.offset + arg.length
@@ -110,7 +110,7 @@ class RemotePreparedModel(PreparedModel):
                 if arg.pool_index in staged:
                     end = arg.offset + arg.length
                     _bytes(pools[arg.pool_index])[arg.offset:end] = \
-                        self.staging[arg.pool_index].buffer[arg.offset:end]
+                        self.staging[arg.pool_index].view[arg.offset:end]
         return result
 
 

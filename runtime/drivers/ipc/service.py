@@ -26,7 +26,7 @@ from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                        enum_value)
-from runtime.drivers.ipc.execution_codec import decode_execute, encode_result
+from runtime.drivers.ipc.execution_codec import DecodeState, decode_execute, encode_result
 from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import MappingError, map_fd
 from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
@@ -64,13 +64,10 @@ def error_reply(status: ErrorStatus, message: str) -> bytes:
 class _Connection:
     def __init__(self, channel: Channel):
         self.channel = channel
-        self.pools: dict = {}  # pool id -> MappedRegion
-        self.args_cache: dict = {}  # encoded argument section -> decoded arguments
+        self.state = DecodeState()
 
     def close(self) -> None:
-        for region in self.pools.values():
-            region.close()
-        self.pools.clear()
+        self.state.close()
         self.channel.close()
 
 
@@ -226,14 +223,14 @@ class DriverService:
             raise CodecError(f"model needs {expected} fds, {len(fds)} were sent")
         values = model.operand_values
         if external is not None:
-            values = map_fd(fds[0], 0, external, writable=False).buffer
-        pools = tuple(map_fd(fd, offset, size, writable=False).buffer
+            values = map_fd(fds[0], 0, external, writable=False).view
+        pools = tuple(map_fd(fd, offset, size, writable=False).view
                       for fd, (offset, size) in zip(fds[expected - len(pool_regions):], pool_regions))
         return type(model)(model.main, model.referenced, values, pools, model.relax_float32_to_float16)
 
     # ------------------------------------------------------------------ IPreparedModel
     def _execute_sync(self, connection, message, start) -> bytes:
-        decoded = decode_execute(Reader(message.payload), connection.pools, message.fds, connection.args_cache)
+        decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
         result = self._run(decoded, start)
         return _OK + encode_result(result, decoded.request, decoded.inline_outputs)
 
@@ -254,7 +251,7 @@ class DriverService:
         with _trace.hidl("IPreparedModel", "execute", "server"):
             with _trace.driver(Phase.EXECUTION, f"{self._label}::execute"):
                 try:
-                    decoded = decode_execute(Reader(message.payload), connection.pools, message.fds, connection.args_cache)
+                    decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
                     if decoded.model_id not in self.models:
                         raise CodecError(f"unknown prepared model {decoded.model_id}")
                     launch = _OK
@@ -280,7 +277,7 @@ class DriverService:
     def _free_pools(self, connection, message, start) -> bytes:
         r = Reader(message.payload)
         for pool_id in r.u32s():
-            region = connection.pools.pop(pool_id, None)
+            region = connection.state.pools.pop(pool_id, None)
             if region is not None:
                 region.close()
         r.end()

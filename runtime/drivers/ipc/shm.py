@@ -8,9 +8,9 @@ seals any memfd it maps when it can, so a client cannot truncate a pool under th
 
 Example:
     >>> pool = SharedPool(8)
-    >>> pool.buffer[:3] = b"abc"
+    >>> pool.view[:3] = b"abc"
     >>> mapped = map_fd(pool.fd, 0, 8)
-    >>> bytes(mapped.buffer[:3])
+    >>> bytes(mapped.view[:3])
     b'abc'
     >>> mapped.close(); pool.close()
 """
@@ -35,7 +35,8 @@ class SharedPool:
         fd: The memfd (owned; closed by :meth:`close`).
         offset: Always 0.
         size: Size in bytes.
-        buffer: A writable memoryview of the region.
+        view: A writable memoryview of the region (also returned by :meth:`buffer`, the
+            ``runtime.memory.Memory`` pool interface).
     """
 
     offset = 0
@@ -51,23 +52,22 @@ class SharedPool:
         except OSError:
             os.close(self.fd)
             raise
-        self.buffer = memoryview(self._map) if self._map is not None else memoryview(bytearray())
+        self.view = memoryview(self._map) if self._map is not None else memoryview(bytearray())
+
+    def buffer(self) -> memoryview:
+        """The region as a writable memoryview (pool interface shared with ``Memory``)."""
+        return self.view
 
     @classmethod
     def from_bytes(cls, data, name: str = "nnscope-pool") -> SharedPool:
         pool = cls(len(data), name)
-        pool.buffer[:] = data
+        pool.view[:] = data
         return pool
 
     def close(self) -> None:
         if self.fd < 0:
             return
-        self.buffer.release()
-        if self._map is not None:
-            try:
-                self._map.close()
-            except BufferError:
-                pass  # numpy views still alive; the mapping goes with them
+        _release(self.view, self._map)
         os.close(self.fd)
         self.fd = -1
 
@@ -79,23 +79,18 @@ class SharedPool:
 
 
 class MappedRegion:
-    """A region of a received fd mapped into this process; ``buffer`` is a memoryview."""
+    """A region of a received fd mapped into this process; ``view`` is a memoryview."""
 
     def __init__(self, mapping: mmap.mmap | None, delta: int, size: int):
         self._map = mapping
         self.size = size
         if mapping is None:
-            self.buffer = memoryview(bytearray())
+            self.view = memoryview(bytearray())
         else:
-            self.buffer = memoryview(mapping)[delta:delta + size]
+            self.view = memoryview(mapping)[delta:delta + size]
 
     def close(self) -> None:
-        self.buffer.release()
-        if self._map is not None:
-            try:
-                self._map.close()
-            except BufferError:
-                pass
+        _release(self.view, self._map)
 
 
 def map_fd(fd: int, offset: int, size: int, writable: bool = True) -> MappedRegion:
@@ -122,6 +117,16 @@ def map_fd(fd: int, offset: int, size: int, writable: bool = True) -> MappedRegi
     except (OSError, ValueError) as error:
         raise MappingError(f"mmap failed: {error}") from None
     return MappedRegion(mapping, offset - start, size)
+
+
+def _release(view: memoryview, mapping) -> None:
+    """Unmap now if nothing else uses the memory; otherwise it goes with its last numpy view."""
+    try:
+        view.release()
+        if mapping is not None:
+            mapping.close()
+    except BufferError:
+        pass
 
 
 def _try_seal(fd: int) -> None:

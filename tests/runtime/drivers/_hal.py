@@ -61,7 +61,7 @@ def make_request(model: HalModel, inputs, shared: bool = False, out_slack: int =
                  + out_slack for i in graph.output_indexes]
     total = sum(x.nbytes for x in ins) + sum(out_sizes)
     pool = SharedPool(total) if shared else bytearray(total)
-    view = pool.buffer if shared else memoryview(pool)
+    view = pool.view if shared else memoryview(pool)
     offset, in_args, out_args, outs = 0, [], [], []
     for x in ins:
         view[offset:offset + x.nbytes] = x.tobytes()

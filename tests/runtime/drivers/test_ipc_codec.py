@@ -7,7 +7,7 @@ import pytest
 
 from runtime.drivers.ipc.codec import (CodecError, Reader, decode_capabilities, decode_model,
                                        encode_capabilities, encode_model)
-from runtime.drivers.ipc.execution_codec import (PoolCache, decode_execute, decode_result,
+from runtime.drivers.ipc.execution_codec import (DecodeState, PoolCache, decode_execute, decode_result,
                                                  encode_execute, encode_result)
 from runtime.drivers.ipc.protocol import MAX_INLINE_PAYLOAD, MsgType, ProtocolError, pack_header, unpack_header
 from runtime.drivers.ipc.shm import SharedPool
@@ -48,7 +48,7 @@ def test_execute_and_result_round_trip():
     model = add_model((2,))
     request, pool, _ = make_request(model, [np.float32([1, 2]), np.float32([3, 4])])
     payload, fds, inline, staged = encode_execute(3, request, True, 123, PoolCache(), [])
-    decoded = decode_execute(Reader(payload), {}, fds)
+    decoded = decode_execute(Reader(payload), DecodeState(), fds)
     assert (decoded.model_id, decoded.measure, decoded.deadline_ns) == (3, True, 123)
     assert decoded.request.inputs == request.inputs and decoded.request.outputs == request.outputs
     assert bytes(decoded.request.pools[0]) == bytes(pool) and decoded.inline_outputs == [0]
@@ -68,7 +68,7 @@ def test_header_checks():
 def test_transport_passes_fds_and_bulk_payloads():
     a, b = socket_pair()
     with SharedPool(16) as pool:
-        pool.buffer[:4] = b"data"
+        pool.view[:4] = b"data"
         a.send(MsgType.PING, 1, b"x", [pool.fd])
         message = b.recv(2.0)
         assert bytes(message.payload) == b"x" and len(message.fds) == 1

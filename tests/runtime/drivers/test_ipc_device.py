@@ -68,7 +68,7 @@ def test_repeated_executions_reuse_pools_and_results_change(sample_all):
     prepared = sample_all.prepare_model(model)
     sent = _record_sends(sample_all)
     for step in range(3):
-        np.frombuffer(pool.buffer, np.float32, 8)[:] = step
+        np.frombuffer(pool.view, np.float32, 8)[:] = step
         assert prepared.execute(request).status == ErrorStatus.NONE
         assert out.tolist() == [2.0 * step] * 4
     assert [len(fds) for _, fds in sent] == [1, 0, 0]  # the pool fd crosses once
