@@ -83,15 +83,16 @@
          [el("thead", {}, headRows(table)), body])]);
   }
 
-  function chart(series, kind, caption) {
-    var width = 800, left = 150, right = 80, row = 30, bar = 18;
-    var height = series.length * row + 8;
+  function drawChart(figure) {
+    var series = figure._series, kind = figure.getAttribute("data-kind");
+    var width = Math.max(figure.clientWidth || 800, 320), row = 30, bar = 18;
+    var left = Math.min(150, width * 0.3), right = 80;
     var max = Math.max.apply(null, series.map(function (s) {
       return s.segments.reduce(function (a, g) { return a + g.value; }, 0);
     }).concat([1e-9]));
     var scale = (width - left - right) / max;
-    var root = svg("svg", {"class": "chart", "data-kind": kind, role: "img",
-                           viewBox: "0 0 " + width + " " + height, "aria-label": caption});
+    var root = svg("svg", {"class": "chart", "data-kind": kind, role: "img", width: width,
+                           height: series.length * row + 8, "aria-label": figure.title});
     series.forEach(function (s, i) {
       var y = i * row + 4, x = left, sum = 0;
       root.appendChild(svg("text", {x: 0, y: y + bar - 4}, s.label));
@@ -111,7 +112,13 @@
       root.appendChild(svg("text", {"class": "value", x: Math.min(x, width - right) + 8,
                                     y: y + bar - 4}, sum > 0 ? fmt(sum) + " ms" : "—"));
     });
-    return el("figure", {style: "margin:0"}, [root]);
+    figure.replaceChildren(root);
+  }
+
+  function chart(series, kind, caption) {
+    var figure = el("figure", {"class": "chart-box", "data-kind": kind, title: caption});
+    figure._series = series;
+    return figure;
   }
 
   function card(value, label) {
@@ -121,11 +128,10 @@
 
   function cards(run) {
     var counts = run.counts;
-    var execs = run.both ? counts.PWU + " warmup + " + counts.PBM + " benchmark"
-                         : String(counts.PO);
+    var execs = run.both ? counts.PWU + " + " + counts.PBM : String(counts.PO);
     var total = run.tables.self.rows[run.tables.self.rows.length - 1].cells;
     return el("div", {"class": "cards"}, [
-      card(execs, "executions"),
+      card(execs, run.both ? "executions (warmup + benchmark)" : "executions"),
       card(run.ms_per_execution + " ms", run.both ? "per benchmark execution" : "per execution"),
       card(total[2].t + " ms", "compilation (self, all layers)"),
       card(total[total.length - 1].t + " ms", "total wall-clock (self-times)")]);
@@ -138,6 +144,8 @@
   function renderRun(run, index) {
     var parts = [
       el("div", {"class": "run-head"}, [el("h2", {}, [run.title]),
+                                        el("span", {"class": "badge"}, [
+                                          "run " + (index + 1) + " of " + view.runs.length]),
                                         el("span", {"class": "mono"}, [run.mark])]),
       cards(run),
       el("div", {"class": "grid2"}, [
@@ -180,6 +188,15 @@
     runs.appendChild(el("p", {"class": "empty"}, ["No complete run in this trace."]));
   }
   view.runs.forEach(function (run, i) { runs.appendChild(renderRun(run, i)); });
+  function drawAll() {
+    document.querySelectorAll("figure.chart-box").forEach(drawChart);
+  }
+  drawAll();
+  var pending = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(pending);
+    pending = setTimeout(drawAll, 100);
+  });
   toggle();
   setMode("self");
   document.body.setAttribute("data-rendered", "true");
