@@ -6,7 +6,8 @@ The process starts on first use and stops at :meth:`RemoteDevice.shutdown` (also
 ``HIDL::<iface>::<method>::client``. Every wait is bounded: a driver that dies is reported as
 ``HalError(DEAD_OBJECT)`` as soon as its socket closes; one that stops answering for
 ``timeout_s`` is killed and reported the same way; an execution whose deadline passes returns
-MISSED_DEADLINE_TRANSIENT. A dead device stays dead.
+MISSED_DEADLINE_TRANSIENT. Deadlines are ``time.monotonic_ns()`` values (CLOCK_MONOTONIC, the same
+clock in both processes). A dead device stays dead: create a new ``RemoteDevice`` to restart.
 
 Example::
 
@@ -35,6 +36,7 @@ from runtime.drivers.ipc.transport import Channel, PeerClosed
 from runtime.hal.device_types import Capabilities
 from runtime.hal.errors import HalError
 from runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
+from runtime.hal.validate import pool_buffer
 
 #: Longest any single call waits for the driver before declaring it dead (seconds).
 DEFAULT_TIMEOUT_S = 60.0
@@ -120,6 +122,12 @@ class RemoteDevice(Device):
         finally:
             _close(keep)
         return RemotePreparedModel(self, r.u32(), model)
+
+    def forget_pool(self, pool) -> None:
+        """Stop caching a shared request pool (e.g. a freed ``Memory``); the driver unmaps it
+        with the next execute."""
+        with self._lock:
+            self.pools.forget(pool)
 
     def shutdown(self) -> None:
         """Ask the driver to exit, then make sure it has; idempotent."""
@@ -272,7 +280,7 @@ def model_payload(model: HalModel) -> tuple[bytes, list, list]:
     w.u32(len(model.pools))
     for pool in model.pools:
         if not is_shared(pool):
-            pool = SharedPool.from_bytes(memoryview(pool).cast("B"), "nnscope-model-pool")
+            pool = SharedPool.from_bytes(memoryview(pool_buffer(pool)).cast("B"), "nnscope-model-pool")
             keep.append(pool)
         w.u64(pool.offset)
         w.u64(pool.size)

@@ -33,6 +33,7 @@ from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT
 from runtime.drivers.ipc.shm import MappingError, SharedPool, map_fd
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from runtime.hal.types import ErrorStatus
+from runtime.hal.validate import pool_buffer
 
 KIND_SHM, KIND_NEW_SHM, KIND_INLINE = 0, 1, 2
 _HEAD = struct.Struct("<IBq")
@@ -108,6 +109,7 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
     parts.append(_U16.pack(len(request.pools)))
     for position, pool in enumerate(request.pools):
         if not is_shared(pool):
+            pool = pool_buffer(pool)
             size = memoryview(pool).nbytes
             if size <= INLINE_DATA_LIMIT:
                 parts.append(_INLINE.pack(KIND_INLINE, size))

@@ -28,6 +28,7 @@ from runtime.drivers.ipc.protocol import MsgType
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, HalModel
+from runtime.hal.validate import pool_buffer
 
 _MISSED = ExecutionResult(ErrorStatus.MISSED_DEADLINE_TRANSIENT)
 
@@ -144,5 +145,5 @@ class ExecutionCallback:
 
 
 def _bytes(pool) -> memoryview:
-    view = memoryview(pool)
+    view = memoryview(pool_buffer(pool))
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")

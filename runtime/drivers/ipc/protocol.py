@@ -31,7 +31,7 @@ HEADER_SIZE = HEADER.size
 #: Largest payload sent inside the record itself; larger ones go through a memfd.
 MAX_INLINE_PAYLOAD = 32 * 1024
 #: Largest payload accepted at all (bulk included).
-MAX_PAYLOAD = 256 * 1024 * 1024
+MAX_PAYLOAD = 64 * 1024 * 1024
 #: Most file descriptors one record may carry.
 MAX_FDS = 64
 #: Tensor regions up to this size travel inside messages; larger ones through shared memory.

@@ -160,3 +160,26 @@ def _record_sends(device):
 
     channel.send = send
     return sent
+
+
+def test_runtime_memory_pools_for_requests_and_constants(sample_all):
+    from runtime.hal.types import DataLocation, OperandLifetime as L
+    from runtime.memory import Memory
+
+    model = add_model((4,))
+    graph = model.main
+    constant = type(graph.operands[0])(T.TENSOR_FLOAT32, (4,), lifetime=L.CONSTANT_REFERENCE,
+                                       location=DataLocation(0, 16, 16))
+    operands = (graph.operands[0], constant, *graph.operands[2:])
+    weights = Memory.create_shared(64)
+    weights.array(np.float32)[:] = np.arange(16, dtype=np.float32)
+    model = type(model)(type(graph)(operands, graph.operations, (0,), (3,)),
+                        operand_values=model.operand_values, pools=(weights,))
+    io = Memory.create_shared(32)
+    io.array(np.float32)[:4] = [1, 1, 1, 1]
+    request = Request((RequestArgument(pool_index=0, offset=0, length=16),),
+                      (RequestArgument(pool_index=0, offset=16, length=16),), (io,))
+    result = sample_all.prepare_model(model).execute(request)
+    assert result.status == ErrorStatus.NONE
+    assert io.array(np.float32)[4:].tolist() == [5.0, 6.0, 7.0, 8.0]
+    sample_all.forget_pool(io)
