@@ -116,7 +116,7 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
                 parts.append(bytes(pool))
                 inline.append(position)
                 continue
-            pool = stage(staging, position, size)
+            pool = stage(staging, position, size, cache)
             staged.append(position)
         pool_id, new = cache.lookup(pool)
         if new:
@@ -144,11 +144,15 @@ def _encode_args(request: Request) -> bytes:
     return w.getvalue()
 
 
-def stage(staging: list, position: int, size: int) -> SharedPool:
+def stage(staging: list, position: int, size: int, cache: PoolCache) -> SharedPool:
+    """The staging pool for ``position``, (re)created when missing or too small."""
     while len(staging) <= position:
         staging.append(None)
     pool = staging[position]
     if pool is None or pool.size < size:
+        if pool is not None:
+            cache.forget(pool)  # the driver unmaps it with this very message
+            pool.close()
         pool = staging[position] = SharedPool(size, "nnscope-staging")
     return pool
 

@@ -183,3 +183,17 @@ def test_runtime_memory_pools_for_requests_and_constants(sample_all):
     assert result.status == ErrorStatus.NONE
     assert io.array(np.float32)[4:].tolist() == [5.0, 6.0, 7.0, 8.0]
     sample_all.forget_pool(io)
+
+
+def test_staging_pool_grows_with_a_larger_buffer(sample_all):
+    model = add_model((64, 64))  # 16 KiB tensors: non-shared pools are staged
+    prepared = sample_all.prepare_model(model)
+    a, b = RNG.standard_normal((2, 64, 64)).astype(np.float32)
+    request, pool, _ = make_request(model, [a, b])
+    for tail in (0, 8192):  # the same regions in a pool that has grown by an unused tail
+        bigger = bytearray(pool) + bytearray(tail)
+        assert prepared.execute(Request(request.inputs, request.outputs, (bigger,))).status == 0
+        out = np.frombuffer(bigger, np.float32, 64 * 64, request.outputs[0].offset)
+        np.testing.assert_array_equal(out.reshape(64, 64), a + b)
+    assert prepared.staging[0].size >= 3 * 64 * 64 * 4 + 8192
+    prepared.release()
