@@ -75,10 +75,12 @@ class _Tables(HTMLParser):
             self.row.append(self.cell)
 
     def handle_endtag(self, tag):
-        if tag == "table":
-            self.current = None
+        if tag in ("th", "td"):
+            self.cell = None
         elif tag == "tr":
-            self.row = None
+            self.row = self.cell = None
+        elif tag == "table":
+            self.current = self.row = self.cell = None
 
     def handle_data(self, data):
         if self.cell is not None:

@@ -1,0 +1,67 @@
+"""``python -m dashboards``: output paths, renderer choice, and one-line errors (exit 2)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from dashboards.__main__ import main
+from tests.support.paths import REPO, SYSTRACE_FIXTURES
+
+SYNTHETIC = SYSTRACE_FIXTURES / "synthetic" / "cpu.html"
+
+
+def test_default_output_is_beside_the_trace(tmp_path, capsys):
+    trace = tmp_path / "cpu.html"
+    shutil.copy(SYNTHETIC, trace)
+    assert main([str(trace)]) == 0
+    out = tmp_path / "cpu.html.report.html"
+    assert capsys.readouterr().out.strip() == str(out)
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_json_on_stdout_and_by_extension(tmp_path, capsys):
+    assert main(["--json", str(SYNTHETIC)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["meta"]["runs"] == 2 and len(data["summary"]) == 2
+    assert main([str(SYNTHETIC), "-o", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text()) == data
+
+
+@pytest.mark.parametrize("content, reason", [
+    (None, "cannot open"),
+    (b"", "empty trace file"),
+    (b"hello, not a trace\n" * 3, "unrecognised trace format"),
+    (b"# tracer: nop\n" + b"".join(
+        b"  app-5 (5) [000] ...1 1.%d00000: tracing_mark_write: %s\n" % (i, mark)
+        for i, mark in enumerate((b"B|5|[NN_LA_PO]m", b"E|5", b"E|5"))),
+     "line 4: E mark without a matching B"),
+], ids=["missing", "empty", "unknown-format", "orphan-end"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, content, reason):
+    trace = tmp_path / "bad.trace"
+    if content is not None:
+        trace.write_bytes(content)
+    assert main([str(trace), "-o", str(tmp_path / "out.html")]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"dashboards: error: {trace}:")
+    assert reason in lines[0] and captured.out == ""
+    assert not (tmp_path / "out.html").exists()
+
+
+def test_unwritable_output_is_one_line(tmp_path, capsys):
+    assert main([str(SYNTHETIC), "-o", str(tmp_path / "no" / "such" / "dir.html")]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dashboards: error: cannot write")
+
+
+def test_module_entry_point_has_no_traceback(tmp_path):
+    trace = tmp_path / "garbage.bin"
+    trace.write_bytes(b"\x00\x01\x02 not a trace")
+    result = subprocess.run([sys.executable, "-m", "dashboards", str(trace)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
