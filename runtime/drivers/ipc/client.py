@@ -29,7 +29,7 @@ from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._process import DriverProcess
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer, decode_capabilities, encode_model
-from runtime.drivers.ipc.execution_codec import PoolCache, is_shared
+from runtime.drivers.ipc.encoder import PoolCache, is_shared
 from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.drivers.ipc.transport import Channel, PeerClosed

@@ -1,23 +1,19 @@
-"""Execute messages: the request (model id, pool references, argument regions) and its result.
-
-The runtime side keeps a :class:`PoolCache` per connection. A request pool that is shared memory
-(any object with ``fd``/``offset``/``size``, e.g. ``SharedPool`` or ``runtime.memory.Memory``)
-is sent once as ``NEW_SHM`` with its fd and referred to by id afterwards; a small non-shared
-buffer (<= ``INLINE_DATA_LIMIT``) travels inline and its output regions come back in the reply;
-a large non-shared buffer is staged through a per-prepared-model ``SharedPool`` (the caller
-copies its input regions in and output regions back). Ids evicted from the cache ride along in
-the next execute as a free list, so no extra round trip is needed.
+"""Execute messages on the wire: the request (model id, pool references, argument regions) and
+its result. The runtime side encodes with ``runtime.drivers.ipc.encoder``; this module holds the
+format, the driver-side decoding (:func:`decode_execute`, with a per-connection
+:class:`DecodeState`) and the result codec used by both sides.
 
 Payload: ``model u32 | measure u8 | deadline i64 | free u32s | pools | inputs | outputs`` where
 each pool is ``kind u8`` + ``id u32`` (SHM), ``id u32, offset u64, size u64`` (NEW_SHM, fd
-attached) or ``blob`` (INLINE), and each argument is ``no_value u8, pool u16, offset u32,
-length u32, dims u32s``.
+attached) or ``size u32 + bytes`` (INLINE), and each argument is ``no_value u8, pool u16,
+offset u32, length u32, dims u32s``. The result is ``status u32 | timed u8 | on_device u64 |
+in_driver u64 | shape count u16 | shapes length u32 | shapes | inline outputs``.
 
 Example:
-    >>> cache = PoolCache()
+    >>> from runtime.drivers.ipc.encoder import PoolCache, encode_execute
     >>> req = Request((RequestArgument(pool_index=0, offset=0, length=4),),
     ...               (RequestArgument(pool_index=0, offset=4, length=4),), (bytearray(8),))
-    >>> payload, fds, inline, staged = encode_execute(7, req, True, None, cache, [])
+    >>> payload, fds, inline, staged = encode_execute(7, req, True, None, PoolCache(), [])
     >>> decoded = decode_execute(Reader(payload), DecodeState(), fds)
     >>> decoded.model_id, decoded.measure, decoded.request.inputs[0].length, decoded.inline_outputs
     (7, True, 4, [0])
@@ -25,15 +21,12 @@ Example:
 from __future__ import annotations
 
 import struct
-from collections import OrderedDict
 from typing import NamedTuple
 
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
-from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT
-from runtime.drivers.ipc.shm import MappingError, SharedPool, map_fd
+from runtime.drivers.ipc.shm import MappingError, map_fd
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from runtime.hal.types import ErrorStatus
-from runtime.hal.validate import pool_buffer
 
 KIND_SHM, KIND_NEW_SHM, KIND_INLINE = 0, 1, 2
 _HEAD = struct.Struct("<IBq")
@@ -47,116 +40,6 @@ _U16 = struct.Struct("<H")
 _RESULT = struct.Struct("<IBQQHI")
 _INLINE_OUT = struct.Struct("<HI")
 _NO_TIMING = 2**64 - 1
-#: Shared pools remembered per connection before the oldest is freed.
-POOL_CACHE_SIZE = 128
-
-
-class PoolCache:
-    """Runtime-side ids of shared pools already sent on one connection (LRU)."""
-
-    def __init__(self, capacity: int = POOL_CACHE_SIZE):
-        self.capacity = capacity
-        self._ids: OrderedDict[int, tuple[object, int]] = OrderedDict()
-        self._next = 1
-        self.pending_free: list[int] = []
-
-    def lookup(self, pool) -> tuple[int, bool]:
-        """(id, is_new) for ``pool``; evicts the least recently used pool when full."""
-        key = id(pool)
-        entry = self._ids.get(key)
-        if entry is not None:
-            self._ids.move_to_end(key)
-            return entry[1], False
-        pool_id = self._next
-        self._next += 1
-        self._ids[key] = (pool, pool_id)
-        if len(self._ids) > self.capacity:
-            _, (_, old) = self._ids.popitem(last=False)
-            self.pending_free.append(old)
-        return pool_id, True
-
-    def forget(self, pool) -> None:
-        entry = self._ids.pop(id(pool), None)
-        if entry is not None:
-            self.pending_free.append(entry[1])
-
-    def forget_new(self, pool) -> None:
-        """Undo a lookup whose message was never sent."""
-        self._ids.pop(id(pool), None)
-
-
-def is_shared(pool) -> bool:
-    return isinstance(getattr(pool, "fd", None), int) and getattr(pool, "fd") >= 0 \
-        and hasattr(pool, "size")
-
-
-def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: int | None,
-                   cache: PoolCache, staging: list, memo: list | None = None):
-    """Encode an execute; returns (payload, fds to attach, inline pool positions, staged pool
-    positions).
-
-    ``staging`` holds, per pool position, the ``SharedPool`` standing in for a large
-    non-shared pool (created or grown here); the caller copies data in and out. ``memo`` is a
-    3-item list ``[inputs, outputs, encoded]`` remembering the last encoded argument section.
-    """
-    parts = [_HEAD.pack(model_id, measure, -1 if deadline_ns is None else deadline_ns)]
-    free = cache.pending_free
-    parts.append(struct.pack(f"<I{len(free)}I", len(free), *free))
-    cache.pending_free = []
-    fds: list = []
-    inline: list = []
-    staged: list = []
-    parts.append(_U16.pack(len(request.pools)))
-    for position, pool in enumerate(request.pools):
-        if not is_shared(pool):
-            pool = pool_buffer(pool)
-            size = memoryview(pool).nbytes
-            if size <= INLINE_DATA_LIMIT:
-                parts.append(_INLINE.pack(KIND_INLINE, size))
-                parts.append(bytes(pool))
-                inline.append(position)
-                continue
-            pool = stage(staging, position, size, cache)
-            staged.append(position)
-        pool_id, new = cache.lookup(pool)
-        if new:
-            parts.append(_NEW_KIND.pack(KIND_NEW_SHM, pool_id, pool.offset, pool.size))
-            fds.append(pool.fd)
-        else:
-            parts.append(_SHM.pack(KIND_SHM, pool_id))
-    if memo is not None and memo[0] is request.inputs and memo[1] is request.outputs:
-        parts.append(memo[2])
-    else:
-        encoded = _encode_args(request)
-        if memo is not None:
-            memo[:] = [request.inputs, request.outputs, encoded]
-        parts.append(encoded)
-    return b"".join(parts), fds, inline, staged
-
-
-def _encode_args(request: Request) -> bytes:
-    w = Writer()
-    for args in (request.inputs, request.outputs):
-        w.u16(len(args))
-        for a in args:
-            w.parts.append(_ARG.pack(a.has_no_value, a.pool_index, a.offset, a.length))
-            w.u32s(a.dimensions)
-    return w.getvalue()
-
-
-def stage(staging: list, position: int, size: int, cache: PoolCache) -> SharedPool:
-    """The staging pool for ``position``, (re)created when missing or too small."""
-    while len(staging) <= position:
-        staging.append(None)
-    pool = staging[position]
-    if pool is None or pool.size < size:
-        if pool is not None:
-            cache.forget(pool)  # the driver unmaps it with this very message
-            pool.close()
-        pool = staging[position] = SharedPool(size, "nnscope-staging")
-    return pool
-
-
 class DecodedExecute(NamedTuple):
     model_id: int
     measure: bool

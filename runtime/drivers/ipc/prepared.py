@@ -23,7 +23,8 @@ from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.client import DeadlineExpired, check_status
 from runtime.drivers.ipc.codec import Reader
-from runtime.drivers.ipc.execution_codec import decode_result, encode_execute
+from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute
+from runtime.drivers.ipc.execution_codec import decode_result
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
@@ -41,7 +42,7 @@ class RemotePreparedModel(PreparedModel):
         self.model_id = model_id
         self.model = model
         self.staging: list = []  # per pool position: SharedPool standing in for a large buffer
-        self._memo: list = [None, None, b""]  # last encoded argument section
+        self._memo = EncodeMemo()  # the last request's encoding, for repeated executions
         self._released = False
 
     def execute(self, request: Request, measure_timing: bool = False,

@@ -7,8 +7,8 @@ import pytest
 
 from runtime.drivers.ipc.codec import (CodecError, Reader, decode_capabilities, decode_model,
                                        encode_capabilities, encode_model)
-from runtime.drivers.ipc.execution_codec import (DecodeState, PoolCache, decode_execute, decode_result,
-                                                 encode_execute, encode_result)
+from runtime.drivers.ipc.encoder import PoolCache, encode_execute
+from runtime.drivers.ipc.execution_codec import DecodeState, decode_execute, decode_result, encode_result
 from runtime.drivers.ipc.protocol import MAX_INLINE_PAYLOAD, MsgType, ProtocolError, pack_header, unpack_header
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.drivers.ipc.transport import PeerClosed, socket_pair

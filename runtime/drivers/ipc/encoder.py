@@ -1,0 +1,185 @@
+"""Runtime-side encoding of execute messages, with the pool cache and the repeat fast path.
+
+A :class:`PoolCache` per connection remembers which shared pools (objects with ``fd``/``offset``/
+``size``: ``SharedPool``, ``runtime.memory.Memory``) the driver has mapped, so each fd crosses the
+socket once; evicted ids ride along in the next execute as a free list. A small non-shared buffer
+(<= ``INLINE_DATA_LIMIT``) travels inline and its output regions come back in the reply; a
+large one is staged through a per-prepared-model ``SharedPool`` (the caller copies its input
+regions in and output regions back). An :class:`EncodeMemo` re-renders the last encoding of the
+same Request object, refreshing only inline bytes. The format is in ``execution_codec``.
+
+Example:
+    >>> cache = PoolCache()
+    >>> req = Request((RequestArgument(pool_index=0, offset=0, length=4),),
+    ...               (RequestArgument(pool_index=0, offset=4, length=4),), (bytearray(8),))
+    >>> payload, fds, inline, staged = encode_execute(7, req, True, None, cache, [], EncodeMemo())
+    >>> len(payload), fds, inline, staged
+    (66, [], [0], [])
+"""
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict
+
+from runtime.drivers.ipc.codec import Writer
+from runtime.drivers.ipc.execution_codec import (_ARG, _HEAD, _HEAD_FREE, _INLINE, _NEW_KIND, _SHM,
+                                                 _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM)
+from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT
+from runtime.drivers.ipc.shm import SharedPool
+from runtime.hal.device_types import Request, RequestArgument  # noqa: F401 - doctest
+from runtime.hal.validate import pool_buffer
+
+#: Shared pools remembered per connection before the oldest is freed.
+POOL_CACHE_SIZE = 128
+
+
+class PoolCache:
+    """Runtime-side ids of shared pools already sent on one connection (LRU).
+
+    ``generation`` changes whenever an id stops being valid, which invalidates encode memos.
+    """
+
+    def __init__(self, capacity: int = POOL_CACHE_SIZE):
+        self.capacity = capacity
+        self._ids: OrderedDict[int, tuple[object, int]] = OrderedDict()
+        self._next = 1
+        self.pending_free: list[int] = []
+        self.generation = 0
+
+    def lookup(self, pool) -> tuple[int, bool]:
+        """(id, is_new) for ``pool``; evicts the least recently used pool when full."""
+        key = id(pool)
+        entry = self._ids.get(key)
+        if entry is not None:
+            self._ids.move_to_end(key)
+            return entry[1], False
+        pool_id = self._next
+        self._next += 1
+        self._ids[key] = (pool, pool_id)
+        if len(self._ids) > self.capacity:
+            _, (_, old) = self._ids.popitem(last=False)
+            self.pending_free.append(old)
+            self.generation += 1
+        return pool_id, True
+
+    def forget(self, pool) -> None:
+        entry = self._ids.pop(id(pool), None)
+        if entry is not None:
+            self.pending_free.append(entry[1])
+            self.generation += 1
+
+
+class EncodeMemo:
+    """The last encoding of one Request object, re-rendered with fresh inline bytes while the
+    request, the pool cache and its generation are unchanged (the fast path of repeated runs)."""
+
+    __slots__ = ("request", "cache", "generation", "parts", "slots", "inline", "staged", "args")
+
+    def __init__(self) -> None:
+        self.request = self.cache = None
+        self.generation = -1
+        self.parts: list = []
+        self.slots: list = []  # (part index, pool position, size) of inline pool bytes
+        self.inline: list = []
+        self.staged: list = []
+        self.args: tuple = (None, None, b"")  # (inputs, outputs, encoded argument section)
+
+    def render(self, request: Request, head: bytes, cache: PoolCache) -> bytes | None:
+        if request is not self.request or cache is not self.cache or cache.pending_free \
+                or cache.generation != self.generation:
+            return None
+        parts = self.parts
+        parts[0] = head
+        pools = request.pools
+        for slot, position, size in self.slots:
+            data = bytes(pool_buffer(pools[position]))
+            if len(data) != size:
+                return None
+            parts[slot] = data
+        return b"".join(parts)
+
+
+def is_shared(pool) -> bool:
+    return isinstance(getattr(pool, "fd", None), int) and getattr(pool, "fd") >= 0 \
+        and hasattr(pool, "size")
+
+
+def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: int | None,
+                   cache: PoolCache, staging: list, memo: EncodeMemo | None = None):
+    """Encode an execute; returns (payload, fds to attach, inline pool positions, staged pool
+    positions).
+
+    ``staging`` holds, per pool position, the ``SharedPool`` standing in for a large
+    non-shared pool (created or grown here); the caller copies data in and out. ``memo``
+    remembers the encoding for the next execute of the same Request object.
+    """
+    deadline = -1 if deadline_ns is None else deadline_ns
+    if memo is not None:
+        payload = memo.render(request, _HEAD_FREE.pack(model_id, measure, deadline, 0), cache)
+        if payload is not None:
+            return payload, [], memo.inline, memo.staged
+    free = cache.pending_free
+    parts = [_HEAD.pack(model_id, measure, deadline) + struct.pack(f"<I{len(free)}I", len(free), *free)]
+    cache.pending_free = []
+    fds: list = []
+    inline: list = []
+    staged: list = []
+    slots: list = []
+    parts.append(_U16.pack(len(request.pools)))
+    for position, pool in enumerate(request.pools):
+        if not is_shared(pool):
+            pool = pool_buffer(pool)
+            size = memoryview(pool).nbytes
+            if size <= INLINE_DATA_LIMIT:
+                parts.append(_INLINE.pack(KIND_INLINE, size))
+                slots.append((len(parts), position, size))
+                parts.append(bytes(pool))
+                inline.append(position)
+                continue
+            pool = stage(staging, position, size, cache)
+            staged.append(position)
+        pool_id, new = cache.lookup(pool)
+        if new:
+            parts.append(_NEW_KIND.pack(KIND_NEW_SHM, pool_id, pool.offset, pool.size))
+            fds.append(pool.fd)
+        else:
+            parts.append(_SHM.pack(KIND_SHM, pool_id))
+    parts.append(_args_section(request, memo))
+    if memo is not None and not fds:
+        memo.request, memo.cache, memo.generation = request, cache, cache.generation
+        memo.parts, memo.slots, memo.inline, memo.staged = parts, slots, inline, staged
+    return b"".join(parts), fds, inline, staged
+
+
+def _args_section(request: Request, memo: EncodeMemo | None) -> bytes:
+    if memo is not None and memo.args[0] is request.inputs and memo.args[1] is request.outputs:
+        return memo.args[2]
+    encoded = _encode_args(request)
+    if memo is not None:
+        memo.args = (request.inputs, request.outputs, encoded)
+    return encoded
+
+
+def stage(staging: list, position: int, size: int, cache: PoolCache) -> SharedPool:
+    """The staging pool for ``position``, (re)created when missing or too small."""
+    while len(staging) <= position:
+        staging.append(None)
+    pool = staging[position]
+    if pool is None or pool.size < size:
+        if pool is not None:
+            cache.forget(pool)  # the driver unmaps it with the next message
+            pool.close()
+        pool = staging[position] = SharedPool(size, "nnscope-staging")
+    return pool
+
+
+def _encode_args(request: Request) -> bytes:
+    w = Writer()
+    for args in (request.inputs, request.outputs):
+        w.u16(len(args))
+        for a in args:
+            w.parts.append(_ARG.pack(a.has_no_value, a.pool_index, a.offset, a.length))
+            w.u32s(a.dimensions)
+    return w.getvalue()
+
+
