@@ -2,7 +2,8 @@
 
 Measures the tiny model (ADD of two float32 [1, 4]) with a reused execution (the hot path:
 the request is built once, the device caches its views), with tracing off and inside a
-``TraceSession``; runs are interleaved in rounds so machine noise hits both alike. Also times
+``TraceSession``; the two modes alternate in short rounds so machine noise hits both alike,
+and the figures are medians over rounds (overhead: median of per-round ratios). Also times
 the full NNAPI cycle per run (create, setInput x2, setOutput, compute, free) and the built-in
 MobileNet-style model. Targets: tiny compute() median <= 30 us off, tracing on adds <= 20 %.
 
@@ -75,19 +76,36 @@ def _stats(samples_ns: list[int]) -> tuple[float, float]:
 
 
 def measure_tiny(runs: int, rounds: int) -> dict:
+    """Tiny ADD: ``rounds`` interleaved batches of ``runs`` computes per mode (off, traced).
+
+    Each round times both modes back to back, in alternating order, so load from other
+    processes hits both alike; medians are taken per round, then over rounds, and the overhead
+    is the median of the per-round ratios.
+    """
     compilation, execution, inputs, outputs = _prepared_execution(tiny_add())
     _time_compute(execution, 2000)  # warm caches
-    off, on, cycle_off, cycle_on = [], [], [], []
-    for _ in range(rounds):
-        off += _time_compute(execution, runs)
-        cycle_off += _time_cycle(compilation, inputs, outputs, runs // 10)
-        with tracing.TraceSession():
-            on += _time_compute(execution, runs)
-            cycle_on += _time_cycle(compilation, inputs, outputs, runs // 10)
-    (off_med, off_p99), (on_med, on_p99) = _stats(off), _stats(on)
+    with tracing.TraceSession():
+        _time_compute(execution, 2000)
+    off, on, cycle_off, cycle_on, ratios = [], [], [], [], []
+    for index in range(rounds):
+        batch = {}
+        for traced in ((False, True) if index % 2 == 0 else (True, False)):
+            if traced:
+                with tracing.TraceSession():
+                    batch[traced] = _time_compute(execution, runs)
+                    cycle_on += _time_cycle(compilation, inputs, outputs, max(1, runs // 10))
+            else:
+                batch[traced] = _time_compute(execution, runs)
+                cycle_off += _time_cycle(compilation, inputs, outputs, max(1, runs // 10))
+        off.append(_stats(batch[False]))
+        on.append(_stats(batch[True]))
+        ratios.append(on[-1][0] / off[-1][0])
+    off_med, off_p99 = np.median(off, axis=0)
+    on_med, on_p99 = np.median(on, axis=0)
     return {"inproc_us": round(off_med, 2), "inproc_p99_us": round(off_p99, 2),
             "inproc_traced_us": round(on_med, 2), "inproc_traced_p99_us": round(on_p99, 2),
-            "traced_overhead_pct": round(100 * (on_med - off_med) / off_med, 1),
+            "traced_overhead_pct": round(100 * (float(np.median(ratios)) - 1), 1),
+            "rounds": rounds, "runs_per_round": runs,
             "cycle_us": round(_stats(cycle_off)[0], 2), "cycle_traced_us": round(_stats(cycle_on)[0], 2)}
 
 
@@ -106,8 +124,8 @@ def measure_builtin(runs: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5000, help="computes per round and mode")
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=1000, help="computes per round and mode")
+    parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--builtin-runs", type=int, default=10)
     args = parser.parse_args()
     results = measure_tiny(args.runs, args.rounds)

@@ -3,12 +3,15 @@
 Off by default. When off, a factory costs one call, one global check and returns a
 shared no-op scope. When on, a factory appends ``(ts_ns, tag, detail)`` to the
 calling thread's buffer (a plain list reached through one ``threading.local``
-attribute) and returns a shared scope whose ``__exit__`` appends ``(ts_ns, None)``.
+attribute) and returns a shared scope whose ``__exit__`` appends the bare ``ts_ns``
+of the end (no tuple: ends are half of all events).
 Like AOSP's ``NNTRACE_*`` macros the span begins when the factory is called, so
 use the result at once in a ``with`` statement or as a decorator. Names are
 joined (``tag + detail``) only when the trace is collected. Timestamps come from
 ``time.monotonic_ns`` (CLOCK_MONOTONIC, shared by all processes of a machine).
 
+Hot loops (the CPU executor) may skip the factories: :func:`hot_recorder` gives
+``(append, now)`` for the calling thread, to append the same events directly.
 Switching tracing on and collecting is :mod:`tracing.session`'s job.
 
 Example:
@@ -105,15 +108,15 @@ class _OpenScope(Scope):
 
     __slots__ = ()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
-            _tls.append((_now(), None))
+            _tls.append(_now())
         except AttributeError:
-            _register_thread().append((_now(), None))
+            _register_thread().append(_now())
 
     def __call__(self, func: Callable) -> Callable:
         events = getattr(_tls, "buffer", None) and _tls.buffer.events
-        if not events or events[-1][1] is None:
+        if not events or type(events[-1]) is not tuple:
             return _wrap_from_source(func, sys._getframe(1))
         _, tag, detail = events.pop()  # the begin that the factory has just recorded
         return _wrap(func, tag, detail)
@@ -127,7 +130,7 @@ def _begin(tags: _Tags, phase: Phase, detail: str) -> Scope:
     event = (_now(), tags[phase], detail)
     try:
         _tls.append(event)
-    except AttributeError:
+    except AttributeError:  # the thread's first event (the hot factories inline the rest)
         _register_thread().append(event)
     return _OPEN
 
@@ -144,7 +147,11 @@ def application(phase: Phase, detail: str = "") -> Scope:
     """Scope ``[NN_LA_<phase>]detail``: user code, benchmark runs (PO, PWU, PBM allowed)."""
     if not _on:
         return _NULL
-    return _begin(_LA, phase, detail)
+    try:
+        _tls.append((_now(), _LA[phase], detail))
+    except AttributeError:
+        return _begin(_LA, phase, detail)
+    return _OPEN
 
 
 def runtime(phase: Phase, detail: str = "") -> Scope:
@@ -155,35 +162,55 @@ def runtime(phase: Phase, detail: str = "") -> Scope:
     """
     if not _on:
         return _NULL
-    return _begin(_LR, phase, detail)
+    try:
+        _tls.append((_now(), _LR[phase], detail))
+    except AttributeError:
+        return _begin(_LR, phase, detail)
+    return _OPEN
 
 
 def ipc(phase: Phase, detail: str = "") -> Scope:
     """Scope ``[NN_LI_<phase>]detail``: runtime-side code talking to a driver process."""
     if not _on:
         return _NULL
-    return _begin(_LI, phase, detail)
+    try:
+        _tls.append((_now(), _LI[phase], detail))
+    except AttributeError:
+        return _begin(_LI, phase, detail)
+    return _OPEN
 
 
 def driver(phase: Phase, detail: str = "") -> Scope:
     """Scope ``[NN_LD_<phase>]detail``: code running in a driver process."""
     if not _on:
         return _NULL
-    return _begin(_LD, phase, detail)
+    try:
+        _tls.append((_now(), _LD[phase], detail))
+    except AttributeError:
+        return _begin(_LD, phase, detail)
+    return _OPEN
 
 
 def cpu(phase: Phase, detail: str = "") -> Scope:
     """Scope ``[NN_LC_<phase>]detail``: the reference CPU executor."""
     if not _on:
         return _NULL
-    return _begin(_LC, phase, detail)
+    try:
+        _tls.append((_now(), _LC[phase], detail))
+    except AttributeError:
+        return _begin(_LC, phase, detail)
+    return _OPEN
 
 
 def utility(phase: Phase, detail: str = "") -> Scope:
     """Scope ``[NN_LU_<phase>]detail``: helpers shared by layers."""
     if not _on:
         return _NULL
-    return _begin(_LU, phase, detail)
+    try:
+        _tls.append((_now(), _LU[phase], detail))
+    except AttributeError:
+        return _begin(_LU, phase, detail)
+    return _OPEN
 
 
 def full(layer: Layer, phase: Phase, detail: str = "") -> Scope:
@@ -230,8 +257,34 @@ def switch(layer: Layer, phase: Phase, detail: str = "") -> None:
         append = _tls.append
     except AttributeError:
         append = _register_thread().append
-    append((now, None))
+    append(now)
     append((now, tag, detail))
+
+
+def hot_recorder() -> tuple[Callable[[Any], None], Callable[[], int]] | None:
+    """``(append, now)`` to record from a hot loop of this thread; None when tracing is off.
+
+    The events are those the factories record. Begin a span with
+    ``append((now(), tag, detail))``, taking ``tag`` from :func:`tracing.naming.format_name`
+    with an empty detail (computed once, outside the loop); end the innermost open span with
+    ``append(now())``; switch with ``t = now(); append(t); append((t, sw_tag, detail))``.
+    End every begin on the same thread, also when an exception passes (``try``/``finally``).
+    Ask again on each run of the hot function: the pair must not outlive the run (another
+    thread, a fork, tracing switched off).
+
+    Example:
+        >>> rec = hot_recorder()
+        >>> if rec is not None:
+        ...     append, now = rec
+        ...     append((now(), "[NN_LC_PCO]", "addFloat32"))
+        ...     append(now())
+    """
+    if not _on:
+        return None
+    try:
+        return _tls.append, _now
+    except AttributeError:
+        return _register_thread().append, _now
 
 
 def enabled() -> bool:
@@ -267,15 +320,15 @@ def _wrap(func: Callable, tag: str, detail: str) -> Callable:
     def traced(*args: Any, **kwargs: Any) -> Any:
         if not _on:
             return func(*args, **kwargs)
-        event = (_now(), tag, detail)
         try:
-            _tls.append(event)
+            append = _tls.append
         except AttributeError:
-            _register_thread().append(event)
+            append = _register_thread().append
+        append((_now(), tag, detail))
         try:
             return func(*args, **kwargs)
         finally:
-            _OPEN.__exit__(None, None, None)
+            append(_now())
     return traced
 
 
@@ -304,8 +357,8 @@ def _set_enabled(flag: bool) -> None:
 def _name_events(events: list[tuple], cache: dict) -> list[tuple[int, str | None]]:
     out = []
     for event in events:
-        if event[1] is None:
-            out.append(event)
+        if type(event) is int:
+            out.append((event, None))
             continue
         ts, tag, detail = event
         name = cache.get((tag, detail))

@@ -4,7 +4,8 @@ Everything that does not depend on the request is done once in the constructor: 
 read from ``operand_values``/pools into arrays (scalars into Python numbers), every operation is
 validated through the registry, and a plan of steps is built (kernel, operand indexes, operand
 records, temporaries to free after the step). :meth:`CpuExecutor.run` is then a tight loop;
-:meth:`CpuExecutor.run_with_tracing` is the same loop with NNTRACE spans and ``cpuexe`` vlog.
+:meth:`CpuExecutor.run_with_tracing` is the same loop with NNTRACE spans and ``cpuexe`` vlog,
+recorded through :func:`tracing.tracer.hot_recorder` with tags formatted once, at import.
 
 Example:
     >>> import numpy as np
@@ -25,10 +26,13 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+import vlog
 from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType, Operation,
                                is_scalar, numpy_dtype)
 from runtime.ops import registry
 from runtime.ops.registry import OpContext, OpValidationError
+from tracing import Layer, Phase, tracer
+from tracing.naming import SWITCH, format_name
 
 _SUFFIX = {
     OperandType.TENSOR_FLOAT32: "Float32", OperandType.TENSOR_FLOAT16: "Float16",
@@ -38,6 +42,10 @@ _SUFFIX = {
     OperandType.TENSOR_QUANT16_SYMM: "Quant16Symm", OperandType.TENSOR_QUANT16_ASYMM: "Quant16",
     OperandType.TENSOR_BOOL8: "Bool8",
 }
+
+_RUN_TAG = format_name(Layer.CPU, Phase.EXECUTION)
+_TRANSFORM_TAG = format_name(Layer.CPU, Phase.TRANSFORMATION)
+_COMPUTE_TAG = format_name(Layer.CPU, Phase.COMPUTATION, marker=SWITCH)
 
 
 class _Step(NamedTuple):
@@ -188,25 +196,32 @@ class CpuExecutor:
 
     def run_with_tracing(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         """:meth:`run` inside ``[NN_LC_PE]CpuExecutor::run``, with a TRANSFORMATION scope and a
-        ``[SW]`` COMPUTATION switch per operation; logs each operation under vlog ``cpuexe``."""
-        import tracing  # noqa: PLC0415 - tracing and vlog stay off the untraced fast path
-        import vlog  # noqa: PLC0415
-        from tracing import Layer, Phase  # noqa: PLC0415
-
-        with tracing.cpu(Phase.EXECUTION, "CpuExecutor::run"):
+        ``[SW]`` COMPUTATION switch per operation; logs each operation under vlog ``cpuexe``.
+        Same as :meth:`run` while tracing is off."""
+        recorder = tracer.hot_recorder()
+        if recorder is None:
+            return self.run(inputs)
+        append, now = recorder
+        append((now(), _RUN_TAG, "CpuExecutor::run"))
+        try:
             values = self._bind_inputs(inputs)
             logging = vlog.is_on("cpuexe")
             for step in self.steps:
                 args = [values[i] for i in step.inputs]
                 if logging:
-                    _log_step(vlog, step, args)
+                    _log_step(step, args)
                 ctx = OpContext(step.operation, args, step.input_operands, step.output_operands)
-                with tracing.cpu(Phase.TRANSFORMATION, step.kernel_name):
-                    tracing.switch(Layer.CPU, Phase.COMPUTATION, step.kernel_name)
-                    try:
-                        results = step.execute(ctx)
-                    except Exception as error:
-                        _reraise(step, error)
+                name = step.kernel_name
+                append((now(), _TRANSFORM_TAG, name))
+                switched = now()  # the switch: the TRANSFORMATION scope ends, COMPUTATION begins
+                append(switched)
+                append((switched, _COMPUTE_TAG, name))
+                try:
+                    results = step.execute(ctx)
+                except Exception as error:
+                    _reraise(step, error)
+                finally:
+                    append(now())
                 for operand_index, value in zip(step.outputs, results):
                     values[operand_index] = value
                 if logging:
@@ -215,6 +230,8 @@ class CpuExecutor:
                 for operand_index in step.frees:
                     values[operand_index] = None
             return self._collect(values)
+        finally:
+            append(now())
 
 
 def _reraise(step: _Step | None, error: Exception):
@@ -232,7 +249,7 @@ def _shape(value) -> list[int] | str:
     return list(value.shape) if isinstance(value, np.ndarray) else "scalar" if value is not None else "omitted"
 
 
-def _log_step(vlog, step: _Step, args: list) -> None:
+def _log_step(step: _Step, args: list) -> None:
     vlog.log("cpuexe", "CpuExecutor", "operation %d (%s) %s inputs %s", step.index,
              step.operation.type.name, step.kernel_name, [_shape(a) for a in args])
 
