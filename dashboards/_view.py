@@ -113,7 +113,7 @@ def chart_series(run: dict) -> list:
     return series
 
 
-def execution_series(run: dict, per_exec: dict) -> list:
+def execution_series(run: dict) -> list:
     """Per-execution self-time by layer: one bar, or warmup and benchmark bars."""
     counts, self_times = run["execution_counts"], run["self_times"]
     parts = [("Execution", self_times, counts["PO"])]
@@ -142,7 +142,7 @@ def run_view(run: dict, variants: dict, index: int) -> dict:
                 executions=counts["PBM"] if both else counts["PO"],
                 ms_per_execution=cell(per_exec["self"]["LT_PE"])["t"],
                 tables={}, per_execution={}, warmup_benchmark={},
-                chart=chart_series(run), execution_chart=execution_series(run, per_exec))
+                chart=chart_series(run), execution_chart=execution_series(run))
     for mode, _ in MODES:
         total = mode == "total"
         view["tables"][mode] = all_phases_table(run, inputs[mode], total)

@@ -1,6 +1,7 @@
 /* nnscope dashboard: lays out the view model embedded in #nnscope-view (no libraries).
  * Python formats every number; this script builds the tables, draws the stacked bar
- * charts as inline SVG, wires the self/total toggle, then sets body[data-rendered]. */
+ * charts as inline SVG, wires the self/total toggle (also "#total" in the URL), then
+ * sets body[data-rendered]. */
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
@@ -62,7 +63,7 @@
     if (c.s) { td.appendChild(el("span", {"class": "star", title: "ignores n/a values"}, ["*"])); }
     if (/%$/.test(c.t) && c.t !== "100%") {
       td.className += " pct";
-      td.style.setProperty("--pct", parseFloat(c.t) + "%");
+      td.style.setProperty("--pct", Math.max(0, Math.min(100, parseFloat(c.t))) + "%");
     }
     return td;
   }
@@ -78,9 +79,10 @@
       });
       return tr;
     }));
+    var label = view.modes.filter(function (m) { return m[0] === mode; })[0][1];
     return el("div", {"class": "table-wrap mode-" + mode}, [
       el("table", {"class": "summary", "data-kind": kind, "data-mode": mode},
-         [el("thead", {}, headRows(table)), body])]);
+         [el("caption", {}, [label + ", ms wall-clock"]), el("thead", {}, headRows(table)), body])]);
   }
 
   function drawChart(figure) {
@@ -153,7 +155,7 @@
                        chart(run.chart, "phases", "self-time per phase and layer")]),
         el("div", {}, [el("h3", {}, ["Execution, ms per execution"]),
                        chart(run.execution_chart, "execution", "execution time per layer")])]),
-      el("h3", {}, ["NNAPI timing summary (ms wall-clock)"])]
+      el("h3", {}, ["NNAPI timing summary"])]
       .concat(tables(run, "tables", "all"))
       .concat([el("p", {"class": "footnote"}, [
         "* totals ignore missing (n/a) values and are not necessarily consistent with the rest."]),
@@ -168,6 +170,7 @@
 
   function setMode(mode) {
     document.body.setAttribute("data-mode", mode);
+    if (history.replaceState) { history.replaceState(null, "", "#" + mode); }
     document.querySelectorAll(".toggle button").forEach(function (b) {
       b.setAttribute("aria-pressed", String(b.getAttribute("data-mode") === mode));
     });
@@ -198,6 +201,6 @@
     pending = setTimeout(drawAll, 100);
   });
   toggle();
-  setMode("self");
+  setMode(location.hash === "#total" ? "total" : "self");
   document.body.setAttribute("data-rendered", "true");
 }());

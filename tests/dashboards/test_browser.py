@@ -29,10 +29,10 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                 reason=f"{CHROMIUM} absent (apt-get install chromium)")
 
 
-def chromium(tmp_path, page, *args) -> subprocess.CompletedProcess:
+def chromium(tmp_path, page, *args, fragment="") -> subprocess.CompletedProcess:
     """Run headless Chromium on a page file with a fresh profile directory."""
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
-    command = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()]
+    command = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri() + fragment]
     return subprocess.run(command, capture_output=True, text=True, timeout=180)
 
 
@@ -62,6 +62,12 @@ def test_script_ran_and_drew_the_charts(omr1_dom):
 def test_dom_tables_show_the_golden_numbers(omr1_dom, flags):
     golden = (SYSTRACE_FIXTURES / f"omr1.{flags}.txt").read_text()
     assert dom_tables(omr1_dom)[GOLDEN_KINDS[flags]] == golden_tables(golden)
+
+
+def test_total_fragment_selects_total_times(tmp_path):
+    dom = chromium(tmp_path, _report(tmp_path, SYNTHETIC), "--dump-dom", fragment="#total").stdout
+    assert '<body data-rendered="true" data-mode="total"' in dom
+    assert '<button type="button" data-mode="total" aria-pressed="true">' in dom
 
 
 def test_warmup_and_benchmark_shown(tmp_path):

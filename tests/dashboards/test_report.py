@@ -14,6 +14,7 @@ import parse_systrace
 from dashboards.renderers.html import script_json
 from tests.dashboards.pages import GOLDEN_KINDS, golden_tables, json_block, view_rows
 from tests.support.paths import SYSTRACE_FIXTURES
+from tests.support.trace_convert import chrome_json, gzipped, read_rows
 
 OMR1 = SYSTRACE_FIXTURES / "omr1.html"
 SYNTHETIC = SYSTRACE_FIXTURES / "synthetic" / "cpu.html"
@@ -115,3 +116,11 @@ def test_json_renderer_and_write_report(tmp_path):
     assert out.endswith("r.json") and data["meta"]["runs"] == 2
     assert data["summary"] == json.loads(parse_systrace.render_json(
         parse_systrace.summarize(SYNTHETIC)))
+
+
+def test_other_formats_give_the_same_summary(tmp_path, pages):
+    trace = tmp_path / "cpu.trace.json.gz"
+    trace.write_bytes(gzipped(chrome_json(read_rows(SYNTHETIC))))
+    page = dashboards.render_report(trace)
+    assert json_block(page, "nnscope-view")["meta"]["format"] == "chrome_json"
+    assert json_block(page, "nnscope-summary") == json_block(pages(SYNTHETIC), "nnscope-summary")
