@@ -32,6 +32,7 @@ from runtime.hal.types import ErrorStatus, HalModel
 from runtime.hal.validate import pool_buffer
 
 _MISSED = ExecutionResult(ErrorStatus.MISSED_DEADLINE_TRANSIENT)
+_U32 = struct.Struct("<I")
 
 
 class RemotePreparedModel(PreparedModel):
@@ -98,15 +99,16 @@ class RemotePreparedModel(PreparedModel):
         return payload, fds, inline, staged
 
     def _finish(self, payload, request: Request, inline: list, staged: list) -> ExecutionResult:
-        r = Reader(payload)
-        status = r.u32()
-        if status != ErrorStatus.NONE:
+        if _U32.unpack_from(payload)[0]:
             check_status(bytes(payload), "execute")  # raises with the driver's message
-        result, outputs = decode_result(r)
+        result, outputs = decode_result(Reader(payload, 4))
         pools = request.pools
         for position, data in outputs:
             arg = request.outputs[position]
-            _bytes(pools[arg.pool_index])[arg.offset:arg.offset + len(data)] = data
+            pool = pools[arg.pool_index]
+            if type(pool) is not bytearray:
+                pool = _bytes(pool)
+            pool[arg.offset:arg.offset + len(data)] = data
         if staged and result.status == ErrorStatus.NONE:
             for arg in request.outputs:
                 if arg.pool_index in staged:
