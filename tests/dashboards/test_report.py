@@ -124,3 +124,11 @@ def test_other_formats_give_the_same_summary(tmp_path, pages):
     page = dashboards.render_report(trace)
     assert json_block(page, "nnscope-view")["meta"]["format"] == "chrome_json"
     assert json_block(page, "nnscope-summary") == json_block(pages(SYNTHETIC), "nnscope-summary")
+
+
+def test_trace_without_complete_runs_still_renders(tmp_path):
+    page = dashboards.render_report(_ftrace(tmp_path, [(5, 1.0, "B|5|[NN_LR_PC]c")]))
+    view = json_block(page, "nnscope-view")
+    assert view["runs"] == [] and view["meta"]["incomplete_runs"] == 1
+    assert json_block(page, "nnscope-summary") == []
+    assert "1 incomplete, not shown" in page
