@@ -257,6 +257,9 @@ class DriverService:
                     launch = _OK
                 except (CodecError, MappingError) as error:
                     launch = error_reply(ErrorStatus.INVALID_ARGUMENT, str(error))
+                except Exception as error:  # noqa: BLE001 - a driver must answer, never crash
+                    decoded = None
+                    launch = error_reply(ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}")
         self._reply(connection, MsgType.EXECUTE, message.request_id, launch)
         if decoded is None:
             return _trace.flush()
