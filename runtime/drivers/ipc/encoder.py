@@ -121,10 +121,18 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
     free = cache.pending_free
     parts = [_HEAD.pack(model_id, measure, deadline) + struct.pack(f"<I{len(free)}I", len(free), *free)]
     cache.pending_free = []
-    fds: list = []
-    inline: list = []
-    staged: list = []
-    slots: list = []
+    fds, inline, staged, slots = _pool_section(request, cache, staging, parts)
+    parts.append(_args_section(request, memo))
+    if memo is not None and not fds:
+        memo.request, memo.cache, memo.generation = request, cache, cache.generation
+        memo.parts, memo.slots, memo.inline, memo.staged = parts, slots, inline, staged
+    return b"".join(parts), fds, inline, staged
+
+
+def _pool_section(request: Request, cache: PoolCache, staging: list, parts: list):
+    """Append one entry per request pool to ``parts``; returns (fds, inline positions, staged
+    positions, inline byte slots)."""
+    fds, inline, staged, slots = [], [], [], []
     parts.append(_U16.pack(len(request.pools)))
     for position, pool in enumerate(request.pools):
         if not is_shared(pool):
@@ -144,11 +152,7 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
             fds.append(pool.fd)
         else:
             parts.append(_SHM.pack(KIND_SHM, pool_id))
-    parts.append(_args_section(request, memo))
-    if memo is not None and not fds:
-        memo.request, memo.cache, memo.generation = request, cache, cache.generation
-        memo.parts, memo.slots, memo.inline, memo.staged = parts, slots, inline, staged
-    return b"".join(parts), fds, inline, staged
+    return fds, inline, staged, slots
 
 
 def _args_section(request: Request, memo: EncodeMemo | None) -> bytes:
