@@ -42,7 +42,8 @@ def iter_summaries(path_or_fileobj, *, tolerant: bool = False, per_process: bool
 
     source = open_rows(path_or_fileobj, format)
     return iter_runs(source.batches, tolerant=tolerant, per_process=per_process,
-                     detail=detail, warn=warn, tracking=source.tracking_rows)
+                     detail=detail, warn=warn, tracking=source.tracking_rows,
+                     raw=source.raw_batches)
 
 
 def summarize(path_or_fileobj, **options) -> list:

@@ -14,21 +14,18 @@ Example:
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Callable, Iterator, Optional
 
 from parse_systrace._aggregate import aggregate
-from parse_systrace._thread import ThreadState
+from parse_systrace._thread import ASYNC_BEGIN, ASYNC_END, END, SYNC, ThreadState
 from parse_systrace.errors import TraceFormatError
 from parse_systrace.summary import RunSummary, ThreadDetail
 
 NO_RUNTIME = "\n*** No NNAPI Runtime trace present - check your systrace setup ***\n\n"
 INCOMPLETE = "Incomplete trace, not able to print all statistics\n"
-_ASYNC_BEGIN = re.compile(r"::IPreparedModel::execute(_\d+_\d+)?::server$")
-_ASYNC_END = re.compile(r"::IExecutionCallback::notify(_\d+_\d+)?::client$")
-_SYNC = re.compile(r"::(IPreparedModel|IBurstContext|IBurstCallback)::\w*"
-                   r"(execute|Fenced|[Bb]urst)\w*::server$")
+_MISSING = object()
 
 
 @dataclass
@@ -74,6 +71,18 @@ class Session:
         self.tolerant, self.detail, self.process = tolerant, detail, process
         self.first, self.starting_mark = True, ""
         self.dropped = 0
+        self.lookup: dict = {}  # tid as read (bytes or int) -> ThreadState or None
+
+    def resolve(self, tid):
+        """The tracked thread of a tid as read (bytes or int), or None; cached."""
+        thread = self.lookup[tid] = self.threads.get(int(tid))
+        return thread
+
+    def start_run(self, tgid, text: str) -> Optional[RunSummary]:
+        """A ``[NN_LA_PO]`` mark: finish the previous run (if any), remember this mark."""
+        finished = None if self.first else self.finish()
+        self.starting_mark, self.first = f"B|{int(tgid)}|{text}", False
+        return finished
 
     def feed(self, ts, tid, tgid, name, where) -> Optional[RunSummary]:
         """Handle one row; return the finished previous run when this row starts a run."""
@@ -85,9 +94,7 @@ class Session:
             return None
         finished = None
         if "[NN_LA_PO]" in name:
-            if not self.first:
-                finished = self.finish()
-            self.starting_mark, self.first = f"B|{tgid}|{name}", False
+            finished = self.start_run(tgid, name)
         thread.begin(ts, name, where)
         return finished
 
@@ -121,11 +128,11 @@ class Session:
             for (phase, function), spans in thread.spans.items():
                 if phase != app:
                     continue
-                if _ASYNC_BEGIN.search(function):
+                if ASYNC_BEGIN.search(function):
                     begins += [pair[0] for pair in spans]
-                elif _ASYNC_END.search(function):
+                elif ASYNC_END.search(function):
                     ends += [pair[0] for pair in spans]
-                elif _SYNC.search(function):
+                elif SYNC.search(function):
                     sync += [(pair[0], pair[1]) for pair in spans]
         begins.sort()
         ends.sort()
@@ -143,11 +150,14 @@ class Session:
 def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
               per_process: bool = False, detail: bool = False,
               warn: Callable[[str], None] = lambda text: None,
-              tracking: Optional[Callable[[], Iterator[tuple]]] = None) -> Iterator[RunSummary]:
+              tracking: Optional[Callable[[], Iterator[tuple]]] = None,
+              raw: Optional[Callable[[], Iterator[tuple]]] = None) -> Iterator[RunSummary]:
     """Yield every run's summary.
 
     ``batches()`` returns a fresh iterator over lists of rows each call; ``tracking()``
-    (optional) the rows that can make a thread tracked, for a cheaper first pass.
+    (optional) the rows that can make a thread tracked, for a cheaper first pass;
+    ``raw()`` (optional) the rows in the raw form of
+    :meth:`parse_systrace.readers.RowSource.raw_batches`, read instead of ``batches()``.
     """
     if tracking is None:
         found = scan(row for batch in batches() for row in batch)
@@ -166,13 +176,31 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
                  f"({', '.join(map(str, clients))}); use --per-process to split them\n")
         sessions = [Session(found, list(found.tracked), tolerant, detail)]
     feed = _feed_one if len(sessions) == 1 else _feed_many
-    yield from feed(batches(), sessions, warn)
+    yield from feed(_raw_rows(raw() if raw is not None else _as_raw(batches())),
+                    sessions, warn)
     yield from _finish(sessions, warn)
+
+
+def _as_raw(batches) -> Iterator[tuple]:
+    for batch in batches:
+        yield None, [(where, (tid, tgid, ts, b"" if name is None else b"B", name))
+                     for ts, tid, tgid, name, where in batch]
+
+
+def _raw_rows(raw) -> Iterator:
+    """Iterables of ``(where, (tid, tgid, ts, kind, name))``, one per raw batch."""
+    for first, rows in raw:
+        yield rows if first is None else zip(count(first), rows)
 
 
 def _feed_many(batches, sessions: list, warn) -> Iterator[RunSummary]:
     for batch in batches:
-        for ts, tid, tgid, name, where in batch:
+        for where, (tid, tgid, ts, kind, name) in batch:
+            ts, tid, tgid = float(ts), int(tid), int(tgid)
+            if not kind:
+                name = None
+            elif isinstance(name, bytes):
+                name = name.decode("utf-8", "replace")
             for session in sessions:
                 finished = session.feed(ts, tid, tgid, name, where)
                 if finished is not None:
@@ -180,23 +208,42 @@ def _feed_many(batches, sessions: list, warn) -> Iterator[RunSummary]:
 
 
 def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
-    """The hot loop for one session, with :meth:`Session.feed` inlined."""
+    """The hot loop for one session: tid lookup on the raw value first, plain begins and
+    ends inlined (see :meth:`ThreadState.begin` / :meth:`ThreadState.end`)."""
     session = sessions[0]
-    threads = session.threads
-    get = threads.get
+    lookup, app = session.lookup, session.app
     for batch in batches:
-        for ts, tid, tgid, name, where in batch:
-            thread = get(tid)
+        for where, (tid, tgid, ts, kind, name) in batch:
+            thread = lookup.get(tid, _MISSING)
+            if thread is _MISSING:
+                thread = session.resolve(tid)
             if thread is None:
                 continue
-            if name is None:
-                thread.end(ts, where)
-            elif "[NN_LA_PO]" in name:
-                finished = session.feed(ts, tid, tgid, name, where)
-                if finished is not None:
-                    yield from _emit(finished, warn)
-            else:
-                thread.begin(ts, name, where)
+            stack = thread.stack
+            if not kind:
+                if len(stack) == 1:
+                    thread.end(float(ts), where)
+                    continue
+                node = stack.pop()
+                node[1] = float(ts)
+                if node[END] is not None:
+                    thread.ended(node)
+                continue
+            info = thread.cache.get(name)
+            if info is None:
+                info = thread.info(name, where)
+            if info[5]:
+                if info[6]:
+                    finished = session.start_run(tgid, info[7])
+                    if finished is not None:
+                        yield from _emit(finished, warn)
+                thread.begin_slow(float(ts), info, where)
+                continue
+            parent = stack[-1]
+            node = [float(ts), None, info[1], info[2], app[-1] if app else "PO", info[3], [],
+                    parent, info[0], where, info[4]]
+            parent[6].append(node)
+            stack.append(node)
 
 
 def _finish(sessions: list, warn) -> Iterator[RunSummary]:

@@ -17,109 +17,162 @@ Example:
 """
 from __future__ import annotations
 
+import re
+
 from parse_systrace import _tree
 from parse_systrace._classify import MarkError, classify, function_name
 from parse_systrace.errors import TraceFormatError, line_where
 
 _E, _A, _C, _L, _P, _M, _S = _tree.E, _tree.A, _tree.C, _tree.L, _tree.P, _tree.M, _tree.S
+#: Index of a node's end bookkeeping ``(span function or None, pops the app phase)``.
+END = 10
 SYNC_CALLS = ("ANeuralNetworksExecution_create", "ANeuralNetworksExecution_free",
               "ANeuralNetworksEvent_create", "ANeuralNetworksEvent_free",
               "ANeuralNetworksExecution_setInput", "ANeuralNetworksExecution_setOutput",
               "ANeuralNetworksExecution_setInputFromMemory",
               "ANeuralNetworksExecution_setOutputFromMemory")
+ASYNC_BEGIN = re.compile(r"::IPreparedModel::execute(_\d+_\d+)?::server$")
+ASYNC_END = re.compile(r"::IExecutionCallback::notify(_\d+_\d+)?::client$")
+SYNC = re.compile(r"::(IPreparedModel|IBurstContext|IBurstCallback)::\w*"
+                  r"(execute|Fenced|[Bb]urst)\w*::server$")
+#: Functions whose begin/end times the aggregation reads (besides the regexes above).
+SPAN_FUNCTIONS = frozenset(SYNC_CALLS + ("ANeuralNetworksExecution_startCompute",
+                                         "ANeuralNetworksEvent_wait"))
 _APP_GROUPS = ("PWU", "PBM")
+#: Fields of a mark's cached info (see :meth:`ThreadState.info`).
+MARK, LAYER, PHASE, SUBTRACT, ENDS, SLOW, START, TEXT, SWITCH = range(9)
+
+
+def _span_function(mark: str):
+    function = function_name(mark)
+    if (function in SPAN_FUNCTIONS or ASYNC_BEGIN.search(function)
+            or ASYNC_END.search(function) or SYNC.search(function)):
+        return function
+    return None
 
 
 class ThreadState:
-    """One tracked thread during one run."""
+    """One tracked thread during one run.
 
-    __slots__ = ("tid", "tgid", "is_driver", "app", "tolerant", "root", "stack", "current",
-                 "spans", "la_pe", "stats", "orphans", "_functions", "ignored",
-                 "placeholders")
+    ``stack`` holds the open nodes, the root first. Each distinct begin-mark name is
+    classified once (:meth:`info`); a node records its begin/end times only when the
+    aggregation reads its function (:data:`SPAN_FUNCTIONS`, driver execute marks).
+    """
+
+    __slots__ = ("tid", "tgid", "is_driver", "app", "tolerant", "root", "stack",
+                 "spans", "la_pe", "stats", "orphans", "cache", "ignored", "placeholders")
 
     def __init__(self, tid: int, tgid: int, is_driver: bool, app: list,
                  tolerant: bool = False) -> None:
         self.tid, self.tgid, self.is_driver, self.app = tid, tgid, is_driver, app
         self.tolerant = tolerant
         self.orphans = 0
-        self._functions: dict = {}
+        self.cache: dict = {}
         self.reset()
 
     def reset(self) -> None:
         """Forget the run: a new empty tree and bookkeeping."""
-        self.root = self.current = _tree.new_root()
-        self.stack: list = []
+        self.root = _tree.new_root()
+        self.stack: list = [self.root]
         self.spans: dict = {}  # (app phase, function) -> [[begin_ms, end_ms], ...]
         self.la_pe: dict = {}
         self.stats = None
         self.ignored = self.placeholders = 0
 
     @property
+    def current(self) -> list:
+        return self.stack[-1]
+
+    @property
     def complete(self) -> bool:
         """Whether every begun scope has ended."""
-        return self.current is self.root
+        return len(self.stack) == 1
 
-    def begin(self, ts: float, name: str, where) -> None:
-        """Handle a ``B`` mark."""
+    def info(self, name, where) -> tuple:
+        """``(mark, layer, phase, subtract, ends, slow, starts_run, text, switch)`` of a
+        begin mark name (str, or bytes as read), cached per name."""
+        text = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
         try:
-            mark, layer, phase, switch, subtract, _ = classify(name)
+            mark, layer, phase, switch, subtract, _ = classify(text)
         except MarkError as error:
             raise TraceFormatError(line_where(where), str(error)) from None
-        if switch:
+        layer = layer.replace("LC", "LD") if self.is_driver else layer.replace("LD", "LC")
+        group = layer == "LA" and phase in _APP_GROUPS
+        function = _span_function(mark)
+        ends = (function, group) if function is not None or group else None
+        starts_run = "[NN_LA_PO]" in text
+        slow = (switch or group or starts_run or layer == "LX"
+                or (layer == "LA" and phase == "PE"))
+        info = self.cache[name] = (mark, layer, phase, subtract, ends, slow, starts_run,
+                                   text, switch)
+        return info
+
+    def begin(self, ts: float, name, where) -> None:
+        """Handle a ``B`` mark."""
+        info = self.cache.get(name)
+        if info is None:
+            info = self.info(name, where)
+        if info[SLOW]:
+            self.begin_slow(ts, info, where)
+        else:
+            self.push(ts, info, where)
+
+    def begin_slow(self, ts: float, info: tuple, where) -> None:
+        """A begin with side effects: [SW], app phases, LA_PE counts, ignored marks."""
+        mark, layer, phase = info[MARK], info[LAYER], info[PHASE]
+        if info[SWITCH]:  # [SW]: close the switched node, open a placeholder
             self.end(ts, where)
-            self._push(ts, None, None, None, False, where)
+            self.placeholders += 1
+            parent = self.stack[-1]
+            node = [ts, None, None, None, None, False, [], parent, None, where, None]
+            parent[_C].append(node)
+            self.stack.append(node)
         app = self.app
         if layer == "LA" and phase in _APP_GROUPS:
             app.append(phase)
-        if self.is_driver:
-            layer = layer.replace("LC", "LD")
-        else:
-            layer = layer.replace("LD", "LC")
         if layer == "LA" and phase == "PE":
             current = app[-1] if app else "PO"
             self.la_pe[current] = self.la_pe.get(current, 0) + 1
-        self._push(ts, mark, layer, phase, subtract, where)
+        if layer == "LX":
+            self.ignored += 1
+        self.push(ts, info, where)
 
-    def _push(self, ts, mark, layer, phase, subtract, where) -> None:
-        if mark is None:
-            app = None
-            self.placeholders += 1
-        else:
-            app = self.app[-1] if self.app else "PO"
-            if layer == "LX":
-                self.ignored += 1
-        node = [ts, None, layer, phase, app, subtract, [], self.current, mark, where]
-        self.current[_C].append(node)
-        self.stack.append(self.current)
-        self.current = node
+    def push(self, ts: float, info: tuple, where) -> None:
+        stack = self.stack
+        parent = stack[-1]
+        node = [ts, None, info[LAYER], info[PHASE], self.app[-1] if self.app else "PO",
+                info[SUBTRACT], [], parent, info[MARK], where, info[ENDS]]
+        parent[_C].append(node)
+        stack.append(node)
 
     def end(self, ts: float, where) -> bool:
         """Handle an ``E`` mark; False when it was an orphan dropped in tolerant mode."""
-        node = self.current
-        if node is self.root:
+        stack = self.stack
+        if len(stack) == 1:
             if not self.tolerant:
                 raise TraceFormatError(line_where(where), f"E mark without a matching B on "
                                        f"thread {self.tid} (trace starts mid-call?)")
             self.orphans += 1
             return False
+        node = stack.pop()
         node[_E] = ts
-        self.current = self.stack.pop()
-        mark = node[_M]
-        if mark is None:
-            return True
-        if node[_L] == "LA" and node[_P] in _APP_GROUPS and self.app:
-            self.app.pop()
-        function = self._functions.get(mark)
-        if function is None:
-            function = self._functions[mark] = function_name(mark)
-        key = (node[_A], function)
-        pair = [node[_S] * 1000.0, ts * 1000.0]
-        spans = self.spans.get(key)
-        if spans is None:
-            self.spans[key] = [pair]
-        else:
-            spans.append(pair)
+        if node[END] is not None:
+            self.ended(node)
         return True
+
+    def ended(self, node: list) -> None:
+        """End bookkeeping: leave an app phase, record the span of a function we read."""
+        function, group = node[END]
+        if group and self.app:
+            self.app.pop()
+        if function is not None:
+            key = (node[_A], function)
+            pair = [node[_S] * 1000.0, node[_E] * 1000.0]
+            spans = self.spans.get(key)
+            if spans is None:
+                self.spans[key] = [pair]
+            else:
+                spans.append(pair)
 
     def begins(self, app: str, function: str) -> list:
         return [pair[0] for pair in self.spans.get((app, function), ())]
@@ -130,7 +183,8 @@ class ThreadState:
     def calculate(self) -> dict:
         """Transform the finished tree and sum its buckets (once per run)."""
         if self.stats is None:
-            self.stats = _tree.calculate(self.root, self.ignored, self.placeholders) if self.root[_C] else {}
+            self.stats = (_tree.calculate(self.root, self.ignored, self.placeholders)
+                          if self.root[_C] else {})
         return self.stats
 
     def stat(self, layer: str, phase: str, app: str) -> float:

@@ -68,6 +68,7 @@ class Format:
     read_batches: Optional[BatchReader] = None
     unit: str = "line"
     read_tracking: Optional[Reader] = None
+    read_raw: Optional[Callable[[BinaryIO], Iterator[tuple]]] = None
 
 
 _FORMATS: dict[str, Format] = {}
@@ -77,13 +78,16 @@ _plugins_loaded = False
 
 def register(name: str, read: Reader, sniff: Sniffer, *,
              read_batches: Optional[BatchReader] = None, unit: str = "line",
-             before: Optional[str] = None, read_tracking: Optional[Reader] = None) -> None:
+             before: Optional[str] = None, read_tracking: Optional[Reader] = None,
+             read_raw=None) -> None:
     """Register (or replace) the reader for format ``name``, tried before format ``before``.
 
     ``read_tracking`` (optional) yields only the begin rows whose name contains ``[NN``
-    or ``HIDL::IDevice`` (``ts`` may be None): a cheaper first pass.
+    or ``HIDL::IDevice`` (``ts`` may be None): a cheaper first pass; it may leave out
+    ``[NN`` rows that repeat an earlier row's tid and tgid. ``read_raw`` (optional) gives
+    the rows in the engine's raw form (see :meth:`RowSource.raw_batches`).
     """
-    _FORMATS[name] = Format(name, read, sniff, read_batches, unit, read_tracking)
+    _FORMATS[name] = Format(name, read, sniff, read_batches, unit, read_tracking, read_raw)
     if before in _FORMATS and before != name:
         items = [item for item in _FORMATS.items() if item[0] != name]
         items.insert([key for key, _ in items].index(before), (name, _FORMATS[name]))
@@ -162,6 +166,22 @@ class RowSource:
                 if not batch:
                     return
                 yield batch
+
+    def raw_batches(self) -> Iterator[tuple]:
+        """Rows in the engine's raw form: ``(first_line, rows)`` pairs.
+
+        With an int ``first_line``, ``rows`` are ``(tid, tgid, ts, kind, name)`` tuples of
+        bytes (``kind`` ``b"B"``, or ``b""`` for an end), one per line from ``first_line``; with None,
+        ``rows`` are ``(where, (tid, tgid, ts, kind, name))`` pairs of converted values
+        (ints, float, str or None).
+        """
+        if self._fmt.read_raw is not None:
+            with self._open() as handle:
+                yield from self._fmt.read_raw(handle)
+            return
+        for batch in self.batches():
+            yield None, [(where, (tid, tgid, ts, b"" if name is None else b"B", name))
+                         for ts, tid, tgid, name, where in batch]
 
     def tracking_rows(self) -> Iterator[Row]:
         """The begin rows that can make a thread tracked (``[NN`` or ``HIDL::IDevice``)."""

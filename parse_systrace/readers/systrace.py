@@ -23,6 +23,7 @@ import re
 from typing import BinaryIO, Iterator
 
 from parse_systrace.errors import TraceFormatError
+from parse_systrace.readers._fastrows import comments, raw_rows, tracking_rows
 
 HEADERS = (b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
            b"#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION")
@@ -86,20 +87,48 @@ def read_tracking_text(binary: BinaryIO) -> Iterator[tuple]:
 
 def _tracking(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
     state: dict = {}
+    known: dict = {}  # tid -> tgid as pass 1 will have it (skips repeated [NN rows)
     for base, data in _trace_blocks(binary, require_header):
-        found = _fast_matches(data)
-        if found is None:
-            yield from (row for row in _parse_block(data, base, state) if row[3] is not None
-                        and ("[NN" in row[3] or "HIDL::IDevice" in row[3]))
+        skip = comments(data)
+        rows = tracking_rows(data[skip:], base + data.count(b"\n", 0, skip), known)
+        if rows is None:
+            rows = [row for row in _parse_lines(data, base, state) if row[3] is not None
+                    and ("[NN" in row[3] or "HIDL::IDevice" in row[3])]
+        for row in rows:
+            name = row[3]
+            if "[NN" in name or ("HIDL::IDevice" in name and "::server" in name):
+                known[row[1]] = row[2]
+        yield from rows
+
+
+def read_raw_html(binary: BinaryIO) -> Iterator[tuple]:
+    """Rows of a systrace HTML in the engine's raw form (see :func:`_raw`)."""
+    return _raw(binary, require_header=True)
+
+
+def read_raw_text(binary: BinaryIO) -> Iterator[tuple]:
+    """Rows of an ftrace text in the engine's raw form (see :func:`_raw`)."""
+    return _raw(binary, require_header=False)
+
+
+def _raw(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
+    """Yield ``(first_line, [(tid, tgid, ts, kind, name), ...])`` blocks of byte groups
+    (one row per line from ``first_line``), or ``(None, [(line, (tid, tgid, ts, kind,
+    name)), ...])`` with converted values for blocks parsed line by line."""
+    state: dict = {}
+    for base, data in _trace_blocks(binary, require_header):
+        skip = comments(data)
+        found = raw_rows(data[skip:])
+        if found is not None:
+            yield base + data.count(b"\n", 0, skip) + 1, found
             continue
-        yield from [(None, int(tid), int(tgid), name.decode("utf-8", "replace"), base + i)
-                    for i, (tid, tgid, _, kind, name) in enumerate(found, 1)
-                    if kind == b"B" and (b"[NN" in name or b"HIDL::IDevice" in name)]
+        rows = _parse_lines(data, base, state)
+        yield None, [(where, (tid, tgid, ts, b"" if name is None else b"B", name))
+                     for ts, tid, tgid, name, where in rows]
 
 
 def _batches(binary: BinaryIO, require_header: bool) -> Iterator[list]:
     state = {}  # tid -> last tgid seen on that thread
-    lineno = 0
     for block in _trace_blocks(binary, require_header):
         base, data = block
         yield _parse_block(data, base, state)
@@ -146,28 +175,16 @@ def _header_start(data: bytes) -> int:
     return data.rfind(b"\n", 0, min(found)) + 1
 
 
-_FAST_RE = re.compile(rb"^ *[^ \n][^\n]*?-(\d+) +\( *(\d+)\) [^\n]*? (\d+\.\d+): "
-                      rb"tracing_mark_write: ([BE])(?:\|\d+(?:\|([^\n]*))?)?$", re.M)
-
-
-def _fast_matches(data: bytes):
-    """Regex groups of a block made only of current-format mark rows, else None."""
-    lines = data.count(b"\n")
-    marks = data.count(b"tracing_mark_write: B") + data.count(b"tracing_mark_write: E")
-    if marks != lines or b"-----" in data:
-        return None
-    found = _FAST_RE.findall(data)
-    return found if len(found) == lines else None
-
-
 def _parse_fast(data: bytes, base: int):
     """Rows of a block made only of current-format mark rows, or None when it is not."""
-    found = _fast_matches(data)
+    skip = comments(data)
+    found = raw_rows(data[skip:])
     if found is None:
         return None
+    base += data.count(b"\n", 0, skip)
     lines = len(found)
     tids, tgids, stamps, kinds, names = zip(*found)
-    names = [name.decode("utf-8", "replace") if kind == b"B" else None
+    names = [name.decode("utf-8", "replace") if kind else None
              for kind, name in zip(kinds, names)]
     return list(zip(map(float, stamps), map(int, tids), map(int, tgids), names,
                     range(base + 1, base + lines + 1)))
@@ -175,8 +192,11 @@ def _parse_fast(data: bytes, base: int):
 
 def _parse_block(data: bytes, base: int, last_tgid: dict) -> list:
     fast = _parse_fast(data, base)
-    if fast is not None:
-        return fast
+    return _parse_lines(data, base, last_tgid) if fast is None else fast
+
+
+def _parse_lines(data: bytes, base: int, last_tgid: dict) -> list:
+    """Rows of a block, line by line (any layout; raises on unreadable mark lines)."""
     rows = []
     append = rows.append
     lineno = base
@@ -224,9 +244,9 @@ def _name(mark: bytes):
 def _register() -> None:
     from parse_systrace.readers import register
     register("systrace", read_html, sniff_html, read_batches=read_batches_html,
-             read_tracking=read_tracking_html)
+             read_tracking=read_tracking_html, read_raw=read_raw_html)
     register("ftrace", read_ftrace, sniff_text, read_batches=read_batches_text,
-             read_tracking=read_tracking_text)
+             read_tracking=read_tracking_text, read_raw=read_raw_text)
 
 
 _register()

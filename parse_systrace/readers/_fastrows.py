@@ -1,0 +1,132 @@
+"""Fast paths of the systrace/ftrace reader for blocks made only of current-format marks.
+
+Most blocks of a real trace are nothing but ``TASK-PID (TGID) [CPU] FLAGS TS:
+tracing_mark_write: B|...`` / ``E|...`` rows. For such a block:
+
+- :func:`raw_rows` runs one ``findall`` (a C loop) whose pattern starts at a literal
+  (the newline before each row), so the regex engine skips quickly from row to row; it returns the raw byte
+  groups ``(tid, tgid, ts, kind, name)`` of every row, or None when the block is not of
+  that kind (the caller then parses it line by line).
+- :func:`tracking_rows` (the first pass) validates the block with one possessive regex
+  match (no objects made per row) and then looks only for the rows that can change
+  which threads are tracked: ``[NN`` rows of a thread not yet tracked with that process
+  (a negative lookahead skips the known ones in C), ``HIDL::IDevice`` rows and the first
+  ``NN_LR`` row. Each hit line is parsed exactly like :func:`raw_rows` would.
+
+Rows are read as the line-by-line parser reads them; a block with any other line goes
+to that parser.
+
+Example:
+    >>> block = b"  app-12 (12) [000] ...1 5.000001: tracing_mark_write: B|12|[NN_LA_PO]x\\n"
+    >>> raw_rows(block)
+    [(b'12', b'12', b'5.000001', b'B', b'[NN_LA_PO]x')]
+    >>> raw_rows(block.replace(b"B|12|[NN_LA_PO]x", b"E|12"))
+    [(b'12', b'12', b'5.000001', b'', b'')]
+    >>> [row[1:4] for row in tracking_rows(block, 0, {})]
+    [(12, 12, '[NN_LA_PO]x')]
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_WS = rb"[^\S\n]"
+#: A current-format row as the line-by-line parser reads it (task of 2-16 characters,
+#: the last ``-PID`` in it; marks ``B|tgid|name``, ``E`` or ``E|tgid`` only), after the
+#: newline that ends the previous line: groups tid, tgid, ts, ``B`` or empty, name.
+_ROW_RE = re.compile(rb"\n%s*[^ \n][^\n]{1,15}-(\d+)%s+\(%s*(\d+)\) [^\n]* (\d+\.\d+): "
+                     rb"tracing_mark_write: (?:(B)\|\d+\|([^\n]*)|E(?:\|\d+)?)(?=\n)"
+                     % (_WS, _WS, _WS))
+#: The same rows without groups, every line of a block.
+_VALID_RE = re.compile(rb"(?:%s*[^ \n][^\n]{1,15}-\d+%s+\(%s*\d+\) [^\n]* \d+\.\d+: "
+                       rb"tracing_mark_write: (?:B\|\d+\|[^\n]*|E(?:\|\d+)?)\n)*+"
+                       % (_WS, _WS, _WS))
+_TRIGGERS = (b"[NN_", b"HIDL::IDevice", b"tracing_mark_write: B", b"tracing_mark_write: E")
+_BEGINS = (b"tracing_mark_write: B", b"tracing_mark_write: E")
+_NN_TAIL = rb"[^\n]* \d+\.\d+: tracing_mark_write: B\|\d+\|[^\n]*?\[NN"
+
+
+def comments(data: bytes) -> int:
+    """Length of the leading ``#`` lines of ``data`` (0 if one mentions a mark)."""
+    end = 0
+    while data.startswith(b"#", end):
+        end = data.index(b"\n", end) + 1
+    head = data[:end]
+    return 0 if any(trigger in head for trigger in _TRIGGERS) else end
+
+
+def _simple(data: bytes) -> bool:
+    """Whether every line of ``data`` may be a current-format mark row (cheap C checks)."""
+    lines = data.count(b"\n")
+    return (data.count(_BEGINS[0]) + data.count(_BEGINS[1]) == lines
+            and b"-----" not in data)
+
+
+def raw_rows(data: bytes):
+    """``[(tid, tgid, ts, kind, name), ...]`` as bytes (kind ``b"B"`` or ``b""`` for an
+    end), one per line, or None."""
+    if not _simple(data):
+        return None
+    found = _ROW_RE.findall(b"\n" + data)
+    return found if len(found) == data.count(b"\n") else None
+
+
+def tracking_rows(data: bytes, base: int, tracked: dict):
+    """The rows of ``data`` that can change pass 1's result, in order, or None.
+
+    ``tracked`` maps the tids tracked so far (ints) to their process ids; rows
+    ``(None, tid, tgid, name, line)``.
+    """
+    if not _simple(data) or _VALID_RE.fullmatch(data) is None:
+        return None
+    hits = {}
+    _new_nn_rows(data, dict(tracked), hits)
+    for needle in (b"HIDL::IDevice", b"NN_LR"):
+        _needle_rows(data, needle, hits, first_only=needle == b"NN_LR")
+    rows = []
+    for start in sorted(hits):
+        row = hits[start]
+        if row is not None:
+            tid, tgid, _, kind, name = row
+            rows.append((None, int(tid), int(tgid), name.decode("utf-8", "replace"),
+                         base + data.count(b"\n", 0, start) + 1))
+    return rows
+
+
+def _line_at(data: bytes, position: int) -> tuple:
+    start = data.rfind(b"\n", 0, position) + 1
+    line = data[start:data.index(b"\n", position) + 1]
+    row = _ROW_RE.findall(b"\n" + line)[0]
+    return start, (row if row[3] else None)
+
+
+def _new_nn_rows(data: bytes, known: dict, hits: dict) -> None:
+    """``[NN`` rows whose (tid, tgid) differs from the thread's current one."""
+    position = 0
+    while True:
+        match = _nn_pattern(tuple(known.items())).search(data, position)
+        if match is None:
+            return
+        start, row = _line_at(data, match.start())
+        position = data.index(b"\n", match.start()) + 1
+        if row is not None and b"[NN" in row[4] and known.get(int(row[0])) != int(row[1]):
+            hits[start] = row
+            known[int(row[0])] = int(row[1])
+
+
+@lru_cache(maxsize=256)
+def _nn_pattern(known: tuple):
+    skip = b"|".join(b"0*%d%s+\\(%s*0*%d\\)" % (tid, _WS, _WS, tgid) for tid, tgid in known)
+    return re.compile(rb"-%s\d+%s+\(%s*\d+\) %s" % (
+        b"(?!(?:%s) )" % skip if skip else b"", _WS, _WS, _NN_TAIL))
+
+
+def _needle_rows(data: bytes, needle: bytes, hits: dict, first_only: bool) -> None:
+    position = data.find(needle)
+    while position >= 0:
+        start, row = _line_at(data, position)
+        if row is not None and needle in row[4] and (not first_only or b"[NN" in row[4]):
+            hits[start] = row
+            if first_only:
+                return
+        position = data.find(needle, data.index(b"\n", position) + 1)
