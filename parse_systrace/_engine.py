@@ -14,10 +14,12 @@ Example:
 """
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Callable, Iterator, Optional
 
+from parse_systrace import _tree
 from parse_systrace._aggregate import aggregate
 from parse_systrace._thread import ASYNC_BEGIN, ASYNC_END, END, SYNC, ThreadState
 from parse_systrace.errors import TraceFormatError
@@ -104,6 +106,8 @@ class Session:
             return self._summarise()
         finally:
             for thread in self.threads.values():
+                if not self.detail:
+                    _tree.unlink(thread.root)  # no cycles left: the gc may stay off
                 thread.reset()
             self.app.clear()
 
@@ -176,9 +180,16 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
                  f"({', '.join(map(str, clients))}); use --per-process to split them\n")
         sessions = [Session(found, list(found.tracked), tolerant, detail)]
     feed = _feed_one if len(sessions) == 1 else _feed_many
-    yield from feed(_raw_rows(raw() if raw is not None else _as_raw(batches())),
-                    sessions, warn)
-    yield from _finish(sessions, warn)
+    collecting = gc.isenabled()
+    if not detail:
+        gc.disable()  # millions of small lists; every finished tree is unlinked (no cycles)
+    try:
+        yield from feed(_raw_rows(raw() if raw is not None else _as_raw(batches())),
+                        sessions, warn)
+        yield from _finish(sessions, warn)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _as_raw(batches) -> Iterator[tuple]:

@@ -43,6 +43,16 @@ def add(parent: list, start, mark, layer, phase, app_phase, subtract, where) -> 
     return node
 
 
+def unlink(root: list) -> None:
+    """Drop every parent reference below ``root``, so the tree is freed without the gc."""
+    stack = [root]
+    while stack:
+        children = stack.pop()[C]
+        for child in children:
+            child[PAR] = None
+        stack.extend(children)
+
+
 def phase_of(node: list):
     """The node's phase, resolving PU to the parent's phase (None for the root)."""
     phase = node[P]
