@@ -1,8 +1,13 @@
 """``Compilation``: prepare a finished model for devices (ANeuralNetworksCompilation).
 
 ``finish()`` partitions the model into an :class:`~runtime.plan.ExecutionPlan` of steps (each a
-sub-model prepared on one device; the CPU device ``nnapi-reference`` is the fallback) and,
-when ``NN_GRAPHDUMP`` names a directory, writes the plan's Graphviz dot there.
+sub-model prepared on one device) and, when ``NN_GRAPHDUMP`` names a directory, writes the
+plan's Graphviz dot there. ``Compilation(model)`` compiles for every device of
+``runtime.manager.devices()`` following ``NN_PARTITION`` (default: partitioning with CPU
+fallback: the CPU device ``nnapi-reference`` takes what no driver can do, and the whole model
+when a driver fails). ``Compilation.for_devices(model, devices)`` uses only ``devices``,
+without CPU fallback (BAD_DATA if they cannot run the whole model), as
+``ANeuralNetworksCompilation_createForDevices``.
 
 Example:
     >>> compilation = Compilation(model)                       # doctest: +SKIP
@@ -53,6 +58,9 @@ class Compilation:
                 raise NnError(ResultCode.BAD_DATA, "createForDevices: empty device list")
             self.model = model
             self.explicit_devices = devices is not None
+            #: NN_PARTITION mode; explicit device lists never fall back (as NNAPI).
+            self.partitioning = manager.PARTITIONING_WITHOUT_FALLBACK if self.explicit_devices \
+                else manager.partitioning()
             self.devices: tuple[Device, ...] = tuple(devices) if devices is not None else manager.devices()
             self.preference = Preference.FAST_SINGLE_ANSWER
             self.priority = Priority.MEDIUM
@@ -63,7 +71,11 @@ class Compilation:
 
     @classmethod
     def for_devices(cls, model: Model, devices: Sequence[Device]) -> Compilation:
-        """Compile only for ``devices`` (ANeuralNetworksCompilation_createForDevices), no CPU fallback."""
+        """Compile only for ``devices`` (ANeuralNetworksCompilation_createForDevices).
+
+        CPU fallback is off: ``finish`` raises BAD_DATA if ``devices`` cannot run every
+        operation, and a failing driver is reported, not replaced by the CPU.
+        """
         return cls(model, list(devices))
 
     @tracing.runtime(Phase.COMPILATION, "ANeuralNetworksCompilation_setPreference")
@@ -113,9 +125,11 @@ class Compilation:
         """
         self._check_mutable("finish")
         deadline = time.monotonic_ns() + self.timeout_ns if self.timeout_ns else None
-        fallback = None if self.explicit_devices else manager.cpu_device()
+        fallback = manager.cpu_device() if manager.allows_fallback(self.partitioning) else None
+        manager.start_devices(self.devices)  # first real use: driver processes start in parallel
         self.plan = build_plan(self.model.to_hal(), self.devices, self.preference, self.priority,
-                               deadline, self.cache_dir, self.cache_token, fallback)
+                               deadline, self.cache_dir, self.cache_token, fallback,
+                               self.partitioning)
         from runtime import graphdump  # noqa: PLC0415 - graphdump imports this module
         graphdump.dump_to_env_dir(self)
 

@@ -38,11 +38,12 @@ from runtime._submodel import extract, readers_of
 from runtime.api import BadDataError, ResultCode
 from runtime.drivers.base import Device
 from runtime.hal.device_types import Capabilities, PerformanceInfo
+from runtime.hal.errors import HalError
 from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType, Operation,
                                OperationType, Preference)
 
-__all__ = ["Partition", "Step", "UnsupportedOperationError", "find_best_device_for_each_operation",
-           "partition"]
+__all__ = ["Partition", "Step", "UnsupportedOperationError", "best_single_device",
+           "find_best_device_for_each_operation", "partition"]
 
 _log = logging.getLogger(__name__)
 
@@ -139,12 +140,41 @@ def _type_performance(capabilities: Capabilities, model: HalModel,
 
 def _support(model: HalModel, device: Device) -> list[bool]:
     count = len(model.main.operations)
-    flags = list(device.supported_operations(model))
+    try:
+        flags = list(device.supported_operations(model))
+    except HalError as error:  # a dead or failing driver takes no work (AOSP: supports nothing)
+        _log.warning("device %s: getSupportedOperations failed (%s); treating it as supporting "
+                     "none", device.name, error)
+        return [False] * count
     if len(flags) != count:
         _log.warning("device %s answered %d support flags for %d operations; treating it as "
                      "supporting none", device.name, len(flags), count)
         return [False] * count
     return flags
+
+
+def _capabilities(device: Device, flags: Sequence[bool]) -> Capabilities:
+    """The device's capabilities; a device that supports nothing is never asked."""
+    return device.capabilities() if any(flags) else Capabilities()
+
+
+def best_single_device(model: HalModel, devices: Sequence[Device],
+                       preference: Preference) -> int | None:
+    """Index of the device that runs the whole model best (``NN_PARTITION=0``), or None.
+
+    Only devices supporting every operation qualify; among them the lowest sum of the
+    per-operation figures for the preference wins, ties going to the earlier device.
+    """
+    best, best_cost = None, 0.0
+    for index, device in enumerate(devices):
+        flags = _support(model, device)
+        if not flags or not all(flags):
+            continue
+        capabilities = device.capabilities()
+        cost = sum(_cost(capabilities, model, op, preference) for op in model.main.operations)
+        if best is None or cost < best_cost:
+            best, best_cost = index, cost
+    return best
 
 
 def _best_for(index: int, model: HalModel, devices: Sequence[Device], support, capabilities,
@@ -178,7 +208,7 @@ def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Devic
         UnsupportedOperationError: No device supports an operation and no ``cpu_index``.
     """
     support = [_support(model, device) for device in devices]
-    capabilities = [device.capabilities() for device in devices]
+    capabilities = [_capabilities(device, flags) for device, flags in zip(devices, support)]
     chosen = []
     for index, operation in enumerate(model.main.operations):
         best = _best_for(index, model, devices, support, capabilities, preference)

@@ -1,11 +1,17 @@
 """The ExecutionPlan: a compiled model as steps, each a sub-model prepared on one device.
 
-:func:`partition` assigns every operation to the best device that supports it (by the
-device's capabilities for the preference; the CPU device is the fallback) and cuts the run
-order into steps of consecutive operations on one device. :func:`build_plan` extracts each
-step's sub-model and prepares it. A plan with one step covering the whole model is *simple*:
-the execution's request goes to the device untouched. A compound plan routes model inputs and
-outputs to the steps and allocates the tensors that cross steps.
+:func:`build_plan` partitions the model with :func:`runtime.partition.partition` (the one
+partitioner; AOSP ``ModelBuilder::partitionTheWork``) and prepares every step. A plan with
+one step covering the whole model is *simple*: the execution's request goes to the device
+untouched. A compound plan routes model inputs and outputs to the steps and allocates the
+tensors that cross steps.
+
+Partitioning follows ``NN_PARTITION`` (see :mod:`runtime.manager`): 0 runs the whole model on
+the single best device that supports every operation (else on the CPU), 1 partitions with CPU
+fallback, 2 partitions without it. With a fallback device (the CPU), a step whose device
+fails to prepare makes the whole model a simple plan on the CPU
+(``[NN_LR_PC]CompilationBuilder::cpuFallback``), and the plan can prepare CPU stand-ins for
+steps that fail at execution (:meth:`ExecutionPlan.cpu_step`, :meth:`ExecutionPlan.cpu_whole`).
 
 Example:
     >>> plan = build_plan(model.to_hal(), [cpu_device], Preference.FAST_SINGLE_ANSWER)  # doctest: +SKIP
@@ -14,19 +20,22 @@ Example:
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import tracing
 import vlog
+from runtime import partition as partitioner
 from runtime.api import NnError, ResultCode, from_hal_error
 from runtime.drivers.base import Device, PreparedModel
 from runtime.hal.errors import HalError
-from runtime.hal.types import HalModel, OperandLifetime as L, Preference, Priority, Subgraph
+from runtime.hal.types import HalModel, Preference, Priority, Subgraph
 from tracing import Phase
 
 MODEL_INPUT, MODEL_OUTPUT, TEMPORARY = "input", "output", "temporary"
+#: ``NN_PARTITION`` values (AOSP ``DeviceManager::kPartitioning*``).
+PARTITIONING_NO, PARTITIONING_WITH_FALLBACK, PARTITIONING_WITHOUT_FALLBACK = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -65,11 +74,24 @@ class ExecutionStep:
 
 @dataclass
 class ExecutionPlan:
-    """The compiled form of a model. ``crossing`` = operands passed between steps."""
+    """The compiled form of a model.
+
+    Attributes:
+        model: The whole model.
+        steps: Steps in run order.
+        crossing: Operands produced on one device and read by a step on another.
+        fallback: The CPU device used when a step fails (None: no CPU fallback).
+        preference, priority: What the steps were prepared with (for CPU stand-ins).
+    """
 
     model: HalModel
     steps: tuple[ExecutionStep, ...]
     crossing: frozenset[int] = frozenset()
+    fallback: Device | None = None
+    preference: Preference = Preference.FAST_SINGLE_ANSWER
+    priority: Priority = Priority.MEDIUM
+    _cpu: dict = field(default_factory=dict, repr=False)  # step index / "whole" -> PreparedModel
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def simple(self) -> bool:
@@ -79,95 +101,38 @@ class ExecutionPlan:
     def devices(self) -> tuple[Device, ...]:
         return tuple(step.device for step in self.steps)
 
+    def cpu_step(self, step: ExecutionStep) -> PreparedModel:
+        """``step``'s sub-model prepared on the fallback device (prepared once, on first use).
+
+        Raises:
+            NnError: the fallback device's prepare failed (or there is no fallback: BAD_STATE).
+        """
+        return self._cpu_prepared(step.index, step.model)
+
+    def cpu_whole(self) -> PreparedModel:
+        """The whole model prepared on the fallback device (for a full CPU fallback)."""
+        return self._cpu_prepared("whole", self.model)
+
+    def _cpu_prepared(self, key, model: HalModel) -> PreparedModel:
+        if self.fallback is None:
+            raise NnError(ResultCode.BAD_STATE, "the plan has no CPU fallback")
+        with self._lock:
+            if key not in self._cpu:
+                try:
+                    self._cpu[key] = self.fallback.prepare_model(model, self.preference,
+                                                                 self.priority)
+                except HalError as error:
+                    raise from_hal_error(error, f"CPU fallback prepare ({key})") from None
+            return self._cpu[key]
+
     def release(self) -> None:
-        for step in self.steps:
-            if step.prepared is not None:
-                step.prepared.release()
+        for prepared in (*(s.prepared for s in self.steps), *self._cpu.values()):
+            if prepared is not None:
+                prepared.release()
+        self._cpu.clear()
 
 
-def _preferred(capability_of, preference: Preference):
-    if preference == Preference.LOW_POWER:
-        return lambda device: capability_of(device).power_usage
-    return lambda device: capability_of(device).exec_time
-
-
-def partition(model: HalModel, devices: Sequence[Device], preference: Preference,
-              fallback: Device | None = None) -> list[tuple[Device, list[int]]]:
-    """Assign operations to devices; return ``(device, operation indexes)`` per step, in run order.
-
-    Raises:
-        NnError: BAD_DATA naming the first operation no device supports.
-    """
-    graph = model.main
-    candidates = list(devices)
-    if fallback is not None and fallback not in candidates:
-        candidates.append(fallback)
-    support = {id(d): d.supported_operations(model) for d in candidates}
-    groups: list[tuple[Device, list[int]]] = []
-    for index, op in enumerate(graph.operations):
-        able = [d for d in candidates if support[id(d)][index]]
-        if not able:
-            names = ", ".join(d.name for d in candidates)
-            raise NnError(ResultCode.BAD_DATA, f"operation {index} ({op.type.name}) is not supported "
-                          f"by any device ({names})")
-        first_type = graph.operands[op.inputs[0]].type if op.inputs else None
-        cost = _preferred(lambda d: d.capabilities().performance(first_type), preference)
-        best = min(able, key=cost) if first_type is not None else able[0]
-        if groups and groups[-1][0] is best:
-            groups[-1][1].append(index)
-        else:
-            groups.append((best, [index]))
-    return groups
-
-
-def _step_interface(graph: Subgraph, operations: Sequence[int],
-                    readers_elsewhere) -> tuple[list[int], list[int]]:
-    produced = {o for i in operations for o in graph.operations[i].outputs}
-    inputs: list[int] = []
-    for i in operations:
-        for operand_index in graph.operations[i].inputs:
-            life = graph.operands[operand_index].lifetime
-            if operand_index not in produced and operand_index not in inputs and \
-                    life in (L.SUBGRAPH_INPUT, L.TEMPORARY_VARIABLE, L.SUBGRAPH_OUTPUT):
-                inputs.append(operand_index)
-    outputs = [o for i in operations for o in graph.operations[i].outputs
-               if graph.operands[o].lifetime == L.SUBGRAPH_OUTPUT or readers_elsewhere(o)]
-    return inputs, outputs
-
-
-def extract(model: HalModel, operations: Sequence[int]) -> tuple[HalModel, list[int], list[int]]:
-    """The sub-model of ``operations``: (sub-model, step inputs, step outputs) in main indexes."""
-    graph = model.main
-    chosen = set(operations)
-    readers: dict[int, set[int]] = {}
-    for index, op in enumerate(graph.operations):
-        for operand_index in op.inputs:
-            readers.setdefault(operand_index, set()).add(index)
-    inputs, outputs = _step_interface(graph, operations,
-                                      lambda o: bool(readers.get(o, set()) - chosen))
-    used = sorted({o for i in operations for o in (*graph.operations[i].inputs,
-                                                   *graph.operations[i].outputs)})
-    new_index = {old: new for new, old in enumerate(used)}
-    operands = []
-    for old in used:
-        operand = graph.operands[old]
-        if old in inputs:
-            operand = dataclasses.replace(operand, lifetime=L.SUBGRAPH_INPUT, location=None)
-        elif old in outputs:
-            operand = dataclasses.replace(operand, lifetime=L.SUBGRAPH_OUTPUT, location=None)
-        elif operand.lifetime in (L.SUBGRAPH_INPUT, L.SUBGRAPH_OUTPUT):
-            operand = dataclasses.replace(operand, lifetime=L.TEMPORARY_VARIABLE)
-        operands.append(operand)
-    ops = tuple(dataclasses.replace(graph.operations[i],
-                                    inputs=tuple(new_index[o] for o in graph.operations[i].inputs),
-                                    outputs=tuple(new_index[o] for o in graph.operations[i].outputs))
-                for i in operations)
-    sub = Subgraph(tuple(operands), ops, tuple(new_index[o] for o in inputs),
-                   tuple(new_index[o] for o in outputs))
-    return dataclasses.replace(model, main=sub), inputs, outputs
-
-
-def _sources(graph: Subgraph, operands: Sequence[int], output: bool) -> tuple[Source, ...]:
+def _sources(graph: Subgraph, operands: Sequence[int]) -> tuple[Source, ...]:
     result = []
     for operand_index in operands:
         if operand_index in graph.input_indexes:
@@ -179,35 +144,84 @@ def _sources(graph: Subgraph, operands: Sequence[int], output: bool) -> tuple[So
     return tuple(result)
 
 
+def _single(model: HalModel, device: Device) -> tuple[ExecutionStep, ...]:
+    graph = model.main
+    return (ExecutionStep(0, device, tuple(range(len(graph.operations))), model,
+                          graph.input_indexes, graph.output_indexes),)
+
+
+def _partitioned(model: HalModel, devices: Sequence[Device], preference: Preference,
+                 fallback: Device | None, partitioning: int):
+    """(steps, crossing operands) for ``partitioning``; see the module docstring."""
+    candidates = list(devices)
+    if fallback is not None and fallback not in candidates:
+        candidates.append(fallback)
+    if partitioning == PARTITIONING_NO:
+        best = partitioner.best_single_device(model, candidates, preference)
+        device = candidates[best] if best is not None else fallback or candidates[0]
+        vlog.log("compilation", "ExecutionPlan", "ModelBuilder::partitionTheWork: partitioning "
+                 "disabled (NN_PARTITION=0); whole model on %s", device.name)
+        return _single(model, device), frozenset()
+    cpu_index = candidates.index(fallback) if fallback is not None else None
+    part = partitioner.partition(model, candidates, preference, cpu_index)
+    if part.single_device:
+        return _single(model, candidates[part.steps[0].device_index]), frozenset()
+    graph = model.main
+    steps = tuple(ExecutionStep(s.index, candidates[s.device_index], s.operations, s.model,
+                                s.inputs, s.outputs, _sources(graph, s.inputs),
+                                _sources(graph, s.outputs)) for s in part.steps)
+    return steps, part.cross_device_operands
+
+
 def build_plan(model: HalModel, devices: Sequence[Device], preference: Preference,
                priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,
                cache_dir: str | None = None, token: bytes | None = None,
-               fallback: Device | None = None) -> ExecutionPlan:
+               fallback: Device | None = None,
+               partitioning: int = PARTITIONING_WITH_FALLBACK) -> ExecutionPlan:
     """Partition ``model`` over ``devices`` and prepare every step.
+
+    Args:
+        fallback: The CPU device: runs operations no device supports, and the whole model
+            when a step's device fails to prepare. None disables CPU fallback.
+        partitioning: An ``NN_PARTITION`` value (0, 1 or 2).
 
     Raises:
         NnError: BAD_DATA for unsupported operations, or the code of a failed prepare.
     """
     with tracing.runtime(Phase.COMPILATION, "ModelBuilder::partitionTheWork"):
-        groups = partition(model, devices, preference, fallback)
-    graph = model.main
-    steps = []
-    if len(groups) <= 1:
-        device = groups[0][0] if groups else (fallback or devices[0])
-        steps.append(ExecutionStep(0, device, tuple(range(len(graph.operations))), model,
-                                   graph.input_indexes, graph.output_indexes))
-    else:
-        for index, (device, operations) in enumerate(groups):
-            sub, ins, outs = extract(model, operations)
-            steps.append(ExecutionStep(index, device, tuple(operations), sub, tuple(ins), tuple(outs),
-                                       _sources(graph, ins, False), _sources(graph, outs, True)))
-    crossing = frozenset(o for s in steps[1:] for o in s.inputs if o not in graph.input_indexes)
-    plan = ExecutionPlan(model, tuple(steps), crossing)
+        steps, crossing = _partitioned(model, devices, preference, fallback, partitioning)
+    plan = ExecutionPlan(model, steps, crossing, fallback, preference, priority)
+    try:
+        _prepare_all(plan, deadline_ns, cache_dir, token)
+    except NnError as error:
+        if fallback is None or plan.simple and plan.steps[0].device is fallback:
+            raise
+        plan = _cpu_fallback_plan(plan, error, deadline_ns)
+    _log_plan(plan)
+    return plan
+
+
+def _prepare_all(plan: ExecutionPlan, deadline_ns, cache_dir, token) -> None:
     body = "ExecutionPlan::SimpleBody::finish" if plan.simple else "ExecutionPlan::CompoundBody::finish"
     with tracing.runtime(Phase.COMPILATION, body):
-        for step in plan.steps:
-            step.prepared = _prepare(step, preference, priority, deadline_ns, cache_dir, token)
-    _log_plan(plan)
+        try:
+            for step in plan.steps:
+                step.prepared = _prepare(step, plan.preference, plan.priority, deadline_ns,
+                                         cache_dir, token)
+        except NnError:
+            plan.release()
+            raise
+
+
+def _cpu_fallback_plan(failed: ExecutionPlan, error: NnError, deadline_ns) -> ExecutionPlan:
+    """AOSP ``CompilationBuilder::finish`` with CPU fallback: the whole model on the CPU."""
+    cpu = failed.fallback
+    vlog.log("compilation", "CompilationBuilder", "CompilationBuilder::finish with CPU fallback "
+             "(%s)", error.message)
+    with tracing.runtime(Phase.COMPILATION, "CompilationBuilder::cpuFallback"):
+        plan = ExecutionPlan(failed.model, _single(failed.model, cpu), frozenset(), cpu,
+                             failed.preference, failed.priority)
+        _prepare_all(plan, deadline_ns, None, None)
     return plan
 
 

@@ -27,6 +27,7 @@ from runtime.compilation import Compilation
 from runtime.execution import Execution
 from runtime.graphdump import graph_dump
 from runtime.hal.types import Preference, numpy_dtype
+from runtime import manager
 from runtime.manager import get_device
 from runtime.model import Model
 from tracing import Phase
@@ -171,6 +172,7 @@ def main(args) -> int:
     try:
         model, compilation, latencies = _profile(args, session)
     finally:
+        manager.shutdown()  # driver processes write their last spans into the session
         session.stop()
     written = _export(session, args)
     if args.dot:

@@ -52,5 +52,12 @@ class Device(ABC):
     def number_of_cache_files_needed(self) -> tuple[int, int]:
         return (0, 0)
 
+    def launch(self, wait: bool = False) -> None:
+        """Start any backing process (remote devices; a no-op here).
+
+        ``wait=False`` only spawns it, so the runtime can start several driver processes in
+        parallel; ``wait=True`` then blocks until it serves (raising ``HalError`` if it cannot).
+        """
+
     def shutdown(self) -> None:
         """Release the device (stop its process for remote devices)."""

@@ -1,3 +1,4 @@
+import html
 import json
 import re
 import os
@@ -39,12 +40,19 @@ def test_run_prints_timing_summary_and_latencies(run_output):
         assert path.stat().st_size > 0
 
 
-def test_run_trace_has_application_runtime_and_cpu_rows(run_output):
-    _, paths = run_output
+def test_run_trace_has_application_runtime_ipc_and_driver_rows(run_output):
+    """All devices by default: the built-in float model runs in sample driver processes."""
+    done, paths = run_output
     [summary] = parse_systrace.summarize(str(paths["systrace"]))
     assert summary.complete
     overall = summary.times["PO"]
-    assert overall["LA"] > 0 and overall["LR"] > 0 and overall["LC"] > 0
+    assert overall["LA"] > 0 and overall["LR"] > 0 and overall["LI"] > 0 and overall["LD"] > 0
+    assert summary.times["PE"]["LI"] > 0 and summary.times["PE"]["LD"] > 0
+    assert summary.times["PC"]["LD"] > 0  # getSupportedOperations / prepareModel in the drivers
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.split()[:1] and
+            line.split()[0] in ("Application", "Runtime", "IPC", "Driver")}
+    assert set(rows) == {"Application", "Runtime", "IPC", "Driver"}
+    assert "plan: step 0: sample-minimal" in done.stdout
     assert summary.times["PP"]["LR"] > 0 and summary.times["PC"]["LR"] > 0
     assert summary.execution_counts["PBM"] == 2 and summary.execution_counts["PWU"] == 1
     names = {event["name"] for event in json.loads(paths["trace"].read_text())["traceEvents"]
@@ -59,15 +67,24 @@ def test_run_trace_has_application_runtime_and_cpu_rows(run_output):
 def test_run_dot_renders(run_output):
     _, paths = run_output
     svg = subprocess.run(["dot", "-Tsvg", str(paths["dot"])], capture_output=True, text=True, check=True)
-    assert "step 0: nnapi" in svg.stdout and "DEPTHWISE_CONV_2D" in svg.stdout
+    svg.stdout = html.unescape(svg.stdout)  # dot writes '-' as &#45;
+    assert "step 0: sample-minimal" in svg.stdout and "DEPTHWISE_CONV_2D" in svg.stdout
+    assert "crosses devices" in svg.stdout
 
 
 def test_devices_json():
     done = _nnscope("devices", "--json")
     assert done.returncode == 0
-    [device] = json.loads(done.stdout)
+    device, *drivers = json.loads(done.stdout)
     assert device["name"] == "nnapi-reference" and device["type"] == "CPU"
     assert device["operandPerformance"]["TENSOR_FLOAT32"]["execTime"] == 1.0
+    by_name = {d["name"]: d for d in drivers}
+    assert list(by_name) == ["sample-all", "sample-float-fast", "sample-float-slow", "sample-quant",
+                             "sample-minimal"]
+    assert by_name["sample-float-fast"]["operandPerformance"]["TENSOR_FLOAT32"]["execTime"] == 0.8
+    assert "TENSOR_QUANT8_ASYMM" not in by_name["sample-float-fast"]["operandPerformance"]
+    assert by_name["sample-quant"]["operandPerformance"]["TENSOR_QUANT8_ASYMM"]["execTime"] == 50.0
+    assert all(d["version"] == "nnscope-sample-1.3" for d in drivers)
     assert main(["devices"]) == 0
 
 
@@ -91,7 +108,8 @@ def test_runtime_errors_exit_1_with_one_line(tmp_path):
     done = _nnscope("run", "--device", "no-such-device", "--executions", "1")
     assert done.returncode == 1
     assert done.stderr.strip() == ("nnscope: error: BAD_DATA: unknown device 'no-such-device'; "
-                                   "valid: nnapi-reference")
+                                   "valid: nnapi-reference, sample-all, sample-float-fast, "
+                                   "sample-float-slow, sample-quant, sample-minimal")
     done = _nnscope("run", str(tmp_path / "missing.tflite"))
     assert done.returncode == 1 and done.stderr.startswith("nnscope: error:")
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -107,9 +125,13 @@ def test_vlog_all_shows_every_runtime_tag():
     assert done.returncode == 0, done.stderr
     for pattern in (r" I ModelBuilder\s*: model add finished: 4 operands, 1 operations",
                     r" I Manager\s*: device nnapi-reference: type CPU",
-                    r" I ExecutionPlan\s*: simple plan, 1 step\(s\) on nnapi-reference",
-                    r" I ExecutionBuilder\s*: request: 2 inputs, 1 outputs"):
+                    r" I ExecutionPlan\s*: simple plan, 1 step\(s\) on sample-minimal",
+                    r" I ExecutionBuilder\s*: request: 2 inputs, 1 outputs",
+                    r" I SampleDriver\s*: prepareModel\(sample-minimal\): model 1, 1 operations",
+                    r" I SampleDriver\s*: executeSynchronously\(sample-minimal\)"):
         assert re.search(pattern, done.stderr), pattern
+    driver_pids = {int(line.split()[2]) for line in done.stderr.splitlines() if " I SampleDriver" in line}
+    assert driver_pids and done.stderr.count(" I ModelBuilder") >= 1  # logged in the driver processes
 
 
 def test_run_a_tflite_model(capsys):

@@ -7,6 +7,9 @@ from runtime import Compilation, Duration, Execution, Memory, Model, NnError, Re
 from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
 from tests.runtime.helpers import add_model, conv_model, run
 
+#: Runtime-core behaviour on the in-process reference device (driver processes: tests/runtime/drivers).
+pytestmark = pytest.mark.usefixtures("cpu_only")
+
 
 def _compiled(model):
     compilation = Compilation(model)

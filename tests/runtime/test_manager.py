@@ -7,16 +7,18 @@ from runtime.hal.types import DeviceType
 from tests.runtime.helpers import AddOnlyDevice, run
 
 
-def test_devices_lists_the_reference_cpu():
-    [cpu] = devices()
+def test_devices_are_the_reference_cpu_then_the_sample_drivers():
+    cpu, *drivers = devices()
     assert (cpu.name, cpu.type, cpu.version, cpu.feature_level) == ("nnapi-reference", DeviceType.CPU, "1.3", 30)
     assert get_device("nnapi-reference") is cpu
+    assert [d.name for d in drivers] == ["sample-all", "sample-float-fast", "sample-float-slow",
+                                         "sample-quant", "sample-minimal"]
 
 
 def test_unknown_device_lists_valid_names():
     with pytest.raises(NnError) as info:
         get_device("gpu")
-    assert info.value.code == ResultCode.BAD_DATA and "valid: nnapi-reference" in info.value.message
+    assert info.value.code == ResultCode.BAD_DATA and "valid: nnapi-reference, sample-all," in info.value.message
 
 
 def test_for_test_hooks_replace_and_reset():
@@ -25,7 +27,7 @@ def test_for_test_hooks_replace_and_reset():
         assert [d.name for d in devices()] == ["nnapi-reference", "fake-add-only"]
     finally:
         manager.forTest_reset()
-    assert [d.name for d in devices()] == ["nnapi-reference"]
+    assert [d.name for d in devices()][:2] == ["nnapi-reference", "sample-all"]
 
 
 def test_builtin_models_are_deterministic_and_run():

@@ -1,9 +1,13 @@
 """The runtime's NNTRACE spans: names, layers and phases per the contract's phase table."""
 import numpy as np
+import pytest
 
 import tracing
 from runtime import Compilation, Execution, Memory
 from tests.runtime.helpers import add_model
+
+#: The CPU device's spans (driver processes' spans: tests/runtime/drivers/test_ipc_tracing.py).
+pytestmark = pytest.mark.usefixtures("cpu_only")
 
 
 def _names():

@@ -49,6 +49,13 @@ class DriverProcess:
         Raises:
             HalError: DEVICE_UNAVAILABLE if the process exits or never listens in time.
         """
+        self.spawn()
+        return self.wait_listening(startup_timeout_s, call_timeout_s)
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it to listen (no-op once spawned)."""
+        if self.popen is not None:
+            return
         self._dir = tempfile.mkdtemp(prefix="nnscope-drv-")
         self.socket_path = os.path.join(self._dir, "driver.sock")
         env = dict(os.environ)
@@ -56,6 +63,13 @@ class DriverProcess:
         command = [sys.executable, "-m", "runtime.drivers", self.name, "--socket", self.socket_path,
                    "--parent-pid", str(os.getpid())]
         self.popen = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
+
+    def wait_listening(self, startup_timeout_s: float, call_timeout_s: float) -> Channel:
+        """Poll ``connect`` until the spawned process listens.
+
+        Raises:
+            HalError: DEVICE_UNAVAILABLE if the process exits or never listens in time.
+        """
         give_up = time.monotonic() + startup_timeout_s
         delay = 0.005
         while True:

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import os as _os
 
 from tracing.naming import Phase
 
@@ -21,7 +22,18 @@ try:
     driver = _tracing.driver
     hidl = _tracing.hidl
     session_env = _tracing.session_env
-    flush = _tracing.flush
+    from tracing import session as _session
+
+    def flush() -> int:
+        """Write buffered spans to the session directory; once the session has ended (its
+        directory is gone) stop recording instead of warning on every call."""
+        if not _tracing.enabled():
+            return 0
+        directory = _session.current_config().directory
+        if directory and not _os.path.isdir(directory):
+            _session.configure(_session.TraceConfig())
+            return 0
+        return _tracing.flush()
     enabled = _tracing.enabled
     set_process_name = _tracing.set_process_name
     AVAILABLE = True

@@ -67,6 +67,7 @@ class RemoteDevice(Device):
         self._dead: str | None = None
         self._info: dict = {}
         self._atexit = False
+        self._connected = False  # connected to this process at least once
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -153,18 +154,33 @@ class RemoteDevice(Device):
                                    f"{method}: deadline passed") from None
                 return check_status(bytes(message.payload), method)
 
+    def launch(self, wait: bool = False) -> None:
+        """Spawn the driver process now (no-op if started); ``wait`` until it listens."""
+        with self._lock:
+            if self._dead is None and self.process.popen is None:
+                self.process.spawn()
+                self._stop_at_exit()
+            if wait:
+                self.ensure_started()
+
     def ensure_started(self) -> Channel:
         if self._dead is not None:
             raise HalError(_DEAD, f"driver {self.name}: {self._dead}")
         if self.channel is None:
             if self.process.popen is None:
-                self.channel = self.process.start(self.startup_timeout_s, self.timeout_s)
-                if not self._atexit:
-                    atexit.register(self.shutdown)
-                    self._atexit = True
+                self.process.spawn()
+                self._stop_at_exit()
+            if not self._connected:
+                self.channel = self.process.wait_listening(self.startup_timeout_s, self.timeout_s)
+                self._connected = True
             else:
                 self._reconnect()
         return self.channel
+
+    def _stop_at_exit(self) -> None:
+        if not self._atexit:
+            atexit.register(self.shutdown)
+            self._atexit = True
 
     def _reconnect(self) -> None:
         try:

@@ -6,7 +6,9 @@ record at a time: decode, trace (``HIDL::<iface>::<method>::server`` around
 reply payload starts with a u32 ErrorStatus; failures carry a UTF-8 message after it. Anything
 malformed (framing, codec, indexes, pool regions, invalid model or request) is answered with
 INVALID_ARGUMENT and the service keeps going; unexpected exceptions become GENERAL_FAILURE.
-The process exits on SHUTDOWN or when its parent process dies.
+The process exits on SHUTDOWN or when its parent process dies. With vlog ``driver`` on
+(``NN_VLOG=driver``, inherited from the runtime), every call is logged on stderr under the log
+tag ``SampleDriver``, e.g. ``prepareModel(sample-quant): 3 operations``.
 
 Example (``python -m runtime.drivers sample-all --socket /tmp/d.sock`` does this)::
 
@@ -15,12 +17,14 @@ Example (``python -m runtime.drivers sample-all --socket /tmp/d.sock`` does this
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import socket
 import struct
 import time
 
+import vlog
 from runtime.drivers.base import Device
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
@@ -40,6 +44,12 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
            MsgType.EXECUTE_SYNC: Phase.EXECUTION, MsgType.EXECUTE: Phase.EXECUTION,
            MsgType.RELEASE_MODEL: Phase.TERMINATION, MsgType.SHUTDOWN: Phase.TERMINATION,
            MsgType.FREE_POOLS: Phase.EXECUTION}
+
+
+#: Process/resource lifecycle messages that are no HAL method: no ``HIDL::...::server`` mark
+#: (parse_systrace would read such a mark as Initialization), only the ``[NN_LD_..]`` scope.
+_LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING, MsgType.SHUTDOWN})
+_NO_MARK = contextlib.nullcontext()
 
 
 def listen(path: str) -> socket.socket:
@@ -82,6 +92,7 @@ class DriverService:
         self._next_model = 1
         self._running = True
         self._label = "SampleDriver"
+        self._vlog = vlog.is_on("driver")  # the mask is read once, at import
         self._handlers = {
             MsgType.GET_CAPABILITIES: self._capabilities, MsgType.GET_SUPPORTED_OPERATIONS: self._supported,
             MsgType.GET_TYPE: self._type, MsgType.GET_VERSION_STRING: self._version,
@@ -90,8 +101,9 @@ class DriverService:
             MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
         }
-        self._routes = {int(t): (h, *HIDL_NAMES[t], _PHASES.get(t, Phase.INITIALIZATION),
-                                 f"{self._label}::{HIDL_NAMES[t][1]}") for t, h in self._handlers.items()}
+        self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],
+                                 _PHASES.get(t, Phase.INITIALIZATION), f"{self._label}::{HIDL_NAMES[t][1]}")
+                        for t, h in self._handlers.items()}
 
     # ------------------------------------------------------------------ loop
     def serve_forever(self) -> None:
@@ -153,7 +165,10 @@ class DriverService:
             return self._reply(connection, msg_type & 0x7FFF, message.request_id, error_reply(
                 ErrorStatus.INVALID_ARGUMENT, f"unknown message type {msg_type}"))
         handler, interface, method, phase, detail = route
-        with _trace.hidl(interface, method, "server"):
+        if self._vlog:
+            vlog.log("driver", self._label, "%s(%s) request %d", method, self.device.name,
+                     message.request_id)
+        with _trace.hidl(interface, method, "server") if interface else _NO_MARK:
             with _trace.driver(phase, detail):
                 payload = self._guarded(handler, connection, message, start)
         _trace.flush()
@@ -211,6 +226,9 @@ class DriverService:
         model_id = self._next_model
         self._next_model += 1
         self.models[model_id] = prepared
+        if self._vlog:
+            vlog.log("driver", self._label, "prepareModel(%s): model %d, %d operations", self.device.name,
+                     model_id, len(model.main.operations))
         return _OK + struct.pack("<I", model_id)
 
     def _read_model(self, r: Reader, fds: list):
