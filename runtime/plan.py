@@ -144,6 +144,23 @@ def _sources(graph: Subgraph, operands: Sequence[int]) -> tuple[Source, ...]:
     return tuple(result)
 
 
+class _LastResort(Device):
+    """The CPU fallback when it is not one of the compilation's devices: it takes only the
+    operations no device supports (it claims none, so it never competes on performance)."""
+
+    def __init__(self, device: Device):
+        self.device, self.name = device, device.name
+
+    def capabilities(self):
+        return self.device.capabilities()
+
+    def supported_operations(self, model: HalModel) -> list[bool]:
+        return [False] * len(model.main.operations)
+
+    def prepare_model(self, *args, **kwargs):
+        return self.device.prepare_model(*args, **kwargs)
+
+
 def _single(model: HalModel, device: Device) -> tuple[ExecutionStep, ...]:
     graph = model.main
     return (ExecutionStep(0, device, tuple(range(len(graph.operations))), model,
@@ -155,15 +172,17 @@ def _partitioned(model: HalModel, devices: Sequence[Device], preference: Prefere
     """(steps, crossing operands) for ``partitioning``; see the module docstring."""
     candidates = list(devices)
     if fallback is not None and fallback not in candidates:
-        candidates.append(fallback)
+        candidates.append(_LastResort(fallback))
     if partitioning == PARTITIONING_NO:
         best = partitioner.best_single_device(model, candidates, preference)
         device = candidates[best] if best is not None else fallback or candidates[0]
         vlog.log("compilation", "ExecutionPlan", "ModelBuilder::partitionTheWork: partitioning "
                  "disabled (NN_PARTITION=0); whole model on %s", device.name)
         return _single(model, device), frozenset()
-    cpu_index = candidates.index(fallback) if fallback is not None else None
+    cpu_index = next((i for i, d in enumerate(candidates) if d is fallback or
+                      isinstance(d, _LastResort)), None) if fallback is not None else None
     part = partitioner.partition(model, candidates, preference, cpu_index)
+    candidates = [d.device if isinstance(d, _LastResort) else d for d in candidates]
     if part.single_device:
         return _single(model, candidates[part.steps[0].device_index]), frozenset()
     graph = model.main

@@ -91,3 +91,37 @@ class AddOnlyDevice(CpuDevice):
 
     def supported_operations(self, model):
         return [op.type == Op.ADD for op in model.main.operations]
+
+
+def mixed_model() -> Model:
+    """Float and quant8 work joined by QUANTIZE/DEQUANTIZE, for partitioning across drivers:
+    ``out = dequantize(quantize(x + c) + q) * y`` (float ADD, QUANTIZE, quant ADD, DEQUANTIZE,
+    float MUL). Quantization: scale 0.5, zero point 128."""
+    model = Model("mixed")
+    x = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
+    y = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
+    q = model.add_operand(T.TENSOR_QUANT8_ASYMM, (1, 4), scale=0.5, zero_point=128)
+    c = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
+    act = model.add_operand(T.INT32)
+    a = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
+    qa = model.add_operand(T.TENSOR_QUANT8_ASYMM, (1, 4), scale=0.5, zero_point=128)
+    qs = model.add_operand(T.TENSOR_QUANT8_ASYMM, (1, 4), scale=0.5, zero_point=128)
+    f = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
+    out = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
+    model.set_operand_value(c, np.full((1, 4), 1.0, np.float32))
+    model.set_operand_value(act, 0)
+    model.add_operation(Op.ADD, [x, c, act], [a])
+    model.add_operation(Op.QUANTIZE, [a], [qa])
+    model.add_operation(Op.ADD, [qa, q, act], [qs])
+    model.add_operation(Op.DEQUANTIZE, [qs], [f])
+    model.add_operation(Op.MUL, [f, y, act], [out])
+    model.identify_inputs_and_outputs([x, y, q], [out])
+    model.finish()
+    return model
+
+
+def mixed_expected(x: np.ndarray, y: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """What :func:`mixed_model` computes (quantization by round-half-even, as the kernels)."""
+    qa = np.clip(np.round((x + 1.0) / 0.5) + 128, 0, 255)
+    qs = np.clip(np.round(((qa - 128) * 0.5 + (q.astype(np.float64) - 128) * 0.5) / 0.5) + 128, 0, 255)
+    return ((qs - 128) * 0.5 * y).astype(np.float32)
