@@ -48,7 +48,10 @@ def make_backend(device_name: str | None = None):
         model = Model.from_hal(hal_model, name="cts")
         compilation = Compilation(model, devices)
         compilation.finish()
-        return compute_arrays(compilation, inputs)
+        try:
+            return compute_arrays(compilation, inputs)
+        finally:
+            compilation.free()  # driver processes release the prepared model
     return backend
 
 
