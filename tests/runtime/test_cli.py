@@ -26,7 +26,7 @@ def run_output(tmp_path_factory):
              "perfetto": out / "run.perfetto-trace", "dot": out / "plan.dot"}
     done = _nnscope("run", "--executions", "2", "--warmup", "1", "--systrace", str(paths["systrace"]),
                     "--trace", str(paths["trace"]), "--perfetto", str(paths["perfetto"]),
-                    "--dot", str(paths["dot"]))
+                    "--dot", str(paths["dot"]), env={"NN_VLOG": "driver"})
     return done, paths
 
 
@@ -62,6 +62,27 @@ def test_run_trace_has_application_runtime_ipc_and_driver_rows(run_output):
                      "[NN_LR_PIO]ANeuralNetworksExecution_setInput", "[NN_LR_PE]StepExecutor::compute",
                      "[NN_LR_PC]ModelBuilder::partitionTheWork", "[NN_LA_PBM]benchmark"):
         assert expected in names
+
+
+def test_run_systrace_reads_in_the_parse_systrace_cli_with_all_layers(run_output):
+    _, paths = run_output
+    done = subprocess.run([sys.executable, "-m", "parse_systrace", str(paths["systrace"])],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()
+            if line.split()[:1] and line.split()[0] in ("Application", "Runtime", "IPC", "Driver")}
+    assert set(rows) == {"Application", "Runtime", "IPC", "Driver"}
+    for layer in ("Runtime", "IPC", "Driver"):
+        assert float(rows[layer][-1]) > 0, (layer, rows[layer])  # the Total column
+
+
+def test_nn_vlog_driver_shows_driver_process_messages(run_output):
+    done, _ = run_output
+    lines = [line for line in done.stderr.splitlines() if " I SampleDriver" in line]
+    assert any("prepareModel(sample-minimal)" in line for line in lines)
+    assert any("executeSynchronously(sample-float-fast)" in line for line in lines)
+    pids = {int(line.split()[2]) for line in lines}
+    assert len(pids) >= 2  # logged by the driver processes themselves
 
 
 def test_run_dot_renders(run_output):
