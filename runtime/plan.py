@@ -10,7 +10,8 @@ Partitioning follows ``NN_PARTITION`` (see :mod:`runtime.manager`): 0 runs the w
 the single best device that supports every operation (else on the CPU), 1 partitions with CPU
 fallback, 2 partitions without it. With a fallback device (the CPU), a step whose device
 fails to prepare makes the whole model a simple plan on the CPU
-(``[NN_LR_PC]CompilationBuilder::cpuFallback``), and the plan can prepare CPU stand-ins for
+(``[NN_LR_PC]CompilationBuilder::cpuFallback``), and CPU stand-ins for the steps and the whole
+model are prepared at compilation (``[NN_LR_PC]ExecutionPlan::prepareCpuFallback``), ready for
 steps that fail at execution (:meth:`ExecutionPlan.cpu_step`, :meth:`ExecutionPlan.cpu_whole`).
 
 Example:
@@ -20,14 +21,13 @@ Example:
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import tracing
 import vlog
 from runtime import partition as partitioner
-from runtime.api import NnError, ResultCode, from_hal_error
+from runtime.api import NnError, from_hal_error
 from runtime.drivers.base import Device, PreparedModel
 from runtime.hal.errors import HalError
 from runtime.hal.types import HalModel, Preference, Priority, Subgraph
@@ -91,7 +91,6 @@ class ExecutionPlan:
     preference: Preference = Preference.FAST_SINGLE_ANSWER
     priority: Priority = Priority.MEDIUM
     _cpu: dict = field(default_factory=dict, repr=False)  # step index / "whole" -> PreparedModel
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def simple(self) -> bool:
@@ -101,29 +100,13 @@ class ExecutionPlan:
     def devices(self) -> tuple[Device, ...]:
         return tuple(step.device for step in self.steps)
 
-    def cpu_step(self, step: ExecutionStep) -> PreparedModel:
-        """``step``'s sub-model prepared on the fallback device (prepared once, on first use).
+    def cpu_step(self, step: ExecutionStep) -> PreparedModel | None:
+        """``step``'s sub-model prepared on the fallback device (None: no CPU stand-in)."""
+        return self._cpu.get("whole" if self.simple else step.index)
 
-        Raises:
-            NnError: the fallback device's prepare failed (or there is no fallback: BAD_STATE).
-        """
-        return self._cpu_prepared(step.index, step.model)
-
-    def cpu_whole(self) -> PreparedModel:
-        """The whole model prepared on the fallback device (for a full CPU fallback)."""
-        return self._cpu_prepared("whole", self.model)
-
-    def _cpu_prepared(self, key, model: HalModel) -> PreparedModel:
-        if self.fallback is None:
-            raise NnError(ResultCode.BAD_STATE, "the plan has no CPU fallback")
-        with self._lock:
-            if key not in self._cpu:
-                try:
-                    self._cpu[key] = self.fallback.prepare_model(model, self.preference,
-                                                                 self.priority)
-                except HalError as error:
-                    raise from_hal_error(error, f"CPU fallback prepare ({key})") from None
-            return self._cpu[key]
+    def cpu_whole(self) -> PreparedModel | None:
+        """The whole model prepared on the fallback device (None: no full CPU fallback)."""
+        return self._cpu.get("whole")
 
     def release(self) -> None:
         for prepared in (*(s.prepared for s in self.steps), *self._cpu.values()):
@@ -216,8 +199,26 @@ def build_plan(model: HalModel, devices: Sequence[Device], preference: Preferenc
         if fallback is None or plan.simple and plan.steps[0].device is fallback:
             raise
         plan = _cpu_fallback_plan(plan, error, deadline_ns)
+    _prepare_cpu_standins(plan)
     _log_plan(plan)
     return plan
+
+
+def _prepare_cpu_standins(plan: ExecutionPlan) -> None:
+    """Prepare the CPU fallbacks of execution now (the whole model, and each step that runs on
+    a driver), so that a failing step is retried without compiling inside the execution."""
+    cpu = plan.fallback
+    if cpu is None or all(step.device is cpu for step in plan.steps):
+        return
+    wanted = [("whole", plan.model)]
+    if not plan.simple:
+        wanted += [(step.index, step.model) for step in plan.steps if step.device is not cpu]
+    with tracing.runtime(Phase.COMPILATION, "ExecutionPlan::prepareCpuFallback"):
+        for key, model in wanted:
+            try:
+                plan._cpu[key] = cpu.prepare_model(model, plan.preference, plan.priority)
+            except HalError as error:
+                vlog.log("compilation", "ExecutionPlan", "no CPU fallback for %s: %s", key, error)
 
 
 def _prepare_all(plan: ExecutionPlan, deadline_ns, cache_dir, token) -> None:
