@@ -1,0 +1,70 @@
+"""Internal: CPU fallback at execution time (AOSP ``ExecutionBuilder::cpuFallbackPartial`` /
+``cpuFallbackFull`` and ``StepExecutor::computeOnCpuFallback``).
+
+When a step fails on its driver (an error status, or the driver process died: ``HalError``
+DEAD_OBJECT), the step is retried on the CPU with the stand-in prepared at compilation; if
+that fails too, the whole model runs on the CPU. Not retried: OUTPUT_INSUFFICIENT_SIZE and
+missed deadlines (redoing the work cannot help), plans without a fallback device
+(``Compilation.for_devices``, ``NN_PARTITION=2``) and steps already on the CPU. Each fallback
+is a runtime scope in the trace and a VLOG ``execution`` line (log tag ExecutionBuilder).
+
+Example:
+    >>> result = execute(step.prepared, request, False, None)          # doctest: +SKIP
+    >>> if allowed(plan, step, result):                                  # doctest: +SKIP
+    ...     result = partial(plan, step, lambda cpu: execute(cpu, request, False, None))
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import tracing
+import vlog
+from runtime.hal.device_types import ExecutionResult, Request
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus
+from tracing import Phase
+
+_NOT_RETRIED = frozenset({ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE,
+                          ErrorStatus.MISSED_DEADLINE_TRANSIENT,
+                          ErrorStatus.MISSED_DEADLINE_PERSISTENT})
+
+
+def execute(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
+    """``prepared.execute``, with a driver-side ``HalError`` (e.g. a dead driver process)
+    returned as its status instead of raised."""
+    try:
+        return prepared.execute(request, measure, deadline_ns)
+    except HalError as error:
+        vlog.log("execution", "ExecutionBuilder", "%s", error)
+        return ExecutionResult(error.status)
+
+
+def allowed(plan, step, result: ExecutionResult) -> bool:
+    """Whether ``result`` of ``step`` may be redone on the plan's CPU fallback device."""
+    return (result.status not in _NOT_RETRIED and plan.fallback is not None
+            and step.device is not plan.fallback)
+
+
+def partial(plan, step, run: Callable) -> ExecutionResult | None:
+    """Redo ``step`` on the CPU: ``run(prepared)`` executes the step's request with the CPU
+    stand-in. None when the step has no stand-in."""
+    cpu = plan.cpu_step(step)
+    if cpu is None:
+        return None
+    vlog.log("execution", "ExecutionBuilder", "ExecutionBuilder::compute: step %d on %s failed; "
+             "cpuFallbackPartial", step.index, step.device.name)
+    with tracing.runtime(Phase.EXECUTION, "ExecutionBuilder::cpuFallbackPartial"):
+        with tracing.runtime(Phase.EXECUTION, "StepExecutor::computeOnCpuFallback"):
+            return run(cpu)
+
+
+def full(plan, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult | None:
+    """Run the whole model on the CPU for the original request (None: no CPU stand-in)."""
+    cpu = plan.cpu_whole()
+    if cpu is None:
+        return None
+    vlog.log("execution", "ExecutionBuilder", "ExecutionBuilder::compute: cpuFallbackFull (whole "
+             "model on %s)", plan.fallback.name)
+    with tracing.runtime(Phase.EXECUTION, "ExecutionBuilder::cpuFallbackFull"):
+        with tracing.runtime(Phase.EXECUTION, "StepExecutor::computeOnCpuFallback"):
+            return execute(cpu, request, measure, deadline_ns)
