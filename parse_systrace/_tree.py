@@ -5,7 +5,8 @@ parent, mark, where]`` (see the ``S``..``W`` indices); the root has ``mark`` ``R
 placeholders pushed by ``[SW]`` have ``mark`` ``None``. Times are float seconds.
 :func:`calculate` applies section 5 of the semantics in order (remove ignored nodes and
 placeholders, relocate misplaced nodes, insert missing LA levels, validate nesting) and
-returns the bucket sums ``{"<app>_<layer>_<phase>": ms}``.
+returns the bucket sums ``{"<app>_<layer>_<phase>": ms}``; its walks live in
+:mod:`parse_systrace._walk`, the per-step node operations here.
 
 Example:
     >>> root = new_root()
@@ -94,50 +95,12 @@ def elapsed_less_subtracted_ms(node: list) -> float:
     return value
 
 
-def _preorder(root: list, keep) -> list:
-    found, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        if keep(node):
-            found.append(node)
-        stack.extend(reversed(node[C]))
-    return found
-
-
-def _remove(node: list) -> None:
-    parent = node[PAR]
-    siblings = parent[C]
-    for index, sibling in enumerate(siblings):
-        if sibling is node:
-            del siblings[index]
-            break
-    siblings.extend(node[C])
-    for child in node[C]:
-        child[PAR] = parent
-    node[PAR] = None
-
-
-def _collect_misplaced(node: list, phase, out: list) -> None:
-    """Pre-order: [SUB] nodes, PI under non-PI, LR/LI under an LA node of another phase."""
-    layer = node[L]
-    for child in node[C]:
-        child_phase = child[P]
-        if child_phase == "PU":
-            child_phase = phase
-        if child[SUB] or (child_phase == "PI" and phase != "PI") or (
-                layer == "LA" and child[L] in ("LR", "LI") and phase != child_phase
-                and phase != "PO" and child_phase != "PE" and child_phase not in PE_SUBPHASES):
-            out.append(child)
-        _collect_misplaced(child, child_phase, out)
-
-
-def relocate_misplaced(root: list) -> list:
+def relocate(found: list) -> list:
     """Step 2: copy [SUB], PI-under-non-PI and wrongly nested LR/LI nodes upwards.
 
+    ``found``: those nodes in pre-order (see :func:`parse_systrace._walk.prepare`).
     Returns the copies (the only nodes that step 3 can still apply to).
     """
-    found: list = []
-    _collect_misplaced(root, None, found)
     copies = []
     for node in found:
         target = node[PAR]
@@ -204,68 +167,10 @@ def _nesting_error(node: list, what: str) -> None:
                            f"nesting violation: {what} ({node[M]!r} in {node[PAR][M]!r})")
 
 
-def _subtracted(node: list, parent_layer, parent_phase) -> float:
-    """subtracted_ms with the parent's layer and phase known (no parent lookups)."""
-    if node[SUB]:
-        return (node[E] - node[S]) * 1000.0
-    phase = node[P]
-    if phase == "PU":
-        phase = parent_phase
-    layer = node[L]
-    if (layer != parent_layer or phase in SUBPHASES.get(parent_phase, _NO_SUB)
-            or (phase == "PI" and parent_phase != "PI")):
-        return 0.0
-    subtract = 0.0
-    for child in node[C]:
-        subtract = subtract + _subtracted(child, layer, phase)
-    return subtract
-
-
-def accumulate(root: list) -> dict:
-    """Steps 4-6: validate and sum elapsed-less-subtracted times into buckets."""
-    stats: dict = {}
-    in_pe: dict = {}
-
-    def visit(node: list, phase, parent_layer, parent_phase, top: bool) -> None:
-        layer, subtract = node[L], node[SUB]
-        if not top and not subtract:
-            check_nesting(node)
-        added = (not top and not subtract and layer == parent_layer
-                 and phase not in SUBPHASES.get(parent_phase, _NO_SUB)
-                 and not (phase == "PI" and parent_phase != "PI"))
-        children = node[C]
-        if not subtract and not added:
-            value = (node[E] - node[S]) * 1000.0
-            for child in children:
-                value = value - _subtracted(child, layer, phase)
-            key = f"{node[A]}_{layer}_{phase}"
-            stats[key] = stats.get(key, 0.0) + value
-            if phase in PE_SUBPHASES and not in_pe.get(layer):
-                key = f"{node[A]}_{layer}_PE"
-                stats[key] = stats.get(key, 0.0) + value
-        if phase == "PE":
-            in_pe[layer] = in_pe.get(layer, 0) + 1
-        for child in children:
-            child_phase = child[P]
-            visit(child, phase if child_phase == "PU" else child_phase, layer, phase, False)
-        if phase == "PE":
-            in_pe[layer] -= 1
-
-    for top in root[C]:
-        visit(top, top[P] if top[P] != "PU" else None, None, None, True)
-    return stats
-
-
 def calculate(root: list, ignored: int = 1, placeholders: int = 1) -> dict:
-    """Transform a finished tree (in place) and return its buckets.
+    """Transform a finished tree (in place) and return its buckets (section 5, in order).
 
     ``ignored`` / ``placeholders``: how many such nodes the tree has (0 skips step 1).
     """
-    if ignored:
-        for node in _preorder(root, lambda n: n[L] == IGNORE):
-            _remove(node)
-    if placeholders:
-        for node in _preorder(root, lambda n: n[M] is None):
-            _remove(node)
-    insert_missing_la(relocate_misplaced(root))
-    return accumulate(root)
+    from parse_systrace._walk import calculate as walk
+    return walk(root, ignored, placeholders)
