@@ -4,6 +4,10 @@ Prints the established tool's tables (or JSON) on stdout, its warnings on stderr
 reports unreadable input as one line ``parse_systrace: error: <file>:<where>: <reason>``
 with exit status 2.
 
+Beyond the established tool (see ``EPILOG``): other trace formats, newer HAL names, a
+tolerant mode, per-process summaries, and Runtime/Execution counting synchronous
+``ANeuralNetworksExecution_compute`` / ``_burstCompute`` calls.
+
 Example:
     $ parse_systrace --per-execution trace.html
     $ python -m parse_systrace --json --tolerant trace.txt
@@ -19,9 +23,18 @@ from parse_systrace.errors import TraceFormatError
 from parse_systrace.render import json_object, render_text
 
 
+EPILOG = """\
+Compatible with the AOSP systrace_parser's output. Where we go beyond it: Chrome JSON and
+Perfetto input; newer HAL names (execute_1_3, executeSynchronously, executeFenced, burst);
+--tolerant and --per-process; and Runtime/Execution also counts the synchronous
+ANeuralNetworksExecution_compute and ANeuralNetworksExecution_burstCompute calls, which the
+established tool leaves out (its Runtime self-time then goes negative)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parse_systrace", description=(
-        "NNAPI timing summary of a systrace (HTML, ftrace text, Chrome JSON, Perfetto)."))
+        "NNAPI timing summary of a systrace (HTML, ftrace text, Chrome JSON, Perfetto)."),
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--total-times", action="store_true",
                         help="print total times instead of self-times")
     parser.add_argument("--print-detail", action="store_true",

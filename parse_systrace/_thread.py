@@ -5,6 +5,12 @@ semantics) and answers the per-thread questions of the aggregation: a bucket's t
 the special Runtime/Execution time and the execution count. ``app`` is the
 application-phase stack shared by all threads of a run.
 
+Beyond the established tool: Runtime/Execution also counts the synchronous
+``ANeuralNetworksExecution_compute`` and ``ANeuralNetworksExecution_burstCompute`` calls
+(:data:`SYNC_RUNS`), which that tool leaves out (giving negative Runtime self-times for
+runtimes that execute synchronously, like ours). Its traces never contain them, so its
+numbers are unchanged.
+
 Example:
     >>> app = []
     >>> t = ThreadState(tid=7, tgid=7, is_driver=False, app=app)
@@ -31,12 +37,15 @@ SYNC_CALLS = ("ANeuralNetworksExecution_create", "ANeuralNetworksExecution_free"
               "ANeuralNetworksExecution_setInput", "ANeuralNetworksExecution_setOutput",
               "ANeuralNetworksExecution_setInputFromMemory",
               "ANeuralNetworksExecution_setOutputFromMemory")
+#: Synchronous runs the established tool leaves out of Runtime/Execution (it pairs only
+#: startCompute with Event_wait): we add their durations after :data:`SYNC_CALLS`.
+SYNC_RUNS = ("ANeuralNetworksExecution_compute", "ANeuralNetworksExecution_burstCompute")
 ASYNC_BEGIN = re.compile(r"::IPreparedModel::execute(_\d+_\d+)?::server$")
 ASYNC_END = re.compile(r"::IExecutionCallback::notify(_\d+_\d+)?::client$")
 SYNC = re.compile(r"::(IPreparedModel|IBurstContext|IBurstCallback)::\w*"
                   r"(execute|Fenced|[Bb]urst)\w*::server$")
 #: Functions whose begin/end times the aggregation reads (besides the regexes above).
-SPAN_FUNCTIONS = frozenset(SYNC_CALLS + ("ANeuralNetworksExecution_startCompute",
+SPAN_FUNCTIONS = frozenset(SYNC_CALLS + SYNC_RUNS + ("ANeuralNetworksExecution_startCompute",
                                          "ANeuralNetworksEvent_wait"))
 _APP_GROUPS = ("PWU", "PBM")
 #: Fields of a mark's cached info (see :meth:`ThreadState.info`).
@@ -195,7 +204,8 @@ class ThreadState:
         return stats.get(f"{app}_{layer}_{phase}", 0.0)
 
     def runtime_execution(self, app: str) -> float:
-        """startCompute-to-wait spans plus the synchronous execution calls (section 5)."""
+        """startCompute-to-wait spans plus the synchronous execution calls (section 5),
+        then (beyond the established tool) the synchronous ``compute``/``burstCompute``."""
         starts = self.begins(app, "ANeuralNetworksExecution_startCompute")
         waits = self.ends(app, "ANeuralNetworksEvent_wait")
         if len(waits) < len(starts) and not self.tolerant:
@@ -204,7 +214,7 @@ class ThreadState:
         elapsed = 0.0
         for index in range(min(len(starts), len(waits))):
             elapsed = elapsed + (waits[index] - starts[index])
-        for sync in SYNC_CALLS:
+        for sync in SYNC_CALLS + SYNC_RUNS:
             for begin, end in self.spans.get((app, sync), ()):
                 elapsed = elapsed + (end - begin)
         return elapsed

@@ -75,6 +75,26 @@ def test_self_times_subtract_the_layer_below_and_keep_nan():
     assert (selfs["PC"]["LR"], selfs["PC"]["LI"], selfs["PC"]["LD"]) == (4.0, 2.0, 4.0)
 
 
+def test_synchronous_compute_counts_as_runtime_execution():
+    """Beyond the established tool: ANeuralNetworksExecution_compute is Runtime/Execution
+    time (that tool counts only create/free/setInput... here 1 ms, so the 4 ms of CPU
+    work inside compute would give a Runtime self-time of -3 ms)."""
+    marks = [(5, 5, 1.000, "B|5|[NN_LA_PO]m"), (5, 5, 1.001, "B|5|[NN_LA_PE]run"),
+             (5, 5, 1.002, "B|5|[NN_LR_PE]ANeuralNetworksExecution_create"),
+             (5, 5, 1.0025, "E|5"),
+             (5, 5, 1.003, "B|5|[NN_LR_PIO]ANeuralNetworksExecution_setInput"),
+             (5, 5, 1.0035, "E|5"),
+             (5, 5, 1.004, "B|5|[NN_LR_PE]ANeuralNetworksExecution_compute"),
+             (5, 5, 1.005, "B|5|[NN_LC_PE]conv"), (5, 5, 1.009, "E|5"),
+             (5, 5, 1.012, "E|5"), (5, 5, 1.013, "E|5"), (5, 5, 1.014, "E|5")]
+    [run] = parse_systrace.summarize(_trace(*marks))
+    assert run.times["PE"]["LR"] == pytest.approx(9.0)       # 0.5 + 0.5 + 8 ms
+    assert run.times["PE"]["LC"] == pytest.approx(4.0)
+    assert run.self_times["PE"]["LR"] == pytest.approx(5.0)  # 9 ms less the CPU's 4 ms
+    assert run.self_times["PE"]["LA"] == pytest.approx(3.0)  # 12 ms less the Runtime's 9
+    assert run.execution_counts["PO"] == 1
+
+
 def test_summarize_returns_runs_as_data():
     trace = _trace((5, 5, 1.0, "B|5|[NN_LA_PO]m"), (5, 5, 1.1, "B|5|[NN_LR_PC]c"),
                    (5, 5, 1.2, "E|5"), (5, 5, 1.5, "E|5"),
