@@ -42,7 +42,7 @@ _VALID_RE = re.compile(rb"(?:%s*[^ \n][^\n]{1,15}-\d+%s+\(%s*\d+\) [^\n]* \d+\.\
                        rb"tracing_mark_write: (?:B\|\d+\|[^\n]*|E(?:\|\d+)?)\n)*+"
                        % (_WS, _WS, _WS))
 _TRIGGERS = (b"[NN_", b"HIDL::IDevice", b"tracing_mark_write: B", b"tracing_mark_write: E")
-_BEGINS = (b"tracing_mark_write: B", b"tracing_mark_write: E")
+_MARK = b"tracing_mark_write: "
 _NN_TAIL = rb"[^\n]* \d+\.\d+: tracing_mark_write: B\|\d+\|[^\n]*?\[NN"
 
 
@@ -55,20 +55,21 @@ def comments(data: bytes) -> int:
     return 0 if any(trigger in head for trigger in _TRIGGERS) else end
 
 
-def _simple(data: bytes) -> bool:
-    """Whether every line of ``data`` may be a current-format mark row (cheap C checks)."""
+def _simple(data: bytes) -> int:
+    """The line count of ``data`` if every line may be a current-format mark row (cheap C
+    checks: one mark per line, no ``-----`` TGID), else 0."""
     lines = data.count(b"\n")
-    return (data.count(_BEGINS[0]) + data.count(_BEGINS[1]) == lines
-            and b"-----" not in data)
+    return lines if data.count(_MARK) == lines and b"-----" not in data else 0
 
 
 def raw_rows(data: bytes):
     """``[(tid, tgid, ts, kind, name), ...]`` as bytes (kind ``b"B"`` or ``b""`` for an
     end), one per line, or None."""
-    if not _simple(data):
+    lines = _simple(data)
+    if not lines:
         return None
     found = _ROW_RE.findall(b"\n" + data)
-    return found if len(found) == data.count(b"\n") else None
+    return found if len(found) == lines else None
 
 
 def tracking_rows(data: bytes, base: int, tracked: dict):
@@ -84,12 +85,14 @@ def tracking_rows(data: bytes, base: int, tracked: dict):
     for needle in (b"HIDL::IDevice", b"NN_LR"):
         _needle_rows(data, needle, hits, first_only=needle == b"NN_LR")
     rows = []
+    line, counted = base + 1, 0  # line number of the row starting at offset ``counted``
     for start in sorted(hits):
         row = hits[start]
         if row is not None:
             tid, tgid, _, kind, name = row
-            rows.append((None, int(tid), int(tgid), name.decode("utf-8", "replace"),
-                         base + data.count(b"\n", 0, start) + 1))
+            line += data.count(b"\n", counted, start)
+            counted = start
+            rows.append((None, int(tid), int(tgid), name.decode("utf-8", "replace"), line))
     return rows
 
 
