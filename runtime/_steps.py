@@ -17,6 +17,7 @@ from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep
 from tracing import Phase
 
 _GUESS_BYTES = 1 << 16
+_EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
 
 
 def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
@@ -24,10 +25,14 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
     """Run every step; return the result and the failing step (None on success)."""
     if plan.simple:
         step = plan.steps[0]
-        with tracing.runtime(Phase.EXECUTION, "StepExecutor::compute"):
-            result = step.prepared.execute(request, measure, deadline_ns)
+        result = _execute_single(step.prepared, request, measure, deadline_ns)
         return result, (None if result.status == ErrorStatus.NONE else step)
     return _run_compound(plan, request, deadline_ns)
+
+
+@tracing.runtime(Phase.EXECUTION, "StepExecutor::compute")
+def _execute_single(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
+    return prepared.execute(request, measure, deadline_ns)
 
 
 class _Temporaries:
@@ -78,7 +83,7 @@ def _run_compound(plan: ExecutionPlan, request: Request,
     temps = _Temporaries(plan, request)
     shapes = [OutputShape(plan.model.main.operands[i].dimensions) for i in plan.model.main.output_indexes]
     for step in plan.steps:
-        with tracing.runtime(Phase.EXECUTION, "StepExecutor::compute"):
+        with tracing.runtime(_EXECUTION, "StepExecutor::compute"):
             result = _run_step(step, temps, deadline_ns)
         vlog.log("execution", "ExecutionPlan", "step %d on %s: %s", step.index, step.device.name,
                  result.status.name)

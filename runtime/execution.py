@@ -181,6 +181,7 @@ class Execution:
             raise NnError(ResultCode.BAD_DATA, f"{call}: the compilation runs on several devices")
 
     # ------------------------------------------------------------------ running
+    @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_compute")
     def compute(self) -> None:
         """Run synchronously (ANeuralNetworksExecution_compute).
 
@@ -188,9 +189,8 @@ class Execution:
             NnError: BAD_DATA if an argument is unset; OUTPUT_INSUFFICIENT_SIZE naming the output
                 and the shape it needs; the device's code (OP_FAILED, MISSED_DEADLINE_*, ...).
         """
-        with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
-            self._begin("compute")
-            self._compute()
+        self._begin("compute")
+        self._compute()
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startCompute")
     def start_compute(self) -> Event:

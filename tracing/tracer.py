@@ -84,6 +84,7 @@ def _register_thread() -> list:
         _buffers.append(buffer)
     _tls.buffer = buffer
     _tls.append = buffer.events.append
+    _tls.recorder = (buffer.events.append, _now)
     return buffer.events
 
 
@@ -282,9 +283,10 @@ def hot_recorder() -> tuple[Callable[[Any], None], Callable[[], int]] | None:
     if not _on:
         return None
     try:
-        return _tls.append, _now
+        return _tls.recorder
     except AttributeError:
-        return _register_thread().append, _now
+        _register_thread()
+        return _tls.recorder
 
 
 def enabled() -> bool:

@@ -29,7 +29,7 @@ from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType, P
                                Priority, numpy_dtype)
 from runtime.hal.validate import merge_dimensions, pool_buffer, validate_request
 from timing import Timing
-from tracing import Phase
+from tracing import Phase, tracer
 
 #: Name of the reference CPU device.
 NAME = "nnapi-reference"
@@ -65,10 +65,10 @@ class CpuPreparedModel(PreparedModel):
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
         """Run ``request`` synchronously; errors come back as an ErrorStatus, never raised."""
-        return self._execute(request, measure_timing, deadline_ns, tracing.enabled())
+        return self._execute(request, measure_timing, deadline_ns, tracer.hot_recorder())
 
     def _execute(self, request: Request, measure: bool, deadline_ns: int | None,
-                 traced: bool) -> ExecutionResult:
+                 recorder) -> ExecutionResult:
         start = _now() if measure else 0
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed before start")
@@ -81,8 +81,10 @@ class CpuPreparedModel(PreparedModel):
             self._cache = (request, binding)
         try:
             device_start = _now() if measure else 0
-            run = self.executor.run_with_tracing if traced else self.executor.run
-            results = run(binding.inputs)
+            if recorder is None:
+                results = self.executor.run(binding.inputs)
+            else:
+                results = self.executor.run_with_tracing(binding.inputs, recorder)
             device_end = _now() if measure else 0
         except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
             return self._fail(ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}")

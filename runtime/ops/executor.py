@@ -194,11 +194,17 @@ class CpuExecutor:
             _reraise(step, error)
         return self._collect(values)
 
-    def run_with_tracing(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    def run_with_tracing(self, inputs: Sequence[np.ndarray | None],
+                         recorder: tuple | None = None) -> list[np.ndarray]:
         """:meth:`run` inside ``[NN_LC_PE]CpuExecutor::run``, with a TRANSFORMATION scope and a
         ``[SW]`` COMPUTATION switch per operation; logs each operation under vlog ``cpuexe``.
-        Same as :meth:`run` while tracing is off."""
-        recorder = tracer.hot_recorder()
+        Same as :meth:`run` while tracing is off.
+
+        Args:
+            inputs: one value per model input, as for :meth:`run`.
+            recorder: this thread's :func:`tracing.tracer.hot_recorder`, if the caller has it.
+        """
+        recorder = recorder or tracer.hot_recorder()
         if recorder is None:
             return self.run(inputs)
         append, now = recorder
