@@ -24,6 +24,7 @@ import numpy as np
 
 import tracing
 from runtime import Compilation, Execution
+from runtime.manager import cpu_device
 from runtime.builtin_models import mobilenet, sample_input, tiny_add
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +32,7 @@ TARGETS = {"inproc_us": 30.0, "traced_overhead_pct": 20.0}
 
 
 def _prepared_execution(model):
-    compilation = Compilation(model)
+    compilation = Compilation.for_devices(model, [cpu_device()])  # in-process, no driver IPC
     compilation.finish()
     inputs = sample_input(model)
     graph = model.to_hal().main
