@@ -22,6 +22,8 @@ from parse_systrace.errors import TraceFormatError, line_where
 
 S, E, L, P, A, SUB, C, PAR, M, W = range(10)
 ROOT = "<root>"
+#: ``node[SUB]`` of a node that step 2 relocates without a ``[SUB]`` mark (truthy).
+MOVED = "moved"
 IGNORE = "LX"
 #: Phase nesting: which phases a phase contains (the established tool's table).
 SUBPHASES = {"PE": ("PIO", "PTR", "PCO", "PR"),
@@ -95,31 +97,30 @@ def elapsed_less_subtracted_ms(node: list) -> float:
     return value
 
 
-def relocate(found: list) -> list:
-    """Step 2: copy [SUB], PI-under-non-PI and wrongly nested LR/LI nodes upwards.
+def relocate(node: list) -> list:
+    """Step 2 for one node ([SUB], PI under non-PI, LR/LI under an LA node of another
+    phase): append its copy upwards, flag the node subtract and return the copy.
 
-    ``found``: those nodes in pre-order (see :func:`parse_systrace._walk.prepare`).
-    Returns the copies (the only nodes that step 3 can still apply to).
+    Call in pre-order, once the node's ancestors are final; ``node[SUB]`` is ``True`` for
+    a ``[SUB]`` mark, :data:`MOVED` for the others. The copy's ``SUB`` is ``None``: it is
+    never examined for relocation again.
     """
-    copies = []
-    for node in found:
-        target = node[PAR]
-        if node[SUB]:
-            while ((target[L] != node[L] or is_added_detail(target))
-                   and target[M] is not ROOT):
-                target = target[PAR]
-        elif phase_of(node) == "PI":
-            while target[M] is not ROOT:
-                target = target[PAR]
-        else:
+    target = node[PAR]
+    if node[SUB] is True:
+        while ((target[L] != node[L] or is_added_detail(target))
+               and target[M] is not ROOT):
             target = target[PAR]
-        if target[M] is not ROOT:
+    elif phase_of(node) == "PI":
+        while target[M] is not ROOT:
             target = target[PAR]
-        copy = add(target, node[S], node[M], node[L], phase_of(node), node[A], False, node[W])
-        copy[E] = node[E]
-        node[SUB] = True
-        copies.append(copy)
-    return copies
+    else:
+        target = target[PAR]
+    if target[M] is not ROOT:
+        target = target[PAR]
+    copy = add(target, node[S], node[M], node[L], phase_of(node), node[A], None, node[W])
+    copy[E] = node[E]
+    node[SUB] = True
+    return copy
 
 
 def _needs_la(node: list) -> bool:
@@ -131,19 +132,18 @@ def _needs_la(node: list) -> bool:
             and phase != "PE" and phase not in PE_SUBPHASES)
 
 
-def insert_missing_la(candidates: list) -> None:
-    """Step 3: give an LR/LI node under an LA node of another phase its own LA parent.
-
-    After step 2 every original node that qualifies is flagged subtract, so only the
-    copies made by step 2 (childless, hence independent) are candidates.
-    """
-    for node in [node for node in candidates if _needs_la(node)]:
-        parent, phase = node[PAR], phase_of(node)
-        new = [node[S], None, "LA", phase, node[A], False, [node], parent, node[M], node[W]]
-        new[E] = node[S] + elapsed_less_subtracted_ms(node) / 1000.0
-        siblings = parent[C]
-        siblings[next(i for i, s in enumerate(siblings) if s is node)] = new
-        node[PAR] = new
+def insert_missing_la(node: list) -> None:
+    """Step 3 for a copy made by step 2 (after step 2 every original node that qualifies is
+    flagged subtract, so only those copies are candidates): an LR/LI node under an LA
+    node of another phase gets its own LA parent."""
+    if not _needs_la(node):
+        return
+    parent, phase = node[PAR], phase_of(node)
+    new = [node[S], None, "LA", phase, node[A], False, [node], parent, node[M], node[W]]
+    new[E] = node[S] + elapsed_less_subtracted_ms(node) / 1000.0
+    siblings = parent[C]
+    siblings[next(i for i in range(len(siblings) - 1, -1, -1) if siblings[i] is node)] = new
+    node[PAR] = new
 
 
 def check_nesting(node: list) -> None:

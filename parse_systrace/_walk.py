@@ -1,12 +1,20 @@
-"""The summing walk of :func:`parse_systrace._tree.calculate`, in as few passes as possible.
+"""The single walk of :func:`parse_systrace._tree.calculate`: steps 1-6 of section 5.
 
-Most trees have no ignored nodes, no ``[SW]`` placeholders and no misplaced nodes, and
-for them steps 1-3 of section 5 change nothing: one walk validates nesting and sums the
-buckets (steps 4-6), and gives up (:class:`_Misplaced`) at the first misplaced node. Trees
-that need steps 1-3 get one preparing walk (:func:`prepare`: child lists rebuilt without
-ignored nodes and placeholders, misplaced nodes collected in pre-order), the relocation,
-and then the summing walk. Per-node decisions that only depend on the node's and its
-parent's (layer, phase) are cached per walk; buckets are summed under tuple keys.
+One pre-order walk over the tree does everything the semantics describe as steps done
+one after the other, and gives the same result to the bit:
+
+- step 1: a node's child list is rebuilt without ignored nodes, then placeholders, when
+  the walk reaches it (:func:`_rebuilt`; only for trees that have such nodes);
+- step 2: before a node's own time is computed, its children (and, through added
+  detail, the descendants its time depends on) that step 2 relocates are flagged
+  (:func:`_flag_misplaced`; flagging changes how much they subtract); each is copied
+  upwards when the walk reaches it (pre-order, like step 2's collection). A copy goes to
+  the end of an ancestor's child list, still being walked, so it is summed where the
+  sequential steps would sum it; it is childless, so the ancestor's time is unchanged;
+- step 3 is applied to each copy as it is made; steps 4-6 as each node is reached.
+
+Per-node decisions that only depend on the node's and its parent's (layer, phase) are
+cached per walk; buckets are summed under tuple keys.
 
 Example:
     >>> from parse_systrace import _tree
@@ -19,59 +27,25 @@ Example:
 from __future__ import annotations
 
 from parse_systrace import _tree
-from parse_systrace._tree import (A, C, E, IGNORE, L, M, P, PAR, PE_SUBPHASES, S, SUB,
+from parse_systrace._tree import (A, C, E, IGNORE, L, M, MOVED, P, PAR, PE_SUBPHASES, S, SUB,
                                   SUBPHASES)
 
 _NO_SUB = ()
 _LR_LI = ("LR", "LI")
 _PE_AND_SUBPHASES = ("PE",) + PE_SUBPHASES
-_MISPLACED = object()  # a cached relation: the node must be relocated (step 2)
 
 
-class _Misplaced(Exception):
-    """The walk met a node that step 2 relocates: the tree needs the full treatment."""
-
-
-def calculate(root: list, ignored: int = 1, placeholders: int = 1) -> dict:
-    """Transform a finished tree (in place) and return ``{"<app>_<layer>_<phase>": ms}``."""
-    if ignored or placeholders:
-        found = prepare(root, ignored, placeholders)
-    else:
-        try:
-            return accumulate(root, detect=True)
-        except _Misplaced:
-            found = prepare(root, 0, 0)
-    if found:
-        _tree.insert_missing_la(_tree.relocate(found))
-    return accumulate(root, detect=False)
-
-
-def _misplaced(layer, phase, parent_layer, parent_phase) -> bool:
-    """Step 2's test for a node that is not flagged subtract (root: parent layer None)."""
-    return (phase == "PI" and parent_phase != "PI") or (
-        parent_layer == "LA" and layer in _LR_LI and parent_phase != phase
-        and parent_phase != "PO" and phase not in _PE_AND_SUBPHASES)
-
-
-def prepare(root: list, ignored: int, placeholders: int) -> list:
-    """Step 1 (rebuild child lists without ignored nodes, then placeholders) and step 2's
-    pre-order collection of misplaced nodes, in one walk; returns those nodes."""
-    found: list = []
-
-    def visit(node: list, phase) -> None:
-        layer, children = node[L], node[C]
-        if children and (ignored or placeholders):
-            children = _rebuilt(node, ignored, placeholders)
-        for child in children:
-            child_phase = child[P]
-            if child_phase == "PU":
-                child_phase = phase
-            if child[SUB] or _misplaced(child[L], child_phase, layer, phase):
-                found.append(child)
-            visit(child, child_phase)
-
-    visit(root, None)
-    return found
+def _flag_misplaced(children: list, layer, phase) -> None:
+    """Flag :data:`MOVED` the children step 2 relocates (PI under non-PI, LR/LI under an
+    LA node of another phase); [SUB] nodes are relocated anyway, copies (None) never."""
+    la_rule = layer == "LA" and phase != "PO"
+    for child in children:
+        child_phase = child[P]
+        if child[SUB] is False and (
+                (child_phase == "PI" and phase != "PI")
+                or (la_rule and child[L] in _LR_LI and child_phase != phase
+                    and child_phase != "PU" and child_phase not in _PE_AND_SUBPHASES)):
+            child[SUB] = MOVED
 
 
 def _rebuilt(node: list, ignored: int, placeholders: int) -> list:
@@ -109,64 +83,61 @@ def _without_placeholders(children: list, ignored: int) -> list:
     return kept
 
 
-def _relation(node: list, phase, parent_layer, parent_phase, detect: bool):
-    """Whether the node is added detail (or ``_MISPLACED`` when ``detect``); validates
-    nesting (step 4). Depends only on the node's and its parent's layer and phase."""
-    layer = node[L]
-    if detect and _misplaced(layer, phase, parent_layer, parent_phase):
-        return _MISPLACED
+def _relation(node: list, phase, parent_layer, parent_phase) -> bool:
+    """Whether the node is added detail; validates nesting (step 4). Depends only on the
+    node's and its parent's layer and phase."""
     if parent_layer is None:
         return False
     _tree.check_nesting(node)
-    return (layer == parent_layer
+    return (node[L] == parent_layer
             and phase not in SUBPHASES.get(parent_phase, _NO_SUB)
             and not (phase == "PI" and parent_phase != "PI"))
 
 
-def _subtracted(node: list, parent_layer, parent_phase) -> float:
-    """subtracted_ms with the parent's layer and phase known (no parent lookups)."""
-    if node[SUB]:
-        return (node[E] - node[S]) * 1000.0
-    phase = node[P]
-    if phase == "PU":
-        phase = parent_phase
-    layer = node[L]
-    if (layer != parent_layer or phase in SUBPHASES.get(parent_phase, _NO_SUB)
-            or (phase == "PI" and parent_phase != "PI")):
-        return 0.0
-    subtract = 0.0
-    for child in node[C]:
-        subtract = subtract + _subtracted(child, layer, phase)
-    return subtract
+def calculate(root: list, ignored: int = 1, placeholders: int = 1) -> dict:
+    """Transform a finished tree (in place) and return ``{"<app>_<layer>_<phase>": ms}``.
 
-
-def accumulate(root: list, detect: bool) -> dict:
-    """Steps 4-6: validate and sum elapsed-less-subtracted times into buckets.
-
-    With ``detect``, raise :class:`_Misplaced` at the first node step 2 would move.
+    ``ignored`` / ``placeholders``: how many such nodes the tree has (0 skips step 1).
     """
     stats: dict = {}
     in_pe: dict = {}
     relations: dict = {}
+    rebuild = ignored or placeholders
+
+    def subtracted(node: list, parent_layer, parent_phase) -> float:
+        if node[SUB]:
+            return (node[E] - node[S]) * 1000.0
+        phase = node[P]
+        if phase == "PU":
+            phase = parent_phase
+        layer = node[L]
+        if (layer != parent_layer or phase in SUBPHASES.get(parent_phase, _NO_SUB)
+                or (phase == "PI" and parent_phase != "PI")):
+            return 0.0
+        children = _rebuilt(node, ignored, placeholders) if rebuild else node[C]
+        _flag_misplaced(children, layer, phase)
+        subtract = 0.0
+        for child in children:
+            subtract = subtract + subtracted(child, layer, phase)
+        return subtract
 
     def visit(node: list, phase, parent_layer, parent_phase) -> None:
-        layer, children = node[L], node[C]
-        if node[SUB]:
-            if detect:
-                raise _Misplaced
+        layer, sub = node[L], node[SUB]
+        children = _rebuilt(node, ignored, placeholders) if rebuild else node[C]
+        if children and (phase != "PI" or layer == "LA"):
+            _flag_misplaced(children, layer, phase)
+        if sub:
+            _tree.insert_missing_la(_tree.relocate(node))
         else:
             key = (layer, phase, parent_layer, parent_phase)
             added = relations.get(key)
             if added is None:
-                added = relations[key] = _relation(node, phase, parent_layer, parent_phase,
-                                                   detect)
-            if added is _MISPLACED:
-                raise _Misplaced
+                added = relations[key] = _relation(node, phase, parent_layer, parent_phase)
             if not added:
                 value = (node[E] - node[S]) * 1000.0
                 for child in children:
                     if child[SUB] or child[L] == layer:
-                        value = value - _subtracted(child, layer, phase)
+                        value = value - subtracted(child, layer, phase)
                 key = (node[A], layer, phase)
                 stats[key] = stats.get(key, 0.0) + value
                 if phase in PE_SUBPHASES and not in_pe.get(layer):
@@ -182,6 +153,8 @@ def accumulate(root: list, detect: bool) -> dict:
         if phase == "PE":
             in_pe[layer] -= 1
 
-    for top in root[C]:
+    tops = _rebuilt(root, ignored, placeholders) if rebuild else root[C]
+    _flag_misplaced(tops, None, None)
+    for top in tops:
         visit(top, top[P] if top[P] != "PU" else None, None, None)
     return {f"{app}_{layer}_{phase}": value for (app, layer, phase), value in stats.items()}
