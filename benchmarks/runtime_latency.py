@@ -101,8 +101,8 @@ def measure_tiny(runs: int, rounds: int) -> dict:
         off.append(_stats(batch[False]))
         on.append(_stats(batch[True]))
         ratios.append(on[-1][0] / off[-1][0])
-    off_med, off_p99 = np.median(off, axis=0)
-    on_med, on_p99 = np.median(on, axis=0)
+    off_med, off_p99 = (float(x) for x in np.median(off, axis=0))
+    on_med, on_p99 = (float(x) for x in np.median(on, axis=0))
     return {"inproc_us": round(off_med, 2), "inproc_p99_us": round(off_p99, 2),
             "inproc_traced_us": round(on_med, 2), "inproc_traced_p99_us": round(on_p99, 2),
             "traced_overhead_pct": round(100 * (float(np.median(ratios)) - 1), 1),
