@@ -57,11 +57,8 @@ _warner = logging.getLogger(_logcat.PREFIX + "VLog")
 _output_ready = False
 
 
-def _bit(tag: str) -> int:
-    try:
-        return BITS[tag]
-    except KeyError:
-        raise ValueError(f"unknown vlog tag {tag!r}; valid tags: {', '.join(TAGS)}") from None
+def _unknown(tag: str) -> ValueError:
+    return ValueError(f"unknown vlog tag {tag!r}; valid tags: {', '.join(TAGS)}")
 
 
 def is_on(tag: str) -> bool:
@@ -73,7 +70,10 @@ def is_on(tag: str) -> bool:
     Raises:
         ValueError: ``tag`` is not one of :data:`TAGS`.
     """
-    return _mask & _bit(tag) != 0
+    try:
+        return _mask & BITS[tag] != 0
+    except KeyError:
+        raise _unknown(tag) from None
 
 
 def log(tag: str, log_tag: str, fmt: str, *args: object) -> None:
@@ -87,7 +87,11 @@ def log(tag: str, log_tag: str, fmt: str, *args: object) -> None:
         fmt: A ``%``-style format string.
         *args: Its arguments, formatted only if the message is emitted.
     """
-    if _mask & _bit(tag):
+    try:
+        on = _mask & BITS[tag]
+    except KeyError:
+        raise _unknown(tag) from None
+    if on:
         _emit(log_tag, fmt, args)
 
 
