@@ -69,7 +69,8 @@ class ThreadState:
     """
 
     __slots__ = ("tid", "tgid", "is_driver", "app", "tolerant", "root", "stack",
-                 "spans", "la_pe", "stats", "orphans", "cache", "ignored", "placeholders")
+                 "spans", "la_pe", "stats", "orphans", "cache", "ignored", "placeholders",
+                 "removals")
 
     def __init__(self, tid: int, tgid: int, is_driver: bool, app: list,
                  tolerant: bool = False) -> None:
@@ -87,6 +88,7 @@ class ThreadState:
         self.la_pe: dict = {}
         self.stats = None
         self.ignored = self.placeholders = 0
+        self.removals: set = set()  # ids of the nodes with an ignored or placeholder child
 
     @property
     def current(self) -> list:
@@ -133,6 +135,7 @@ class ThreadState:
             self.end(ts, where)
             self.placeholders += 1
             parent = self.stack[-1]
+            self.removals.add(id(parent))
             node = [ts, None, None, None, None, False, [], parent, None, where, None]
             parent[_C].append(node)
             self.stack.append(node)
@@ -144,6 +147,7 @@ class ThreadState:
             self.la_pe[current] = self.la_pe.get(current, 0) + 1
         if layer == "LX":
             self.ignored += 1
+            self.removals.add(id(self.stack[-1]))
         self.push(ts, info, where)
 
     def push(self, ts: float, info: tuple, where) -> None:
@@ -192,7 +196,8 @@ class ThreadState:
     def calculate(self) -> dict:
         """Transform the finished tree and sum its buckets (once per run)."""
         if self.stats is None:
-            self.stats = (_tree.calculate(self.root, self.ignored, self.placeholders)
+            self.stats = (_tree.calculate(self.root, self.ignored, self.placeholders,
+                                          self.removals)
                           if self.root[_C] else {})
         return self.stats
 

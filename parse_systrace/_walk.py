@@ -94,15 +94,22 @@ def _relation(node: list, phase, parent_layer, parent_phase) -> bool:
             and not (phase == "PI" and parent_phase != "PI"))
 
 
-def calculate(root: list, ignored: int = 1, placeholders: int = 1) -> dict:
+def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None) -> dict:
     """Transform a finished tree (in place) and return ``{"<app>_<layer>_<phase>": ms}``.
 
-    ``ignored`` / ``placeholders``: how many such nodes the tree has (0 skips step 1).
+    ``ignored`` / ``placeholders``: how many such nodes the tree has (0 skips step 1);
+    ``parents``: the ids of the nodes that have such children (None: any node may).
     """
     stats: dict = {}
     in_pe: dict = {}
     relations: dict = {}
     rebuild = ignored or placeholders
+
+    def children_of(node: list) -> list:
+        """The node's children after step 1."""
+        if rebuild and (parents is None or id(node) in parents):
+            return _rebuilt(node, ignored, placeholders)
+        return node[C]
 
     def subtracted(node: list, parent_layer, parent_phase) -> float:
         if node[SUB]:
@@ -114,7 +121,7 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1) -> dict:
         if (layer != parent_layer or phase in SUBPHASES.get(parent_phase, _NO_SUB)
                 or (phase == "PI" and parent_phase != "PI")):
             return 0.0
-        children = _rebuilt(node, ignored, placeholders) if rebuild else node[C]
+        children = children_of(node)
         _flag_misplaced(children, layer, phase)
         subtract = 0.0
         for child in children:
@@ -122,8 +129,9 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1) -> dict:
         return subtract
 
     def visit(node: list, phase, parent_layer, parent_phase) -> None:
-        layer, sub = node[L], node[SUB]
-        children = _rebuilt(node, ignored, placeholders) if rebuild else node[C]
+        layer, sub, children = node[L], node[SUB], node[C]
+        if rebuild and (parents is None or id(node) in parents):
+            children = _rebuilt(node, ignored, placeholders)
         if children and (phase != "PI" or layer == "LA"):
             _flag_misplaced(children, layer, phase)
         if sub:
@@ -153,7 +161,7 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1) -> dict:
         if phase == "PE":
             in_pe[layer] -= 1
 
-    tops = _rebuilt(root, ignored, placeholders) if rebuild else root[C]
+    tops = children_of(root)
     _flag_misplaced(tops, None, None)
     for top in tops:
         visit(top, top[P] if top[P] != "PU" else None, None, None)
