@@ -35,7 +35,7 @@ def execute(prepared, request: Request, measure: bool, deadline_ns: int | None) 
     try:
         return prepared.execute(request, measure, deadline_ns)
     except HalError as error:
-        vlog.log("execution", "ExecutionBuilder", "%s", error)
+        vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
         return ExecutionResult(error.status)
 
 

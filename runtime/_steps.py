@@ -3,6 +3,8 @@
 A simple plan hands the request to its only device. A compound plan builds one request per
 step: model inputs/outputs keep their pools, tensors crossing steps get buffers allocated here
 (re-allocated and the step re-run when a device reports an unknown shape larger than guessed).
+A step that fails on its driver (also a dead driver process) is redone on the CPU, then the
+whole model (see ``runtime._fallback``).
 
 Example:
     >>> result, step = run_plan(plan, request, measure=False, deadline_ns=None)   # doctest: +SKIP
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import tracing
 import vlog
+from runtime import _fallback
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
+from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Operand
 from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
 from tracing import Phase
@@ -26,13 +30,27 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
     if plan.simple:
         step = plan.steps[0]
         result = _execute_single(step.prepared, request, measure, deadline_ns)
+        if result.status == ErrorStatus.NONE:
+            return result, None
+        if _fallback.allowed(plan, step, result):
+            retried = _fallback.partial(plan, step, lambda cpu: _fallback.execute(
+                cpu, request, measure, deadline_ns))
+            result = retried or result
         return result, (None if result.status == ErrorStatus.NONE else step)
-    return _run_compound(plan, request, deadline_ns)
+    result, failed = _run_compound(plan, request, deadline_ns)
+    if failed is not None and _fallback.allowed(plan, failed, result):
+        result = _fallback.full(plan, request, measure, deadline_ns) or result
+        failed = None if result.status == ErrorStatus.NONE else failed
+    return result, failed
 
 
 @tracing.runtime(Phase.EXECUTION, "StepExecutor::compute")
 def _execute_single(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
-    return prepared.execute(request, measure, deadline_ns)
+    try:
+        return prepared.execute(request, measure, deadline_ns)
+    except HalError as error:  # the driver process died or stopped answering
+        vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
+        return ExecutionResult(error.status)
 
 
 class _Temporaries:
@@ -84,7 +102,10 @@ def _run_compound(plan: ExecutionPlan, request: Request,
     shapes = [OutputShape(plan.model.main.operands[i].dimensions) for i in plan.model.main.output_indexes]
     for step in plan.steps:
         with tracing.runtime(_EXECUTION, "StepExecutor::compute"):
-            result = _run_step(step, temps, deadline_ns)
+            result = _run_step(step, step.prepared, temps, deadline_ns)
+        if _fallback.allowed(plan, step, result):
+            result = _fallback.partial(plan, step, lambda cpu: _run_step(
+                step, cpu, temps, deadline_ns)) or result
         vlog.log("execution", "ExecutionPlan", "step %d on %s: %s", step.index, step.device.name,
                  result.status.name)
         for source, operand_index, shape in zip(step.output_sources, step.outputs, result.output_shapes):
@@ -98,11 +119,13 @@ def _run_compound(plan: ExecutionPlan, request: Request,
     return ExecutionResult(ErrorStatus.NONE, tuple(shapes)), None
 
 
-def _run_step(step: ExecutionStep, temps: _Temporaries, deadline_ns: int | None) -> ExecutionResult:
+def _run_step(step: ExecutionStep, prepared, temps: _Temporaries,
+              deadline_ns: int | None) -> ExecutionResult:
     inputs = tuple(temps.input_arg(s, o) for s, o in zip(step.input_sources, step.inputs))
     for _attempt in range(2):
         outputs = tuple(temps.output_arg(s, o) for s, o in zip(step.output_sources, step.outputs))
-        result = step.prepared.execute(Request(inputs, outputs, tuple(temps.pools)), False, deadline_ns)
+        request = Request(inputs, outputs, tuple(temps.pools))
+        result = _fallback.execute(prepared, request, False, deadline_ns)
         if result.status != ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
             return result
         retry = False

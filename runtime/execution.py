@@ -32,7 +32,7 @@ from runtime.hal.errors import result_code_from_status
 from runtime.hal.types import ErrorStatus, Operand, numpy_dtype
 from runtime.hal.validate import argument_problem, merge_dimensions
 from runtime.memory import Memory
-from timing import Duration
+from timing import NS_PER_US, Duration
 from tracing import Phase
 
 _EMPTY = b""
@@ -155,10 +155,14 @@ class Execution:
         """Ask the device to measure durations (read them with :meth:`get_duration`).
 
         Raises:
-            NnError: BAD_DATA when the compiled plan spans more than one device.
+            NnError: BAD_STATE unless the compilation was created with
+                ``Compilation.for_devices`` for exactly one device (as NNAPI requires).
         """
         self._check_idle("setMeasureTiming")
-        self._require_single_device("setMeasureTiming")
+        compilation = self.compilation
+        if not compilation.explicit_devices or len(compilation.devices) != 1:
+            raise NnError(ResultCode.BAD_STATE, "setMeasureTiming: only for a compilation created "
+                          "by Compilation.for_devices with exactly one device")
         self._measure = bool(measure)
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_setTimeout")
@@ -250,7 +254,12 @@ class Execution:
     # ------------------------------------------------------------------ results
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_getDuration")
     def get_duration(self, duration: int) -> int | None:
-        """A measured duration in microseconds, or None when the device did not report it.
+        """A measured duration in **nanoseconds**, or None when the device did not report it.
+
+        As ``ANeuralNetworksExecution_getDuration``: the driver measures microseconds (HAL
+        ``Timing``, ``UINT64_MAX`` when unknown) and the runtime reports them times 1000.
+        ``Duration.ON_HARDWARE`` / ``IN_DRIVER`` (the fenced codes read the same values for
+        a non-fenced execution).
 
         Raises:
             NnError: BAD_STATE unless timing was measured and the execution completed.
@@ -265,7 +274,8 @@ class Execution:
             raise NnError(ResultCode.BAD_DATA, f"getDuration: unknown duration code {duration!r}") from None
         if timing is None:
             return None
-        return timing.get(Duration(code % 2))  # a non-fenced run reports the same fenced durations
+        value = timing.get(Duration(code % 2))  # a non-fenced run reports the same fenced durations
+        return None if value is None else value * NS_PER_US
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_getOutputOperandDimensions")
     def get_output_operand_dimensions(self, index: int) -> tuple[int, ...]:

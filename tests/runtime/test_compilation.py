@@ -78,5 +78,6 @@ def test_for_devices_single_cpu():
 def test_measure_timing_needs_one_device(fake_devices):
     compilation = Compilation(chain_model())
     compilation.finish()
-    with pytest.raises(NnError, match="several devices"):
+    with pytest.raises(NnError, match="exactly one device") as info:
         Execution(compilation).set_measure_timing(True)
+    assert info.value.code == ResultCode.BAD_STATE

@@ -79,8 +79,10 @@ def test_start_compute_error_comes_out_of_wait():
         execution.start_compute().wait()
 
 
-def test_measure_timing_and_get_duration():
-    execution = Execution(_compiled(add_model()))
+def test_measure_timing_and_get_duration(cpu_only):
+    compilation = Compilation.for_devices(add_model(), [cpu_only])
+    compilation.finish()
+    execution = Execution(compilation)
     x, out = np.ones((1, 4), np.float32), np.zeros((1, 4), np.float32)
     for index in (0, 1):
         execution.set_input(index, x)
@@ -92,7 +94,15 @@ def test_measure_timing_and_get_duration():
     execution.compute()
     on_hw, in_driver = execution.get_duration(Duration.ON_HARDWARE), execution.get_duration(Duration.IN_DRIVER)
     assert isinstance(on_hw, int) and isinstance(in_driver, int) and 0 <= on_hw <= in_driver
+    assert on_hw % 1000 == 0 and in_driver % 1000 == 0  # nanoseconds, from the HAL's microseconds
     assert execution.get_duration(Duration.FENCED_IN_DRIVER) == in_driver
+
+
+def test_measure_timing_needs_a_single_explicit_device():
+    execution = Execution(_compiled(add_model()))  # Compilation(model): all devices
+    with pytest.raises(NnError) as info:
+        execution.set_measure_timing(True)
+    assert info.value.code == ResultCode.BAD_STATE and "exactly one device" in info.value.message
 
 
 def test_argument_errors_name_the_input():

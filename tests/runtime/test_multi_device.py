@@ -171,3 +171,56 @@ def test_dead_driver_takes_no_work():
     finally:
         manager.forTest_reset()
         doomed.shutdown()
+
+
+def test_driver_timing_reaches_get_duration_in_nanoseconds(drivers):
+    from runtime import Duration, Execution  # noqa: PLC0415
+    compilation = Compilation.for_devices(add_model(), [drivers["sample-float-fast"]])
+    compilation.finish()
+    execution = Execution(compilation)
+    x, out = np.float32([[1, 2, 3, 4]]), np.zeros((1, 4), np.float32)
+    execution.set_input(0, x)
+    execution.set_input(1, x)
+    execution.set_output(0, out)
+    execution.set_measure_timing(True)
+    execution.compute()
+    on_hw, in_driver = execution.get_duration(Duration.ON_HARDWARE), execution.get_duration(Duration.IN_DRIVER)
+    assert out.tolist() == [[2, 4, 6, 8]]
+    assert 0 <= on_hw <= in_driver and in_driver > 0 and in_driver % 1000 == 0
+    assert in_driver < 1_000_000_000  # nanoseconds of a tiny ADD, not a unit mix-up
+    execution.set_measure_timing(False)
+    execution.compute()
+    with pytest.raises(NnError) as info:
+        execution.get_duration(Duration.IN_DRIVER)
+    assert info.value.code == ResultCode.BAD_STATE
+    compilation.free()
+
+
+def test_unknown_durations_read_as_none(cpu_only):
+    from runtime import Duration, Execution  # noqa: PLC0415
+    from runtime.hal.device_types import ExecutionResult  # noqa: PLC0415
+    from timing import Timing  # noqa: PLC0415
+
+    class Unmeasured(CpuDevice):
+        name = "fake-unmeasured"
+
+        def prepare_model(self, *args, **kwargs):
+            inner = super().prepare_model(*args, **kwargs)
+            outer = type(inner).__new__(type(inner))
+            outer.__dict__.update(inner.__dict__)
+            outer.execute = lambda request, measure=False, deadline=None: ExecutionResult(
+                inner.execute(request, measure, deadline).status,
+                inner.execute(request, measure, deadline).output_shapes, Timing())
+            return outer
+
+    compilation = Compilation.for_devices(add_model(), [Unmeasured()])
+    compilation.finish()
+    execution = Execution(compilation)
+    x = np.float32([[1, 2, 3, 4]])
+    execution.set_input(0, x)
+    execution.set_input(1, x)
+    execution.set_output(0, np.zeros((1, 4), np.float32))
+    execution.set_measure_timing(True)
+    execution.compute()
+    assert execution.get_duration(Duration.ON_HARDWARE) is None
+    assert execution.get_duration(Duration.IN_DRIVER) is None

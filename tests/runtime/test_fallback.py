@@ -1,0 +1,109 @@
+"""CPU fallback at execution: a driver process killed in the middle of a run of executions
+(SIGKILL) still gives correct outputs, and the fallback shows in the trace and the VLOG."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import tracing
+import vlog
+from runtime import Compilation, Execution, NnError, manager
+from runtime.drivers.cpu import CpuDevice
+from runtime.drivers.ipc import RemoteDevice
+from tests.runtime.helpers import chain_model, mixed_expected, mixed_model
+
+RUNS, KILL_AT = 6, 3
+
+
+@pytest.fixture
+def execution_log():
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    root = logging.getLogger("nn")
+    old = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    with vlog.override("execution"):
+        yield lines
+    root.removeHandler(handler)
+    root.setLevel(old)
+
+
+@pytest.fixture
+def devices():
+    """The CPU plus fresh float-fast and quant driver processes (killed ones are replaced)."""
+    made = [RemoteDevice("sample-float-fast", timeout_s=30.0), RemoteDevice("sample-quant", timeout_s=30.0)]
+    manager.forTest_set_devices([CpuDevice(), *made])
+    yield {d.name: d for d in made}
+    manager.forTest_reset()
+    for device in made:
+        device.shutdown()
+
+
+def _run(compilation, inputs, out_shape=(2, 3)) -> np.ndarray:
+    execution = Execution(compilation)
+    for index, value in enumerate(inputs):
+        execution.set_input(index, value)
+    out = np.zeros(out_shape, np.float32)
+    execution.set_output(0, out)
+    execution.compute()
+    return out
+
+
+def _kill_mid_run(compilation, victim, make_inputs, expected, out_shape):
+    for run in range(RUNS):
+        if run == KILL_AT:
+            os.kill(victim.pid, signal.SIGKILL)
+        inputs = make_inputs(run)
+        np.testing.assert_allclose(_run(compilation, inputs, out_shape), expected(*inputs), rtol=1e-6)
+
+
+def test_killed_driver_of_a_simple_plan(devices, execution_log):
+    victim = devices["sample-float-fast"]
+    with tracing.TraceSession() as session:
+        compilation = Compilation(chain_model())
+        compilation.finish()
+        assert [s.device.name for s in compilation.plan.steps] == ["sample-float-fast"]
+
+        def make_inputs(run):
+            return (np.full((2, 3), run, np.float32), np.arange(6, dtype=np.float32).reshape(2, 3))
+        _kill_mid_run(compilation, victim, make_inputs, lambda x, y: (x + 0.5) * y + 0.5, (2, 3))
+    names = [span.name for span in session.collect().spans()]
+    assert names.count("[NN_LR_PE]ExecutionBuilder::cpuFallbackPartial") == RUNS - KILL_AT
+    assert "[NN_LR_PE]StepExecutor::computeOnCpuFallback" in names
+    assert any("step 0 on sample-float-fast failed; cpuFallbackPartial" in l for l in execution_log)
+    assert any(l.startswith("DEAD_OBJECT: driver sample-float-fast") for l in execution_log)
+
+
+def test_killed_driver_of_one_step_of_a_compound_plan(devices, execution_log):
+    victim = devices["sample-quant"]
+    manager.forTest_set_devices(list(devices.values()))  # the CPU only as fallback
+    with tracing.TraceSession() as session:
+        compilation = Compilation(mixed_model())
+        compilation.finish()
+        assert "sample-quant" in [s.device.name for s in compilation.plan.steps]
+
+        def make_inputs(run):
+            x = np.float32([[run, 1.5, -2.0, 3.0]])
+            return x, np.float32([[2.0, -1.0, 0.5, 1.0]]), np.uint8([[130, 120 + run, 128, 140]])
+        _kill_mid_run(compilation, victim, make_inputs, mixed_expected, (1, 4))
+    names = [span.name for span in session.collect().spans()]
+    assert names.count("[NN_LR_PE]ExecutionBuilder::cpuFallbackPartial") == RUNS - KILL_AT
+    assert any("on sample-quant failed; cpuFallbackPartial" in l for l in execution_log)
+
+
+def test_no_fallback_for_an_explicit_device_list(devices):
+    victim = devices["sample-float-fast"]
+    compilation = Compilation.for_devices(chain_model(), [victim])
+    compilation.finish()
+    x = np.ones((2, 3), np.float32)
+    _run(compilation, (x, x))
+    os.kill(victim.pid, signal.SIGKILL)
+    with pytest.raises(NnError) as info:
+        _run(compilation, (x, x))
+    assert info.value.code.name in ("DEAD_OBJECT", "OP_FAILED")
