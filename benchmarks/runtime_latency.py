@@ -7,11 +7,18 @@ and the figures are medians over rounds (overhead: median of per-round ratios). 
 the full NNAPI cycle per run (create, setInput x2, setOutput, compute, free) and the built-in
 MobileNet-style model. Targets: tiny compute() median <= 30 us off, tracing on adds <= 20 %.
 
+Through a driver process: the tiny model compiled for ``sample-all`` only (its own process,
+``Compilation.for_devices``), compute() median and p99, next to the raw round trip of a small
+record to an echo process over the same transport (``runtime.drivers.ipc.bench``), measured in
+interleaved rounds of the same run. Targets: driver compute() median <= 150 us and <= 3x the
+raw round trip. The built-in model is also timed per device (and on the default all-device plan).
+
 Usage:
     python benchmarks/runtime_latency.py [--runs N] [--rounds N] [--builtin-runs N]
 
 Prints human-readable lines, writes ``benchmarks/results/runtime_latency.json`` and prints the
-same JSON object as the last line (keys include ``inproc_us`` and ``inproc_traced_us``).
+same JSON object as the last line (keys include ``inproc_us``, ``inproc_traced_us``,
+``driver_us``, ``raw_roundtrip_us`` and ``builtin_per_device_ms``).
 """
 from __future__ import annotations
 
@@ -23,16 +30,25 @@ from pathlib import Path
 import numpy as np
 
 import tracing
-from runtime import Compilation, Execution
+from runtime import Compilation, Execution, NnError, manager
+from runtime.drivers.ipc import bench
 from runtime.manager import cpu_device
 from runtime.builtin_models import mobilenet, sample_input, tiny_add
 
 REPO = Path(__file__).resolve().parents[1]
-TARGETS = {"inproc_us": 30.0, "traced_overhead_pct": 20.0}
+TARGETS = {"inproc_us": 30.0, "traced_overhead_pct": 20.0, "driver_us": 150.0,
+           "driver_vs_raw": 3.0}
+#: Devices the built-in model is timed on (those that cannot run all of it are reported as such).
+BUILTIN_DEVICES = ("nnapi-reference", "sample-all", "sample-float-fast", "sample-minimal")
 
 
-def _prepared_execution(model):
-    compilation = Compilation.for_devices(model, [cpu_device()])  # in-process, no driver IPC
+def _prepared_execution(model, device=None):
+    """A reusable execution of ``model`` compiled for ``device`` (default: the in-process CPU;
+    ``"all"``: the default plan over every device)."""
+    if device == "all":
+        compilation = Compilation(model)
+    else:
+        compilation = Compilation.for_devices(model, [device or cpu_device()])
     compilation.finish()
     inputs = sample_input(model)
     graph = model.to_hal().main
@@ -123,11 +139,47 @@ def measure_builtin(runs: int) -> dict:
             "builtin_traced_p99_ms": round(on_p99 / 1000, 2)}
 
 
+def measure_driver(runs: int, rounds: int) -> dict:
+    """Tiny ADD compute() through a ``sample-all`` process vs the raw transport round trip,
+    in ``rounds`` interleaved batches (medians per batch, then over batches)."""
+    manager.forTest_reset()  # fresh driver processes, started by this measurement
+    _, execution, _, _ = _prepared_execution(tiny_add(), manager.get_device("sample-all"))
+    _time_compute(execution, 1000)  # warm the driver, the encoders and the pools
+    driver, raw = [], []
+    for _ in range(rounds):
+        driver.append(_stats(_time_compute(execution, runs)))
+        raw.append(bench.raw_round_trip(iterations=runs, warmup=100).median_us)
+    driver_med, driver_p99 = (float(x) for x in np.median(driver, axis=0))
+    raw_med = float(np.median(raw))
+    return {"driver_us": round(driver_med, 2), "driver_p99_us": round(driver_p99, 2),
+            "raw_roundtrip_us": round(raw_med, 2), "driver_vs_raw": round(driver_med / raw_med, 2),
+            "driver_rounds": rounds}
+
+
+def measure_builtin_per_device(runs: int) -> dict:
+    """Median compute() of the built-in model per device, and on the default plan (``all``)."""
+    model = mobilenet()
+    timings: dict = {}
+    for name in (*BUILTIN_DEVICES, "all"):
+        try:
+            _, execution, _, _ = _prepared_execution(model, name if name == "all" else
+                                                     manager.get_device(name))
+        except NnError as error:
+            timings[name] = f"cannot run the model: {error.code.name}"
+            continue
+        execution.compute()
+        timings[name] = round(_stats(_time_compute(execution, runs))[0] / 1000, 2)
+    manager.shutdown()
+    return {"builtin_per_device_ms": timings}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000, help="computes per round and mode")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--builtin-runs", type=int, default=10)
+    parser.add_argument("--driver-rounds", type=int, default=5,
+                        help="interleaved rounds of driver compute() and raw round trips")
     args = parser.parse_args()
     results = measure_tiny(args.runs, args.rounds)
     print(f"tiny ADD compute(): median {results['inproc_us']} us (p99 {results['inproc_p99_us']}), "
@@ -138,6 +190,12 @@ def main() -> None:
     results.update(measure_builtin(args.builtin_runs))
     print(f"{results['builtin_model']} compute(): median {results['builtin_ms']} ms "
           f"(p99 {results['builtin_p99_ms']}), traced {results['builtin_traced_ms']} ms")
+    results.update(measure_driver(args.runs, args.driver_rounds))
+    print(f"tiny ADD compute() via sample-all process: median {results['driver_us']} us "
+          f"(p99 {results['driver_p99_us']}); raw round trip {results['raw_roundtrip_us']} us; "
+          f"ratio {results['driver_vs_raw']}x")
+    results.update(measure_builtin_per_device(max(1, args.builtin_runs // 2)))
+    print(f"{results['builtin_model']} per device (ms): {results['builtin_per_device_ms']}")
     results["targets"] = TARGETS
     results["targets_met"] = {key: results[key] <= limit for key, limit in TARGETS.items()}
     out = REPO / "benchmarks" / "results" / "runtime_latency.json"
