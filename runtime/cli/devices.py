@@ -1,8 +1,12 @@
 """``nnscope devices``: the available devices and their capabilities.
 
+Lists ``nnapi-reference`` and every registered sample driver (``NNSCOPE_DRIVERS``); asking a
+driver for its capabilities starts its process.
+
 Example:
     $ nnscope devices
-    nnapi-reference  CPU  version 1.3  feature level 30  float32 exec 1.00 power 1.00 ...
+    nnapi-reference  CPU  version 1.3  feature level 30  float32 exec 1.00 ...
+    sample-quant     CPU  version nnscope-sample-1.3  feature level 30  quant8_asymm exec 50.00
     $ nnscope devices --json
 """
 from __future__ import annotations
@@ -41,7 +45,7 @@ def _line(info: dict) -> str:
     perf = info["operandPerformance"]
     shown = "  ".join(f"{t.name.removeprefix('TENSOR_').lower()} exec {perf[t.name]['execTime']:.2f}"
                       for t in _SHOWN if t.name in perf)
-    return (f"{info['name']:<20} {info['type']:<12} version {info['version']:<6} "
+    return (f"{info['name']:<20} {info['type']:<12} version {info['version']:<20}"
             f"feature level {info['featureLevel']}  {shown}")
 
 
