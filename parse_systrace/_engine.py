@@ -71,6 +71,8 @@ class Session:
                                          scan_result.tracked[tid] in scan_result.drivers,
                                          self.app, tolerant) for tid in tids}
         self.tolerant, self.detail, self.process = tolerant, detail, process
+        for thread in self.threads.values():
+            thread.keep_parents = detail
         self.first, self.starting_mark = True, ""
         self.dropped = 0
         self.lookup: dict = {}  # tid as read (bytes or int) -> ThreadState or None
@@ -106,7 +108,7 @@ class Session:
             return self._summarise()
         finally:
             for thread in self.threads.values():
-                if not self.detail:
+                if not self.detail and thread.stats is None:
                     _tree.unlink(thread.root)  # no cycles left: the gc may stay off
                 thread.reset()
             self.app.clear()

@@ -70,7 +70,7 @@ class ThreadState:
 
     __slots__ = ("tid", "tgid", "is_driver", "app", "tolerant", "root", "stack",
                  "spans", "la_pe", "stats", "orphans", "cache", "ignored", "placeholders",
-                 "removals")
+                 "removals", "keep_parents")
 
     def __init__(self, tid: int, tgid: int, is_driver: bool, app: list,
                  tolerant: bool = False) -> None:
@@ -78,6 +78,7 @@ class ThreadState:
         self.tolerant = tolerant
         self.orphans = 0
         self.cache: dict = {}
+        self.keep_parents = True  # False: calculate() leaves the tree without cycles
         self.reset()
 
     def reset(self) -> None:
@@ -197,7 +198,7 @@ class ThreadState:
         """Transform the finished tree and sum its buckets (once per run)."""
         if self.stats is None:
             self.stats = (_tree.calculate(self.root, self.ignored, self.placeholders,
-                                          self.removals)
+                                          self.removals, not self.keep_parents)
                           if self.root[_C] else {})
         return self.stats
 

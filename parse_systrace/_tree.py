@@ -167,11 +167,13 @@ def _nesting_error(node: list, what: str) -> None:
                            f"nesting violation: {what} ({node[M]!r} in {node[PAR][M]!r})")
 
 
-def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None) -> dict:
+def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
+              unlink: bool = False) -> dict:
     """Transform a finished tree (in place) and return its buckets (section 5, in order).
 
     ``ignored`` / ``placeholders``: how many such nodes the tree has (0 skips step 1);
-    ``parents``: the ids of the nodes that have such children (None: any node may).
+    ``parents``: the ids of the nodes that have such children (None: any node may);
+    ``unlink``: leave no parent references (as :func:`unlink` does).
     """
     from parse_systrace._walk import calculate as walk
-    return walk(root, ignored, placeholders, parents)
+    return walk(root, ignored, placeholders, parents, unlink)

@@ -94,11 +94,14 @@ def _relation(node: list, phase, parent_layer, parent_phase) -> bool:
             and not (phase == "PI" and parent_phase != "PI"))
 
 
-def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None) -> dict:
+def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
+              unlink: bool = False) -> dict:
     """Transform a finished tree (in place) and return ``{"<app>_<layer>_<phase>": ms}``.
 
     ``ignored`` / ``placeholders``: how many such nodes the tree has (0 skips step 1);
-    ``parents``: the ids of the nodes that have such children (None: any node may).
+    ``parents``: the ids of the nodes that have such children (None: any node may);
+    ``unlink``: drop each node's parent reference once its subtree is done (the tree is
+    then free of cycles, see :func:`parse_systrace._tree.unlink`).
     """
     stats: dict = {}
     in_pe: dict = {}
@@ -151,18 +154,22 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None)
                 if phase in PE_SUBPHASES and not in_pe.get(layer):
                     key = (node[A], layer, "PE")
                     stats[key] = stats.get(key, 0.0) + value
-        if not children:
-            return
-        if phase == "PE":
-            in_pe[layer] = in_pe.get(layer, 0) + 1
-        for child in children:
-            child_phase = child[P]
-            visit(child, phase if child_phase == "PU" else child_phase, layer, phase)
-        if phase == "PE":
-            in_pe[layer] -= 1
+        if children:
+            if phase == "PE":
+                in_pe[layer] = in_pe.get(layer, 0) + 1
+            for child in children:
+                child_phase = child[P]
+                visit(child, phase if child_phase == "PU" else child_phase, layer, phase)
+            if phase == "PE":
+                in_pe[layer] -= 1
+        if unlink:
+            node[PAR] = None
 
     tops = children_of(root)
     _flag_misplaced(tops, None, None)
-    for top in tops:
-        visit(top, top[P] if top[P] != "PU" else None, None, None)
+    try:
+        for top in tops:
+            visit(top, top[P] if top[P] != "PU" else None, None, None)
+    finally:
+        del visit, subtracted  # the recursive closures' cycles (the gc may be off)
     return {f"{app}_{layer}_{phase}": value for (app, layer, phase), value in stats.items()}
