@@ -160,13 +160,16 @@ def start_devices(selected: Sequence[Device]) -> None:
     """Start the driver processes of ``selected`` in parallel and wait until they serve.
 
     Called by ``Compilation.finish`` (first real use); a driver that cannot start is left to
-    fail its first call (it then takes no work). Traced as Initialization.
+    fail its first call (it then takes no work). Traced as Initialization. Drivers already
+    running join the current trace session if they are not in it.
     """
     pending = [d for d in selected if getattr(d, "pid", 0) is None]
     if not pending:
+        for device in selected:
+            device.launch()  # running drivers join a trace session started since
         return
     with tracing.runtime(Phase.INITIALIZATION, "DeviceManager::startDrivers"):
-        for device in pending:
+        for device in selected:
             device.launch()
         for device in pending:
             try:

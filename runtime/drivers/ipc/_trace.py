@@ -34,6 +34,15 @@ try:
             _session.configure(_session.TraceConfig())
             return 0
         return _tracing.flush()
+
+    def join_session(directory: str | None) -> None:
+        """Write this process's spans to the session ``directory`` from now on (None: stop)."""
+        flush()
+        _session.configure(_session.TraceConfig(directory=directory or None))
+
+    def session_dir() -> str | None:
+        """The session directory a child process started now would join."""
+        return session_env().get(_session.NNSCOPE_TRACE_DIR)
     enabled = _tracing.enabled
     set_process_name = _tracing.set_process_name
     AVAILABLE = True
@@ -62,4 +71,11 @@ except (ImportError, AttributeError):  # tracing API not installed yet: spans ar
     def set_process_name(name: str) -> None:  # noqa: D103
         return None
 
-__all__ = ["Phase", "ipc", "driver", "hidl", "session_env", "flush", "enabled", "AVAILABLE"]
+    def join_session(directory) -> None:  # noqa: D103
+        return None
+
+    def session_dir():  # noqa: D103
+        return None
+
+__all__ = ["Phase", "ipc", "driver", "hidl", "session_env", "flush", "enabled", "join_session",
+           "session_dir", "AVAILABLE"]

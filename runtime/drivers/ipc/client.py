@@ -68,6 +68,7 @@ class RemoteDevice(Device):
         self._info: dict = {}
         self._atexit = False
         self._connected = False  # connected to this process at least once
+        self._trace_dir: str | None = None  # the trace session directory the driver writes to
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -155,13 +156,28 @@ class RemoteDevice(Device):
                 return check_status(bytes(message.payload), method)
 
     def launch(self, wait: bool = False) -> None:
-        """Spawn the driver process now (no-op if started); ``wait`` until it listens."""
+        """Spawn the driver process now; ``wait`` until it listens. A running driver instead
+        joins the current trace session if it is not in it (a session started after it)."""
         with self._lock:
             if self._dead is None and self.process.popen is None:
                 self.process.spawn()
+                self._trace_dir = _trace.session_dir()
                 self._stop_at_exit()
+            elif self.channel is not None and self._dead is None:
+                self._follow_session()
             if wait:
                 self.ensure_started()
+
+    def _follow_session(self) -> None:
+        current = _trace.session_dir()
+        if current != self._trace_dir:
+            w = Writer()
+            w.text(current or "")
+            try:
+                self.transact(MsgType.SET_TRACE_DIR, w.getvalue(), timeout_s=5.0)
+                self._trace_dir = current
+            except (HalError, DeadlineExpired):
+                pass  # a dead driver is reported by its next real call
 
     def ensure_started(self) -> Channel:
         if self._dead is not None:
@@ -169,6 +185,7 @@ class RemoteDevice(Device):
         if self.channel is None:
             if self.process.popen is None:
                 self.process.spawn()
+                self._trace_dir = _trace.session_dir()
                 self._stop_at_exit()
             if not self._connected:
                 self.channel = self.process.wait_listening(self.startup_timeout_s, self.timeout_s)

@@ -57,6 +57,7 @@ class MsgType(enum.IntEnum):
     FREE_POOLS = 11
     PING = 12
     SHUTDOWN = 13
+    SET_TRACE_DIR = 14  # join (or, with an empty path, leave) the runtime's trace session
     NOTIFY = 0x100
 
 
@@ -75,6 +76,7 @@ HIDL_NAMES = {
     MsgType.FREE_POOLS: ("IPreparedModel", "freePools"),
     MsgType.PING: ("IDevice", "ping"),
     MsgType.SHUTDOWN: ("IDevice", "shutdown"),
+    MsgType.SET_TRACE_DIR: ("IDevice", "setTraceDirectory"),
 }
 
 

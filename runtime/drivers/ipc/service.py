@@ -48,7 +48,8 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
 
 #: Process/resource lifecycle messages that are no HAL method: no ``HIDL::...::server`` mark
 #: (parse_systrace would read such a mark as Initialization), only the ``[NN_LD_..]`` scope.
-_LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING, MsgType.SHUTDOWN})
+_LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING, MsgType.SHUTDOWN,
+                        MsgType.SET_TRACE_DIR})
 _NO_MARK = contextlib.nullcontext()
 
 
@@ -100,6 +101,7 @@ class DriverService:
             MsgType.GET_NUMBER_OF_CACHE_FILES: self._cache_files, MsgType.PREPARE_MODEL: self._prepare,
             MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
+            MsgType.SET_TRACE_DIR: self._trace_dir,
         }
         self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],
                                  _PHASES.get(t, Phase.INITIALIZATION), f"{self._label}::{HIDL_NAMES[t][1]}")
@@ -306,6 +308,15 @@ class DriverService:
 
     def _ping(self, connection, message, start) -> bytes:
         return _OK + bytes(message.payload)
+
+    def _trace_dir(self, connection, message, start) -> bytes:
+        r = Reader(message.payload)
+        directory = r.text()
+        r.end()
+        if directory and not os.path.isdir(directory):
+            raise CodecError(f"trace directory {directory!r} does not exist")
+        _trace.join_session(directory)
+        return _OK
 
     def _shutdown(self, connection, message, start) -> bytes:
         self._running = False

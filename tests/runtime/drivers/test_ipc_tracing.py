@@ -54,3 +54,28 @@ def _assert_nesting(data, driver_pid):
             assert parent.name == "[NN_LI_PE]executeSynchronously"
         if span.name == "[NN_LC_PE]CpuExecutor::run" and span.pid == driver_pid:
             assert parent.name.startswith("[NN_LD_PE]SampleDriver::")
+
+
+def test_a_driver_started_before_the_session_joins_it_at_the_next_compilation():
+    from runtime import Compilation, Execution  # noqa: PLC0415
+    from tests.runtime.helpers import add_model as public_add_model  # noqa: PLC0415
+
+    device = RemoteDevice("sample-float-fast")
+    try:
+        device.capabilities()  # started outside any session
+        for _ in range(2):  # a second session too: the driver follows the current one
+            with tracing.TraceSession() as session:
+                compilation = Compilation.for_devices(public_add_model(), [device])
+                compilation.finish()
+                execution = Execution(compilation)
+                x = np.ones((1, 4), np.float32)
+                execution.set_input(0, x)
+                execution.set_input(1, x)
+                execution.set_output(0, np.zeros((1, 4), np.float32))
+                execution.compute()
+                device.capabilities()  # a later request: the driver has flushed the execution
+                names = {s.name for s in session.collect().spans() if s.pid == device.pid}
+            assert "HIDL::IPreparedModel::executeSynchronously::server" in names
+            assert "HIDL::IDevice::prepareModel::server" in names
+    finally:
+        device.shutdown()
