@@ -4,7 +4,8 @@ One pre-order walk over the tree does everything the semantics describe as steps
 one after the other, and gives the same result to the bit:
 
 - step 1: a node's child list is rebuilt without ignored nodes, then placeholders, when
-  the walk reaches it (:func:`_rebuilt`; only for trees that have such nodes);
+  the walk reaches it (:func:`_rebuilt`; only for the nodes that the tree builder saw
+  get such a child, or every node when that is not known);
 - step 2: before a node's own time is computed, its children (and, through added
   detail, the descendants its time depends on) that step 2 relocates are flagged
   (:func:`_flag_misplaced`; flagging changes how much they subtract); each is copied
@@ -14,7 +15,8 @@ one after the other, and gives the same result to the bit:
 - step 3 is applied to each copy as it is made; steps 4-6 as each node is reached.
 
 Per-node decisions that only depend on the node's and its parent's (layer, phase) are
-cached per walk; buckets are summed under tuple keys.
+cached per walk; buckets are summed under tuple keys. With ``unlink``, each node drops
+its parent reference once its subtree is done, so the finished tree has no cycles.
 
 Example:
     >>> from parse_systrace import _tree

@@ -1,6 +1,7 @@
 """Unit tests of classification, tree transforms, aggregation and the run loop."""
 from __future__ import annotations
 
+import copy
 import io
 import math
 
@@ -55,6 +56,50 @@ def test_sub_node_is_counted_in_its_layer_and_subtracted_from_ipc():
     stats = _tree.calculate(root)
     assert stats["PO_LI_PC"] == pytest.approx(3.0)       # 4 ms less the 1 ms [SUB]
     assert stats["PO_LR_PC"] == pytest.approx(11.0)      # 10 ms plus the relocated copy
+
+
+def _node(parent, mark, layer, phase="PC", placeholder=False):
+    if placeholder:
+        node = [0.0, 0.001, None, None, None, False, [], parent, None, 0]
+        parent[_tree.C].append(node)
+        return node
+    node = _tree.add(parent, 0.0, mark, layer, phase, "PO", False, 0)
+    node[_tree.E] = 0.001
+    return node
+
+
+def test_removed_nodes_children_move_to_the_end_in_removal_order():
+    # p: [a, X, b, c] with X (ignored): [x1 (ignored): [y1], x2], b (placeholder): [bk]
+    root = _tree.new_root()
+    p = _node(root, "p", "LR")
+    a, x = _node(p, "a", "LI"), _node(p, "X", "LX", "PI")
+    b, c = _node(p, None, None, placeholder=True), _node(p, "c", "LI")
+    x1, x2 = _node(x, "x1", "LX", "PI"), _node(x, "x2", "LI")
+    _node(x1, "y1", "LI")
+    _node(b, "bk", "LI")
+    for parents in (None, {id(p)}):  # any node may have such children / only p has
+        tree = copy.deepcopy(root) if parents is None else root
+        top = tree[_tree.C][0]
+        _tree.calculate(tree, 2, 1, parents and {id(top)})
+        assert [n[_tree.M] for n in top[_tree.C]] == ["a", "c", "x2", "y1", "bk"]
+        assert all(n[_tree.PAR] is top for n in top[_tree.C])
+
+
+def test_unlinked_calculation_leaves_no_parent_references():
+    root = _tree.new_root()
+    pi = _node(root, "[NN_LR_PI]init", "LR", "PI")
+    sub = _tree.add(pi, 0.0, "[SUB][NN_LR_PI]x", "LR", "PI", "PO", True, 2)
+    sub[_tree.E] = 0.0005
+    stats = _tree.calculate(root, 0, 0, None, True)
+    # a top-level PI node is relocated too: its 1 ms copy and the [SUB] node's 0.5 ms copy
+    assert stats == pytest.approx({"PO_LR_PI": 1.5})
+    assert [n[_tree.M] for n in root[_tree.C]] == ["[NN_LR_PI]init", "[NN_LR_PI]init",
+                                                    "[SUB][NN_LR_PI]x"]
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        assert node[_tree.PAR] is None
+        stack.extend(node[_tree.C])
 
 
 def test_nesting_violation_names_the_row():
