@@ -14,7 +14,7 @@ Example:
     ...               (RequestArgument(pool_index=0, offset=4, length=4),), (bytearray(8),))
     >>> payload, fds, inline, staged = encode_execute(7, req, True, None, cache, [], EncodeMemo())
     >>> len(payload), fds, inline, staged
-    (66, [], [0], [])
+    (70, [], [0], [])
 """
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ class PoolCache:
         self._next = 1
         self.pending_free: list[int] = []
         self.generation = 0
+        self.memo_ids = 0  # last execute memo id handed out on this connection
 
     def lookup(self, pool) -> tuple[int, bool]:
         """(id, is_new) for ``pool``; evicts the least recently used pool when full."""
@@ -73,9 +74,13 @@ class EncodeMemo:
     """The last encoding of one Request object, re-rendered with fresh inline bytes while the
     request, the pool cache and its generation are unchanged (the fast path of repeated runs)."""
 
-    __slots__ = ("request", "cache", "generation", "parts", "slots", "inline", "staged", "args")
+    __slots__ = ("request", "cache", "generation", "parts", "slots", "inline", "staged", "args",
+                 "memo_id", "out_slots", "ok_result")
 
     def __init__(self) -> None:
+        self.memo_id = 0  # names the driver's decoded copy of the request (execution_codec)
+        self.out_slots: list = []  # (pool position, offset, length) of outputs in inline pools
+        self.ok_result = None  # untimed success with the shapes of the last full answer
         self.request = self.cache = None
         self.generation = -1
         self.parts: list = []
@@ -98,6 +103,23 @@ class EncodeMemo:
             parts[slot] = data
         return b"".join(parts)
 
+    def repeat(self, request: Request, head: bytes, cache: PoolCache) -> bytes | None:
+        """The ``EXECUTE_SYNC_MEMO`` payload for ``request``: ``head`` + the inline pools'
+        bytes; None when the memo does not hold (encode in full)."""
+        if request is not self.request or cache is not self.cache or cache.pending_free \
+                or cache.generation != self.generation:
+            return None
+        parts = [head]
+        pools = request.pools
+        for _, position, size in self.slots:
+            data = pool_buffer(pools[position])
+            if type(data) is not bytearray and type(data) is not bytes:
+                data = bytes(data)
+            if len(data) != size:
+                return None
+            parts.append(data)
+        return b"".join(parts)
+
 
 def is_shared(pool) -> bool:
     return isinstance(getattr(pool, "fd", None), int) and getattr(pool, "fd") >= 0 \
@@ -114,18 +136,25 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
     remembers the encoding for the next execute of the same Request object.
     """
     deadline = -1 if deadline_ns is None else deadline_ns
+    memo_id = 0
     if memo is not None:
-        payload = memo.render(request, _HEAD_FREE.pack(model_id, measure, deadline, 0), cache)
+        payload = memo.render(request, _HEAD_FREE.pack(model_id, memo.memo_id, measure, deadline, 0),
+                              cache)
         if payload is not None:
             return payload, [], memo.inline, memo.staged
+        memo.request = None  # the driver's memo is replaced (or lost) by this message
+        cache.memo_ids = memo_id = (cache.memo_ids + 1) & 0xFFFFFFFF or 1
     free = cache.pending_free
-    parts = [_HEAD.pack(model_id, measure, deadline) + struct.pack(f"<I{len(free)}I", len(free), *free)]
+    parts = [_HEAD.pack(model_id, memo_id, measure, deadline) + struct.pack(f"<I{len(free)}I", len(free), *free)]
     cache.pending_free = []
     fds, inline, staged, slots = _pool_section(request, cache, staging, parts)
     parts.append(_args_section(request, memo))
     if memo is not None and not fds:
         memo.request, memo.cache, memo.generation = request, cache, cache.generation
         memo.parts, memo.slots, memo.inline, memo.staged = parts, slots, inline, staged
+        memo.memo_id, memo.ok_result = memo_id, None
+        memo.out_slots = [(a.pool_index, a.offset, a.length) for a in request.outputs
+                          if a.pool_index in inline]
     return b"".join(parts), fds, inline, staged
 
 

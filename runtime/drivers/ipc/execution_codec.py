@@ -3,11 +3,21 @@ its result. The runtime side encodes with ``runtime.drivers.ipc.encoder``; this 
 format, the driver-side decoding (:func:`decode_execute`, with a per-connection
 :class:`DecodeState`) and the result codec used by both sides.
 
-Payload: ``model u32 | measure u8 | deadline i64 | free u32s | pools | inputs | outputs`` where
+Payload: ``model u32 | memo u32 | measure u8 | deadline i64 | free u32s | pools | inputs | outputs``
+where ``memo`` (0: none) names the decoded request for repeats (see below) and
 each pool is ``kind u8`` + ``id u32`` (SHM), ``id u32, offset u64, size u64`` (NEW_SHM, fd
 attached) or ``size u32 + bytes`` (INLINE), and each argument is ``no_value u8, pool u16,
 offset u32, length u32, dims u32s``. The result is ``status u32 | timed u8 | on_device u64 |
 in_driver u64 | shape count u16 | shapes length u32 | shapes | inline outputs``.
+
+Repeats (``EXECUTE_SYNC_MEMO``): once a full execute with a memo id has decoded, the driver keeps
+its Request, inline buffers and inline output regions under that id (per connection, dropped when
+any pool is freed or replaced). A repeat is ``model u32 | memo u32 | measure u8 | deadline i64 |
+inline pool bytes`` (the memo's inline pools in order, exact sizes checked), answered by
+``status u32 | form u8`` + for :data:`FORM_COMPACT` the inline output regions in order (status
+NONE, untimed, output shapes as in the last full answer to this memo; only when bit 1 of
+``measure`` says the client holds those shapes), for :data:`FORM_FULL` a full
+result, and :data:`FORM_UNKNOWN` when the driver no longer has the memo (resend in full).
 
 Example:
     >>> from runtime.drivers.ipc.encoder import PoolCache, encode_execute
@@ -29,8 +39,12 @@ from runtime.hal.device_types import ExecutionResult, OutputShape, Request, Requ
 from runtime.hal.types import ErrorStatus
 
 KIND_SHM, KIND_NEW_SHM, KIND_INLINE = 0, 1, 2
-_HEAD = struct.Struct("<IBq")
-_HEAD_FREE = struct.Struct("<IBqI")
+_HEAD = struct.Struct("<IIBq")
+_HEAD_FREE = struct.Struct("<IIBqI")
+_MEMO_HEAD = struct.Struct("<IIBq")  # model, memo, measure, deadline of a repeat
+FORM_COMPACT, FORM_FULL, FORM_UNKNOWN = 0, 1, 2
+#: Driver-side memos kept per connection before they are all dropped.
+MEMO_LIMIT = 64
 _ARG = struct.Struct("<BHII")
 _NEW = struct.Struct("<IQQ")
 _NEW_KIND = struct.Struct("<BIQQ")
@@ -40,6 +54,8 @@ _U16 = struct.Struct("<H")
 _RESULT = struct.Struct("<IBQQHI")
 _INLINE_OUT = struct.Struct("<HI")
 _NO_TIMING = 2**64 - 1
+
+
 class DecodedExecute(NamedTuple):
     model_id: int
     measure: bool
@@ -59,8 +75,10 @@ class DecodeState:
         self.args: dict = {}     # encoded argument section -> (inputs, outputs)
         self.inline: dict = {}   # (pool position, size) -> bytearray refilled per execution
         self.last: tuple = (None, (), None)  # (args, buffers, Request)
+        self.memos: dict = {}    # memo id -> ExecuteMemo
 
     def close(self) -> None:
+        self.memos.clear()
         for region in self.pools.values():
             region.close()
         self.pools.clear()
@@ -75,11 +93,12 @@ def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
         CodecError: malformed payload, unknown pool id, fd/region that cannot be mapped.
     """
     try:
-        model_id, measure, deadline, free = _HEAD_FREE.unpack_from(r.view, r.pos)
+        model_id, memo_id, measure, deadline, free = _HEAD_FREE.unpack_from(r.view, r.pos)
         r.pos += _HEAD_FREE.size
         if free:
             r.pos -= 4
             _free(r.u32s(), state.pools)
+            state.memos.clear()  # their buffers may be unmapped
         buffers, inline_pools = _decode_pools(r, state, fds)
     except struct.error:
         raise CodecError(f"truncated execute payload at byte {r.pos}") from None
@@ -98,7 +117,39 @@ def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
         state.last = (args, buffers, request)
     outputs = args[1]
     inline = [i for i, a in enumerate(outputs) if a.pool_index in inline_pools] if inline_pools else []
+    if memo_id:
+        memos = state.memos
+        if len(memos) >= MEMO_LIMIT:
+            memos.clear()
+        memos[memo_id] = ExecuteMemo(model_id, request, [buffers[p] for p in sorted(inline_pools)],
+                                     inline)
     return DecodedExecute(model_id, bool(measure), None if deadline < 0 else deadline, request, inline)
+
+
+class ExecuteMemo:
+    """Driver side of one memo: the decoded Request of a full execute, its inline pool buffers
+    (refilled by each repeat), the positions and regions of outputs in inline pools and the shapes
+    of the last full answer (None: none yet, answer in full)."""
+
+    __slots__ = ("model_id", "request", "inline", "inline_size", "outputs", "out_views", "shapes")
+
+    def __init__(self, model_id: int, request: Request, inline: list, outputs: list) -> None:
+        self.model_id = model_id
+        self.request = request
+        self.inline = [(buffer, len(buffer)) for buffer in inline]
+        self.inline_size = sum(size for _, size in self.inline)
+        self.outputs = outputs
+        args, pools = request.outputs, request.pools
+        self.out_views = [memoryview(pools[a.pool_index])[a.offset:a.offset + a.length]
+                          for a in (args[i] for i in outputs)]
+        self.shapes = None
+
+    def refill(self, view, pos: int) -> None:
+        """Copy a repeat's inline pool bytes (``view[pos:]``, size already checked) in."""
+        for buffer, size in self.inline:
+            end = pos + size
+            buffer[:] = view[pos:end]
+            pos = end
 
 
 def _free(pool_ids, pools: dict) -> None:
@@ -135,7 +186,8 @@ def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set]:
             pos += value
         elif kind == KIND_NEW_SHM:
             r.pos = pos - 4
-            buffers.append(_map_new(r, pools, fds[next_fd] if next_fd < len(fds) else None, position))
+            buffers.append(_map_new(r, pools, fds[next_fd] if next_fd < len(fds) else None, position,
+                                   state.memos))
             next_fd += 1
             pos = r.pos
         else:
@@ -146,7 +198,7 @@ def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set]:
     return buffers, inline_pools
 
 
-def _map_new(r: Reader, pools: dict, fd: int | None, position: int):
+def _map_new(r: Reader, pools: dict, fd: int | None, position: int, memos: dict):
     pool_id, offset, size = r._take(_NEW)
     if fd is None:
         raise CodecError(f"pool {position} announces an fd that was not sent")
@@ -156,6 +208,7 @@ def _map_new(r: Reader, pools: dict, fd: int | None, position: int):
         raise CodecError(f"pool {position}: {error}") from None
     old = pools.pop(pool_id, None)
     if old is not None:
+        memos.clear()  # they may reference the old mapping
         old.close()
     pools[pool_id] = region
     return region.view

@@ -24,7 +24,7 @@ from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.client import DeadlineExpired, check_status
 from runtime.drivers.ipc.codec import Reader
 from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute
-from runtime.drivers.ipc.execution_codec import decode_result
+from runtime.drivers.ipc.execution_codec import _MEMO_HEAD, FORM_COMPACT, FORM_FULL, decode_result
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
@@ -33,6 +33,8 @@ from runtime.hal.validate import pool_buffer
 
 _MISSED = ExecutionResult(ErrorStatus.MISSED_DEADLINE_TRANSIENT)
 _U32 = struct.Struct("<I")
+_STATUS_FORM = struct.Struct("<IB")
+_KNOWS_SHAPES = 2  # repeat flag: the client holds the shapes of the last full answer
 
 
 class RemotePreparedModel(PreparedModel):
@@ -51,6 +53,23 @@ class RemotePreparedModel(PreparedModel):
         """executeSynchronously; raises HalError(DEAD_OBJECT) when the driver is gone."""
         with _trace.ipc(Phase.EXECUTION, "executeSynchronously"):
             with _trace.hidl("IPreparedModel", "executeSynchronously", "client"):
+                memo = self._memo
+                if memo.request is request:  # a repeat: only the inline input bytes travel
+                    payload = memo.repeat(request, _MEMO_HEAD.pack(
+                        self.model_id, memo.memo_id,
+                        measure_timing | (_KNOWS_SHAPES if memo.ok_result is not None else 0),
+                        -1 if deadline_ns is None else deadline_ns), self.device.pools)
+                    if payload is not None:
+                        if memo.staged:
+                            self._stage_inputs(request, memo.staged)
+                        try:
+                            message = self.device.transact(MsgType.EXECUTE_SYNC_MEMO, payload, (),
+                                                           deadline_ns)
+                        except DeadlineExpired:
+                            return _MISSED
+                        result = self._finish_repeat(message.payload, request, memo)
+                        if result is not None:
+                            return result
                 payload, fds, inline, staged = self._encode(request, measure_timing, deadline_ns)
                 try:
                     message = self.device.transact(MsgType.EXECUTE_SYNC, payload, fds, deadline_ns)
@@ -89,6 +108,11 @@ class RemotePreparedModel(PreparedModel):
     def _encode(self, request: Request, measure: bool, deadline_ns: int | None):
         payload, fds, inline, staged = encode_execute(self.model_id, request, measure, deadline_ns,
                                                       self.device.pools, self.staging, self._memo)
+        if staged:
+            self._stage_inputs(request, staged)
+        return payload, fds, inline, staged
+
+    def _stage_inputs(self, request: Request, staged: list) -> None:
         for position in staged:
             source = _bytes(request.pools[position])
             target = self.staging[position].view
@@ -96,12 +120,45 @@ class RemotePreparedModel(PreparedModel):
                 if arg.pool_index == position and not arg.has_no_value:
                     end = arg.offset + arg.length
                     target[arg.offset:end] = source[arg.offset:end]
-        return payload, fds, inline, staged
 
-    def _finish(self, payload, request: Request, inline: list, staged: list) -> ExecutionResult:
+    def _finish_repeat(self, payload, request: Request, memo) -> ExecutionResult | None:
+        """The answer to an EXECUTE_SYNC_MEMO; None when the driver lost the memo."""
+        if len(payload) < 5:
+            raise HalError(ErrorStatus.GENERAL_FAILURE, "execute: truncated reply")
+        status, form = _STATUS_FORM.unpack_from(payload)
+        if status:
+            check_status(bytes(payload), "execute")  # raises with the driver's message
+        if form == FORM_COMPACT:
+            result = memo.ok_result
+            if result is None:
+                raise HalError(ErrorStatus.GENERAL_FAILURE, "execute: compact reply before a full one")
+            pools = request.pools
+            pos = 5
+            for pool_index, offset, length in memo.out_slots:
+                pool = pools[pool_index]
+                if type(pool) is not bytearray:
+                    pool = _bytes(pool)
+                end = pos + length
+                pool[offset:offset + length] = payload[pos:end]
+                pos = end
+            if pos != len(payload):
+                raise HalError(ErrorStatus.GENERAL_FAILURE, "execute: reply size does not match the outputs")
+            if memo.staged:
+                self._unstage_outputs(request, memo.staged)
+            return result
+        if form == FORM_FULL:
+            result = self._finish(payload, request, memo.inline, memo.staged, 5)
+            memo.ok_result = result if result.status == ErrorStatus.NONE and result.timing is None \
+                else ExecutionResult(ErrorStatus.NONE, result.output_shapes, None)
+            return result
+        memo.request = None  # FORM_UNKNOWN: encode in full
+        return None
+
+    def _finish(self, payload, request: Request, inline: list, staged: list,
+                start: int = 4) -> ExecutionResult:
         if _U32.unpack_from(payload)[0]:
             check_status(bytes(payload), "execute")  # raises with the driver's message
-        result, outputs = decode_result(Reader(payload, 4))
+        result, outputs = decode_result(Reader(payload, start))
         pools = request.pools
         for position, data in outputs:
             arg = request.outputs[position]
@@ -110,12 +167,16 @@ class RemotePreparedModel(PreparedModel):
                 pool = _bytes(pool)
             pool[arg.offset:arg.offset + len(data)] = data
         if staged and result.status == ErrorStatus.NONE:
-            for arg in request.outputs:
-                if arg.pool_index in staged:
-                    end = arg.offset + arg.length
-                    _bytes(pools[arg.pool_index])[arg.offset:end] = \
-                        self.staging[arg.pool_index].view[arg.offset:end]
+            self._unstage_outputs(request, staged)
         return result
+
+    def _unstage_outputs(self, request: Request, staged: list) -> None:
+        pools = request.pools
+        for arg in request.outputs:
+            if arg.pool_index in staged:
+                end = arg.offset + arg.length
+                _bytes(pools[arg.pool_index])[arg.offset:end] = \
+                    self.staging[arg.pool_index].view[arg.offset:end]
 
 
 class ExecutionCallback:

@@ -58,6 +58,7 @@ class MsgType(enum.IntEnum):
     PING = 12
     SHUTDOWN = 13
     SET_TRACE_DIR = 14  # join (or, with an empty path, leave) the runtime's trace session
+    EXECUTE_SYNC_MEMO = 15  # executeSynchronously repeating a memoized request (execution_codec)
     NOTIFY = 0x100
 
 
@@ -71,6 +72,7 @@ HIDL_NAMES = {
     MsgType.GET_NUMBER_OF_CACHE_FILES: ("IDevice", "getNumberOfCacheFilesNeeded"),
     MsgType.PREPARE_MODEL: ("IDevice", "prepareModel"),
     MsgType.EXECUTE_SYNC: ("IPreparedModel", "executeSynchronously"),
+    MsgType.EXECUTE_SYNC_MEMO: ("IPreparedModel", "executeSynchronously"),
     MsgType.EXECUTE: ("IPreparedModel", "execute"),
     MsgType.RELEASE_MODEL: ("IPreparedModel", "release"),
     MsgType.FREE_POOLS: ("IPreparedModel", "freePools"),

@@ -23,6 +23,7 @@ import select
 import socket
 import struct
 import time
+from typing import NamedTuple
 
 import vlog
 from runtime.drivers.base import Device
@@ -30,7 +31,8 @@ from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                        enum_value)
-from runtime.drivers.ipc.execution_codec import DecodeState, decode_execute, encode_result
+from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
+                                                 DecodeState, decode_execute, encode_result)
 from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import MappingError, map_fd
 from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
@@ -39,9 +41,15 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Preference, Priority
 
 _OK = struct.pack("<I", 0)
+_OK_COMPACT = struct.pack("<IB", 0, FORM_COMPACT)
+_OK_FULL = struct.pack("<IB", 0, FORM_FULL)
+_OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
+_MEMO_HEAD_SIZE = _MEMO_HEAD.size
+_unpack_memo_head = _MEMO_HEAD.unpack_from
 _PREPARE = struct.Struct("<BBq")
 _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_MODEL: Phase.COMPILATION,
            MsgType.EXECUTE_SYNC: Phase.EXECUTION, MsgType.EXECUTE: Phase.EXECUTION,
+           MsgType.EXECUTE_SYNC_MEMO: Phase.EXECUTION,
            MsgType.RELEASE_MODEL: Phase.TERMINATION, MsgType.SHUTDOWN: Phase.TERMINATION,
            MsgType.FREE_POOLS: Phase.EXECUTION}
 
@@ -72,6 +80,13 @@ def error_reply(status: ErrorStatus, message: str) -> bytes:
     return w.getvalue()
 
 
+class _Decoded(NamedTuple):
+    model_id: int
+    measure: bool
+    deadline_ns: int | None
+    request: object
+
+
 class _Connection:
     def __init__(self, channel: Channel):
         self.channel = channel
@@ -99,7 +114,8 @@ class DriverService:
             MsgType.GET_TYPE: self._type, MsgType.GET_VERSION_STRING: self._version,
             MsgType.GET_SUPPORTED_EXTENSIONS: self._extensions,
             MsgType.GET_NUMBER_OF_CACHE_FILES: self._cache_files, MsgType.PREPARE_MODEL: self._prepare,
-            MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.RELEASE_MODEL: self._release,
+            MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.EXECUTE_SYNC_MEMO: self._execute_memo,
+            MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
             MsgType.SET_TRACE_DIR: self._trace_dir,
         }
@@ -254,6 +270,36 @@ class DriverService:
         result = self._run(decoded, start)
         return _OK + encode_result(result, decoded.request, decoded.inline_outputs)
 
+    def _execute_memo(self, connection, message, start) -> bytes:
+        """A repeat of a memoized request: refill its inline pools, run the same Request object
+        (validated when the prepared model first bound it), answer compactly when nothing but
+        the output bytes changed."""
+        view = message.payload
+        if message.fds or len(view) < _MEMO_HEAD_SIZE:
+            raise CodecError("malformed execute repeat")
+        model_id, memo_id, measure, deadline = _unpack_memo_head(view)
+        memo = connection.state.memos.get(memo_id)
+        if memo is None or memo.model_id != model_id:
+            return _OK_UNKNOWN
+        if len(view) != _MEMO_HEAD_SIZE + memo.inline_size:
+            raise CodecError(f"execute repeat carries {len(view) - _MEMO_HEAD_SIZE} inline bytes, "
+                             f"its request has {memo.inline_size}")
+        memo.refill(view, _MEMO_HEAD_SIZE)
+        prepared = self.models.get(model_id)
+        if prepared is None:
+            raise CodecError(f"unknown prepared model {model_id}")
+        request = memo.request
+        if measure & 1:
+            result = self._run(_Decoded(model_id, True, None if deadline < 0 else deadline, request), start)
+        else:
+            result = prepared.execute(request, False, None if deadline < 0 else deadline)
+            if measure & 2 and not result.status and result.timing is None:
+                shapes = memo.shapes
+                if shapes is not None and (result.output_shapes is shapes or result.output_shapes == shapes):
+                    return b"".join([_OK_COMPACT, *memo.out_views])
+        memo.shapes = result.output_shapes
+        return _OK_FULL + encode_result(result, request, memo.outputs)
+
     def _run(self, decoded, start: int) -> ExecutionResult:
         prepared = self.models.get(decoded.model_id)
         if prepared is None:
@@ -298,6 +344,7 @@ class DriverService:
         return _OK
 
     def _free_pools(self, connection, message, start) -> bytes:
+        connection.state.memos.clear()  # their buffers may be unmapped
         r = Reader(message.payload)
         for pool_id in r.u32s():
             region = connection.state.pools.pop(pool_id, None)
