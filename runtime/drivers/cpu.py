@@ -47,6 +47,8 @@ class _Output(NamedTuple):
 class _Binding(NamedTuple):
     inputs: list
     outputs: tuple[_Output, ...]
+    ok_shapes: tuple | None  # shapes when every output fills its preallocated view
+    ok_result: ExecutionResult | None  # the untimed success with those shapes (reused)
 
 
 class CpuPreparedModel(PreparedModel):
@@ -88,9 +90,11 @@ class CpuPreparedModel(PreparedModel):
             device_end = _now() if measure else 0
         except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
             return self._fail(ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}")
-        status, shapes = _write_outputs(binding.outputs, results)
+        status, shapes = _write_outputs(binding, results)
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed during execution")
+        if not measure and shapes is binding.ok_shapes:
+            return binding.ok_result
         timing = None
         if measure:
             timing = Timing((device_end - device_start) // 1000, (_now() - start) // 1000)
@@ -119,7 +123,11 @@ class CpuPreparedModel(PreparedModel):
                 if count * dtype.itemsize <= arg.length:
                     view = np.frombuffer(buffer, dtype, count, arg.offset).reshape(dims)
             outputs.append(_Output(buffer, arg.offset, arg.length, dtype, view))
-        return _Binding(inputs, tuple(outputs))
+        ok_shapes = ok_result = None
+        if all(out.view is not None for out in outputs):
+            ok_shapes = tuple(OutputShape(out.view.shape, True) for out in outputs)
+            ok_result = ExecutionResult(ErrorStatus.NONE, ok_shapes, None)
+        return _Binding(inputs, tuple(outputs), ok_shapes, ok_result)
 
     def _fail(self, status: ErrorStatus, message: str) -> ExecutionResult:
         self.last_error = message
@@ -127,7 +135,18 @@ class CpuPreparedModel(PreparedModel):
         return ExecutionResult(status)
 
 
-def _write_outputs(outputs: tuple[_Output, ...], results: list) -> tuple[ErrorStatus, tuple]:
+def _write_outputs(binding: _Binding, results: list) -> tuple[ErrorStatus, tuple]:
+    """Copy ``results`` into the output regions; ``binding.ok_shapes`` itself when every result
+    has the shape of its preallocated view."""
+    outputs = binding.outputs
+    if binding.ok_shapes is not None and len(results) == len(outputs):
+        for out, value in zip(outputs, results):
+            view = out.view
+            if type(value) is not np.ndarray or view.shape != value.shape:
+                break
+            np.copyto(view, value, casting="unsafe")
+        else:
+            return ErrorStatus.NONE, binding.ok_shapes
     status = ErrorStatus.NONE
     shapes = []
     for out, value in zip(outputs, results):
