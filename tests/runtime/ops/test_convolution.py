@@ -8,12 +8,12 @@ import re
 import numpy as np
 import pytest
 
-from runtime.cts import harness, loader
 from runtime.hal.types import Operand, OperandType as T, OperationType
 from runtime.ops import registry
 from runtime.ops._common import multiply_by_quantized_multiplier, quantize_multiplier
 from runtime.ops.convolution import _execute_conv, fixed_point_multiply
 from runtime.ops.registry import OpContext, OpValidationError
+from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.CONV_2D, OperationType.DEPTHWISE_CONV_2D,
                  OperationType.FULLY_CONNECTED})
@@ -22,29 +22,8 @@ OPS = frozenset({OperationType.CONV_2D, OperationType.DEPTHWISE_CONV_2D,
 MIN_PASSED = {"CONV_2D": 836, "DEPTHWISE_CONV_2D": 530, "FULLY_CONNECTED": 96}
 
 
-def _cases(ops: frozenset[OperationType]) -> list:
-    if not (loader.CTS_ROOT / "index.json").exists():
-        return []
-    supported = registry.supported_types()
-    return [pytest.param(test, id=test.name)
-            for path in loader.select_files(ops) for test in loader.load_file(path)
-            if test.operations & ops and test.operations <= supported]
-
-
-CASES = _cases(OPS)
-
-
-def test_every_operation_is_covered_by_enough_vectors():
-    for name, minimum in MIN_PASSED.items():
-        count = sum(OperationType[name] in case.values[0].operations for case in CASES)
-        assert count >= minimum, name
-
-
-@pytest.mark.parametrize("unknown_shapes", [False, True], ids=["shapes", "unknown_shapes"])
-@pytest.mark.parametrize("test", CASES)
-def test_cts_vector_passes(test, unknown_shapes):
-    result = harness.run_test(test, unknown_output_shapes=unknown_shapes)
-    assert result.status == harness.PASSED, result.message
+test_every_operation_is_covered_by_enough_vectors, test_cts_vector_passes = \
+    cts_vector_tests(OPS, MIN_PASSED)
 
 
 @pytest.mark.parametrize("real", [1e-9, 3e-4, 0.01, 0.3, 0.5, 0.999, 1.0, 1.7, 12.5])

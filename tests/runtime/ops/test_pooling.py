@@ -7,12 +7,12 @@ import re
 import numpy as np
 import pytest
 
-from runtime.cts import harness, loader
 from runtime.hal.types import Operand, OperandType as T, OperationType, PaddingCode
 from runtime.ops import registry
 from runtime.ops.pooling import (Window, average_pool_quant, implicit_padding, is_implicit,
                                  max_pool, read_window, POOL_NAMES)
 from runtime.ops.registry import OpValidationError
+from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.AVERAGE_POOL_2D, OperationType.MAX_POOL_2D,
                  OperationType.L2_POOL_2D})
@@ -21,29 +21,8 @@ OPS = frozenset({OperationType.AVERAGE_POOL_2D, OperationType.MAX_POOL_2D,
 MIN_PASSED = {"AVERAGE_POOL_2D": 142, "MAX_POOL_2D": 112, "L2_POOL_2D": 48}
 
 
-def _cases(ops: frozenset[OperationType]) -> list:
-    if not (loader.CTS_ROOT / "index.json").exists():
-        return []
-    supported = registry.supported_types()
-    return [pytest.param(test, id=test.name)
-            for path in loader.select_files(ops) for test in loader.load_file(path)
-            if test.operations & ops and test.operations <= supported]
-
-
-CASES = _cases(OPS)
-
-
-def test_every_operation_is_covered_by_enough_vectors():
-    for name, minimum in MIN_PASSED.items():
-        count = sum(OperationType[name] in case.values[0].operations for case in CASES)
-        assert count >= minimum, name
-
-
-@pytest.mark.parametrize("unknown_shapes", [False, True], ids=["shapes", "unknown_shapes"])
-@pytest.mark.parametrize("test", CASES)
-def test_cts_vector_passes(test, unknown_shapes):
-    result = harness.run_test(test, unknown_output_shapes=unknown_shapes)
-    assert result.status == harness.PASSED, result.message
+test_every_operation_is_covered_by_enough_vectors, test_cts_vector_passes = \
+    cts_vector_tests(OPS, MIN_PASSED)
 
 
 @pytest.mark.parametrize("size, stride, dilation, kernel, code, expected", [
