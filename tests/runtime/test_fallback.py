@@ -2,7 +2,6 @@
 (SIGKILL) still gives correct outputs, and the fallback shows in the trace and the VLOG."""
 from __future__ import annotations
 
-import logging
 import os
 import signal
 
@@ -10,28 +9,19 @@ import numpy as np
 import pytest
 
 import tracing
-import vlog
 from runtime import Compilation, Execution, NnError, manager
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
 from tests.runtime.helpers import chain_model, mixed_expected, mixed_model
+from tests.support.log_capture import captured_log
 
 RUNS, KILL_AT = 6, 3
 
 
 @pytest.fixture
 def execution_log():
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    root = logging.getLogger("nn")
-    old = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    with vlog.override("execution"):
+    with captured_log("nn", "execution") as lines:
         yield lines
-    root.removeHandler(handler)
-    root.setLevel(old)
 
 
 @pytest.fixture

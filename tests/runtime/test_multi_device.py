@@ -3,20 +3,19 @@ GraphDump of the real partition (rendered with ``dot``)."""
 from __future__ import annotations
 
 import html
-import logging
 import subprocess
 
 import numpy as np
 import pytest
 
 import tracing
-import vlog
 from runtime import Compilation, NnError, Preference, ResultCode, graphdump, manager
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 from tests.runtime.helpers import add_model, mixed_expected, mixed_model, run
+from tests.support.log_capture import captured_log
 
 X = np.float32([[0.0, 1.5, -2.0, 3.0]])
 Y = np.float32([[2.0, -1.0, 0.5, 1.0]])
@@ -48,17 +47,8 @@ def float_and_quant(drivers):
 
 @pytest.fixture
 def vlog_lines():
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(f"{record.name} {record.getMessage()}")
-    root = logging.getLogger("nn")
-    old = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    with vlog.override("compilation,execution"):
+    with captured_log("nn", "compilation,execution", with_logger_name=True) as lines:
         yield lines
-    root.removeHandler(handler)
-    root.setLevel(old)
 
 
 def test_mixed_model_partitions_across_drivers_with_cpu_fallback(float_and_quant):

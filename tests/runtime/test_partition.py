@@ -2,8 +2,6 @@
 sub-models, run in order with CpuExecutor, compute what the whole model computes."""
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pytest
 
@@ -16,7 +14,8 @@ from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType as T,
 from runtime.ops.executor import CpuExecutor
 from runtime.partition import (Partition, UnsupportedOperationError,
                                find_best_device_for_each_operation, partition)
-from tests.runtime.test_submodel import X, Y, GraphBuilder, chain, run_steps
+from tests.support.graphs import X, Y, GraphBuilder, chain, run_steps
+from tests.support.log_capture import captured_log
 
 FAST, LOW_POWER = Preference.FAST_SINGLE_ANSWER, Preference.LOW_POWER
 
@@ -64,17 +63,8 @@ def assert_same_as_whole(part: Partition, inputs):
 @pytest.fixture
 def vlog_lines():
     """Messages logged under tag ExecutionPlan while vlog ``compilation`` is on."""
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    logger = logging.getLogger("nn.ExecutionPlan")
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    with vlog.override("compilation"):
+    with captured_log("nn.ExecutionPlan", "compilation") as lines:
         yield lines
-    logger.removeHandler(handler)
-    logger.setLevel(old_level)
 
 
 # ------------------------------------------------------------------ device choice
