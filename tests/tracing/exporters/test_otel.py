@@ -17,20 +17,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tracing.exporters import ExportResult, get_exporter
 from tracing.exporters.otel import OtelExporter
 from tracing.span import ThreadTrack, TraceData
+from tests.support.sample_traces import APP, DRIVER, app_main_track
 
 OFFSET = 1_700_000_000_000_000_000  # epoch ns at monotonic 0, injected
-APP, DRIVER = 100, 200
 
 
 def _trace() -> TraceData:
-    main = ThreadTrack(APP, APP, "main", [
-        (1_000, "[NN_LR_PE]ANeuralNetworksExecution_compute"),
-        (1_100, "[NN_LI_PE]IPreparedModel::execute"),
-        (1_150, "HIDL::IPreparedModel::execute::client"),
-        (1_900, None),
-        (1_950, None),
-        (2_000, None),
-    ])
+    main = app_main_track()
     driver = ThreadTrack(DRIVER, DRIVER + 1, "hwbinder", [
         (1_160, "[NN_LD_PE]SampleDriver::execute"),
         (1_180, "[SUB][NN_LC_PCO]conv2dFloat32"),

@@ -9,19 +9,11 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from tracing.exporters import ExportResult, exporter_for_path, get_exporter
 from tracing.exporters.perfetto import SEQUENCE_ID, PerfettoExporter
 from tracing.span import ThreadTrack, TraceData
-
-APP, DRIVER = 100, 200
+from tests.support.sample_traces import APP, DRIVER, app_main_track
 
 
 def _trace() -> TraceData:
-    main = ThreadTrack(APP, APP, "main", [
-        (1_000, "[NN_LR_PE]ANeuralNetworksExecution_compute"),
-        (1_100, "[NN_LI_PE]IPreparedModel::execute"),
-        (1_150, "HIDL::IPreparedModel::execute::client"),
-        (1_900, None),
-        (1_950, None),
-        (2_000, None),
-    ])
+    main = app_main_track()
     worker = ThreadTrack(APP, APP + 1, "binder:1", [
         (1_200, "[NN_LR_PC]ANeuralNetworksCompilation_finish"),
         (1_300, None),
