@@ -80,6 +80,17 @@ def run(model_or_compilation, *inputs, out_shape=None, devices=None) -> np.ndarr
     return out
 
 
+def ones_add_execution(compilation: Compilation) -> Execution:
+    """An execution of a finished :func:`add_model` compilation, ready to compute: both inputs
+    ones, output a zeros buffer (all [1, 4] float32)."""
+    execution = Execution(compilation)
+    x = np.ones((1, 4), np.float32)
+    execution.set_input(0, x)
+    execution.set_input(1, x)
+    execution.set_output(0, np.zeros((1, 4), np.float32))
+    return execution
+
+
 class AddOnlyDevice(CpuDevice):
     """A faster-than-CPU fake device that supports only ADD (to force partitioning)."""
 

@@ -5,7 +5,7 @@ import pytest
 
 from runtime import Compilation, Duration, Execution, Memory, Model, NnError, ResultCode
 from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
-from tests.runtime.helpers import add_model, conv_model, run
+from tests.runtime.helpers import add_model, conv_model, ones_add_execution, run
 
 #: Runtime-core behaviour on the in-process reference device (driver processes: tests/runtime/drivers).
 pytestmark = pytest.mark.usefixtures("cpu_only")
@@ -176,11 +176,7 @@ def test_timeout_in_the_past_is_a_missed_deadline():
     from runtime import devices
     compilation = Compilation.for_devices(model, devices()[:1])
     compilation.finish()
-    execution = Execution(compilation)
-    x = np.ones((1, 4), np.float32)
-    execution.set_input(0, x)
-    execution.set_input(1, x)
-    execution.set_output(0, np.zeros((1, 4), np.float32))
+    execution = ones_add_execution(compilation)
     execution.set_timeout(1)  # 1 ns
     time.sleep(0.001)
     with pytest.raises(NnError) as info:

@@ -1,10 +1,9 @@
 """The runtime's NNTRACE spans: names, layers and phases per the contract's phase table."""
-import numpy as np
 import pytest
 
 import tracing
-from runtime import Compilation, Execution, Memory
-from tests.runtime.helpers import add_model
+from runtime import Compilation, Memory
+from tests.runtime.helpers import add_model, ones_add_execution
 
 #: The CPU device's spans (driver processes' spans: tests/runtime/drivers/test_ipc_tracing.py).
 pytestmark = pytest.mark.usefixtures("cpu_only")
@@ -15,11 +14,7 @@ def _names():
         model = add_model()
         compilation = Compilation(model)
         compilation.finish()
-        execution = Execution(compilation)
-        x = np.ones((1, 4), np.float32)
-        execution.set_input(0, x)
-        execution.set_input(1, x)
-        execution.set_output(0, np.zeros((1, 4), np.float32))
+        execution = ones_add_execution(compilation)
         execution.compute()
         execution.start_compute().wait()
         execution.free()
@@ -50,11 +45,7 @@ def test_cpu_spans_nest_inside_the_compute_span():
     with tracing.TraceSession() as session:
         compilation = Compilation(add_model())
         compilation.finish()
-        execution = Execution(compilation)
-        x = np.ones((1, 4), np.float32)
-        execution.set_input(0, x)
-        execution.set_input(1, x)
-        execution.set_output(0, np.zeros((1, 4), np.float32))
+        execution = ones_add_execution(compilation)
         execution.compute()
     spans = list(session.collect().spans())
     by_index = {span.index: span for span in spans}
