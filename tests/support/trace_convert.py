@@ -19,6 +19,8 @@ from typing import Iterable, Sequence
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from tracing.exporters.perfetto import framed_packet
+
 Row = tuple  # (ts, tid, tgid, name, where)
 _PROCESS_UUID, _THREAD_UUID = 1 << 40, 2 << 40
 _CPUS = 4
@@ -147,20 +149,7 @@ def _ns(ts: float) -> int:
 
 
 def _stream(packets: Iterable[pb.TracePacket]) -> bytes:
-    out = bytearray()
-    for packet in packets:
-        data = packet.SerializeToString()
-        out += b"\x0a" + _varint(len(data)) + data
-    return bytes(out)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return b"".join(framed_packet(packet) for packet in packets)
 
 
 def perfetto_ftrace(rows: Sequence[Row], bundle_size: int = 500) -> bytes:

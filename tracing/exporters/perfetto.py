@@ -83,10 +83,16 @@ def write_trace(out: BinaryIO, trace: TraceData) -> int:
     """Stream the packets of ``trace`` to ``out`` as a ``Trace`` message; return the packet count."""
     count = 0
     for packet in trace_packets(trace):
-        data = packet.SerializeToString()
-        out.write(_PACKET_TAG + _varint(len(data)) + data)
+        out.write(framed_packet(packet))
         count += 1
     return count
+
+
+def framed_packet(packet: pb.TracePacket) -> bytes:
+    """``packet`` as one ``Trace.packet`` field: tag, varint length, serialized packet. A file
+    of such fields, one after another, is a ``Trace`` message."""
+    data = packet.SerializeToString()
+    return _PACKET_TAG + _varint(len(data)) + data
 
 
 def trace_packets(trace: TraceData) -> Iterator[pb.TracePacket]:
