@@ -23,9 +23,7 @@ same JSON object as the last line (keys include ``inproc_us``, ``inproc_traced_u
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -35,7 +33,8 @@ from runtime.drivers.ipc import bench
 from runtime.manager import cpu_device
 from runtime.builtin_models import mobilenet, sample_input, tiny_add
 
-REPO = Path(__file__).resolve().parents[1]
+from _common import write_results
+
 TARGETS = {"inproc_us": 30.0, "traced_overhead_pct": 20.0, "driver_us": 150.0,
            "driver_vs_raw": 3.0}
 #: Devices the built-in model is timed on (those that cannot run all of it are reported as such).
@@ -198,10 +197,7 @@ def main() -> None:
     print(f"{results['builtin_model']} per device (ms): {results['builtin_per_device_ms']}")
     results["targets"] = TARGETS
     results["targets_met"] = {key: results[key] <= limit for key, limit in TARGETS.items()}
-    out = REPO / "benchmarks" / "results" / "runtime_latency.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results))
+    write_results("runtime_latency", results)
 
 
 if __name__ == "__main__":

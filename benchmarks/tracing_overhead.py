@@ -35,6 +35,8 @@ from tracing import Phase, TraceSession, tracer  # noqa: E402
 from tracing.exporters import ExportResult, get_exporter  # noqa: E402
 from tracing.span import ThreadTrack, TraceData  # noqa: E402
 
+from _common import write_results  # noqa: E402
+
 TARGETS = {"disabled_us": 0.15, "enabled_us": 1.5, "otel_over_enabled": 10.0,
            "export_s": 5.0, "export_peak_mb": 400.0}
 _CLOCK = time.process_time  # CPU time: other jobs on a busy machine do not count
@@ -187,10 +189,7 @@ def main() -> None:
         scopes["otel_over_enabled"] >= TARGETS["otel_over_enabled"],
         *(results[f"{k}_cpu_s"] <= TARGETS["export_s"] for k in ("chrome_json", "systrace")),
         *(results[f"{k}_peak_mb"] <= TARGETS["export_peak_mb"] for k in ("chrome_json", "systrace"))])
-    out = REPO / "benchmarks" / "results" / "tracing_overhead.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results))
+    write_results("tracing_overhead", results)
 
 
 if __name__ == "__main__":
