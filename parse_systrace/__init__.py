@@ -13,6 +13,7 @@ Example:
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Iterator
 
 from parse_systrace.errors import TraceFormatError
@@ -26,7 +27,9 @@ __all__ = ["summarize", "iter_summaries", "render_text", "render_json", "RunSumm
 def iter_summaries(path_or_fileobj, *, tolerant: bool = False, per_process: bool = False,
                    detail: bool = False, warn: Callable[[str], None] = lambda text: None,
                    format: str = None) -> Iterator[RunSummary]:
-    """Yield each run's :class:`RunSummary` as soon as the run ends (streaming).
+    """Yield each run's :class:`RunSummary` (as soon as the run ends with ``detail``;
+    else, for systrace/ftrace input, once the whole trace has been read: see
+    :func:`parse_systrace._engine.iter_runs`).
 
     Args:
         path_or_fileobj: a path or a seekable binary file object.
@@ -41,9 +44,11 @@ def iter_summaries(path_or_fileobj, *, tolerant: bool = False, per_process: bool
     from parse_systrace.readers import open_rows
 
     source = open_rows(path_or_fileobj, format)
+    unchecked = (partial(source.tracking_rows, checked=False),
+                 partial(source.raw_batches, checked=False)) if source.unchecked else None
     return iter_runs(source.batches, tolerant=tolerant, per_process=per_process,
                      detail=detail, warn=warn, tracking=source.tracking_rows,
-                     raw=source.raw_batches)
+                     raw=source.raw_batches, unchecked=unchecked)
 
 
 def summarize(path_or_fileobj, **options) -> list:

@@ -157,14 +157,38 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
               per_process: bool = False, detail: bool = False,
               warn: Callable[[str], None] = lambda text: None,
               tracking: Optional[Callable[[], Iterator[tuple]]] = None,
-              raw: Optional[Callable[[], Iterator[tuple]]] = None) -> Iterator[RunSummary]:
+              raw: Optional[Callable[[], Iterator[tuple]]] = None,
+              unchecked: Optional[tuple] = None) -> Iterator[RunSummary]:
     """Yield every run's summary.
 
     ``batches()`` returns a fresh iterator over lists of rows each call; ``tracking()``
     (optional) the rows that can make a thread tracked, for a cheaper first pass;
     ``raw()`` (optional) the rows in the raw form of
     :meth:`parse_systrace.readers.RowSource.raw_batches`, read instead of ``batches()``.
+    ``unchecked`` (optional, ignored with ``detail``): ``(tracking, raw)`` with ``checked=False``,
+    tried first with runs and warnings held back; on any error all is redone checked
+    (streamed), so the output is exactly that of the checked passes.
     """
+    options = dict(tolerant=tolerant, per_process=per_process, detail=detail)
+    if unchecked is None or detail:
+        yield from _runs(batches, tracking, raw, warn, **options)
+        return
+    events: list = []
+    try:
+        for run in _runs(batches, *unchecked, events.append, **options):
+            events.append(run)  # warnings (str) and runs, in order
+    except Exception:  # noqa: BLE001 - redone checked, which shows the error as usual
+        yield from _runs(batches, tracking, raw, warn, **options)
+        return
+    for event in events:
+        if isinstance(event, str):
+            warn(event)
+        else:
+            yield event
+
+
+def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
+          detail: bool) -> Iterator[RunSummary]:
     if tracking is None:
         found = scan(row for batch in batches() for row in batch)
     else:
@@ -195,9 +219,8 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
 
 
 def _as_raw(batches) -> Iterator[tuple]:
-    for batch in batches:
-        yield None, [(where, (tid, tgid, ts, b"" if name is None else b"B", name))
-                     for ts, tid, tgid, name, where in batch]
+    return ((None, [(where, (tid, tgid, ts, b"B" if name is not None else b"", name))
+                    for ts, tid, tgid, name, where in batch]) for batch in batches)
 
 
 def _raw_rows(raw) -> Iterator:

@@ -31,6 +31,14 @@ class TraceFormatError(Exception):
         return f"{self.where}: {self.reason}"
 
 
+class Unchecked(Exception):
+    """Internal: a block that an unchecked first pass took as mark rows only is not.
+
+    Raised by readers read with ``checked=False``; the engine then starts again with the
+    checked first pass (nothing has been shown by then).
+    """
+
+
 def line_where(where: object) -> str:
     """Format a reader's ``where`` field: ints are line numbers, strings are kept as is.
 

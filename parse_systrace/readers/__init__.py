@@ -69,6 +69,7 @@ class Format:
     unit: str = "line"
     read_tracking: Optional[Reader] = None
     read_raw: Optional[Callable[[BinaryIO], Iterator[tuple]]] = None
+    unchecked: bool = False
 
 
 _FORMATS: dict[str, Format] = {}
@@ -79,15 +80,17 @@ _plugins_loaded = False
 def register(name: str, read: Reader, sniff: Sniffer, *,
              read_batches: Optional[BatchReader] = None, unit: str = "line",
              before: Optional[str] = None, read_tracking: Optional[Reader] = None,
-             read_raw=None) -> None:
+             read_raw=None, unchecked: bool = False) -> None:
     """Register (or replace) the reader for format ``name``, tried before format ``before``.
 
     ``read_tracking`` (optional) yields only the begin rows whose name contains ``[NN``
     or ``HIDL::IDevice`` (``ts`` may be None): a cheaper first pass; it may leave out
     ``[NN`` rows that repeat an earlier row's tid and tgid. ``read_raw`` (optional) gives
-    the rows in the engine's raw form (see :meth:`RowSource.raw_batches`).
+    the rows in the engine's raw form (see :meth:`RowSource.raw_batches`). ``unchecked``:
+    both also take ``checked=False`` (see :attr:`RowSource.unchecked`).
     """
-    _FORMATS[name] = Format(name, read, sniff, read_batches, unit, read_tracking, read_raw)
+    _FORMATS[name] = Format(name, read, sniff, read_batches, unit, read_tracking, read_raw,
+                            unchecked)
     if before in _FORMATS and before != name:
         items = [item for item in _FORMATS.items() if item[0] != name]
         items.insert([key for key, _ in items].index(before), (name, _FORMATS[name]))
@@ -167,7 +170,14 @@ class RowSource:
                     return
                 yield batch
 
-    def raw_batches(self) -> Iterator[tuple]:
+    @property
+    def unchecked(self) -> bool:
+        """Whether :meth:`tracking_rows` and :meth:`raw_batches` take ``checked=False``:
+        the first pass then skips validating rows it does not need, and the second raises
+        :class:`~parse_systrace.errors.Unchecked` where that skipped a bad row."""
+        return self._fmt.unchecked
+
+    def raw_batches(self, checked: bool = True) -> Iterator[tuple]:
         """Rows in the engine's raw form: ``(first_line, rows)`` pairs.
 
         With an int ``first_line``, ``rows`` are ``(tid, tgid, ts, kind, name)`` tuples of
@@ -177,17 +187,19 @@ class RowSource:
         """
         if self._fmt.read_raw is not None:
             with self._open() as handle:
-                yield from self._fmt.read_raw(handle)
+                yield from (self._fmt.read_raw(handle) if checked
+                            else self._fmt.read_raw(handle, checked=False))
             return
         for batch in self.batches():
             yield None, [(where, (tid, tgid, ts, b"" if name is None else b"B", name))
                          for ts, tid, tgid, name, where in batch]
 
-    def tracking_rows(self) -> Iterator[Row]:
+    def tracking_rows(self, checked: bool = True) -> Iterator[Row]:
         """The begin rows that can make a thread tracked (``[NN`` or ``HIDL::IDevice``)."""
         if self._fmt.read_tracking is not None:
             with self._open() as handle:
-                yield from self._fmt.read_tracking(handle)
+                yield from (self._fmt.read_tracking(handle) if checked
+                            else self._fmt.read_tracking(handle, checked=False))
             return
         for row in self.rows():
             name = row[3]

@@ -30,6 +30,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from parse_systrace.errors import Unchecked
+
 _WS = rb"[^\S\n]"
 #: A current-format row as the line-by-line parser reads it (task of 2-16 characters,
 #: the last ``-PID`` in it; marks ``B|tgid|name``, ``E`` or ``E|tgid`` only), after the
@@ -62,23 +64,30 @@ def _simple(data: bytes) -> int:
     return lines if data.count(_MARK) == lines and b"-----" not in data else 0
 
 
-def raw_rows(data: bytes):
+def raw_rows(data: bytes, checked: bool = True):
     """``[(tid, tgid, ts, kind, name), ...]`` as bytes (kind ``b"B"`` or ``b""`` for an
-    end), one per line, or None."""
+    end), one per line, or None. Unchecked: raise :class:`Unchecked` for a block that
+    ``tracking_rows(..., checked=False)`` took unvalidated and that is not all rows."""
     lines = _simple(data)
     if not lines:
         return None
     found = _ROW_RE.findall(b"\n" + data)
-    return found if len(found) == lines else None
+    if len(found) == lines:
+        return found
+    if not checked:
+        raise Unchecked()
+    return None
 
 
-def tracking_rows(data: bytes, base: int, tracked: dict):
+def tracking_rows(data: bytes, base: int, tracked: dict, checked: bool = True):
     """The rows of ``data`` that can change pass 1's result, in order, or None.
 
     ``tracked`` maps the tids tracked so far (ints) to their process ids; rows
-    ``(None, tid, tgid, name, line)``.
+    ``(None, tid, tgid, name, line)``. With ``checked=False`` the block's lines are not
+    all validated (pass 2 reads it with :func:`raw_rows` and must raise
+    :class:`~parse_systrace.errors.Unchecked` when that fails).
     """
-    if not _simple(data) or _VALID_RE.fullmatch(data) is None:
+    if not _simple(data) or (checked and _VALID_RE.fullmatch(data) is None):
         return None
     hits = {}
     _new_nn_rows(data, dict(tracked), hits)
@@ -99,8 +108,8 @@ def tracking_rows(data: bytes, base: int, tracked: dict):
 def _line_at(data: bytes, position: int) -> tuple:
     start = data.rfind(b"\n", 0, position) + 1
     line = data[start:data.index(b"\n", position) + 1]
-    row = _ROW_RE.findall(b"\n" + line)[0]
-    return start, (row if row[3] else None)
+    row = _ROW_RE.findall(b"\n" + line)  # empty only in an unchecked invalid block
+    return start, (row[0] if row and row[0][3] else None)
 
 
 def _new_nn_rows(data: bytes, known: dict, hits: dict) -> None:

@@ -75,22 +75,22 @@ def read_batches_text(binary: BinaryIO) -> Iterator[list]:
     return _batches(binary, require_header=False)
 
 
-def read_tracking_html(binary: BinaryIO) -> Iterator[tuple]:
+def read_tracking_html(binary: BinaryIO, checked: bool = True) -> Iterator[tuple]:
     """Begin rows naming ``[NN`` or ``HIDL::IDevice`` of a systrace HTML (ts is None)."""
-    return _tracking(binary, require_header=True)
+    return _tracking(binary, require_header=True, checked=checked)
 
 
-def read_tracking_text(binary: BinaryIO) -> Iterator[tuple]:
+def read_tracking_text(binary: BinaryIO, checked: bool = True) -> Iterator[tuple]:
     """Begin rows naming ``[NN`` or ``HIDL::IDevice`` of an ftrace text (ts is None)."""
-    return _tracking(binary, require_header=False)
+    return _tracking(binary, require_header=False, checked=checked)
 
 
-def _tracking(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
+def _tracking(binary: BinaryIO, require_header: bool, checked: bool) -> Iterator[tuple]:
     state: dict = {}
     known: dict = {}  # tid -> tgid as pass 1 will have it (skips repeated [NN rows)
     for base, data in _trace_blocks(binary, require_header):
         skip = comments(data)
-        rows = tracking_rows(data[skip:], base + data.count(b"\n", 0, skip), known)
+        rows = tracking_rows(data[skip:], base + data.count(b"\n", 0, skip), known, checked)
         if rows is None:
             rows = [row for row in _parse_lines(data, base, state) if row[3] is not None
                     and ("[NN" in row[3] or "HIDL::IDevice" in row[3])]
@@ -101,24 +101,24 @@ def _tracking(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
         yield from rows
 
 
-def read_raw_html(binary: BinaryIO) -> Iterator[tuple]:
+def read_raw_html(binary: BinaryIO, checked: bool = True) -> Iterator[tuple]:
     """Rows of a systrace HTML in the engine's raw form (see :func:`_raw`)."""
-    return _raw(binary, require_header=True)
+    return _raw(binary, require_header=True, checked=checked)
 
 
-def read_raw_text(binary: BinaryIO) -> Iterator[tuple]:
+def read_raw_text(binary: BinaryIO, checked: bool = True) -> Iterator[tuple]:
     """Rows of an ftrace text in the engine's raw form (see :func:`_raw`)."""
-    return _raw(binary, require_header=False)
+    return _raw(binary, require_header=False, checked=checked)
 
 
-def _raw(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
+def _raw(binary: BinaryIO, require_header: bool, checked: bool) -> Iterator[tuple]:
     """Yield ``(first_line, [(tid, tgid, ts, kind, name), ...])`` blocks of byte groups
     (one row per line from ``first_line``), or ``(None, [(line, (tid, tgid, ts, kind,
     name)), ...])`` with converted values for blocks parsed line by line."""
     state: dict = {}
     for base, data in _trace_blocks(binary, require_header):
         skip = comments(data)
-        found = raw_rows(data[skip:])
+        found = raw_rows(data[skip:], checked)
         if found is not None:
             yield base + data.count(b"\n", 0, skip) + 1, found
             continue
@@ -244,9 +244,9 @@ def _name(mark: bytes):
 def _register() -> None:
     from parse_systrace.readers import register
     register("systrace", read_html, sniff_html, read_batches=read_batches_html,
-             read_tracking=read_tracking_html, read_raw=read_raw_html)
+             read_tracking=read_tracking_html, read_raw=read_raw_html, unchecked=True)
     register("ftrace", read_ftrace, sniff_text, read_batches=read_batches_text,
-             read_tracking=read_tracking_text, read_raw=read_raw_text)
+             read_tracking=read_tracking_text, read_raw=read_raw_text, unchecked=True)
 
 
 _register()

@@ -192,3 +192,32 @@ def test_print_detail_prints_call_trees(tmp_path, capsys):
     assert main(["--print-detail", str(trace)]) == 0
     out = capsys.readouterr().out
     assert "thread 5 (process 5, app)" in out and "[NN_LR_PC]c  [PO_LR_PC]" in out
+
+
+def test_bad_row_in_an_unchecked_block_shows_only_the_error(tmp_path, capsys):
+    from parse_systrace.__main__ import main
+    trace = tmp_path / "t.txt"
+    good = _trace((5, 5, 1.0, "B|5|[NN_LA_PO]m"), (5, 5, 1.1, "E|5"),
+                  (5, 5, 2.0, "B|5|[NN_LA_PO]n")).getvalue()
+    trace.write_bytes(good + b"junk tracing_mark_write: E|5\n")
+    assert main([str(trace)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"parse_systrace: error: {trace}:line 5: cannot parse trace row: " \
+                           "junk tracing_mark_write: E|5\n"
+
+
+def test_old_layout_row_in_a_current_block_is_tracked_as_when_checked():
+    from parse_systrace._engine import iter_runs
+    from parse_systrace.readers import open_rows
+    trace = _trace((5, 5, 1.0, "B|5|[NN_LA_PO]m"), (5, 5, 1.1, "B|5|[NN_LR_PC]c"),
+                   (5, 5, 1.2, "E|5"), (5, 5, 1.5, "E|5")).getvalue()
+    old = (b"   bench-1-9 [005] ...1  1.300000: tracing_mark_write: B|9|[NN_LR_PC]f\n"
+           b"   bench-1-9 [005] ...1  1.400000: tracing_mark_write: E\n")
+    data = trace + old
+    source = open_rows(io.BytesIO(data))
+    checked = list(iter_runs(source.batches, tracking=source.tracking_rows,
+                             raw=source.raw_batches))
+    runs = parse_systrace.summarize(io.BytesIO(data))
+    assert [run.times for run in runs] == [run.times for run in checked]
+    assert runs[0].times["PC"]["LR"] == pytest.approx(200.0)
