@@ -1,10 +1,13 @@
 """The NNTRACE recorder: scope factories, per-thread event buffers and the on/off switch.
 
 Off by default. When off, a factory costs one call, one global check and returns a
-shared no-op scope. When on, a factory appends ``(ts_ns, tag, detail)`` to the
-calling thread's buffer (a plain list reached through one ``threading.local``
-attribute) and returns a shared scope whose ``__exit__`` appends the bare ``ts_ns``
-of the end (no tuple: ends are half of all events).
+shared no-op scope. When on, a factory extends the calling thread's buffer (a plain,
+flat list reached through one ``threading.local`` attribute) with ``tag, detail, ts_ns``
+and returns a shared scope whose ``__exit__`` appends the bare ``ts_ns`` of the end.
+The buffer thus holds no per-event object (no tuple for the garbage collector to track):
+a begin is three items, the first not an int, an end is one int. Each event is written
+by one C call (``list.extend`` of a tuple, ``list.append``), atomic under the GIL, so a
+buffer copied or drained by another thread always ends on an event boundary.
 Like AOSP's ``NNTRACE_*`` macros the span begins when the factory is called, so
 use the result at once in a ``with`` statement or as a decorator. Names are
 joined (``tag + detail``) only when the trace is collected. Timestamps come from
@@ -72,7 +75,7 @@ class _ThreadBuffer:
         self.pid = os.getpid()
         self.tid = threading.get_native_id()
         self.thread = threading.current_thread()
-        self.events: list[tuple] = []
+        self.events: list = []  # flat: begin = tag, detail, ts_ns; end = ts_ns
 
 
 _buffers: list[_ThreadBuffer] = []
@@ -83,8 +86,10 @@ def _register_thread() -> list:
     with _lock:
         _buffers.append(buffer)
     _tls.buffer = buffer
+    _tls.events = buffer.events
     _tls.append = buffer.events.append
-    _tls.recorder = (buffer.events.append, _now)
+    _tls.extend = buffer.events.extend
+    _tls.recorder = (buffer.events.append, buffer.events.extend, _now)
     return buffer.events
 
 
@@ -117,9 +122,12 @@ class _OpenScope(Scope):
 
     def __call__(self, func: Callable) -> Callable:
         events = getattr(_tls, "buffer", None) and _tls.buffer.events
-        if not events or type(events[-1]) is not tuple:
+        # The begin that the factory has just recorded: tag, detail, ts (an end, an int, is
+        # always preceded by an int: a begin's ts or another end).
+        if not events or len(events) < 3 or type(events[-2]) is int:
             return _wrap_from_source(func, sys._getframe(1))
-        _, tag, detail = events.pop()  # the begin that the factory has just recorded
+        tag, detail, _ = events[-3:]
+        del events[-3:]
         return _wrap(func, tag, detail)
 
 
@@ -128,11 +136,11 @@ _OPEN = _OpenScope()
 
 
 def _begin(tags: _Tags, phase: Phase, detail: str) -> Scope:
-    event = (_now(), tags[phase], detail)
+    event = (tags[phase], detail, _now())
     try:
-        _tls.append(event)
+        _tls.extend(event)
     except AttributeError:  # the thread's first event (the hot factories inline the rest)
-        _register_thread().append(event)
+        _register_thread().extend(event)
     return _OPEN
 
 
@@ -149,7 +157,7 @@ def application(phase: Phase, detail: str = "") -> Scope:
     if not _on:
         return _NULL
     try:
-        _tls.append((_now(), _LA[phase], detail))
+        _tls.extend((_LA[phase], detail, _now()))
     except AttributeError:
         return _begin(_LA, phase, detail)
     return _OPEN
@@ -164,7 +172,7 @@ def runtime(phase: Phase, detail: str = "") -> Scope:
     if not _on:
         return _NULL
     try:
-        _tls.append((_now(), _LR[phase], detail))
+        _tls.extend((_LR[phase], detail, _now()))
     except AttributeError:
         return _begin(_LR, phase, detail)
     return _OPEN
@@ -175,7 +183,7 @@ def ipc(phase: Phase, detail: str = "") -> Scope:
     if not _on:
         return _NULL
     try:
-        _tls.append((_now(), _LI[phase], detail))
+        _tls.extend((_LI[phase], detail, _now()))
     except AttributeError:
         return _begin(_LI, phase, detail)
     return _OPEN
@@ -186,7 +194,7 @@ def driver(phase: Phase, detail: str = "") -> Scope:
     if not _on:
         return _NULL
     try:
-        _tls.append((_now(), _LD[phase], detail))
+        _tls.extend((_LD[phase], detail, _now()))
     except AttributeError:
         return _begin(_LD, phase, detail)
     return _OPEN
@@ -197,7 +205,7 @@ def cpu(phase: Phase, detail: str = "") -> Scope:
     if not _on:
         return _NULL
     try:
-        _tls.append((_now(), _LC[phase], detail))
+        _tls.extend((_LC[phase], detail, _now()))
     except AttributeError:
         return _begin(_LC, phase, detail)
     return _OPEN
@@ -208,7 +216,7 @@ def utility(phase: Phase, detail: str = "") -> Scope:
     if not _on:
         return _NULL
     try:
-        _tls.append((_now(), _LU[phase], detail))
+        _tls.extend((_LU[phase], detail, _now()))
     except AttributeError:
         return _begin(_LU, phase, detail)
     return _OPEN
@@ -236,11 +244,11 @@ def hidl(interface: str, method: str, side: str) -> Scope:
     """
     if not _on:
         return _NULL
-    event = (_now(), hidl_mark(interface, method, side), "")
+    event = (hidl_mark(interface, method, side), "", _now())
     try:
-        _tls.append(event)
+        _tls.extend(event)
     except AttributeError:
-        _register_thread().append(event)
+        _register_thread().extend(event)
     return _OPEN
 
 
@@ -255,20 +263,21 @@ def switch(layer: Layer, phase: Phase, detail: str = "") -> None:
     tag = _layer_tags(_SW, layer)[phase]
     now = _now()
     try:
-        append = _tls.append
+        extend = _tls.extend
     except AttributeError:
-        append = _register_thread().append
-    append(now)
-    append((now, tag, detail))
+        extend = _register_thread().extend
+    extend((now, tag, detail, now))
 
 
-def hot_recorder() -> tuple[Callable[[Any], None], Callable[[], int]] | None:
-    """``(append, now)`` to record from a hot loop of this thread; None when tracing is off.
+def hot_recorder() -> tuple[Callable[[Any], None], Callable[[Any], None],
+                            Callable[[], int]] | None:
+    """``(append, extend, now)`` to record from a hot loop of this thread; None when off.
 
     The events are those the factories record. Begin a span with
-    ``append((now(), tag, detail))``, taking ``tag`` from :func:`tracing.naming.format_name`
-    with an empty detail (computed once, outside the loop); end the innermost open span with
-    ``append(now())``; switch with ``t = now(); append(t); append((t, sw_tag, detail))``.
+    ``extend((tag, detail, now()))`` (one call: a begin must never be split), taking ``tag``
+    from :func:`tracing.naming.format_name` with an empty detail (computed once, outside the
+    loop) and a str ``detail``; end the innermost open span with ``append(now())``; switch
+    with ``t = now(); extend((t, sw_tag, detail, t))``.
     End every begin on the same thread, also when an exception passes (``try``/``finally``).
     Ask again on each run of the hot function: the pair must not outlive the run (another
     thread, a fork, tracing switched off).
@@ -276,8 +285,8 @@ def hot_recorder() -> tuple[Callable[[Any], None], Callable[[], int]] | None:
     Example:
         >>> rec = hot_recorder()
         >>> if rec is not None:
-        ...     append, now = rec
-        ...     append((now(), "[NN_LC_PCO]", "addFloat32"))
+        ...     append, extend, now = rec
+        ...     extend(("[NN_LC_PCO]", "addFloat32", now()))
         ...     append(now())
     """
     if not _on:
@@ -323,14 +332,14 @@ def _wrap(func: Callable, tag: str, detail: str) -> Callable:
         if not _on:
             return func(*args, **kwargs)
         try:
-            append = _tls.append
+            events = _tls.events
         except AttributeError:
-            append = _register_thread().append
-        append((_now(), tag, detail))
+            events = _register_thread()
+        events.extend((tag, detail, _now()))
         try:
             return func(*args, **kwargs)
         finally:
-            append(_now())
+            events.append(_now())
     return traced
 
 
@@ -356,18 +365,28 @@ def _set_enabled(flag: bool) -> None:
     _on = bool(flag)
 
 
-def _name_events(events: list[tuple], cache: dict) -> list[tuple[int, str | None]]:
+def _name_events(events: list, cache: dict) -> tuple[list[tuple[int, str | None]], int]:
+    """Decode a flat buffer prefix: the ``(ts, name or None)`` events, and how many items
+    they took (less than ``len(events)`` only if the prefix ends inside a begin)."""
     out = []
-    for event in events:
-        if type(event) is int:
-            out.append((event, None))
+    append = out.append
+    index, count = 0, len(events)
+    while index < count:
+        item = events[index]
+        if type(item) is int:
+            append((item, None))
+            index += 1
             continue
-        ts, tag, detail = event
-        name = cache.get((tag, detail))
+        if index + 3 > count:  # a begin not fully written (never by the factories)
+            break
+        detail, ts = events[index + 1], events[index + 2]
+        key = (item, detail)
+        name = cache.get(key)
         if name is None:
-            name = cache[(tag, detail)] = tag + detail
-        out.append((ts, name))
-    return out
+            name = cache[key] = item + detail
+        append((ts, name))
+        index += 3
+    return out, index
 
 
 def _snapshot(drain: bool = False) -> list[ThreadTrack]:
@@ -378,13 +397,12 @@ def _snapshot(drain: bool = False) -> list[ThreadTrack]:
     tracks = []
     for buffer in buffers:
         events = buffer.events
-        count = len(events)
-        raw = events[:count]
+        raw = events[:]  # one C call: a copy that ends on an event boundary
+        named, used = _name_events(raw, cache)
         if drain:
-            del events[:count]  # appends made meanwhile stay in the buffer
-        if raw:
-            tracks.append(ThreadTrack(buffer.pid, buffer.tid, buffer.thread.name,
-                                      _name_events(raw, cache)))
+            del events[:used]  # events written meanwhile stay in the buffer
+        if named:
+            tracks.append(ThreadTrack(buffer.pid, buffer.tid, buffer.thread.name, named))
     return tracks
 
 

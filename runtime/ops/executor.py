@@ -207,8 +207,8 @@ class CpuExecutor:
         recorder = recorder or tracer.hot_recorder()
         if recorder is None:
             return self.run(inputs)
-        append, now = recorder
-        append((now(), _RUN_TAG, "CpuExecutor::run"))
+        append, extend, now = recorder
+        extend((_RUN_TAG, "CpuExecutor::run", now()))
         try:
             values = self._bind_inputs(inputs)
             logging = vlog.is_on("cpuexe")
@@ -218,10 +218,9 @@ class CpuExecutor:
                     _log_step(step, args)
                 ctx = OpContext(step.operation, args, step.input_operands, step.output_operands)
                 name = step.kernel_name
-                append((now(), _TRANSFORM_TAG, name))
+                extend((_TRANSFORM_TAG, name, now()))
                 switched = now()  # the switch: the TRANSFORMATION scope ends, COMPUTATION begins
-                append(switched)
-                append((switched, _COMPUTE_TAG, name))
+                extend((switched, _COMPUTE_TAG, name, switched))
                 try:
                     results = step.execute(ctx)
                 except Exception as error:

@@ -204,3 +204,56 @@ def test_invalid_decorator_is_rejected_even_when_off():
         @tracing.ipc(Phase.WARMUP, "x")
         def never():
             pass
+
+
+def test_buffer_is_flat_with_no_tuple_per_event():
+    with TraceSession():
+        with tracing.runtime(Phase.EXECUTION, "compute"):
+            tracing.switch(Layer.CPU, Phase.COMPUTATION, "add")
+        events = list(tracer._tls.buffer.events)
+    assert [type(e) for e in events[-8:]] == [str, str, int, int, str, str, int, int]
+    assert events[-8:-6] == ["[NN_LR_PE]", "compute"] and events[-4:-2] == ["[SW][NN_LC_PCO]", "add"]
+
+
+def test_hot_recorder_events_read_like_the_factories():
+    with TraceSession() as session:
+        append, extend, now = tracer.hot_recorder()
+        extend(("[NN_LC_PTR]", "addFloat32", now()))
+        t = now()
+        extend((t, "[SW][NN_LC_PCO]", "addFloat32", t))
+        append(now())
+    trace = session.collect()
+    assert names(trace) == ["[NN_LC_PTR]addFloat32", None, "[SW][NN_LC_PCO]addFloat32", None]
+    assert tracer.hot_recorder() is None
+
+
+def test_drain_while_a_thread_writes_loses_and_garbles_nothing():
+    spans, stop = 20000, threading.Event()
+    drained = []
+
+    def writer():
+        append, extend, now = tracer.hot_recorder()
+        for index in range(spans):
+            extend(("[NN_LC_PTR]", "op", now()))
+            t = now()
+            extend((t, "[SW][NN_LC_PCO]", "op", t))
+            append(now())
+        stop.set()
+
+    with TraceSession():
+        thread = threading.Thread(target=writer, name="writer")
+        thread.start()
+        while not stop.is_set():  # drain at arbitrary points of the writer's loop
+            drained += [e for t in tracer._snapshot(drain=True) if t.name == "writer" for e in t.events]
+        thread.join()
+        drained += [e for t in tracer._snapshot(drain=True) if t.name == "writer" for e in t.events]
+    assert [name for _, name in drained] == ["[NN_LC_PTR]op", None, "[SW][NN_LC_PCO]op", None] * spans
+    times = [ts for ts, _ in drained]
+    assert times == sorted(times) and all(type(ts) is int for ts in times)
+
+
+def test_name_events_stops_before_a_partly_written_begin():
+    cache = {}
+    assert tracer._name_events(["[NN_LR_PE]", "x", 5, 6, "[NN_LR_PE]", "y"], cache) == \
+        ([(5, "[NN_LR_PE]x"), (6, None)], 4)
+    assert tracer._name_events(["[NN_LR_PE]"], cache) == ([], 0)
