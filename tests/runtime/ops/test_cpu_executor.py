@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import io
-import timeit
 
 import numpy as np
 import pytest
@@ -189,13 +188,6 @@ def test_traced_run_equals_plain_run_on_cts_vector():
     plain = executor.run(list(test.inputs))
     traced = executor.run_with_tracing(list(test.inputs))
     assert all(np.array_equal(p, t) for p, t in zip(plain, traced))
-
-
-def test_tiny_model_run_is_fast():
-    executor = CpuExecutor(_tiny_add())
-    executor.run([A, B])
-    best = min(timeit.repeat(lambda: executor.run([A, B]), number=2000, repeat=5)) / 2000
-    assert best < 30e-6  # ~4 us on a developer machine; loose for CI noise
 
 
 def test_kernel_error_names_operation():
