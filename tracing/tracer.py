@@ -1,4 +1,4 @@
-"""The NNTRACE recorder: scope factories, per-thread event buffers and the on/off switch.
+"""The NNTRACE recorder: scope factories, hot recording and the on/off switch.
 
 Off by default. When off, a factory costs one call, one global check and returns a
 shared no-op scope. When on, a factory extends the calling thread's buffer (a plain,
@@ -14,8 +14,9 @@ joined (``tag + detail``) only when the trace is collected. Timestamps come from
 ``time.monotonic_ns`` (CLOCK_MONOTONIC, shared by all processes of a machine).
 
 Hot loops (the CPU executor) may skip the factories: :func:`hot_recorder` gives
-``(append, now)`` for the calling thread, to append the same events directly.
-Switching tracing on and collecting is :mod:`tracing.session`'s job.
+``(append, extend, now)`` for the calling thread, to append the same events directly.
+The buffers themselves, and reading them back as named tracks, live in
+:mod:`tracing._buffer`; switching tracing on and collecting is :mod:`tracing.session`'s job.
 
 Example:
     >>> from tracing.naming import Phase
@@ -35,15 +36,14 @@ import threading
 import time
 from typing import Any, Callable
 
-from tracing import _decorate
+from tracing import _buffer, _decorate
+from tracing._buffer import _clear, _name_events, _snapshot  # noqa: F401 (tracing.session's)
 from tracing.naming import APPLICATION_PHASES, MARKERS, Layer, Phase, format_name, hidl_mark
-from tracing.span import ThreadTrack
 
 _log = logging.getLogger(__name__)
 _now = time.monotonic_ns
 _on = False
 _tls = threading.local()
-_lock = threading.Lock()
 
 
 class _Tags(dict):
@@ -68,23 +68,8 @@ _LA, _LR, _LI = _PLAIN[Layer.APPLICATION], _PLAIN[Layer.RUNTIME], _PLAIN[Layer.I
 _LD, _LC, _LU = _PLAIN[Layer.DRIVER], _PLAIN[Layer.CPU], _PLAIN[Layer.UTILITY]
 
 
-class _ThreadBuffer:
-    __slots__ = ("pid", "tid", "thread", "events")
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.tid = threading.get_native_id()
-        self.thread = threading.current_thread()
-        self.events: list = []  # flat: begin = tag, detail, ts_ns; end = ts_ns
-
-
-_buffers: list[_ThreadBuffer] = []
-
-
 def _register_thread() -> list:
-    buffer = _ThreadBuffer()
-    with _lock:
-        _buffers.append(buffer)
+    buffer = _buffer.new_buffer()
     _tls.buffer = buffer
     _tls.events = buffer.events
     _tls.append = buffer.events.append
@@ -365,60 +350,9 @@ def _set_enabled(flag: bool) -> None:
     _on = bool(flag)
 
 
-def _name_events(events: list, cache: dict) -> tuple[list[tuple[int, str | None]], int]:
-    """Decode a flat buffer prefix: the ``(ts, name or None)`` events, and how many items
-    they took (less than ``len(events)`` only if the prefix ends inside a begin)."""
-    out = []
-    append = out.append
-    index, count = 0, len(events)
-    while index < count:
-        item = events[index]
-        if type(item) is int:
-            append((item, None))
-            index += 1
-            continue
-        if index + 3 > count:  # a begin not fully written (never by the factories)
-            break
-        detail, ts = events[index + 1], events[index + 2]
-        key = (item, detail)
-        name = cache.get(key)
-        if name is None:
-            name = cache[key] = item + detail
-        append((ts, name))
-        index += 3
-    return out, index
-
-
-def _snapshot(drain: bool = False) -> list[ThreadTrack]:
-    """Copy (or move out, with ``drain``) this process's events as named ThreadTracks."""
-    with _lock:
-        buffers = list(_buffers)
-    cache: dict = {}
-    tracks = []
-    for buffer in buffers:
-        events = buffer.events
-        raw = events[:]  # one C call: a copy that ends on an event boundary
-        named, used = _name_events(raw, cache)
-        if drain:
-            del events[:used]  # events written meanwhile stay in the buffer
-        if named:
-            tracks.append(ThreadTrack(buffer.pid, buffer.tid, buffer.thread.name, named))
-    return tracks
-
-
-def _clear() -> None:
-    """Empty all buffers and forget finished threads."""
-    with _lock:
-        for buffer in _buffers:
-            buffer.events.clear()
-        _buffers[:] = [b for b in _buffers if b.thread.is_alive()]
-
-
 def _after_fork_in_child() -> None:
-    global _tls, _buffers, _lock
-    _tls = threading.local()
-    _buffers = []
-    _lock = threading.Lock()
+    global _tls
+    _tls = threading.local()  # the forking thread's attributes name the parent's buffer
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
