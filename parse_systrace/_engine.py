@@ -53,8 +53,7 @@ def scan(rows: Iterator[tuple]) -> Scan:
             continue
         if "[NN" in name:
             tracked[tid] = tgid
-            if "NN_LR" in name:
-                result.seen_runtime = True
+            result.seen_runtime = result.seen_runtime or "NN_LR" in name
         if "HIDL::IDevice" in name and "::server" in name:
             tracked[tid] = tgid
             drivers.add(tgid)
@@ -79,8 +78,7 @@ class Session:
 
     def resolve(self, tid):
         """The tracked thread of a tid as read (bytes or int), or None; cached."""
-        thread = self.lookup[tid] = self.threads.get(int(tid))
-        return thread
+        return self.lookup.setdefault(tid, self.threads.get(int(tid)))
 
     def start_run(self, tgid, text: str) -> Optional[RunSummary]:
         """A ``[NN_LA_PO]`` mark: finish the previous run (if any), remember this mark."""
@@ -165,18 +163,18 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
     (optional) the rows that can make a thread tracked, for a cheaper first pass;
     ``raw()`` (optional) the rows in the raw form of
     :meth:`parse_systrace.readers.RowSource.raw_batches`, read instead of ``batches()``.
-    ``unchecked`` (optional, ignored with ``detail``): ``(tracking, raw)`` with ``checked=False``,
-    tried first with runs and warnings held back; on any error all is redone checked
-    (streamed), so the output is exactly that of the checked passes.
+    ``unchecked`` (optional, ignored with ``detail``): ``(tracking, raw)`` with
+    ``checked=False``, tried first with runs and warnings held back; on any error all is
+    redone checked (streamed), so the output is exactly that of the checked passes.
     """
     options = dict(tolerant=tolerant, per_process=per_process, detail=detail)
     if unchecked is None or detail:
         yield from _runs(batches, tracking, raw, warn, **options)
         return
-    events: list = []
+    events: list = []  # warnings (str) and runs, in order
     try:
         for run in _runs(batches, *unchecked, events.append, **options):
-            events.append(run)  # warnings (str) and runs, in order
+            events.append(run)
     except Exception:  # noqa: BLE001 - redone checked, which shows the error as usual
         yield from _runs(batches, tracking, raw, warn, **options)
         return
@@ -225,8 +223,7 @@ def _as_raw(batches) -> Iterator[tuple]:
 
 def _raw_rows(raw) -> Iterator:
     """Iterables of ``(where, (tid, tgid, ts, kind, name))``, one per raw batch."""
-    for first, rows in raw:
-        yield rows if first is None else zip(count(first), rows)
+    return (rows if first is None else zip(count(first), rows) for first, rows in raw)
 
 
 def _feed_many(batches, sessions: list, warn) -> Iterator[RunSummary]:
@@ -244,10 +241,10 @@ def _feed_many(batches, sessions: list, warn) -> Iterator[RunSummary]:
 
 
 def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
-    """The hot loop for one session: tid lookup on the raw value first, plain begins and
-    ends inlined (see :meth:`ThreadState.begin` / :meth:`ThreadState.end`)."""
+    """The hot loop for one session: :meth:`ThreadState.begin` / ``end`` inlined."""
     session = sessions[0]
     lookup, app = session.lookup, session.app
+    phase = "PO"  # app[-1] if app else "PO": changes only in slow begins and span ends
     for batch in batches:
         for where, (tid, tgid, ts, kind, name) in batch:
             thread = lookup.get(tid, _MISSING)
@@ -257,13 +254,15 @@ def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
                 continue
             stack = thread.stack
             if not kind:
-                if len(stack) == 1:
+                node = stack.pop()
+                if not stack:  # the root: an E without a B
+                    stack.append(node)
                     thread.end(float(ts), where)
                     continue
-                node = stack.pop()
                 node[1] = float(ts)
                 if node[END] is not None:
                     thread.ended(node)
+                    phase = app[-1] if app else "PO"
                 continue
             info = thread.cache.get(name)
             if info is None:
@@ -274,10 +273,11 @@ def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
                     if finished is not None:
                         yield from _emit(finished, warn)
                 thread.begin_slow(float(ts), info, where)
+                phase = app[-1] if app else "PO"
                 continue
             parent = stack[-1]
-            node = [float(ts), None, info[1], info[2], app[-1] if app else "PO", info[3], [],
-                    parent, info[0], where, info[4]]
+            node = [float(ts), None, info[1], info[2], phase, info[3], [], parent, info[0],
+                    where, info[4]]
             parent[6].append(node)
             stack.append(node)
 
