@@ -57,18 +57,19 @@ def comments(data: bytes) -> int:
     return 0 if any(trigger in head for trigger in _TRIGGERS) else end
 
 
-def _simple(data: bytes) -> int:
-    """The line count of ``data`` if every line may be a current-format mark row (cheap C
-    checks: one mark per line, no ``-----`` TGID), else 0."""
-    lines = data.count(b"\n")
+def _simple(data: bytes, lines=None) -> int:
+    """The line count of ``data`` (``lines`` when known) if every line may be a
+    current-format mark row (cheap C checks: one mark per line, no ``-----`` TGID), else 0."""
+    lines = data.count(b"\n") if lines is None else lines
     return lines if data.count(_MARK) == lines and b"-----" not in data else 0
 
 
-def raw_rows(data: bytes, checked: bool = True):
+def raw_rows(data: bytes, checked: bool = True, lines=None):
     """``[(tid, tgid, ts, kind, name), ...]`` as bytes (kind ``b"B"`` or ``b""`` for an
     end), one per line, or None. Unchecked: raise :class:`Unchecked` for a block that
-    ``tracking_rows(..., checked=False)`` took unvalidated and that is not all rows."""
-    lines = _simple(data)
+    ``tracking_rows(..., checked=False)`` took unvalidated and that is not all rows.
+    ``lines``: the line count of ``data`` when known."""
+    lines = _simple(data, lines)
     if not lines:
         return None
     found = _ROW_RE.findall(b"\n" + data)
@@ -79,7 +80,7 @@ def raw_rows(data: bytes, checked: bool = True):
     return None
 
 
-def tracking_rows(data: bytes, base: int, tracked: dict, checked: bool = True):
+def tracking_rows(data: bytes, base: int, tracked: dict, checked: bool = True, lines=None):
     """The rows of ``data`` that can change pass 1's result, in order, or None.
 
     ``tracked`` maps the tids tracked so far (ints) to their process ids; rows
@@ -87,7 +88,7 @@ def tracking_rows(data: bytes, base: int, tracked: dict, checked: bool = True):
     all validated (pass 2 reads it with :func:`raw_rows` and must raise
     :class:`~parse_systrace.errors.Unchecked` when that fails).
     """
-    if not _simple(data) or (checked and _VALID_RE.fullmatch(data) is None):
+    if not _simple(data, lines) or (checked and _VALID_RE.fullmatch(data) is None):
         return None
     hits = {}
     _new_nn_rows(data, dict(tracked), hits)

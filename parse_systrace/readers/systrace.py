@@ -88,9 +88,10 @@ def read_tracking_text(binary: BinaryIO, checked: bool = True) -> Iterator[tuple
 def _tracking(binary: BinaryIO, require_header: bool, checked: bool) -> Iterator[tuple]:
     state: dict = {}
     known: dict = {}  # tid -> tgid as pass 1 will have it (skips repeated [NN rows)
-    for base, data in _trace_blocks(binary, require_header):
+    for base, data, lines in _trace_blocks(binary, require_header):
         skip = comments(data)
-        rows = tracking_rows(data[skip:], base + data.count(b"\n", 0, skip), known, checked)
+        head = data.count(b"\n", 0, skip)
+        rows = tracking_rows(data[skip:], base + head, known, checked, lines - head)
         if rows is None:
             rows = [row for row in _parse_lines(data, base, state) if row[3] is not None
                     and ("[NN" in row[3] or "HIDL::IDevice" in row[3])]
@@ -116,11 +117,12 @@ def _raw(binary: BinaryIO, require_header: bool, checked: bool) -> Iterator[tupl
     (one row per line from ``first_line``), or ``(None, [(line, (tid, tgid, ts, kind,
     name)), ...])`` with converted values for blocks parsed line by line."""
     state: dict = {}
-    for base, data in _trace_blocks(binary, require_header):
+    for base, data, lines in _trace_blocks(binary, require_header):
         skip = comments(data)
-        found = raw_rows(data[skip:], checked)
+        head = data.count(b"\n", 0, skip)
+        found = raw_rows(data[skip:], checked, lines - head)
         if found is not None:
-            yield base + data.count(b"\n", 0, skip) + 1, found
+            yield base + head + 1, found
             continue
         rows = _parse_lines(data, base, state)
         yield None, [(where, (tid, tgid, ts, b"" if name is None else b"B", name))
@@ -129,13 +131,12 @@ def _raw(binary: BinaryIO, require_header: bool, checked: bool) -> Iterator[tupl
 
 def _batches(binary: BinaryIO, require_header: bool) -> Iterator[list]:
     state = {}  # tid -> last tgid seen on that thread
-    for block in _trace_blocks(binary, require_header):
-        base, data = block
+    for base, data, _ in _trace_blocks(binary, require_header):
         yield _parse_block(data, base, state)
 
 
 def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
-    """Yield ``(lines_before, bytes)`` blocks of whole lines inside the trace part."""
+    """Yield ``(lines_before, bytes, lines)`` blocks of whole lines inside the trace part."""
     carry, lines_before, started = b"", 0, False
     searched = 0
     while True:
@@ -161,9 +162,10 @@ def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
         end = data.find(END)
         if end >= 0:
             data = data[:data.rfind(b"\n", 0, end) + 1]
+        lines = data.count(b"\n")
         if data:
-            yield lines_before, data
-        lines_before += data.count(b"\n")
+            yield lines_before, data, lines
+        lines_before += lines
         if end >= 0 or not block:
             return
 
