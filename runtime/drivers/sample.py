@@ -65,8 +65,9 @@ class SamplePreparedModel(CpuPreparedModel):
 
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
-        result = super().execute(request, measure_timing, deadline_ns)
-        if result.status == ErrorStatus.GENERAL_FAILURE and any(a.has_no_value for a in request.inputs):
+        result = CpuPreparedModel.execute(self, request, measure_timing, deadline_ns)
+        if result.status and result.status == ErrorStatus.GENERAL_FAILURE \
+                and any(a.has_no_value for a in request.inputs):
             return ExecutionResult(ErrorStatus.INVALID_ARGUMENT)
         return result
 

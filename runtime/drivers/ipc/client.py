@@ -46,6 +46,9 @@ _PREPARE = struct.Struct("<BBq")
 _DEAD = ErrorStatus.DEAD_OBJECT
 
 
+_NOTIFY = int(MsgType.NOTIFY)
+
+
 class DeadlineExpired(Exception):
     """Internal: the caller's deadline passed while waiting for a reply."""
 
@@ -211,13 +214,31 @@ class RemoteDevice(Device):
         """Send one request and wait for its reply (a Message whose payload is valid until the
         next receive). Raises HalError(DEAD_OBJECT) or DeadlineExpired."""
         with self._lock:
-            channel = self.ensure_started()
+            channel = self.channel
+            if channel is None or self._dead is not None:
+                channel = self.ensure_started()
             self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
             try:
                 channel.send(msg_type, request_id, payload, fds)
             except OSError as error:
                 self._lost(f"send failed: {error}")
-            return self.wait_for(REPLY | msg_type, request_id, deadline_ns, timeout_s)
+            if deadline_ns is not None or timeout_s is not None:
+                return self.wait_for(REPLY | msg_type, request_id, deadline_ns, timeout_s)
+            # the common case (no deadline, the device timeout): the first record is the reply
+            limit = self.timeout_s
+            try:
+                message = channel.recv(limit)
+            except socket.timeout:
+                self._timed_out(None, limit)
+            except (PeerClosed, OSError) as error:
+                self._lost(f"connection lost: {error}")
+            except ValueError as error:  # ProtocolError: a reply that breaks the framing
+                self._lost(f"malformed reply: {error}")
+            if message.request_id == request_id and message.type == REPLY | msg_type:
+                return message
+            if message.type == _NOTIFY:
+                self._stash[message.request_id] = message._replace(payload=bytes(message.payload))
+            return self.wait_for(REPLY | msg_type, request_id, None, None)
 
     def wait_for(self, reply_type: int, request_id: int, deadline_ns: int | None,
                  timeout_s: float | None = None):

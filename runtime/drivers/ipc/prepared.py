@@ -34,6 +34,9 @@ from runtime.hal.validate import pool_buffer
 _MISSED = ExecutionResult(ErrorStatus.MISSED_DEADLINE_TRANSIENT)
 _U32 = struct.Struct("<I")
 _STATUS_FORM = struct.Struct("<IB")
+_MEMO_HEAD_PACK = _MEMO_HEAD.pack
+_EXECUTE_SYNC_MEMO = int(MsgType.EXECUTE_SYNC_MEMO)
+_trace_enabled = _trace.enabled
 _KNOWS_SHAPES = 2  # repeat flag: the client holds the shapes of the last full answer
 
 
@@ -51,31 +54,35 @@ class RemotePreparedModel(PreparedModel):
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
         """executeSynchronously; raises HalError(DEAD_OBJECT) when the driver is gone."""
+        if not _trace_enabled():  # one check per call: no scopes to open
+            return self._execute(request, measure_timing, deadline_ns)
         with _trace.ipc(Phase.EXECUTION, "executeSynchronously"):
             with _trace.hidl("IPreparedModel", "executeSynchronously", "client"):
-                memo = self._memo
-                if memo.request is request:  # a repeat: only the inline input bytes travel
-                    payload = memo.repeat(request, _MEMO_HEAD.pack(
-                        self.model_id, memo.memo_id,
-                        measure_timing | (_KNOWS_SHAPES if memo.ok_result is not None else 0),
-                        -1 if deadline_ns is None else deadline_ns), self.device.pools)
-                    if payload is not None:
-                        if memo.staged:
-                            self._stage_inputs(request, memo.staged)
-                        try:
-                            message = self.device.transact(MsgType.EXECUTE_SYNC_MEMO, payload, (),
-                                                           deadline_ns)
-                        except DeadlineExpired:
-                            return _MISSED
-                        result = self._finish_repeat(message.payload, request, memo)
-                        if result is not None:
-                            return result
-                payload, fds, inline, staged = self._encode(request, measure_timing, deadline_ns)
+                return self._execute(request, measure_timing, deadline_ns)
+
+    def _execute(self, request: Request, measure_timing: bool, deadline_ns: int | None) -> ExecutionResult:
+        memo = self._memo
+        if memo.request is request:  # a repeat: only the inline input bytes travel
+            payload = memo.repeat(request, _MEMO_HEAD_PACK(
+                self.model_id, memo.memo_id,
+                measure_timing | (_KNOWS_SHAPES if memo.ok_result is not None else 0),
+                -1 if deadline_ns is None else deadline_ns), self.device.pools)
+            if payload is not None:
+                if memo.staged:
+                    self._stage_inputs(request, memo.staged)
                 try:
-                    message = self.device.transact(MsgType.EXECUTE_SYNC, payload, fds, deadline_ns)
+                    message = self.device.transact(_EXECUTE_SYNC_MEMO, payload, (), deadline_ns)
                 except DeadlineExpired:
                     return _MISSED
-                return self._finish(message.payload, request, inline, staged)
+                result = self._finish_repeat(message.payload, request, memo)
+                if result is not None:
+                    return result
+        payload, fds, inline, staged = self._encode(request, measure_timing, deadline_ns)
+        try:
+            message = self.device.transact(MsgType.EXECUTE_SYNC, payload, fds, deadline_ns)
+        except DeadlineExpired:
+            return _MISSED
+        return self._finish(message.payload, request, inline, staged)
 
     def execute_async(self, request: Request, measure_timing: bool = False,
                       deadline_ns: int | None = None) -> ExecutionCallback:

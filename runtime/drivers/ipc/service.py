@@ -22,6 +22,7 @@ import os
 import select
 import socket
 import struct
+import sys
 import time
 from typing import NamedTuple
 
@@ -59,6 +60,8 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
 _LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING, MsgType.SHUTDOWN,
                         MsgType.SET_TRACE_DIR})
 _NO_MARK = contextlib.nullcontext()
+_EXECUTE = int(MsgType.EXECUTE)  # plain ints: enum attribute lookups cost on every message
+_monotonic_ns = time.monotonic_ns
 
 
 def listen(path: str) -> socket.socket:
@@ -130,8 +133,18 @@ class DriverService:
         poller.register(listener_fd, select.EPOLLIN)
         connections: dict[int, _Connection] = {}
         try:
+            poll = poller.poll
+            serve_one = self._serve_one
             while self._running:
-                events = poller.poll(1.0)
+                events = poll(1.0)
+                if len(events) == 1:  # the common case: one request on one connection
+                    fd = events[0][0]
+                    connection = connections.get(fd)
+                    if connection is not None:
+                        if not serve_one(connection):
+                            poller.unregister(fd)
+                            connections.pop(fd).close()
+                        continue
                 if not events and self.parent_pid is not None and os.getppid() != self.parent_pid:
                     break  # idle and orphaned: the runtime process is gone
                 for fd, _ in events:
@@ -174,9 +187,9 @@ class DriverService:
     # ------------------------------------------------------------------ dispatch
     def handle(self, connection: _Connection, message) -> None:
         """Answer one decoded record (always replies, never raises for client errors)."""
-        start = time.monotonic_ns()
+        start = _monotonic_ns()
         msg_type = message.type
-        if msg_type == MsgType.EXECUTE:
+        if msg_type == _EXECUTE:
             return self._execute_async(connection, message, start)
         route = self._routes.get(msg_type)
         if route is None:
@@ -186,11 +199,22 @@ class DriverService:
         if self._vlog:
             vlog.log("driver", self._label, "%s(%s) request %d", method, self.device.name,
                      message.request_id)
-        with _trace.hidl(interface, method, "server") if interface else _NO_MARK:
-            with _trace.driver(phase, detail):
-                payload = self._guarded(handler, connection, message, start)
-        _trace.flush()
-        self._reply(connection, msg_type, message.request_id, payload)
+        if _trace.enabled():
+            with _trace.hidl(interface, method, "server") if interface else _NO_MARK:
+                with _trace.driver(phase, detail):
+                    payload = self._guarded(handler, connection, message, start)
+            _trace.flush()
+        else:  # one check per message: no scopes to open (a handler may start a session)
+            try:
+                payload = handler(connection, message, start)
+            except Exception:  # noqa: BLE001 - mapped to a status by _guarded
+                payload = self._guarded(_reraise, sys.exc_info()[1])
+            if _trace.enabled():
+                _trace.flush()
+        try:
+            connection.channel.send(REPLY | msg_type, message.request_id, payload)
+        except (PeerClosed, OSError):
+            pass  # the client went away; its connection is dropped on the next read
 
     @staticmethod
     def _guarded(handler, *args) -> bytes:
@@ -368,3 +392,8 @@ class DriverService:
     def _shutdown(self, connection, message, start) -> bytes:
         self._running = False
         return _OK
+
+
+def _reraise(error: BaseException):
+    """Raise ``error`` again inside ``DriverService._guarded`` (which maps it to a status)."""
+    raise error

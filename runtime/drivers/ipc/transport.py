@@ -34,6 +34,7 @@ _CLOEXEC = int(getattr(socket, "MSG_CMSG_CLOEXEC", 0))
 _CTRUNC = int(socket.MSG_CTRUNC)  # plain ints: IntFlag arithmetic is slow
 _BAD_FLAGS = _CTRUNC | int(socket.MSG_TRUNC)
 _HEADER_UNPACK = HEADER.unpack_from
+_HEADER_PACK = HEADER.pack
 _BUFFER_SIZE = 1 << 20
 _BULK_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 
@@ -64,6 +65,9 @@ class Channel:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(send_timeout))
         self._buf = bytearray(_RECV_SIZE)
         self._view = memoryview(self._buf)
+        self._sendall = sock.sendall
+        self._recvmsg_into = sock.recvmsg_into
+        self._bufs = [self._buf]
         self._timeout: float | None = None
 
     @classmethod
@@ -86,13 +90,14 @@ class Channel:
     def send(self, msg_type: int, request_id: int, payload=b"", fds=()) -> None:
         """Send one record; raises PeerClosed when the peer is gone."""
         try:
-            if len(payload) > MAX_INLINE_PAYLOAD:
+            size = len(payload)
+            if size > MAX_INLINE_PAYLOAD:
                 self._send_bulk(msg_type, request_id, payload, fds)
             elif fds:
-                head = pack_header(msg_type, request_id, len(payload))
+                head = pack_header(msg_type, request_id, size)
                 socket.send_fds(self.sock, [head + bytes(payload)], list(fds))
-            else:
-                self.sock.sendall(pack_header(msg_type, request_id, len(payload)) + payload)
+            else:  # the hot path: one record, no fds (SEQPACKET sends it whole or not at all)
+                self._sendall(_HEADER_PACK(MAGIC, VERSION, 0, msg_type, request_id, size) + payload)
         except (BrokenPipeError, ConnectionResetError) as error:
             raise PeerClosed(str(error)) from None
         except BlockingIOError:
@@ -122,11 +127,16 @@ class Channel:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
             self._timeout = timeout
         try:
-            size, ancdata, flags, _ = self.sock.recvmsg_into([self._buf], _ANC_SIZE, _CLOEXEC)
+            size, ancdata, flags, _ = self._recvmsg_into(self._bufs, _ANC_SIZE, _CLOEXEC)
         except BlockingIOError:
             raise socket.timeout(f"no message within {timeout}s") from None
         except ConnectionResetError as error:
             raise PeerClosed(str(error)) from None
+        if not ancdata and not flags and HEADER_SIZE <= size < _RECV_SIZE:
+            # the hot path: a well-formed plain record without fds (the same checks as _parse)
+            magic, version, bits, msg_type, request_id, length = _HEADER_UNPACK(self._buf)
+            if magic == MAGIC and version == VERSION and not bits and length == size - HEADER_SIZE:
+                return Message(msg_type, request_id, self._view[HEADER_SIZE:size], [])
         if size == 0:
             raise PeerClosed("peer closed the connection")
         fds = _fds(ancdata) if ancdata else []
