@@ -132,7 +132,7 @@ class Channel:
             raise socket.timeout(f"no message within {timeout}s") from None
         except ConnectionResetError as error:
             raise PeerClosed(str(error)) from None
-        if not ancdata and not flags and HEADER_SIZE <= size < _RECV_SIZE:
+        if not ancdata and not flags & _BAD_FLAGS and HEADER_SIZE <= size < _RECV_SIZE:
             # the hot path: a well-formed plain record without fds (the same checks as _parse)
             magic, version, bits, msg_type, request_id, length = _HEADER_UNPACK(self._buf)
             if magic == MAGIC and version == VERSION and not bits and length == size - HEADER_SIZE:
