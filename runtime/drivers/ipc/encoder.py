@@ -112,7 +112,9 @@ class EncodeMemo:
         parts = [head]
         pools = request.pools
         for _, position, size in self.slots:
-            data = pool_buffer(pools[position])
+            data = pools[position]
+            if type(data) is not bytearray:  # bytearray/bytes have no buffer() method
+                data = pool_buffer(data)
             if type(data) is not bytearray and type(data) is not bytes:
                 data = bytes(data)
             if len(data) != size:

@@ -62,6 +62,7 @@ _LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING,
 _NO_MARK = contextlib.nullcontext()
 _EXECUTE = int(MsgType.EXECUTE)  # plain ints: enum attribute lookups cost on every message
 _monotonic_ns = time.monotonic_ns
+_trace_enabled = _trace.enabled
 #: How long the loop blocks in one connection's recv before it polls all sockets again.
 _DIRECT_S = 0.05
 
@@ -139,12 +140,15 @@ class DriverService:
             serve_one = self._serve_one
             monotonic = time.monotonic
             poll_due = 0.0
+            direct = None  # (fd, connection) of the single client
             while self._running:
                 if len(connections) == 1 and monotonic() < poll_due:
                     # One client: wait for its next record in recv itself (one syscall, a direct
                     # wake-up); back to epoll after a quiet _DIRECT_S and at least that often,
                     # so new connections and the orphan check are never starved.
-                    fd, connection = next(iter(connections.items()))
+                    if direct is None or connections.get(direct[0]) is not direct[1]:  # fds are reused
+                        direct = next(iter(connections.items()))
+                    fd, connection = direct
                     served = serve_one(connection)
                     if served is None:
                         poll_due = 0.0
@@ -219,7 +223,7 @@ class DriverService:
         if self._vlog:
             vlog.log("driver", self._label, "%s(%s) request %d", method, self.device.name,
                      message.request_id)
-        if _trace.enabled():
+        if _trace_enabled():
             with _trace.hidl(interface, method, "server") if interface else _NO_MARK:
                 with _trace.driver(phase, detail):
                     payload = self._guarded(handler, connection, message, start)
@@ -229,7 +233,7 @@ class DriverService:
                 payload = handler(connection, message, start)
             except Exception:  # noqa: BLE001 - mapped to a status by _guarded
                 payload = self._guarded(_reraise, sys.exc_info()[1])
-            if _trace.enabled():
+            if _trace_enabled():
                 _trace.flush()
         try:
             connection.channel.send(REPLY | msg_type, message.request_id, payload)

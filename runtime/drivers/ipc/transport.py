@@ -50,6 +50,9 @@ class Message(NamedTuple):
     fds: list
 
 
+_new_message = tuple.__new__  # Message(...) without the generated Python-level __new__
+
+
 class Channel:
     """One end of a connected ``SOCK_SEQPACKET`` Unix socket (blocking, with timeouts)."""
 
@@ -136,7 +139,7 @@ class Channel:
             # the hot path: a well-formed plain record without fds (the same checks as _parse)
             magic, version, bits, msg_type, request_id, length = _HEADER_UNPACK(self._buf)
             if magic == MAGIC and version == VERSION and not bits and length == size - HEADER_SIZE:
-                return Message(msg_type, request_id, self._view[HEADER_SIZE:size], [])
+                return _new_message(Message, (msg_type, request_id, self._view[HEADER_SIZE:size], []))
         if size == 0:
             raise PeerClosed("peer closed the connection")
         fds = _fds(ancdata) if ancdata else []
