@@ -18,10 +18,13 @@ from runtime.hal.device_types import ExecutionResult, OutputShape, Request, Requ
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Operand
 from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
-from tracing import Phase
+from tracing import Layer, Phase
+from tracing.naming import format_name
+from tracing.tracer import hot_recorder
 
 _GUESS_BYTES = 1 << 16
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
+_STEP_TAG = format_name(Layer.RUNTIME, Phase.EXECUTION)
 
 
 def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
@@ -44,13 +47,21 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
     return result, failed
 
 
-@tracing.runtime(Phase.EXECUTION, "StepExecutor::compute")
 def _execute_single(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
+    """``prepared.execute`` in the span ``[NN_LR_PE]StepExecutor::compute`` (recorded inline:
+    the hot path); a HalError comes back as its status."""
+    recorder = hot_recorder()
+    if recorder is not None:
+        append, extend, now = recorder
+        extend((_STEP_TAG, "StepExecutor::compute", now()))
     try:
         return prepared.execute(request, measure, deadline_ns)
     except HalError as error:  # the driver process died or stopped answering
         vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
         return ExecutionResult(error.status)
+    finally:
+        if recorder is not None:
+            append(now())
 
 
 class _Temporaries:

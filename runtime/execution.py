@@ -33,9 +33,12 @@ from runtime.hal.types import ErrorStatus, Operand, numpy_dtype
 from runtime.hal.validate import argument_problem, merge_dimensions
 from runtime.memory import Memory
 from timing import NS_PER_US, Duration
-from tracing import Phase
+from tracing import Layer, Phase
+from tracing.naming import format_name
+from tracing.tracer import hot_recorder
 
 _EMPTY = b""
+_COMPUTE_TAG = format_name(Layer.RUNTIME, Phase.EXECUTION)
 _IDLE, _RUNNING = 0, 1
 
 
@@ -185,16 +188,26 @@ class Execution:
             raise NnError(ResultCode.BAD_DATA, f"{call}: the compilation runs on several devices")
 
     # ------------------------------------------------------------------ running
-    @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_compute")
     def compute(self) -> None:
-        """Run synchronously (ANeuralNetworksExecution_compute).
+        """Run synchronously (ANeuralNetworksExecution_compute), in the span
+        ``[NN_LR_PE]ANeuralNetworksExecution_compute`` (recorded inline: the hot path).
 
         Raises:
             NnError: BAD_DATA if an argument is unset; OUTPUT_INSUFFICIENT_SIZE naming the output
                 and the shape it needs; the device's code (OP_FAILED, MISSED_DEADLINE_*, ...).
         """
-        self._begin("compute")
-        self._compute()
+        recorder = hot_recorder()
+        if recorder is None:
+            self._begin("compute")
+            self._compute()
+            return
+        append, extend, now = recorder
+        extend((_COMPUTE_TAG, "ANeuralNetworksExecution_compute", now()))
+        try:
+            self._begin("compute")
+            self._compute()
+        finally:
+            append(now())
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startCompute")
     def start_compute(self) -> Event:
