@@ -225,20 +225,29 @@ class RemoteDevice(Device):
             if deadline_ns is not None or timeout_s is not None:
                 return self.wait_for(REPLY | msg_type, request_id, deadline_ns, timeout_s)
             # the common case (no deadline, the device timeout): the first record is the reply
-            limit = self.timeout_s
-            try:
-                message = channel.recv(limit)
-            except socket.timeout:
-                self._timed_out(None, limit)
-            except (PeerClosed, OSError) as error:
-                self._lost(f"connection lost: {error}")
-            except ValueError as error:  # ProtocolError: a reply that breaks the framing
-                self._lost(f"malformed reply: {error}")
-            if message.request_id == request_id and message.type == REPLY | msg_type:
+            message = self._receive(channel, self.timeout_s, None, self.timeout_s)
+            if self._is_reply(message, REPLY | msg_type, request_id):
                 return message
-            if message.type == _NOTIFY:
-                self._stash[message.request_id] = message._replace(payload=bytes(message.payload))
             return self.wait_for(REPLY | msg_type, request_id, None, None)
+
+    def _receive(self, channel, wait: float, deadline_ns: int | None, limit: float):
+        """One record from the driver; a timeout, a lost peer or broken framing is reported."""
+        try:
+            return channel.recv(wait)
+        except socket.timeout:
+            self._timed_out(deadline_ns, limit)
+        except (PeerClosed, OSError) as error:
+            self._lost(f"connection lost: {error}")
+        except ValueError as error:  # ProtocolError: a reply that breaks the framing
+            self._lost(f"malformed reply: {error}")
+
+    def _is_reply(self, message, reply_type: int, request_id: int) -> bool:
+        """True for the awaited reply; a NOTIFY for another request is stashed."""
+        if message.request_id == request_id and message.type == reply_type:
+            return True
+        if message.type == _NOTIFY:
+            self._stash[message.request_id] = message._replace(payload=bytes(message.payload))
+        return False
 
     def wait_for(self, reply_type: int, request_id: int, deadline_ns: int | None,
                  timeout_s: float | None = None):
@@ -258,18 +267,9 @@ class RemoteDevice(Device):
                     if deadline_ns is not None:
                         wait = min(wait, (deadline_ns - time.monotonic_ns()) / 1e9 + 0.5)
                     wait = max(wait, 0.001)
-                try:
-                    message = channel.recv(wait)
-                except socket.timeout:
-                    self._timed_out(deadline_ns, limit)
-                except (PeerClosed, OSError) as error:
-                    self._lost(f"connection lost: {error}")
-                except ValueError as error:  # ProtocolError: a reply that breaks the framing
-                    self._lost(f"malformed reply: {error}")
-                if message.request_id == request_id and message.type == reply_type:
+                message = self._receive(channel, wait, deadline_ns, limit)
+                if self._is_reply(message, reply_type, request_id):
                     return message
-                if message.type == MsgType.NOTIFY:
-                    self._stash[message.request_id] = message._replace(payload=bytes(message.payload))
                 give_up = give_up or time.monotonic() + limit  # later waits share one budget
 
     def _timed_out(self, deadline_ns: int | None, limit: float):
