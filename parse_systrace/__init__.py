@@ -40,15 +40,19 @@ def iter_summaries(path_or_fileobj, *, tolerant: bool = False, per_process: bool
         warn: receives the established tool's stderr texts and our notes.
         format: a registered reader name; detected from the content when None.
     """
+    from parse_systrace import _parallel
     from parse_systrace._engine import iter_runs
     from parse_systrace.readers import open_rows
 
     source = open_rows(path_or_fileobj, format)
     unchecked = (partial(source.tracking_rows, checked=False),
                  partial(source.raw_batches, checked=False)) if source.unchecked else None
+    split = _parallel.plan(source) if unchecked is not None and not detail else None
+    if split is not None:  # pass 1 on two processes too
+        unchecked = (partial(_parallel.tracking, split), unchecked[1])
     return iter_runs(source.batches, tolerant=tolerant, per_process=per_process,
                      detail=detail, warn=warn, tracking=source.tracking_rows,
-                     raw=source.raw_batches, unchecked=unchecked)
+                     raw=source.raw_batches, unchecked=unchecked, split=split)
 
 
 def summarize(path_or_fileobj, **options) -> list:

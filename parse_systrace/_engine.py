@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Callable, Iterator, Optional
 
-from parse_systrace import _tree
+from parse_systrace import _parallel, _tree
 from parse_systrace._aggregate import aggregate
 from parse_systrace._thread import ASYNC_BEGIN, ASYNC_END, END, SYNC, ThreadState
 from parse_systrace.errors import TraceFormatError
@@ -72,8 +72,7 @@ class Session:
         self.tolerant, self.detail, self.process = tolerant, detail, process
         for thread in self.threads.values():
             thread.keep_parents = detail
-        self.first, self.starting_mark = True, ""
-        self.dropped = 0
+        self.first, self.starting_mark, self.dropped = True, "", 0
         self.lookup: dict = {}  # tid as read (bytes or int) -> ThreadState or None
 
     def resolve(self, tid):
@@ -94,9 +93,7 @@ class Session:
         if name is None:
             thread.end(ts, where)
             return None
-        finished = None
-        if "[NN_LA_PO]" in name:
-            finished = self.start_run(tgid, name)
+        finished = self.start_run(tgid, name) if "[NN_LA_PO]" in name else None
         thread.begin(ts, name, where)
         return finished
 
@@ -156,7 +153,7 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
               warn: Callable[[str], None] = lambda text: None,
               tracking: Optional[Callable[[], Iterator[tuple]]] = None,
               raw: Optional[Callable[[], Iterator[tuple]]] = None,
-              unchecked: Optional[tuple] = None) -> Iterator[RunSummary]:
+              unchecked: Optional[tuple] = None, split=None) -> Iterator[RunSummary]:
     """Yield every run's summary.
 
     ``batches()`` returns a fresh iterator over lists of rows each call; ``tracking()``
@@ -166,6 +163,7 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
     ``unchecked`` (optional, ignored with ``detail``): ``(tracking, raw)`` with
     ``checked=False``, tried first with runs and warnings held back; on any error all is
     redone checked (streamed), so the output is exactly that of the checked passes.
+    ``split`` (optional): that attempt runs on two processes, see :mod:`._parallel`.
     """
     options = dict(tolerant=tolerant, per_process=per_process, detail=detail)
     if unchecked is None or detail:
@@ -173,7 +171,7 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
         return
     events: list = []  # warnings (str) and runs, in order
     try:
-        for run in _runs(batches, *unchecked, events.append, **options):
+        for run in _runs(batches, *unchecked, events.append, **options, split=split):
             events.append(run)
     except Exception:  # noqa: BLE001 - redone checked, which shows the error as usual
         yield from _runs(batches, tracking, raw, warn, **options)
@@ -186,7 +184,7 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
 
 
 def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
-          detail: bool) -> Iterator[RunSummary]:
+          detail: bool, split=None) -> Iterator[RunSummary]:
     if tracking is None:
         found = scan(row for batch in batches() for row in batch)
     else:
@@ -208,6 +206,8 @@ def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
     if not detail:
         gc.disable()  # millions of small lists; every finished tree is unlinked (no cycles)
     try:
+        if split is not None and len(sessions) == 1:  # (never with detail)
+            return (yield from _parallel.runs(split, sessions, warn))
         yield from feed(_raw_rows(raw() if raw is not None else _as_raw(batches())),
                         sessions, warn)
         yield from _finish(sessions, warn)

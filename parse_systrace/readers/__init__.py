@@ -177,28 +177,32 @@ class RowSource:
         :class:`~parse_systrace.errors.Unchecked` where that skipped a bad row."""
         return self._fmt.unchecked
 
-    def raw_batches(self, checked: bool = True) -> Iterator[tuple]:
+    def raw_batches(self, checked: bool = True, skip: int = 0) -> Iterator[tuple]:
         """Rows in the engine's raw form: ``(first_line, rows)`` pairs.
 
         With an int ``first_line``, ``rows`` are ``(tid, tgid, ts, kind, name)`` tuples of
         bytes (``kind`` ``b"B"``, or ``b""`` for an end), one per line from ``first_line``; with None,
         ``rows`` are ``(where, (tid, tgid, ts, kind, name))`` pairs of converted values
-        (ints, float, str or None).
+        (ints, float, str or None). ``skip`` (systrace/ftrace only): leave out the
+        reader's first ``skip`` blocks.
         """
         if self._fmt.read_raw is not None:
             with self._open() as handle:
-                yield from (self._fmt.read_raw(handle) if checked
+                yield from (self._fmt.read_raw(handle, checked, skip) if skip else
+                            self._fmt.read_raw(handle) if checked
                             else self._fmt.read_raw(handle, checked=False))
             return
         for batch in self.batches():
             yield None, [(where, (tid, tgid, ts, b"" if name is None else b"B", name))
                          for ts, tid, tgid, name, where in batch]
 
-    def tracking_rows(self, checked: bool = True) -> Iterator[Row]:
-        """The begin rows that can make a thread tracked (``[NN`` or ``HIDL::IDevice``)."""
+    def tracking_rows(self, checked: bool = True, blocks=None) -> Iterator[Row]:
+        """The begin rows that can make a thread tracked (``[NN`` or ``HIDL::IDevice``);
+        ``blocks`` (systrace/ftrace only): see :func:`.systrace._tracking`."""
         if self._fmt.read_tracking is not None:
             with self._open() as handle:
-                yield from (self._fmt.read_tracking(handle) if checked
+                yield from (self._fmt.read_tracking(handle, checked, blocks) if blocks
+                            else self._fmt.read_tracking(handle) if checked
                             else self._fmt.read_tracking(handle, checked=False))
             return
         for row in self.rows():

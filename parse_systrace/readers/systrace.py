@@ -23,7 +23,7 @@ import re
 from typing import BinaryIO, Iterator
 
 from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers._fastrows import comments, raw_rows, tracking_rows
+from parse_systrace.readers._fastrows import _simple, comments, raw_rows, tracking_rows
 
 HEADERS = (b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
            b"#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION")
@@ -75,20 +75,28 @@ def read_batches_text(binary: BinaryIO) -> Iterator[list]:
     return _batches(binary, require_header=False)
 
 
-def read_tracking_html(binary: BinaryIO, checked: bool = True) -> Iterator[tuple]:
+def read_tracking_html(binary: BinaryIO, checked: bool = True, blocks=None) -> Iterator[tuple]:
     """Begin rows naming ``[NN`` or ``HIDL::IDevice`` of a systrace HTML (ts is None)."""
-    return _tracking(binary, require_header=True, checked=checked)
+    return _tracking(binary, require_header=True, checked=checked, blocks=blocks)
 
 
-def read_tracking_text(binary: BinaryIO, checked: bool = True) -> Iterator[tuple]:
+def read_tracking_text(binary: BinaryIO, checked: bool = True, blocks=None) -> Iterator[tuple]:
     """Begin rows naming ``[NN`` or ``HIDL::IDevice`` of an ftrace text (ts is None)."""
-    return _tracking(binary, require_header=False, checked=checked)
+    return _tracking(binary, require_header=False, checked=checked, blocks=blocks)
 
 
-def _tracking(binary: BinaryIO, require_header: bool, checked: bool) -> Iterator[tuple]:
+def _tracking(binary: BinaryIO, require_header: bool, checked: bool, blocks=None):
+    """``blocks``: ``(start, stop)`` reads only those blocks (then rows of a thread that an
+    earlier block tracked with the same process may be given again; their rows do not
+    depend on the rows before them)."""
     state: dict = {}
     known: dict = {}  # tid -> tgid as pass 1 will have it (skips repeated [NN rows)
-    for base, data, lines in _trace_blocks(binary, require_header):
+    start, stop = blocks or (0, None)
+    for index, (base, data, lines) in enumerate(_trace_blocks(binary, require_header)):
+        if index == stop:
+            return
+        if index < start:
+            continue
         skip = comments(data)
         head = data.count(b"\n", 0, skip)
         rows = tracking_rows(data[skip:], base + head, known, checked, lines - head)
@@ -102,24 +110,29 @@ def _tracking(binary: BinaryIO, require_header: bool, checked: bool) -> Iterator
         yield from rows
 
 
-def read_raw_html(binary: BinaryIO, checked: bool = True) -> Iterator[tuple]:
+def read_raw_html(binary: BinaryIO, checked: bool = True, skip: int = 0) -> Iterator[tuple]:
     """Rows of a systrace HTML in the engine's raw form (see :func:`_raw`)."""
-    return _raw(binary, require_header=True, checked=checked)
+    return _raw(binary, require_header=True, checked=checked, blocks=skip)
 
 
-def read_raw_text(binary: BinaryIO, checked: bool = True) -> Iterator[tuple]:
+def read_raw_text(binary: BinaryIO, checked: bool = True, skip: int = 0) -> Iterator[tuple]:
     """Rows of an ftrace text in the engine's raw form (see :func:`_raw`)."""
-    return _raw(binary, require_header=False, checked=checked)
+    return _raw(binary, require_header=False, checked=checked, blocks=skip)
 
 
-def _raw(binary: BinaryIO, require_header: bool, checked: bool) -> Iterator[tuple]:
+def _raw(binary: BinaryIO, require_header: bool, checked: bool, blocks: int = 0):
     """Yield ``(first_line, [(tid, tgid, ts, kind, name), ...])`` blocks of byte groups
     (one row per line from ``first_line``), or ``(None, [(line, (tid, tgid, ts, kind,
-    name)), ...])`` with converted values for blocks parsed line by line."""
+    name)), ...])`` with converted values for blocks parsed line by line. The first
+    ``blocks`` blocks are left out (read only for the state they leave)."""
     state: dict = {}
-    for base, data, lines in _trace_blocks(binary, require_header):
+    for index, (base, data, lines) in enumerate(_trace_blocks(binary, require_header)):
         skip = comments(data)
         head = data.count(b"\n", 0, skip)
+        if index < blocks:  # unchecked, these raise in the caller's own read if not rows
+            if not _simple(data[skip:], lines - head):
+                _parse_lines(data, base, state)
+            continue
         found = raw_rows(data[skip:], checked, lines - head)
         if found is not None:
             yield base + head + 1, found

@@ -1,0 +1,82 @@
+"""The two-process second pass gives exactly the serial output (small blocks force it)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from parse_systrace import _parallel
+from parse_systrace.__main__ import main
+from parse_systrace.readers import systrace
+from tests.support.paths import GEN_SYSTRACE
+
+FLAGS = ([], ["--json"], ["--tolerant"], ["--per-process"], ["--total-times", "--json"])
+
+
+def _generate(tmp_path, seed, fmt, runs=5):
+    out = tmp_path / f"{seed}.{fmt}"
+    subprocess.run([sys.executable, str(GEN_SYSTRACE), "--seed", str(seed), "--scenario",
+                    "mixed", "--format", fmt, "--runs", str(runs), "--execs", "4",
+                    "-o", str(out)], check=True)
+    return out
+
+
+def _outputs(path, flags, capsys, monkeypatch, parallel, chunk):
+    monkeypatch.setattr(systrace, "CHUNK", chunk)
+    monkeypatch.setattr(_parallel, "MIN_BYTES", 0 if parallel else 1 << 62)
+    status = main([*flags, str(path)])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize("fmt", ["html", "text", "oldtext"])
+@pytest.mark.parametrize("chunk", [4096, 1 << 15])
+def test_split_output_equals_serial(tmp_path, capsys, monkeypatch, fmt, chunk):
+    path = _generate(tmp_path, 41, fmt)
+    calls = []
+    runs = _parallel.runs
+    monkeypatch.setattr(_parallel, "runs", lambda *a: calls.append(1) or runs(*a))
+    for flags in FLAGS:
+        serial = _outputs(path, flags, capsys, monkeypatch, False, chunk)
+        assert serial[0] == 0
+        assert _outputs(path, flags, capsys, monkeypatch, True, chunk) == serial
+    assert calls  # the split path ran
+
+
+def test_rows_before_the_first_run_stay_in_it(tmp_path, capsys, monkeypatch):
+    lines = _generate(tmp_path, 42, "text", runs=3).read_bytes().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if b"[NN_LA_PO]" in line)
+    pair = [line for line in lines[first:] if b"]ANeuralNetworksModel_create" in line][:1]
+    pair.append(lines[lines.index(pair[0]) + 1])
+    path = tmp_path / "late.txt"  # the middle of the file is before the first run's mark
+    path.write_bytes(b"".join(lines[:first] + pair * 2000 + lines[first:]))
+    for flags in (["--json"], ["--tolerant"]):
+        serial = _outputs(path, flags, capsys, monkeypatch, False, 4096)
+        assert serial[0] == 0 and serial[1].count("[NN_LA_PO]") == 3
+        assert _outputs(path, flags, capsys, monkeypatch, True, 4096) == serial
+
+
+def test_a_failing_child_falls_back_to_the_serial_passes(tmp_path, capsys, monkeypatch):
+    path = _generate(tmp_path, 43, "html")
+    serial = _outputs(path, ["--json"], capsys, monkeypatch, False, 4096)
+    monkeypatch.setattr(_parallel, "_plain", lambda value: 1 / 0)  # the child fails
+    assert _outputs(path, ["--json"], capsys, monkeypatch, True, 4096) == serial
+
+
+def test_small_gzip_and_file_objects_stay_serial(tmp_path):
+    import gzip
+    import io
+
+    from parse_systrace.readers import open_rows
+    path = _generate(tmp_path, 44, "html")
+    assert _parallel.plan(open_rows(path)) is None  # below MIN_BYTES
+    packed = tmp_path / "trace.html.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert _parallel.plan(open_rows(io.BytesIO(path.read_bytes()))) is None
+    original, _parallel.MIN_BYTES = _parallel.MIN_BYTES, 0
+    try:
+        assert _parallel.plan(open_rows(packed)) is None
+        assert _parallel.plan(open_rows(path)) is not None
+    finally:
+        _parallel.MIN_BYTES = original
