@@ -118,13 +118,3 @@ def check(condition: bool, code: ResultCode, message: str) -> None:
     """Raise ``NnError(code, message)`` unless ``condition`` holds."""
     if not condition:
         raise NnError(code, message)
-
-
-def bad_data(message: str) -> NnError:
-    """Shorthand for ``NnError(ResultCode.BAD_DATA, message)``."""
-    return NnError(ResultCode.BAD_DATA, message)
-
-
-def bad_state(message: str) -> NnError:
-    """Shorthand for ``NnError(ResultCode.BAD_STATE, message)``."""
-    return NnError(ResultCode.BAD_STATE, message)

@@ -112,11 +112,6 @@ class Memory:
         """The underlying page-aligned mapping (what requests carry as a pool)."""
         return self._mapping
 
-    @property
-    def pool_offset(self) -> int:
-        """Where the region starts inside :attr:`pool`."""
-        return self._delta
-
     def array(self, dtype, shape=None, offset: int = 0) -> np.ndarray:
         """A numpy view of the region (or of part of it starting at ``offset`` bytes)."""
         dtype = np.dtype(dtype)

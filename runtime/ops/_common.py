@@ -29,11 +29,6 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 # --------------------------------------------------------------------------- type predicates
-def is_float(op_type: OperandType) -> bool:
-    """TENSOR_FLOAT32 or TENSOR_FLOAT16."""
-    return op_type in FLOAT_TYPES
-
-
 def is_quant8(op_type: OperandType) -> bool:
     """TENSOR_QUANT8_ASYMM or TENSOR_QUANT8_ASYMM_SIGNED (the asymmetric 8-bit types)."""
     return op_type in QUANT8_TYPES
@@ -41,10 +36,6 @@ def is_quant8(op_type: OperandType) -> bool:
 
 def is_quant8_signed(op_type: OperandType) -> bool:
     return op_type == OperandType.TENSOR_QUANT8_ASYMM_SIGNED
-
-
-def is_int32(op_type: OperandType) -> bool:
-    return op_type == OperandType.TENSOR_INT32
 
 
 def dtype_range(dtype) -> tuple[int, int]:
