@@ -20,19 +20,19 @@ from runtime.hal.types import ErrorStatus, Operand
 from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
 from tracing import Layer, Phase
 from tracing.naming import format_name
-from tracing.tracer import hot_recorder
 
 _GUESS_BYTES = 1 << 16
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
 _STEP_TAG = format_name(Layer.RUNTIME, Phase.EXECUTION)
 
 
-def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
-             deadline_ns: int | None) -> tuple[ExecutionResult, ExecutionStep | None]:
-    """Run every step; return the result and the failing step (None on success)."""
+def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: int | None,
+             recorder: tuple | None = None) -> tuple[ExecutionResult, ExecutionStep | None]:
+    """Run every step; return the result and the failing step (None on success).
+    ``recorder`` is the calling thread's :func:`~tracing.tracer.hot_recorder` (None: off)."""
     if plan.simple:
         step = plan.steps[0]
-        result = _execute_single(step.prepared, request, measure, deadline_ns)
+        result = _execute_single(step.prepared, request, measure, deadline_ns, recorder)
         if result.status == ErrorStatus.NONE:
             return result, None
         if _fallback.allowed(plan, step, result):
@@ -47,10 +47,10 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
     return result, failed
 
 
-def _execute_single(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
+def _execute_single(prepared, request: Request, measure: bool, deadline_ns: int | None,
+                    recorder: tuple | None) -> ExecutionResult:
     """``prepared.execute`` in the span ``[NN_LR_PE]StepExecutor::compute`` (recorded inline:
     the hot path); a HalError comes back as its status."""
-    recorder = hot_recorder()
     if recorder is not None:
         append, extend, now = recorder
         extend((_STEP_TAG, "StepExecutor::compute", now()))

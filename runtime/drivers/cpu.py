@@ -83,10 +83,11 @@ class CpuPreparedModel(PreparedModel):
             self._cache = (request, binding)
         try:
             device_start = _now() if measure else 0
-            if recorder is None:
+            logging = vlog.is_on("cpuexe")
+            if recorder is None and not logging:
                 results = self.executor.run(binding.inputs)
             else:
-                results = self.executor.run_with_tracing(binding.inputs, recorder)
+                results = self.executor.run_observed(binding.inputs, recorder, logging)
             device_end = _now() if measure else 0
         except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
             return self._fail(ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}")

@@ -4,7 +4,7 @@ Everything that does not depend on the request is done once in the constructor: 
 read from ``operand_values``/pools into arrays (scalars into Python numbers), every operation is
 validated through the registry, and a plan of steps is built (kernel, operand indexes, operand
 records, temporaries to free after the step). :meth:`CpuExecutor.run` is then a tight loop;
-:meth:`CpuExecutor.run_with_tracing` is the same loop with NNTRACE spans and ``cpuexe`` vlog,
+:meth:`CpuExecutor.run_observed` is the same loop with NNTRACE spans and ``cpuexe`` vlog,
 recorded through :func:`tracing.tracer.hot_recorder` with tags formatted once, at import.
 
 Example:
@@ -46,6 +46,8 @@ _SUFFIX = {
 _RUN_TAG = format_name(Layer.CPU, Phase.EXECUTION)
 _TRANSFORM_TAG = format_name(Layer.CPU, Phase.TRANSFORMATION)
 _COMPUTE_TAG = format_name(Layer.CPU, Phase.COMPUTATION, marker=SWITCH)
+_IGNORE = {}.get  # a C-level callable taking one argument: records nothing
+_NO_RECORDER = (_IGNORE, _IGNORE, int)
 
 
 class _Step(NamedTuple):
@@ -194,33 +196,24 @@ class CpuExecutor:
             _reraise(step, error)
         return self._collect(values)
 
-    def run_with_tracing(self, inputs: Sequence[np.ndarray | None],
-                         recorder: tuple | None = None) -> list[np.ndarray]:
-        """:meth:`run` inside ``[NN_LC_PE]CpuExecutor::run``, with a TRANSFORMATION scope and a
-        ``[SW]`` COMPUTATION switch per operation; logs each operation under vlog ``cpuexe``.
-        Same as :meth:`run` while tracing is off.
-
-        Args:
-            inputs: one value per model input, as for :meth:`run`.
-            recorder: this thread's :func:`tracing.tracer.hot_recorder`, if the caller has it.
-        """
-        recorder = recorder or tracer.hot_recorder()
-        if recorder is None:
-            return self.run(inputs)
-        append, extend, now = recorder
+    def run_observed(self, inputs: Sequence[np.ndarray | None], recorder: tuple | None,
+                     logging: bool) -> list[np.ndarray]:
+        """:meth:`run` with observation: with a ``recorder`` (this thread's
+        :func:`tracing.tracer.hot_recorder`), inside ``[NN_LC_PE]CpuExecutor::run`` with a
+        TRANSFORMATION scope and a ``[SW]`` COMPUTATION switch per operation; with ``logging``,
+        each operation and its output shapes under vlog ``cpuexe``."""
+        append, extend, now = recorder or _NO_RECORDER
         extend((_RUN_TAG, "CpuExecutor::run", now()))
         try:
             values = self._bind_inputs(inputs)
-            logging = vlog.is_on("cpuexe")
             for step in self.steps:
                 args = [values[i] for i in step.inputs]
                 if logging:
                     _log_step(step, args)
                 ctx = OpContext(step.operation, args, step.input_operands, step.output_operands)
                 name = step.kernel_name
-                extend((_TRANSFORM_TAG, name, now()))
-                switched = now()  # the switch: the TRANSFORMATION scope ends, COMPUTATION begins
-                extend((switched, _COMPUTE_TAG, name, switched))
+                begun = now()  # inputs are bound in place: the TRANSFORMATION scope switches at once
+                extend((_TRANSFORM_TAG, name, begun, begun, _COMPUTE_TAG, name, begun))
                 try:
                     results = step.execute(ctx)
                 except Exception as error:

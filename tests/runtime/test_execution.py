@@ -3,9 +3,11 @@ import time
 import numpy as np
 import pytest
 
+import tracing
 from runtime import Compilation, Duration, Execution, Memory, Model, NnError, ResultCode
 from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
 from tests.runtime.helpers import add_model, conv_model, ones_add_execution, run
+from tests.support.log_capture import captured_log
 
 #: Runtime-core behaviour on the in-process reference device (driver processes: tests/runtime/drivers).
 pytestmark = pytest.mark.usefixtures("cpu_only")
@@ -188,3 +190,12 @@ def test_execution_needs_a_finished_compilation():
     with pytest.raises(NnError) as info:
         Execution(Compilation(add_model()))
     assert info.value.code == ResultCode.BAD_STATE
+
+
+def test_vlog_cpuexe_logs_each_operation_with_tracing_off():
+    assert not tracing.enabled()
+    with captured_log("nn.CpuExecutor", "cpuexe") as lines:
+        out = run(add_model(), np.float32([[1, 2, 3, 4]]), np.float32([[10, 20, 30, 40]]))
+    assert out.tolist() == [[11, 22, 33, 44]]
+    assert any("operation 0 (ADD) addFloat32 inputs [[1, 4], [1, 4], 'scalar']" in line for line in lines)
+    assert any("output shapes [[1, 4]]" in line for line in lines)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tracing
+from tracing import tracer
 import vlog
 from runtime.cts import loader
 from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
@@ -164,13 +165,13 @@ def test_kernel_names_follow_aosp_style():
     assert kernel_name(Operation(O.SOFTMAX, (0,), (1,)), (q,)) == "softmaxQuant8Signed"
 
 
-def test_run_with_tracing_spans_and_vlog():
+def test_run_observed_spans_and_vlog():
     executor = CpuExecutor(_tiny_add())
     stream = io.StringIO()
     vlog.configure_logging(stream=stream, log_tags="*:V")
     try:
         with tracing.TraceSession() as session, vlog.override("cpuexe"):
-            out = executor.run_with_tracing([A, B])[0]
+            out = executor.run_observed([A, B], tracer.hot_recorder(), vlog.is_on("cpuexe"))[0]
     finally:
         vlog.reset_logging()
     assert out.tolist() == [[11, 22, 33, 44]]
@@ -186,7 +187,8 @@ def test_traced_run_equals_plain_run_on_cts_vector():
     test = loader.load_file(loader.CTS_ROOT / "V1_2/sub_v1_2_broadcast.json.gz")[0]
     executor = CpuExecutor(test.model)
     plain = executor.run(list(test.inputs))
-    traced = executor.run_with_tracing(list(test.inputs))
+    with tracing.TraceSession():
+        traced = executor.run_observed(list(test.inputs), tracer.hot_recorder(), True)
     assert all(np.array_equal(p, t) for p, t in zip(plain, traced))
 
 
@@ -196,4 +198,4 @@ def test_kernel_error_names_operation():
     with pytest.raises(OpValidationError, match=r"operation 0 \(ADD\): unknown fused activation code 9"):
         executor.run([A, B])
     with pytest.raises(OpValidationError, match=r"operation 0 \(ADD\): unknown fused activation"):
-        executor.run_with_tracing([A, B])
+        executor.run_observed([A, B], None, True)
