@@ -48,8 +48,6 @@ def iter_summaries(path_or_fileobj, *, tolerant: bool = False, per_process: bool
     unchecked = (partial(source.tracking_rows, checked=False),
                  partial(source.raw_batches, checked=False)) if source.unchecked else None
     split = _parallel.plan(source) if unchecked is not None and not detail else None
-    if split is not None:  # pass 1 on two processes too
-        unchecked = (partial(_parallel.tracking, split), unchecked[1])
     return iter_runs(source.batches, tolerant=tolerant, per_process=per_process,
                      detail=detail, warn=warn, tracking=source.tracking_rows,
                      raw=source.raw_batches, unchecked=unchecked, split=split)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import count
 from typing import Callable, Iterator, Optional
 
@@ -185,35 +186,47 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
 
 def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
           detail: bool, split=None) -> Iterator[RunSummary]:
-    if tracking is None:
-        found = scan(row for batch in batches() for row in batch)
-    else:
-        found = scan(tracking())
-    if not found.seen_runtime:
-        warn(NO_RUNTIME)
-    clients = found.clients
-    if per_process and clients:
-        sessions = [Session(found, [t for t, g in found.tracked.items()
-                                    if g == client or g in found.drivers],
-                            tolerant, detail, client) for client in clients]
-    else:
-        if len(clients) > 1:
-            warn(f"parse_systrace: note: the summary merges {len(clients)} client processes "
-                 f"({', '.join(map(str, clients))}); use --per-process to split them\n")
-        sessions = [Session(found, list(found.tracked), tolerant, detail)]
-    feed = _feed_one if len(sessions) == 1 else _feed_many
+    make = partial(sessions_of, tolerant=tolerant, per_process=per_process, detail=detail)
     collecting = gc.isenabled()
     if not detail:
         gc.disable()  # millions of small lists; every finished tree is unlinked (no cycles)
     try:
-        if split is not None and len(sessions) == 1:  # (never with detail)
-            return (yield from _parallel.runs(split, sessions, warn))
+        found = None
+        if split is not None:  # (never with detail) both passes at once, if pass 1 is guessed
+            found = yield from _parallel.runs(split, make, warn)
+            if found is None:
+                return
+        elif tracking is None:
+            found = scan(row for batch in batches() for row in batch)
+        else:
+            found = scan(tracking())
+        sessions = make(found, warn)
+        if split is not None and len(sessions) == 1:
+            return (yield from _parallel.split_runs(split, sessions, warn))
+        feed = _feed_one if len(sessions) == 1 else _feed_many
         yield from feed(_raw_rows(raw() if raw is not None else _as_raw(batches())),
                         sessions, warn)
         yield from _finish(sessions, warn)
     finally:
         if collecting:
             gc.enable()
+
+
+def sessions_of(found: Scan, warn, *, tolerant: bool, per_process: bool,
+                detail: bool) -> list:
+    """The sessions of pass 1's result; warns when there is no runtime mark, or when one
+    session merges several client processes."""
+    if not found.seen_runtime:
+        warn(NO_RUNTIME)
+    clients = found.clients
+    if per_process and clients:
+        return [Session(found, [t for t, g in found.tracked.items()
+                                if g == client or g in found.drivers],
+                        tolerant, detail, client) for client in clients]
+    if len(clients) > 1:
+        warn(f"parse_systrace: note: the summary merges {len(clients)} client processes "
+             f"({', '.join(map(str, clients))}); use --per-process to split them\n")
+    return [Session(found, list(found.tracked), tolerant, detail)]
 
 
 def _as_raw(batches) -> Iterator[tuple]:

@@ -2,14 +2,21 @@
 
 Runs are independent once pass 1 is done (each ``[NN_LA_PO]`` begin on a tracked thread
 resets all per-thread state and the application-phase stack), so for a large plain
-systrace/ftrace file the parent forks (``os.fork``: nothing re-imported) after pass 1.
-The *split row* is the second run-starting row from the reader's block ``skip`` on
-(about half of the file; the first may be the file's first, which does not end a run).
-The parent feeds the rows before it, the child the rows from it on (reading the blocks
-before ``skip`` only for the reader state they leave); the child sends its runs, orphan
-and dropped counts back as JSON through a pipe (no pickle) and the parent emits them
-after its own, in file order. Pass 1 is split the same way at block ``skip``
-(:func:`tracking`: the child's rows come after the parent's).
+systrace/ftrace file the parent forks (``os.fork``: nothing re-imported) a child for the
+second half. The *split row* is the second run-starting row from the reader's block
+``skip`` on (about half of the file; the first may be the file's first, which does not
+end a run). The parent feeds the rows before it, the child the rows from it on (reading
+the blocks before ``skip`` only for the reader state they leave); the child sends its
+runs, orphan and dropped counts back as JSON through a pipe (no pickle) and the parent
+emits them after its own, in file order.
+
+Pass 2 depends on pass 1 only through its result (tracked threads in order, their
+processes, driver processes), which the first block nearly always shows already. So
+:func:`runs` guesses it from the first block and runs both passes at once, each process
+reading pass 1's rows of its own blocks (split at block ``skip``; the child's rows come
+after the parent's, see :func:`tracking`); the parent then checks the guess against the
+real result and drops all the work when they differ (the engine goes on from the real
+result: pass 2 split as above, :func:`split_runs`).
 
 Used only for the engine's unchecked attempt: any error in either process (or a child
 result that is not plain JSON data) makes that attempt fail, and the engine then redoes
@@ -22,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import io  # noqa: F401  (doctest)
+import itertools
 import json
 import os
 import signal
@@ -124,26 +132,65 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
+def runs(split: tuple, make_sessions, warn):
+    """Both passes at once: pass 1's result is guessed from the first block and checked
+    against the real one once both processes are done (generator; returns None).
+
+    When the guess is wrong (the work is dropped) or gives several sessions, nothing is
+    yielded and pass 1's real result is returned: the caller goes on from it.
+    ``make_sessions(found, warn)`` -> the sessions (see :func:`._engine.sessions_of`).
+    """
+    head = list(split[2](0, 1))
+    guess = _engine.scan(iter(head))
+    sessions = make_sessions(guess, _ignore)
+    if len(sessions) != 1 or not guess.tracked:
+        return _engine.scan(tracking(split))
+    rows, done, result = _halves(split, sessions[0], pass1=True)
+    found = _engine.scan(itertools.chain(head, rows, result["tracking"]))
+    if (list(found.tracked.items()) != list(guess.tracked.items())
+            or found.drivers != guess.drivers):
+        return found
+    make_sessions(found, warn)  # only for its warnings (the sessions are the guess's)
+    yield from _emit(done, result, sessions[0], warn)
+    return None
+
+
+def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
     """Feed and finish the one session, the rows after the split row in a child."""
-    session = sessions[0]
-    skip, raw_from, _ = split
-    pid, read = _fork(lambda: _child(raw_from(skip), session))
+    _, done, result = _halves(split, sessions[0], pass1=False)
+    yield from _emit(done, result, sessions[0], warn)
+
+
+def _halves(split: tuple, session, pass1: bool) -> tuple:
+    """``(pass 1 rows of blocks 1..skip, parent runs, child result)``: the parent feeds
+    ``session`` up to the split row, a child from it on (and reads pass 1's rows from
+    block ``skip`` on when ``pass1``)."""
+    skip, raw_from, tracking_in = split
+    pid, read = _fork(lambda: _child(raw_from(skip), session,
+                                     tracking_in(skip, None) if pass1 else ()))
     parent_raw = raw_from(0)
-    found: list = []
     try:
+        rows = list(tracking_in(1, skip)) if pass1 else []
+        found: list = []
         blocks = _parent_blocks(parent_raw, skip, session, found)
-        yield from _engine._feed_one(blocks, sessions, warn)
-        yield from _engine._emit(session.finish(), warn)
+        done = list(_engine._feed_one(blocks, [session], _ignore))
+        done.append(session.finish())
         result = _receive(pid, read)
         pid = 0
-        if result["started"] != bool(found):
-            raise ChildFailed("the processes disagree on the split row")
-        for fields in result["runs"]:
-            yield from _engine._emit(RunSummary(**fields), warn)
     finally:
         parent_raw.close()
         _reap(pid)
+    if result["started"] != bool(found):
+        raise ChildFailed("the processes disagree on the split row")
+    return rows, done, result
+
+
+def _emit(done: list, result: dict, session, warn) -> Iterator[RunSummary]:
+    """The parent's runs, then the child's, then the orphan warning."""
+    for run in done:
+        yield from _engine._emit(run, warn)
+    for fields in result["runs"]:
+        yield from _engine._emit(RunSummary(**fields), warn)
     orphans = sum(t.orphans for t in session.threads.values()) + result["orphans"]
     dropped = orphans + session.dropped + result["dropped"]
     if dropped:
@@ -151,16 +198,22 @@ def runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
              f"({orphans} E marks without a B)\n")
 
 
-def _child(raw, session) -> dict:
-    """The child's result: the runs from the split row on, orphan and dropped counts."""
+def _ignore(text: str) -> None:
+    """Warnings of work whose result may be dropped (given again when it is used)."""
+
+
+def _child(raw, session, tracking_rows) -> dict:
+    """The child's result: pass 1's rows (``tracking_rows``), the runs from the split
+    row on, orphan and dropped counts."""
+    rows = [list(row) for row in tracking_rows]
     started: list = []
     blocks = _child_blocks(raw, session, started)
-    found = list(_engine._feed_one(blocks, [session], lambda text: None))
+    found = list(_engine._feed_one(blocks, [session], _ignore))
     if started:
         found.append(session.finish())
     return {"started": bool(started), "runs": [_plain(vars(run)) for run in found],
             "orphans": sum(t.orphans for t in session.threads.values()),
-            "dropped": session.dropped}
+            "dropped": session.dropped, "tracking": rows}
 
 
 def _plain(value):

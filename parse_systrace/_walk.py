@@ -133,45 +133,57 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
             subtract = subtract + subtracted(child, layer, phase)
         return subtract
 
-    def visit(node: list, phase, parent_layer, parent_phase) -> None:
-        layer, sub, children = node[L], node[SUB], node[C]
-        if rebuild and (parents is None or id(node) in parents):
-            children = _rebuilt(node, ignored, placeholders)
-        if children and (phase != "PI" or layer == "LA"):
-            _flag_misplaced(children, layer, phase)
-        if sub:
-            _tree.insert_missing_la(_tree.relocate(node))
-        else:
-            key = (layer, phase, parent_layer, parent_phase)
-            added = relations.get(key)
-            if added is None:
-                added = relations[key] = _relation(node, phase, parent_layer, parent_phase)
-            if not added:
-                value = (node[E] - node[S]) * 1000.0
-                for child in children:
-                    if child[SUB] or child[L] == layer:
-                        value = value - subtracted(child, layer, phase)
-                key = (node[A], layer, phase)
-                stats[key] = stats.get(key, 0.0) + value
-                if phase in PE_SUBPHASES and not in_pe.get(layer):
-                    key = (node[A], layer, "PE")
-                    stats[key] = stats.get(key, 0.0) + value
-        if children:
-            if phase == "PE":
-                in_pe[layer] = in_pe.get(layer, 0) + 1
-            for child in children:
-                child_phase = child[P]
-                visit(child, phase if child_phase == "PU" else child_phase, layer, phase)
-            if phase == "PE":
-                in_pe[layer] -= 1
-        if unlink:
-            node[PAR] = None
+    def walk(nodes, layer, phase) -> None:
+        """Pre-order over ``nodes`` (children of a node of ``layer``/``phase``) with an
+        explicit stack: no call per node; a list still grows while it is walked."""
+        frames: list = []
+        while True:
+            for node in nodes:
+                node_layer, node_phase, children = node[L], node[P], node[C]
+                if node_phase == "PU":
+                    node_phase = phase
+                if rebuild and children and (parents is None or id(node) in parents):
+                    children = _rebuilt(node, ignored, placeholders)
+                if children and (node_phase != "PI" or node_layer == "LA"):
+                    _flag_misplaced(children, node_layer, node_phase)
+                if node[SUB]:
+                    _tree.insert_missing_la(_tree.relocate(node))
+                else:
+                    key = (node_layer, node_phase, layer, phase)
+                    added = relations.get(key)
+                    if added is None:
+                        added = relations[key] = _relation(node, node_phase, layer, phase)
+                    if not added:
+                        value = (node[E] - node[S]) * 1000.0
+                        for child in children:
+                            if child[SUB] or child[L] == node_layer:
+                                value = value - subtracted(child, node_layer, node_phase)
+                        key = (node[A], node_layer, node_phase)
+                        stats[key] = stats.get(key, 0.0) + value
+                        if node_phase in PE_SUBPHASES and not in_pe.get(node_layer):
+                            key = (node[A], node_layer, "PE")
+                            stats[key] = stats.get(key, 0.0) + value
+                if children:  # descend; the rest of ``nodes`` waits in ``frames``
+                    if node_phase == "PE":
+                        in_pe[node_layer] = in_pe.get(node_layer, 0) + 1
+                    frames.append((nodes, layer, phase, node))
+                    nodes, layer, phase = iter(children), node_layer, node_phase
+                    break
+                if unlink:
+                    node[PAR] = None
+            else:  # ``nodes`` done: leave their parent
+                if not frames:
+                    return
+                if phase == "PE":
+                    in_pe[layer] -= 1
+                nodes, layer, phase, node = frames.pop()
+                if unlink:
+                    node[PAR] = None
 
     tops = children_of(root)
     _flag_misplaced(tops, None, None)
     try:
-        for top in tops:
-            visit(top, top[P] if top[P] != "PU" else None, None, None)
+        walk(iter(tops), None, None)
     finally:
-        del visit, subtracted  # the recursive closures' cycles (the gc may be off)
+        del subtracted  # the recursive closure's cycle (the gc may be off)
     return {f"{app}_{layer}_{phase}": value for (app, layer, phase), value in stats.items()}

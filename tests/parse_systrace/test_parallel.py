@@ -80,3 +80,22 @@ def test_small_gzip_and_file_objects_stay_serial(tmp_path):
         assert _parallel.plan(open_rows(path)) is not None
     finally:
         _parallel.MIN_BYTES = original
+
+
+@pytest.mark.parametrize("chunk, guessed", [(1 << 15, True), (1024, False)])
+def test_a_guessed_first_pass_is_used_only_when_checked_right(tmp_path, capsys, monkeypatch,
+                                                               chunk, guessed):
+    path = _generate(tmp_path, 45, "html")
+    outcomes = []
+    speculate = _parallel.runs
+
+    def recording(*args):
+        found = yield from speculate(*args)
+        outcomes.append(found is None)
+        return found
+
+    monkeypatch.setattr(_parallel, "runs", recording)
+    for flags in (["--json"], ["--tolerant"]):
+        serial = _outputs(path, flags, capsys, monkeypatch, False, chunk)
+        assert _outputs(path, flags, capsys, monkeypatch, True, chunk) == serial
+    assert outcomes == [guessed, guessed]
