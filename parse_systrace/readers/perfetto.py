@@ -28,17 +28,25 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
-
-from google.protobuf.message import DecodeError
-from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+from functools import lru_cache
+from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 from parse_systrace.errors import TraceFormatError
 from parse_systrace.readers import register
 
-_BEGIN, _END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END
-_CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+if TYPE_CHECKING:
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
 _FIRST_SEQUENCE_SCOPED_CLOCK = 64
+
+
+@lru_cache(maxsize=None)
+def _protos() -> tuple:
+    """``(perfetto_trace_pb2, DecodeError)``, imported on first use (~40 ms that the
+    other formats do not pay)."""
+    from google.protobuf.message import DecodeError
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+    return perfetto_trace_pb2, DecodeError
 
 
 def sniff(head: bytes) -> bool:
@@ -55,9 +63,10 @@ def read_perfetto(binary_file: BinaryIO) -> Iterator[tuple]:
 
 
 def _decode(payload: bytes, number: int) -> pb.TracePacket:
+    protos, decode_error = _protos()
     try:
-        return pb.TracePacket.FromString(payload)
-    except (DecodeError, RecursionError) as error:
+        return protos.TracePacket.FromString(payload)
+    except (decode_error, RecursionError) as error:
         raise TraceFormatError(f"packet {number}", f"corrupt TracePacket ({error})") from None
 
 
@@ -93,7 +102,8 @@ class _State:
 
     def _sequence(self, packet: pb.TracePacket) -> _Sequence:
         key = packet.trusted_packet_sequence_id
-        if packet.incremental_state_cleared or packet.sequence_flags & _CLEARED:
+        cleared = packet.sequence_flags & packet.SEQ_INCREMENTAL_STATE_CLEARED
+        if packet.incremental_state_cleared or cleared:
             self.sequences[key] = _Sequence()
         sequence = self.sequences.setdefault(key, _Sequence())
         defaults = packet.trace_packet_defaults
@@ -119,14 +129,15 @@ class _State:
 
     def _add_slice(self, packet: pb.TracePacket, sequence: _Sequence, where: str) -> None:
         event = packet.track_event
-        if event.type not in (_BEGIN, _END):
+        if event.type not in (event.TYPE_SLICE_BEGIN, event.TYPE_SLICE_END):
             return
         if packet.timestamp_clock_id >= _FIRST_SEQUENCE_SCOPED_CLOCK:
             raise TraceFormatError(where, "sequence-scoped (incremental) clocks are not supported")
         track = event.track_uuid if event.HasField("track_uuid") else sequence.default_track
         if track is None:
             raise TraceFormatError(where, "track event without a track")
-        name = _slice_name(event, sequence, where) if event.type == _BEGIN else None
+        begin = event.type == event.TYPE_SLICE_BEGIN
+        name = _slice_name(event, sequence, where) if begin else None
         self.slices.append((packet.timestamp, len(self.slices), track, name, where))
 
     def rows(self) -> Iterator[tuple]:
@@ -267,9 +278,10 @@ def _looks_like_packets(head: bytes) -> bool:
         return False
     if offset + size > len(head):
         return True
+    protos, decode_error = _protos()
     try:
-        pb.TracePacket.FromString(head[offset:offset + size])
-    except (DecodeError, RecursionError):
+        protos.TracePacket.FromString(head[offset:offset + size])
+    except (decode_error, RecursionError):
         return False
     return True
 
