@@ -26,6 +26,18 @@ _TAG = re.compile(r".*\[([^\]]+)\]\[?([^\]])")
 _EXECUTION_WORDS = ("execute", "IExecutionCallback", "Burst", "burst", "Fenced")
 
 
+#: What a begin mark's name does to its thread in pass 1 (:func:`tracking`).
+UNTRACKED, TRACKS, DRIVER = 0, 1, 2
+
+
+def tracking(name: str) -> int:
+    """:data:`DRIVER` for a driver's HIDL ``IDevice`` server mark (its process is a
+    driver), :data:`TRACKS` for another NN mark, else :data:`UNTRACKED`."""
+    if "HIDL::IDevice" in name and "::server" in name:
+        return DRIVER
+    return TRACKS if "[NN" in name else UNTRACKED
+
+
 class MarkError(ValueError):
     """A begin mark that cannot be classified (the caller adds the row)."""
 

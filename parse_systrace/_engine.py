@@ -22,7 +22,9 @@ from typing import Callable, Iterator, Optional
 
 from parse_systrace import _parallel, _tree
 from parse_systrace._aggregate import aggregate
-from parse_systrace._thread import ASYNC_BEGIN, ASYNC_END, END, SYNC, ThreadState
+from parse_systrace._classify import DRIVER, tracking
+from parse_systrace._thread import (ASYNC_BEGIN, ASYNC_END, END, SYNC, TEXT, TRACKING,
+                                    ThreadState)
 from parse_systrace.errors import TraceFormatError
 from parse_systrace.summary import RunSummary, ThreadDetail
 
@@ -52,13 +54,23 @@ def scan(rows: Iterator[tuple]) -> Scan:
     for _, tid, tgid, name, _ in rows:
         if name is None:
             continue
-        if "[NN" in name:
+        kind = tracking(name)
+        if kind:
             tracked[tid] = tgid
-            result.seen_runtime = result.seen_runtime or "NN_LR" in name
-        if "HIDL::IDevice" in name and "::server" in name:
-            tracked[tid] = tgid
+            result.seen_runtime = result.seen_runtime or is_runtime(name)
+        if kind == DRIVER:
             drivers.add(tgid)
     return result
+
+
+def is_runtime(name: str) -> bool:
+    """Whether a begin mark's name shows the NNAPI runtime (pass 1's ``seen_runtime``)."""
+    return "[NN" in name and "NN_LR" in name
+
+
+class GuessWrong(Exception):
+    """Pass 2 met a row that makes the guessed pass 1 result wrong (see
+    :attr:`Session.guessed`)."""
 
 
 class Session:
@@ -75,10 +87,37 @@ class Session:
             thread.keep_parents = detail
         self.first, self.starting_mark, self.dropped = True, "", 0
         self.lookup: dict = {}  # tid as read (bytes or int) -> ThreadState or None
+        #: The session comes from a guessed pass 1 result: the hot loop checks each row
+        #: against it (:meth:`check_untracked`, :meth:`check_name`, :meth:`check_tgid`)
+        #: and raises :class:`GuessWrong` when pass 1 over all rows would differ.
+        self.guessed = False
 
     def resolve(self, tid):
         """The tracked thread of a tid as read (bytes or int), or None; cached."""
         return self.lookup.setdefault(tid, self.threads.get(int(tid)))
+
+    def check_untracked(self, name) -> None:
+        """(guessed) A begin row of an untracked thread must not make it tracked."""
+        text = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+        if tracking(text):
+            raise GuessWrong(f"{text!r} on an untracked thread")
+
+    def check_name(self, thread: ThreadState, info: tuple) -> None:
+        """(guessed) A driver's mark must be on a thread of a driver process."""
+        if info[TRACKING] == DRIVER and not thread.is_driver:
+            raise GuessWrong(f"{info[TEXT]!r} on thread {thread.tid} of a client")
+
+    def check_tgid(self, thread: ThreadState, tgid) -> None:
+        """(guessed) A tracking row's process id as read must be its thread's."""
+        if int(tgid) != thread.tgid:
+            raise GuessWrong(f"thread {thread.tid} in process {int(tgid)}")
+        thread.read_tgid = tgid
+
+    def seen_runtime(self) -> bool:
+        """Whether a begin mark fed so far shows the NNAPI runtime (for a guessed
+        session, where all such marks are on tracked threads)."""
+        return any(is_runtime(info[TEXT]) for thread in self.threads.values()
+                   for info in thread.cache.values())
 
     def start_run(self, tgid, text: str) -> Optional[RunSummary]:
         """A ``[NN_LA_PO]`` mark: finish the previous run (if any), remember this mark."""
@@ -256,7 +295,7 @@ def _feed_many(batches, sessions: list, warn) -> Iterator[RunSummary]:
 def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
     """The hot loop for one session: :meth:`ThreadState.begin` / ``end`` inlined."""
     session = sessions[0]
-    lookup, app = session.lookup, session.app
+    lookup, app, guessed = session.lookup, session.app, session.guessed
     phase = "PO"  # app[-1] if app else "PO": changes only in slow begins and span ends
     for batch in batches:
         for where, (tid, tgid, ts, kind, name) in batch:
@@ -264,6 +303,8 @@ def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
             if thread is _MISSING:
                 thread = session.resolve(tid)
             if thread is None:
+                if guessed and kind:
+                    session.check_untracked(name)
                 continue
             stack = thread.stack
             if not kind:
@@ -280,6 +321,10 @@ def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
             info = thread.cache.get(name)
             if info is None:
                 info = thread.info(name, where)
+                if guessed:
+                    session.check_name(thread, info)
+            if guessed and info[9] and tgid != thread.read_tgid:
+                session.check_tgid(thread, tgid)
             if info[5]:
                 if info[6]:
                     finished = session.start_run(tgid, info[7])

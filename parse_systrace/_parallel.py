@@ -29,7 +29,6 @@ Example:
 from __future__ import annotations
 
 import io  # noqa: F401  (doctest)
-import itertools
 import json
 import os
 import signal
@@ -133,44 +132,43 @@ def _reap(pid: int) -> None:
 
 
 def runs(split: tuple, make_sessions, warn):
-    """Both passes at once: pass 1's result is guessed from the first block and checked
-    against the real one once both processes are done (generator; returns None).
+    """Pass 2 at once, with pass 1's result guessed from the first block and checked
+    row by row (generator; returns None).
 
     When the guess is wrong (the work is dropped) or gives several sessions, nothing is
     yielded and pass 1's real result is returned: the caller goes on from it.
     ``make_sessions(found, warn)`` -> the sessions (see :func:`._engine.sessions_of`).
     """
-    head = list(split[2](0, 1))
-    guess = _engine.scan(iter(head))
+    guess = _engine.scan(split[2](0, 1))
     sessions = make_sessions(guess, _ignore)
-    if len(sessions) != 1 or not guess.tracked:
-        return _engine.scan(tracking(split))
-    rows, done, result = _halves(split, sessions[0], pass1=True)
-    found = _engine.scan(itertools.chain(head, rows, result["tracking"]))
-    if (list(found.tracked.items()) != list(guess.tracked.items())
-            or found.drivers != guess.drivers):
-        return found
-    make_sessions(found, warn)  # only for its warnings (the sessions are the guess's)
-    yield from _emit(done, result, sessions[0], warn)
-    return None
+    if len(sessions) == 1 and guess.tracked:
+        session = sessions[0]
+        session.guessed = True
+        try:
+            done, result = _halves(split, session)
+        except _engine.GuessWrong:
+            pass
+        else:
+            guess.seen_runtime = result["runtime"] or session.seen_runtime()
+            make_sessions(guess, warn)  # only for its warnings
+            yield from _emit(done, result, session, warn)
+            return None
+    return _engine.scan(tracking(split))
 
 
 def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
     """Feed and finish the one session, the rows after the split row in a child."""
-    _, done, result = _halves(split, sessions[0], pass1=False)
+    done, result = _halves(split, sessions[0])
     yield from _emit(done, result, sessions[0], warn)
 
 
-def _halves(split: tuple, session, pass1: bool) -> tuple:
-    """``(pass 1 rows of blocks 1..skip, parent runs, child result)``: the parent feeds
-    ``session`` up to the split row, a child from it on (and reads pass 1's rows from
-    block ``skip`` on when ``pass1``)."""
-    skip, raw_from, tracking_in = split
-    pid, read = _fork(lambda: _child(raw_from(skip), session,
-                                     tracking_in(skip, None) if pass1 else ()))
+def _halves(split: tuple, session) -> tuple:
+    """``(parent runs, child result)``: the parent feeds ``session`` up to the split
+    row, a child from it on; raises :class:`._engine.GuessWrong` when either does."""
+    skip, raw_from, _ = split
+    pid, read = _fork(lambda: _child(raw_from(skip), session))
     parent_raw = raw_from(0)
     try:
-        rows = list(tracking_in(1, skip)) if pass1 else []
         found: list = []
         blocks = _parent_blocks(parent_raw, skip, session, found)
         done = list(_engine._feed_one(blocks, [session], _ignore))
@@ -180,9 +178,11 @@ def _halves(split: tuple, session, pass1: bool) -> tuple:
     finally:
         parent_raw.close()
         _reap(pid)
+    if result["wrong"]:
+        raise _engine.GuessWrong("in the child")
     if result["started"] != bool(found):
         raise ChildFailed("the processes disagree on the split row")
-    return rows, done, result
+    return done, result
 
 
 def _emit(done: list, result: dict, session, warn) -> Iterator[RunSummary]:
@@ -202,18 +202,20 @@ def _ignore(text: str) -> None:
     """Warnings of work whose result may be dropped (given again when it is used)."""
 
 
-def _child(raw, session, tracking_rows) -> dict:
-    """The child's result: pass 1's rows (``tracking_rows``), the runs from the split
-    row on, orphan and dropped counts."""
-    rows = [list(row) for row in tracking_rows]
+def _child(raw, session) -> dict:
+    """The child's result: the runs from the split row on, orphan and dropped counts,
+    whether a mark shows the runtime, or only ``wrong`` (a guessed session's guess)."""
     started: list = []
     blocks = _child_blocks(raw, session, started)
-    found = list(_engine._feed_one(blocks, [session], _ignore))
+    try:
+        found = list(_engine._feed_one(blocks, [session], _ignore))
+    except _engine.GuessWrong:
+        return {"wrong": True}
     if started:
         found.append(session.finish())
     return {"started": bool(started), "runs": [_plain(vars(run)) for run in found],
             "orphans": sum(t.orphans for t in session.threads.values()),
-            "dropped": session.dropped, "tracking": rows}
+            "dropped": session.dropped, "runtime": session.seen_runtime(), "wrong": False}
 
 
 def _plain(value):

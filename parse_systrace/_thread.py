@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from parse_systrace import _tree
-from parse_systrace._classify import MarkError, classify, function_name
+from parse_systrace._classify import MarkError, classify, function_name, tracking
 from parse_systrace.errors import TraceFormatError, line_where
 
 _E, _A, _C, _L, _P, _M, _S = _tree.E, _tree.A, _tree.C, _tree.L, _tree.P, _tree.M, _tree.S
@@ -49,7 +49,7 @@ SPAN_FUNCTIONS = frozenset(SYNC_CALLS + SYNC_RUNS + ("ANeuralNetworksExecution_s
                                          "ANeuralNetworksEvent_wait"))
 _APP_GROUPS = ("PWU", "PBM")
 #: Fields of a mark's cached info (see :meth:`ThreadState.info`).
-MARK, LAYER, PHASE, SUBTRACT, ENDS, SLOW, START, TEXT, SWITCH = range(9)
+MARK, LAYER, PHASE, SUBTRACT, ENDS, SLOW, START, TEXT, SWITCH, TRACKING = range(10)
 
 
 def _span_function(mark: str):
@@ -70,7 +70,7 @@ class ThreadState:
 
     __slots__ = ("tid", "tgid", "is_driver", "app", "tolerant", "root", "stack",
                  "spans", "la_pe", "stats", "orphans", "cache", "ignored", "placeholders",
-                 "removals", "keep_parents")
+                 "removals", "keep_parents", "read_tgid")
 
     def __init__(self, tid: int, tgid: int, is_driver: bool, app: list,
                  tolerant: bool = False) -> None:
@@ -79,6 +79,7 @@ class ThreadState:
         self.orphans = 0
         self.cache: dict = {}
         self.keep_parents = True  # False: calculate() leaves the tree without cycles
+        self.read_tgid = None  # a process id as read that is known to be ``tgid``
         self.reset()
 
     def reset(self) -> None:
@@ -101,8 +102,8 @@ class ThreadState:
         return len(self.stack) == 1
 
     def info(self, name, where) -> tuple:
-        """``(mark, layer, phase, subtract, ends, slow, starts_run, text, switch)`` of a
-        begin mark name (str, or bytes as read), cached per name."""
+        """``(mark, layer, phase, subtract, ends, slow, starts_run, text, switch,
+        tracking)`` of a begin mark name (str, or bytes as read), cached per name."""
         text = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
         try:
             mark, layer, phase, switch, subtract, _ = classify(text)
@@ -116,7 +117,7 @@ class ThreadState:
         slow = (switch or group or starts_run or layer == "LX"
                 or (layer == "LA" and phase == "PE"))
         info = self.cache[name] = (mark, layer, phase, subtract, ends, slow, starts_run,
-                                   text, switch)
+                                   text, switch, tracking(text))
         return info
 
     def begin(self, ts: float, name, where) -> None:

@@ -99,3 +99,36 @@ def test_a_guessed_first_pass_is_used_only_when_checked_right(tmp_path, capsys, 
         serial = _outputs(path, flags, capsys, monkeypatch, False, chunk)
         assert _outputs(path, flags, capsys, monkeypatch, True, chunk) == serial
     assert outcomes == [guessed, guessed]
+
+
+def _insert_pair(lines: list, at: int, task: bytes, tgid: bytes, name: bytes) -> list:
+    """``lines`` with a B/E pair of ``task`` (``name-tid``) in process ``tgid`` put before
+    line ``at``, at that line's timestamp."""
+    stamp = lines[at].split(b": tracing_mark_write")[0].split()[-1]
+    head = b"  %s (%s) [000] ...1  %s: tracing_mark_write: " % (task, tgid, stamp)
+    return lines[:at] + [head + b"B|%s|%s\n" % (tgid, name), head + b"E|%s\n" % tgid] + lines[at:]
+
+
+@pytest.mark.parametrize("share", [0.25, 0.75])  # in the parent's rows, in the child's
+@pytest.mark.parametrize("kind", ["new thread", "other process", "driver mark"])
+def test_rows_that_break_the_guess_are_caught(tmp_path, capsys, monkeypatch, share, kind):
+    lines = _generate(tmp_path, 45, "text").read_bytes().splitlines(keepends=True)
+    first = next(line for line in lines if b"[NN_LA_PO]" in line)
+    task, tgid = first.split()[0], first.split()[1].strip(b"()")  # the app's main thread
+    pair = {"new thread": (b"extra-31999", b"31999", b"[NN_LR_PP]late"),
+            "other process": (task, b"31998", b"[NN_LR_PP]moved"),
+            "driver mark": (task, tgid, b"HIDL::IDevice::getVersionString::server")}
+    path = tmp_path / "broken.txt"
+    path.write_bytes(b"".join(_insert_pair(lines, int(len(lines) * share), *pair[kind])))
+    outcomes = []
+    speculate = _parallel.runs
+
+    def recording(*args):
+        found = yield from speculate(*args)
+        outcomes.append(found is None)
+        return found
+
+    monkeypatch.setattr(_parallel, "runs", recording)
+    serial = _outputs(path, ["--json"], capsys, monkeypatch, False, 1 << 15)
+    assert _outputs(path, ["--json"], capsys, monkeypatch, True, 1 << 15) == serial
+    assert outcomes == [False]  # the guess from the first block was rejected
