@@ -124,15 +124,15 @@ def _raw(binary: BinaryIO, require_header: bool, checked: bool, blocks: int = 0)
     """Yield ``(first_line, [(tid, tgid, ts, kind, name), ...])`` blocks of byte groups
     (one row per line from ``first_line``), or ``(None, [(line, (tid, tgid, ts, kind,
     name)), ...])`` with converted values for blocks parsed line by line. The first
-    ``blocks`` blocks are left out (read only for the state they leave)."""
+    ``blocks`` blocks are left out, read only to find where the next one starts: not
+    parsed, so an ``E`` row after them that takes its process id from an earlier row of
+    its thread may get another one than in a full read (pass 2 does not read it)."""
     state: dict = {}
     for index, (base, data, lines) in enumerate(_trace_blocks(binary, require_header)):
+        if index < blocks:
+            continue
         skip = comments(data)
         head = data.count(b"\n", 0, skip)
-        if index < blocks:  # unchecked, these raise in the caller's own read if not rows
-            if not _simple(data[skip:], lines - head):
-                _parse_lines(data, base, state)
-            continue
         found = raw_rows(data[skip:], checked, lines - head)
         if found is not None:
             yield base + head + 1, found
