@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import io  # noqa: F401  (doctest)
+import itertools
 import json
 import os
 import signal
@@ -139,35 +140,57 @@ def runs(split: tuple, make_sessions, warn):
     yielded and pass 1's real result is returned: the caller goes on from it.
     ``make_sessions(found, warn)`` -> the sessions (see :func:`._engine.sessions_of`).
     """
-    guess = _engine.scan(split[2](0, 1))
-    sessions = make_sessions(guess, _ignore)
-    if len(sessions) == 1 and guess.tracked:
-        session = sessions[0]
-        session.guessed = True
-        try:
-            done, result = _halves(split, session)
-        except _engine.GuessWrong:
-            pass
-        else:
-            guess.seen_runtime = result["runtime"] or session.seen_runtime()
-            make_sessions(guess, warn)  # only for its warnings
-            yield from _emit(done, result, session, warn)
-            return None
+    parent_raw = split[1](0)
+    try:
+        first = list(itertools.islice(parent_raw, 1))
+        guess = _scan_block(first[0]) if first else _engine.Scan()
+        sessions = make_sessions(guess, _ignore)
+        if len(sessions) == 1 and guess.tracked:
+            session = sessions[0]
+            session.guessed = True
+            try:
+                done, result = _halves(split, session, itertools.chain(first, parent_raw))
+            except _engine.GuessWrong:
+                pass
+            else:
+                guess.seen_runtime = result["runtime"] or session.seen_runtime()
+                make_sessions(guess, warn)  # only for its warnings
+                yield from _emit(done, result, session, warn)
+                return None
+    finally:
+        parent_raw.close()
     return _engine.scan(tracking(split))
+
+
+def _scan_block(block: tuple) -> _engine.Scan:
+    """Pass 1's result over the rows of one raw block ``(first_line, rows)``."""
+    first, rows = block
+    if first is None:  # parsed line by line: (where, row) pairs
+        rows = [row for _, row in rows]
+    return _engine.scan((None, int(tid), int(tgid), _text(name), None)
+                        for tid, tgid, _, kind, name in rows if kind)
+
+
+def _text(name) -> str:
+    return name.decode("utf-8", "replace") if type(name) is bytes else name
 
 
 def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
     """Feed and finish the one session, the rows after the split row in a child."""
-    done, result = _halves(split, sessions[0])
+    parent_raw = split[1](0)
+    try:
+        done, result = _halves(split, sessions[0], parent_raw)
+    finally:
+        parent_raw.close()
     yield from _emit(done, result, sessions[0], warn)
 
 
-def _halves(split: tuple, session) -> tuple:
-    """``(parent runs, child result)``: the parent feeds ``session`` up to the split
-    row, a child from it on; raises :class:`._engine.GuessWrong` when either does."""
+def _halves(split: tuple, session, parent_raw) -> tuple:
+    """``(parent runs, child result)``: the parent feeds ``session`` the rows of
+    ``parent_raw`` (all raw blocks) up to the split row, a child from it on; raises
+    :class:`._engine.GuessWrong` when either does."""
     skip, raw_from, _ = split
     pid, read = _fork(lambda: _child(raw_from(skip), session))
-    parent_raw = raw_from(0)
     try:
         found: list = []
         blocks = _parent_blocks(parent_raw, skip, session, found)
@@ -176,7 +199,6 @@ def _halves(split: tuple, session) -> tuple:
         result = _receive(pid, read)
         pid = 0
     finally:
-        parent_raw.close()
         _reap(pid)
     if result["wrong"]:
         raise _engine.GuessWrong("in the child")
