@@ -21,6 +21,11 @@ class PreparedModel(ABC):
                 deadline_ns: int | None = None) -> ExecutionResult:
         """Run synchronously (executeSynchronously); never raises for driver-side errors."""
 
+    def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
+        """Optional fast path for a driver service answering a repeated request: the output
+        arrays of an untimed run, or None (the default) to use :meth:`execute`."""
+        return None
+
     def release(self) -> None:
         """Free driver-side resources."""
 
