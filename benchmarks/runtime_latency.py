@@ -23,6 +23,8 @@ same JSON object as the last line (keys include ``inproc_us``, ``inproc_traced_u
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import time
 
 import numpy as np
@@ -140,19 +142,49 @@ def measure_builtin(runs: int) -> dict:
 
 def measure_driver(runs: int, rounds: int) -> dict:
     """Tiny ADD compute() through a ``sample-all`` process vs the raw transport round trip,
-    in ``rounds`` interleaved batches (medians per batch, then over batches)."""
+    in ``rounds`` interleaved batches (medians per batch, then over batches): as the scheduler
+    places the processes, then (with two CPUs or more) with both pairs pinned alike, client and
+    peer on different CPUs (``cross``) and on one CPU (``same``)."""
     manager.forTest_reset()  # fresh driver processes, started by this measurement
-    _, execution, _, _ = _prepared_execution(tiny_add(), manager.get_device("sample-all"))
+    device = manager.get_device("sample-all")
+    _, execution, _, _ = _prepared_execution(tiny_add(), device)
     _time_compute(execution, 1000)  # warm the driver, the encoders and the pools
-    driver, raw = [], []
+    placements = {"unpinned": None}
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2:
+        placements.update(cross=({cpus[0]}, {cpus[1]}), same=({cpus[0]}, {cpus[0]}))
+    samples: dict = {name: ([], []) for name in placements}
     for _ in range(rounds):
-        driver.append(_stats(_time_compute(execution, runs)))
-        raw.append(bench.raw_round_trip(iterations=runs, warmup=100).median_us)
-    driver_med, driver_p99 = (float(x) for x in np.median(driver, axis=0))
-    raw_med = float(np.median(raw))
-    return {"driver_us": round(driver_med, 2), "driver_p99_us": round(driver_p99, 2),
-            "raw_roundtrip_us": round(raw_med, 2), "driver_vs_raw": round(driver_med / raw_med, 2),
-            "driver_rounds": rounds}
+        for name, pins in placements.items():
+            with _pinned(pins, device.pid):
+                _time_compute(execution, 100)  # settle after a move
+                samples[name][0].append(_stats(_time_compute(execution, runs)))
+                samples[name][1].append(bench.raw_round_trip(
+                    iterations=runs, warmup=100, peer_cpus=pins and pins[1]).median_us)
+    results = {}
+    for name, (driver, raw) in samples.items():
+        driver_med, driver_p99 = (float(x) for x in np.median(driver, axis=0))
+        raw_med = float(np.median(raw))
+        results[name] = {"driver_us": round(driver_med, 2), "driver_p99_us": round(driver_p99, 2),
+                         "raw_roundtrip_us": round(raw_med, 2),
+                         "driver_vs_raw": round(driver_med / raw_med, 2)}
+    return {**results.pop("unpinned"), "driver_rounds": rounds, "driver_placements": results}
+
+
+@contextlib.contextmanager
+def _pinned(pins: tuple[set[int], set[int]] | None, peer_pid: int):
+    """Pin this process to ``pins[0]`` and ``peer_pid`` to ``pins[1]`` (None: leave both)."""
+    if pins is None:
+        yield
+        return
+    mine, peers = os.sched_getaffinity(0), os.sched_getaffinity(peer_pid)
+    os.sched_setaffinity(0, pins[0])
+    os.sched_setaffinity(peer_pid, pins[1])
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+        os.sched_setaffinity(peer_pid, peers)
 
 
 def measure_builtin_per_device(runs: int) -> dict:
@@ -193,6 +225,9 @@ def main() -> None:
     print(f"tiny ADD compute() via sample-all process: median {results['driver_us']} us "
           f"(p99 {results['driver_p99_us']}); raw round trip {results['raw_roundtrip_us']} us; "
           f"ratio {results['driver_vs_raw']}x")
+    for name, figures in results["driver_placements"].items():
+        print(f"  pinned {name}-CPU: driver {figures['driver_us']} us, raw {figures['raw_roundtrip_us']} us, "
+              f"ratio {figures['driver_vs_raw']}x")
     results.update(measure_builtin_per_device(max(1, args.builtin_runs // 2)))
     print(f"{results['builtin_model']} per device (ms): {results['builtin_per_device_ms']}")
     results["targets"] = TARGETS

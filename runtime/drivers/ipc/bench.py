@@ -40,13 +40,16 @@ class RoundTrip(NamedTuple):
 
 
 def raw_round_trip(iterations: int = 1000, payload_size: int = 64, warmup: int = 100,
-                   timeout_s: float = 30.0) -> RoundTrip:
-    """Median/p10/p90 of send+receive of a ``payload_size``-byte record to an echo process."""
+                   timeout_s: float = 30.0, peer_cpus: set[int] | None = None) -> RoundTrip:
+    """Median/p10/p90 of send+receive of a ``payload_size``-byte record to an echo process
+    (pinned to ``peer_cpus`` when given; it otherwise inherits this process's CPU affinity)."""
     directory = tempfile.mkdtemp(prefix="nnscope-bench-")
     path = os.path.join(directory, "echo.sock")
     proc = subprocess.Popen([sys.executable, "-m", "runtime.drivers.ipc.bench", "--echo", path],
                             stdin=subprocess.DEVNULL)
     try:
+        if peer_cpus:
+            os.sched_setaffinity(proc.pid, peer_cpus)
         channel = _connect(path, proc, timeout_s)
         payload = bytes(payload_size)
         samples = []
