@@ -12,11 +12,12 @@ emits them after its own, in file order.
 
 Pass 2 depends on pass 1 only through its result (tracked threads in order, their
 processes, driver processes), which the first block nearly always shows already. So
-:func:`runs` guesses it from the first block and runs both passes at once, each process
-reading pass 1's rows of its own blocks (split at block ``skip``; the child's rows come
-after the parent's, see :func:`tracking`); the parent then checks the guess against the
-real result and drops all the work when they differ (the engine goes on from the real
-result: pass 2 split as above, :func:`split_runs`).
+:func:`runs` forks the child at once, guesses that result from the parent's first raw
+block, sends the guess to the child (JSON through a second pipe) and runs pass 2 alone:
+both processes check every row they feed against the guess (see
+:attr:`._engine.Session.guessed`). On a row that pass 1 would read differently the work
+is dropped and the engine goes on from the real pass 1 result (read on both processes
+too, :func:`tracking`), with pass 2 split as above (:func:`split_runs`).
 
 Used only for the engine's unchecked attempt: any error in either process (or a child
 result that is not plain JSON data) makes that attempt fail, and the engine then redoes
@@ -83,15 +84,16 @@ def tracking(split: tuple) -> Iterator[tuple]:
     pid, read = _fork(lambda: [list(row) for row in tracking_in(skip, None)])
     try:
         yield from tracking_in(0, skip)
-        rows = _receive(pid, read)
-        pid = 0
+        child, pid = pid, 0
+        rows = _receive(child, read)
         yield from map(tuple, rows)
     finally:
         _reap(pid)
 
 
-def _fork(work) -> tuple:
-    """``(pid, read end)`` of a child that sends ``work()`` as JSON and exits."""
+def _fork(work, parent_fds=()) -> tuple:
+    """``(pid, read end)`` of a child that sends ``work()`` as JSON and exits (it first
+    closes its copies of ``parent_fds``)."""
     if threading.active_count() != 1:
         raise ChildFailed("threads running: no fork")
     read, write = os.pipe()
@@ -99,7 +101,8 @@ def _fork(work) -> tuple:
     if pid == 0:  # pragma: no cover - the child never returns
         status = 1
         try:
-            os.close(read)
+            for fd in (read, *parent_fds):
+                os.close(fd)
             payload = json.dumps(work(), allow_nan=True).encode()
             with os.fdopen(write, "wb") as pipe:
                 pipe.write(payload)
@@ -113,10 +116,10 @@ def _fork(work) -> tuple:
 
 
 def _receive(pid: int, read: int):
-    """The child's JSON result (the child is reaped; ChildFailed if it failed)."""
+    """The child's JSON result (the child is reaped in any case; ChildFailed if it
+    failed)."""
     try:
-        with os.fdopen(read, "rb") as pipe:
-            payload = pipe.read()
+        payload = _read_all(read)
     except BaseException:
         _reap(pid)
         raise
@@ -124,6 +127,13 @@ def _receive(pid: int, read: int):
     if status != 0 or not payload:
         raise ChildFailed(f"child status {status}")
     return json.loads(payload)
+
+
+def _read_all(fd: int) -> bytes:
+    with os.fdopen(fd, "rb") as pipe:
+        return pipe.read()
+
+
 
 
 def _reap(pid: int) -> None:
@@ -136,20 +146,34 @@ def runs(split: tuple, make_sessions, warn):
     """Pass 2 at once, with pass 1's result guessed from the first block and checked
     row by row (generator; returns None).
 
-    When the guess is wrong (the work is dropped) or gives several sessions, nothing is
-    yielded and pass 1's real result is returned: the caller goes on from it.
+    The child is forked first and reads up to its blocks while the parent reads the
+    first block and sends it the guess (JSON through a second pipe). When the guess is
+    wrong (the work is dropped) or gives several sessions, nothing is yielded and pass
+    1's real result is returned: the caller goes on from it.
     ``make_sessions(found, warn)`` -> the sessions (see :func:`._engine.sessions_of`).
     """
-    parent_raw = split[1](0)
+    skip, raw_from, _ = split
+    inbox, outbox = os.pipe()
     try:
-        first = list(itertools.islice(parent_raw, 1))
-        guess = _scan_block(first[0]) if first else _engine.Scan()
-        sessions = make_sessions(guess, _ignore)
-        if len(sessions) == 1 and guess.tracked:
-            session = sessions[0]
+        pid, read = _fork(lambda: _guessed_child(raw_from(skip), inbox, make_sessions),
+                          (outbox,))
+    finally:
+        os.close(inbox)
+    parent_raw = raw_from(0)
+    try:
+        with os.fdopen(outbox, "wb") as pipe:
+            first = list(itertools.islice(parent_raw, 1))
+            guess = _scan_block(first[0]) if first else _engine.Scan()
+            sessions = make_sessions(guess, _ignore)
+            usable = len(sessions) == 1 and bool(guess.tracked)
+            pipe.write(json.dumps([list(guess.tracked.items()), sorted(guess.drivers)]
+                                  if usable else None).encode())
+        if usable:
+            session, child, pid = sessions[0], pid, 0  # _parent_half reaps the child
             session.guessed = True
             try:
-                done, result = _halves(split, session, itertools.chain(first, parent_raw))
+                done, result = _parent_half(session, _then(first, parent_raw), skip,
+                                            child, read)
             except _engine.GuessWrong:
                 pass
             else:
@@ -159,7 +183,24 @@ def runs(split: tuple, make_sessions, warn):
                 return None
     finally:
         parent_raw.close()
+        if pid:
+            os.close(read)
+            _reap(pid)
     return _engine.scan(tracking(split))
+
+
+def _guessed_child(raw, inbox: int, make_sessions) -> dict:
+    """The work of :func:`runs`' child: read up to its first block, then take the
+    guess from ``inbox`` and feed its session (``{"wrong": True}`` if none comes)."""
+    first = list(itertools.islice(raw, 1))
+    guess = json.loads(_read_all(inbox))
+    if guess is None:
+        return {"wrong": True}
+    tracked, drivers = guess
+    found = _engine.Scan(dict(map(tuple, tracked)), set(drivers))
+    session = make_sessions(found, _ignore)[0]
+    session.guessed = True
+    return _child(_then(first, raw), session)
 
 
 def _scan_block(block: tuple) -> _engine.Scan:
@@ -171,33 +212,42 @@ def _scan_block(block: tuple) -> _engine.Scan:
                         for tid, tgid, _, kind, name in rows if kind)
 
 
+def _then(first: list, rest: Iterator) -> Iterator:
+    """The item of ``first`` if any (taken out of it: not kept alive), then ``rest``."""
+    if first:
+        yield first.pop()
+    yield from rest
+
+
 def _text(name) -> str:
     return name.decode("utf-8", "replace") if type(name) is bytes else name
 
 
 def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
     """Feed and finish the one session, the rows after the split row in a child."""
-    parent_raw = split[1](0)
+    skip, raw_from, _ = split
+    session = sessions[0]
+    pid, read = _fork(lambda: _child(raw_from(skip), session))
+    parent_raw = raw_from(0)
     try:
-        done, result = _halves(split, sessions[0], parent_raw)
+        done, result = _parent_half(session, parent_raw, skip, pid, read)
     finally:
         parent_raw.close()
-    yield from _emit(done, result, sessions[0], warn)
+    yield from _emit(done, result, session, warn)
 
 
-def _halves(split: tuple, session, parent_raw) -> tuple:
-    """``(parent runs, child result)``: the parent feeds ``session`` the rows of
-    ``parent_raw`` (all raw blocks) up to the split row, a child from it on; raises
-    :class:`._engine.GuessWrong` when either does."""
-    skip, raw_from, _ = split
-    pid, read = _fork(lambda: _child(raw_from(skip), session))
+def _parent_half(session, parent_raw, skip: int, pid: int, read: int) -> tuple:
+    """``(parent runs, child result)``: feed ``session`` the rows of ``parent_raw`` (all
+    raw blocks) up to the split row, then take the result of the child ``pid`` (which
+    fed it the rows from there on; it is reaped in any case). Raises
+    :class:`._engine.GuessWrong` when either process met a row against the guess."""
     try:
         found: list = []
         blocks = _parent_blocks(parent_raw, skip, session, found)
         done = list(_engine._feed_one(blocks, [session], _ignore))
         done.append(session.finish())
-        result = _receive(pid, read)
-        pid = 0
+        child, pid = pid, 0
+        result = _receive(child, read)
     finally:
         _reap(pid)
     if result["wrong"]:
