@@ -82,10 +82,8 @@ def test_small_gzip_and_file_objects_stay_serial(tmp_path):
         _parallel.MIN_BYTES = original
 
 
-@pytest.mark.parametrize("chunk, guessed", [(1 << 15, True), (1024, False)])
-def test_a_guessed_first_pass_is_used_only_when_checked_right(tmp_path, capsys, monkeypatch,
-                                                               chunk, guessed):
-    path = _generate(tmp_path, 45, "html")
+def _record_guesses(monkeypatch) -> list:
+    """Whether each guessed pass 1 result was used (True) or dropped (False)."""
     outcomes = []
     speculate = _parallel.runs
 
@@ -95,6 +93,14 @@ def test_a_guessed_first_pass_is_used_only_when_checked_right(tmp_path, capsys, 
         return found
 
     monkeypatch.setattr(_parallel, "runs", recording)
+    return outcomes
+
+
+@pytest.mark.parametrize("chunk, guessed", [(1 << 15, True), (1024, False)])
+def test_a_guessed_first_pass_is_used_only_when_checked_right(tmp_path, capsys, monkeypatch,
+                                                               chunk, guessed):
+    path = _generate(tmp_path, 45, "html")
+    outcomes = _record_guesses(monkeypatch)
     for flags in (["--json"], ["--tolerant"]):
         serial = _outputs(path, flags, capsys, monkeypatch, False, chunk)
         assert _outputs(path, flags, capsys, monkeypatch, True, chunk) == serial
@@ -120,15 +126,20 @@ def test_rows_that_break_the_guess_are_caught(tmp_path, capsys, monkeypatch, sha
             "driver mark": (task, tgid, b"HIDL::IDevice::getVersionString::server")}
     path = tmp_path / "broken.txt"
     path.write_bytes(b"".join(_insert_pair(lines, int(len(lines) * share), *pair[kind])))
-    outcomes = []
-    speculate = _parallel.runs
-
-    def recording(*args):
-        found = yield from speculate(*args)
-        outcomes.append(found is None)
-        return found
-
-    monkeypatch.setattr(_parallel, "runs", recording)
+    outcomes = _record_guesses(monkeypatch)
     serial = _outputs(path, ["--json"], capsys, monkeypatch, False, 1 << 15)
     assert _outputs(path, ["--json"], capsys, monkeypatch, True, 1 << 15) == serial
     assert outcomes == [False]  # the guess from the first block was rejected
+
+
+def test_a_first_block_without_nn_marks_gives_no_guess(tmp_path, capsys, monkeypatch):
+    lines = _generate(tmp_path, 46, "text").read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if b"tracing_mark_write" in line)
+    pair = _insert_pair(lines[at:at + 1], 0, b"ui-999", b"999", b"draw")[:2]
+    path = tmp_path / "late_nn.txt"  # a UI thread's own marks fill the first 4096 bytes
+    path.write_bytes(b"".join(lines[:at] + pair * 200 + lines[at:]))
+    outcomes = _record_guesses(monkeypatch)
+    serial = _outputs(path, ["--json"], capsys, monkeypatch, False, 4096)
+    assert serial[0] == 0
+    assert _outputs(path, ["--json"], capsys, monkeypatch, True, 4096) == serial
+    assert outcomes == [False]
