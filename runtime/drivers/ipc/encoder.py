@@ -75,11 +75,12 @@ class EncodeMemo:
     request, the pool cache and its generation are unchanged (the fast path of repeated runs)."""
 
     __slots__ = ("request", "cache", "generation", "parts", "slots", "inline", "staged", "args",
-                 "memo_id", "out_slots", "ok_result")
+                 "memo_id", "out_slots", "out_targets", "ok_result")
 
     def __init__(self) -> None:
         self.memo_id = 0  # names the driver's decoded copy of the request (execution_codec)
         self.out_slots: list = []  # (pool position, offset, length) of outputs in inline pools
+        self.out_targets: tuple | None = None  # (compact reply size, byte views of those regions)
         self.ok_result = None  # untimed success with the shapes of the last full answer
         self.request = self.cache = None
         self.generation = -1
@@ -154,7 +155,7 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
     if memo is not None and not fds:
         memo.request, memo.cache, memo.generation = request, cache, cache.generation
         memo.parts, memo.slots, memo.inline, memo.staged = parts, slots, inline, staged
-        memo.memo_id, memo.ok_result = memo_id, None
+        memo.memo_id, memo.ok_result, memo.out_targets = memo_id, None, None
         memo.out_slots = [(a.pool_index, a.offset, a.length) for a in request.outputs
                           if a.pool_index in inline]
     return b"".join(parts), fds, inline, staged

@@ -139,17 +139,14 @@ class RemotePreparedModel(PreparedModel):
             result = memo.ok_result
             if result is None:
                 raise HalError(ErrorStatus.GENERAL_FAILURE, "execute: compact reply before a full one")
-            pools = request.pools
-            pos = 5
-            for pool_index, offset, length in memo.out_slots:
-                pool = pools[pool_index]
-                if type(pool) is not bytearray:
-                    pool = _bytes(pool)
-                end = pos + length
-                pool[offset:offset + length] = payload[pos:end]
-                pos = end
-            if pos != len(payload):
+            targets = memo.out_targets or _output_targets(request, memo)
+            if len(payload) != targets[0]:
                 raise HalError(ErrorStatus.GENERAL_FAILURE, "execute: reply size does not match the outputs")
+            pos = 5
+            for target in targets[1]:
+                end = pos + len(target)
+                target[:] = payload[pos:end]
+                pos = end
             if memo.staged:
                 self._unstage_outputs(request, memo.staged)
             return result
@@ -213,6 +210,15 @@ class ExecutionCallback:
             self._result = self._prepared._finish(message.payload, self._request, self._inline,
                                                   self._staged)
         return self._result
+
+
+def _output_targets(request: Request, memo) -> tuple[int, list]:
+    """The compact reply's size and the byte views its outputs go to (kept in the memo)."""
+    pools = request.pools
+    views = [_bytes(pools[pool_index])[offset:offset + length]
+             for pool_index, offset, length in memo.out_slots]
+    memo.out_targets = (5 + sum(len(view) for view in views), views)
+    return memo.out_targets
 
 
 def _bytes(pool) -> memoryview:
