@@ -11,7 +11,11 @@ Through a driver process: the tiny model compiled for ``sample-all`` only (its o
 ``Compilation.for_devices``), compute() median and p99, next to the raw round trip of a small
 record to an echo process over the same transport (``runtime.drivers.ipc.bench``), measured in
 interleaved rounds of the same run. Targets: driver compute() median <= 150 us and <= 3x the
-raw round trip. The built-in model is also timed per device (and on the default all-device plan).
+raw round trip. The headline figures leave CPU placement to the scheduler, which may keep a
+ping-ponging pair on one CPU (then both processes' caches go cold at each switch) or put the two
+on different CPUs; with two CPUs or more both pairs are also measured pinned alike, on different
+CPUs and on one CPU (``driver_placements``). The built-in model is also timed per device (and on
+the default all-device plan).
 
 Usage:
     python benchmarks/runtime_latency.py [--runs N] [--rounds N] [--builtin-runs N]
