@@ -142,10 +142,11 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
                 node_layer, node_phase, children = node[L], node[P], node[C]
                 if node_phase == "PU":
                     node_phase = phase
-                if rebuild and children and (parents is None or id(node) in parents):
-                    children = _rebuilt(node, ignored, placeholders)
-                if children and (node_phase != "PI" or node_layer == "LA"):
-                    _flag_misplaced(children, node_layer, node_phase)
+                if children:
+                    if rebuild and (parents is None or id(node) in parents):
+                        children = _rebuilt(node, ignored, placeholders)
+                    if node_phase != "PI" or node_layer == "LA":
+                        _flag_misplaced(children, node_layer, node_phase)
                 if node[SUB]:
                     _tree.insert_missing_la(_tree.relocate(node))
                 else:
@@ -155,9 +156,10 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
                         added = relations[key] = _relation(node, node_phase, layer, phase)
                     if not added:
                         value = (node[E] - node[S]) * 1000.0
-                        for child in children:
-                            if child[SUB] or child[L] == node_layer:
-                                value = value - subtracted(child, node_layer, node_phase)
+                        if children:
+                            for child in children:
+                                if child[SUB] or child[L] == node_layer:
+                                    value = value - subtracted(child, node_layer, node_phase)
                         key = (node[A], node_layer, node_phase)
                         stats[key] = stats.get(key, 0.0) + value
                         if node_phase in PE_SUBPHASES and not in_pe.get(node_layer):

@@ -154,14 +154,16 @@ def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
     searched = 0
     while True:
         block = binary.read(CHUNK)
-        data = carry + block
         if block:
-            cut = data.rfind(b"\n") + 1
-            data, carry = data[:cut], data[cut:]
-        elif not data:
+            cut = block.rfind(b"\n") + 1
+            if cut:  # one copy: the carry and the block's whole lines
+                data, carry = b"".join((carry, memoryview(block)[:cut])), block[cut:]
+            else:
+                data, carry = b"", carry + block
+        elif not carry:
             return
         else:
-            data, carry = data + b"\n", b""
+            data, carry = carry + b"\n", b""
         if not started:
             start = _header_start(data)
             searched += len(data)
