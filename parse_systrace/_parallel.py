@@ -88,7 +88,7 @@ def tracking(split: tuple) -> Iterator[tuple]:
         rows = _receive(child, read)
         yield from map(tuple, rows)
     finally:
-        _reap(pid)
+        _discard(pid, read)
 
 
 def _fork(work, parent_fds=()) -> tuple:
@@ -136,10 +136,16 @@ def _read_all(fd: int) -> bytes:
 
 
 
-def _reap(pid: int) -> None:
+def _discard(pid: int, read: int) -> None:
+    """Kill and reap a child whose result is not wanted (none if ``pid`` is 0)."""
     if pid:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        os.close(read)
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
 
 
 def runs(split: tuple, make_sessions, warn):
@@ -157,6 +163,9 @@ def runs(split: tuple, make_sessions, warn):
     try:
         pid, read = _fork(lambda: _guessed_child(raw_from(skip), inbox, make_sessions),
                           (outbox,))
+    except BaseException:
+        os.close(outbox)
+        raise
     finally:
         os.close(inbox)
     parent_raw = raw_from(0)
@@ -183,9 +192,7 @@ def runs(split: tuple, make_sessions, warn):
                 return None
     finally:
         parent_raw.close()
-        if pid:
-            os.close(read)
-            _reap(pid)
+        _discard(pid, read)
     return _engine.scan(tracking(split))
 
 
@@ -249,7 +256,7 @@ def _parent_half(session, parent_raw, skip: int, pid: int, read: int) -> tuple:
         child, pid = pid, 0
         result = _receive(child, read)
     finally:
-        _reap(pid)
+        _discard(pid, read)
     if result["wrong"]:
         raise _engine.GuessWrong("in the child")
     if result["started"] != bool(found):
