@@ -1,6 +1,7 @@
 """The two-process second pass gives exactly the serial output (small blocks force it)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -128,8 +129,10 @@ def test_rows_that_break_the_guess_are_caught(tmp_path, capsys, monkeypatch, sha
     path.write_bytes(b"".join(_insert_pair(lines, int(len(lines) * share), *pair[kind])))
     outcomes = _record_guesses(monkeypatch)
     serial = _outputs(path, ["--json"], capsys, monkeypatch, False, 1 << 15)
+    open_fds = len(os.listdir("/proc/self/fd"))
     assert _outputs(path, ["--json"], capsys, monkeypatch, True, 1 << 15) == serial
     assert outcomes == [False]  # the guess from the first block was rejected
+    assert len(os.listdir("/proc/self/fd")) == open_fds  # its child's pipes are closed
 
 
 def test_a_first_block_without_nn_marks_gives_no_guess(tmp_path, capsys, monkeypatch):
