@@ -53,9 +53,11 @@ class ChildFailed(Exception):
 
 
 def plan(source) -> Optional[tuple]:
-    """``(skip, raw_from)`` for a source worth splitting, else None.
+    """``(skip, raw_from, tracking_in)`` for a source worth splitting, else None.
 
-    ``raw_from(n)`` reads the unchecked raw blocks leaving out the first ``n``.
+    ``raw_from(n, checked)`` reads the raw blocks leaving out the first ``n`` (unchecked:
+    after pass 1's unchecked rows, see :attr:`.readers.RowSource.unchecked`);
+    ``tracking_in(start, stop)`` pass 1's unchecked rows of those blocks.
     """
     target = getattr(source, "_target", None)
     if (getattr(source, "format", None) not in _FORMATS or not hasattr(os, "fork")
@@ -73,7 +75,7 @@ def plan(source) -> Optional[tuple]:
     if size < MIN_BYTES:
         return None
     return (max(1, round(size * PARENT_SHARE / CHUNK)),
-            lambda skip: source.raw_batches(checked=False, skip=skip),
+            lambda skip, checked: source.raw_batches(checked=checked, skip=skip),
             lambda start, stop: source.tracking_rows(checked=False, blocks=(start, stop)))
 
 
@@ -161,14 +163,14 @@ def runs(split: tuple, make_sessions, warn):
     skip, raw_from, _ = split
     inbox, outbox = os.pipe()
     try:
-        pid, read = _fork(lambda: _guessed_child(raw_from(skip), inbox, make_sessions),
+        pid, read = _fork(lambda: _guessed_child(raw_from(skip, True), inbox, make_sessions),
                           (outbox,))
     except BaseException:
         os.close(outbox)
         raise
     finally:
         os.close(inbox)
-    parent_raw = raw_from(0)
+    parent_raw = raw_from(0, True)  # checked: no unchecked pass 1 rows came before
     try:
         with os.fdopen(outbox, "wb") as pipe:
             first = list(itertools.islice(parent_raw, 1))
@@ -234,8 +236,8 @@ def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
     """Feed and finish the one session, the rows after the split row in a child."""
     skip, raw_from, _ = split
     session = sessions[0]
-    pid, read = _fork(lambda: _child(raw_from(skip), session))
-    parent_raw = raw_from(0)
+    pid, read = _fork(lambda: _child(raw_from(skip, False), session))
+    parent_raw = raw_from(0, False)
     try:
         done, result = _parent_half(session, parent_raw, skip, pid, read)
     finally:

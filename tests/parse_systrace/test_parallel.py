@@ -97,10 +97,11 @@ def _record_guesses(monkeypatch) -> list:
     return outcomes
 
 
+@pytest.mark.parametrize("fmt", ["html", "oldtext"])  # oldtext: blocks read line by line
 @pytest.mark.parametrize("chunk, guessed", [(1 << 15, True), (1024, False)])
 def test_a_guessed_first_pass_is_used_only_when_checked_right(tmp_path, capsys, monkeypatch,
-                                                               chunk, guessed):
-    path = _generate(tmp_path, 45, "html")
+                                                               chunk, guessed, fmt):
+    path = _generate(tmp_path, 45, fmt)
     outcomes = _record_guesses(monkeypatch)
     for flags in (["--json"], ["--tolerant"]):
         serial = _outputs(path, flags, capsys, monkeypatch, False, chunk)
