@@ -161,27 +161,13 @@ def runs(split: tuple, make_sessions, warn):
     ``make_sessions(found, warn)`` -> the sessions (see :func:`._engine.sessions_of`).
     """
     skip, raw_from, _ = split
-    inbox, outbox = os.pipe()
-    try:
-        pid, read = _fork(lambda: _guessed_child(raw_from(skip, True), inbox, make_sessions),
-                          (outbox,))
-    except BaseException:
-        os.close(outbox)
-        raise
-    finally:
-        os.close(inbox)
+    pid, read, outbox = _fork_guessed(lambda inbox: _guessed_child(
+        raw_from(skip, True), inbox, make_sessions))
     parent_raw = raw_from(0, True)  # checked: no unchecked pass 1 rows came before
     try:
-        with os.fdopen(outbox, "wb") as pipe:
-            first = list(itertools.islice(parent_raw, 1))
-            guess = _scan_block(first[0]) if first else _engine.Scan()
-            sessions = make_sessions(guess, _ignore)
-            usable = len(sessions) == 1 and bool(guess.tracked)
-            pipe.write(json.dumps([list(guess.tracked.items()), sorted(guess.drivers)]
-                                  if usable else None).encode())
-        if usable:
-            session, child, pid = sessions[0], pid, 0  # _parent_half reaps the child
-            session.guessed = True
+        first, guess, session = _send_guess(outbox, parent_raw, make_sessions)
+        if session is not None:
+            child, pid = pid, 0  # reaped by _parent_half
             try:
                 done, result = _parent_half(session, _then(first, parent_raw), skip,
                                             child, read)
@@ -196,6 +182,36 @@ def runs(split: tuple, make_sessions, warn):
         parent_raw.close()
         _discard(pid, read)
     return _engine.scan(tracking(split))
+
+
+def _fork_guessed(work) -> tuple:
+    """``(pid, read end, guess pipe)`` of a child doing ``work(guess pipe's read end)``."""
+    inbox, outbox = os.pipe()
+    try:
+        pid, read = _fork(lambda: work(inbox), (outbox,))
+    except BaseException:
+        os.close(outbox)
+        raise
+    finally:
+        os.close(inbox)
+    return pid, read, outbox
+
+
+def _send_guess(outbox: int, parent_raw, make_sessions) -> tuple:
+    """Read the first raw block, guess pass 1's result from it and send the guess to the
+    child (or None when it gives no single session with tracked threads). Returns
+    ``([first block], guess, its guessed session or None)``."""
+    with os.fdopen(outbox, "wb") as pipe:
+        first = list(itertools.islice(parent_raw, 1))
+        guess = _scan_block(first[0]) if first else _engine.Scan()
+        sessions = make_sessions(guess, _ignore)
+        usable = len(sessions) == 1 and bool(guess.tracked)
+        pipe.write(json.dumps([list(guess.tracked.items()), sorted(guess.drivers)]
+                              if usable else None).encode())
+    if not usable:
+        return first, guess, None
+    sessions[0].guessed = True
+    return first, guess, sessions[0]
 
 
 def _guessed_child(raw, inbox: int, make_sessions) -> dict:
