@@ -91,6 +91,7 @@ class Session:
         #: against it (:meth:`check_untracked`, :meth:`check_name`, :meth:`check_tgid`)
         #: and raises :class:`GuessWrong` when pass 1 over all rows would differ.
         self.guessed = False
+        self.untracking: set = set()  # begin names checked not to make a thread tracked
 
     def resolve(self, tid):
         """The tracked thread of a tid as read (bytes or int), or None; cached."""
@@ -98,9 +99,12 @@ class Session:
 
     def check_untracked(self, name) -> None:
         """(guessed) A begin row of an untracked thread must not make it tracked."""
+        if name in self.untracking:
+            return
         text = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
         if tracking(text):
             raise GuessWrong(f"{text!r} on an untracked thread")
+        self.untracking.add(name)
 
     def check_name(self, thread: ThreadState, info: tuple) -> None:
         """(guessed) A driver's mark must be on a thread of a driver process."""

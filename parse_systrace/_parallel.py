@@ -229,12 +229,15 @@ def _guessed_child(raw, inbox: int, make_sessions) -> dict:
 
 
 def _scan_block(block: tuple) -> _engine.Scan:
-    """Pass 1's result over the rows of one raw block ``(first_line, rows)``."""
+    """Pass 1's result over the distinct begin rows ``(tid, tgid, name)`` of one raw
+    block ``(first_line, rows)``, in first-seen order: the same as over all its rows
+    unless a thread's process id changes back (then any guess fails its checks)."""
     first, rows = block
     if first is None:  # parsed line by line: (where, row) pairs
         rows = [row for _, row in rows]
+    distinct = dict.fromkeys((tid, tgid, name) for tid, tgid, _, kind, name in rows if kind)
     return _engine.scan((None, int(tid), int(tgid), _text(name), None)
-                        for tid, tgid, _, kind, name in rows if kind)
+                        for tid, tgid, name in distinct)
 
 
 def _then(first: list, rest: Iterator) -> Iterator:
