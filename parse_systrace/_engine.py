@@ -234,8 +234,7 @@ def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
     if not detail:
         gc.disable()  # millions of small lists; every finished tree is unlinked (no cycles)
     try:
-        found = None
-        if split is not None:  # (never with detail) both passes at once, if pass 1 is guessed
+        if split is not None:  # (never with detail) pass 2 on a guessed pass 1 result
             found = yield from _parallel.runs(split, make, warn)
             if found is None:
                 return
