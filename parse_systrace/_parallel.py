@@ -6,9 +6,9 @@ systrace/ftrace file the parent forks (``os.fork``: nothing re-imported) a child
 second half. The *split row* is the second run-starting row from the reader's block
 ``skip`` on (about half of the file; the first may be the file's first, which does not
 end a run). The parent feeds the rows before it, the child the rows from it on (reading
-the blocks before ``skip`` only for the reader state they leave); the child sends its
-runs, orphan and dropped counts back as JSON through a pipe (no pickle) and the parent
-emits them after its own, in file order.
+the blocks before ``skip`` only to find where its first block starts); the child sends
+its runs, orphan and dropped counts back as JSON through a pipe (no pickle) and the
+parent emits them after its own, in file order.
 
 Pass 2 depends on pass 1 only through its result (tracked threads in order, their
 processes, driver processes), which the first block nearly always shows already. So
