@@ -23,7 +23,7 @@ import re
 from typing import BinaryIO, Iterator
 
 from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers._fastrows import _simple, comments, raw_rows, tracking_rows
+from parse_systrace.readers._fastrows import comments, raw_rows, tracking_rows
 
 HEADERS = (b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
            b"#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION")
