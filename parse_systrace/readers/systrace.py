@@ -29,7 +29,6 @@ HEADERS = (b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
            b"#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION")
 END = b"</script>"
 CHUNK = 1 << 22
-_HEADER_SEARCH = 1 << 20
 
 _CURRENT = (rb"[^\S\n]*[^ \n][^\n]{1,15}-(\d+)[^\S\n]+\([^\S\n]*([-0-9]+)\) [^\n]* "
             rb"(\d+\.\d+): tracing_mark_write: ([BE][^\n]*)")
@@ -151,7 +150,6 @@ def _batches(binary: BinaryIO, require_header: bool) -> Iterator[list]:
 def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
     """Yield ``(lines_before, bytes, lines)`` blocks of whole lines inside the trace part."""
     carry, lines_before, started = b"", 0, False
-    searched = 0
     while True:
         block = binary.read(CHUNK)
         if block:
@@ -166,12 +164,11 @@ def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
             data, carry = carry + b"\n", b""
         if not started:
             start = _header_start(data)
-            searched += len(data)
             if start < 0:
-                if require_header or searched > _HEADER_SEARCH:
+                if require_header:
                     lines_before += data.count(b"\n")
                     continue
-                start = 0
+                start = 0  # plain text: no header in the first block, rows from line 1
             lines_before += data.count(b"\n", 0, start)
             data, started = data[start:], True
         end = data.find(END)

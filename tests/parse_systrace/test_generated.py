@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from parse_systrace.__main__ import main
+from parse_systrace.readers.systrace import CHUNK
 from tests.support.paths import GEN_SYSTRACE
 
 
@@ -64,3 +65,16 @@ def test_python_dash_m_entry_point(tmp_path):
     done = subprocess.run([sys.executable, "-m", "parse_systrace", "--per-execution",
                            str(trace)], capture_output=True, text=True)
     assert done.returncode == 0 and "Percentage" in done.stdout and done.stderr == ""
+
+
+def test_headerless_ftrace_text_larger_than_a_read_block_reads_from_line_one(tmp_path, capsys):
+    trace = tmp_path / "big.txt"
+    subprocess.run([sys.executable, str(GEN_SYSTRACE), "--seed", "12", "--scenario", "cpu",
+                    "--format", "text", "--runs", "4", "--execs", "400", "-o", str(trace)], check=True)
+    headerless = tmp_path / "headerless.txt"
+    with open(trace, "rb") as source:
+        headerless.write_bytes(b"".join(line for line in source if not line.startswith(b"#")))
+    assert headerless.stat().st_size > CHUNK
+    expected = _run(["--json", trace], capsys)
+    assert _run(["--json", headerless], capsys) == expected
+    assert expected[0] == 0 and expected[1].count('"starting_mark": "B|') == 4
