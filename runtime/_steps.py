@@ -18,21 +18,22 @@ from runtime.hal.device_types import ExecutionResult, OutputShape, Request, Requ
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Operand
 from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
-from tracing import Layer, Phase
-from tracing.naming import format_name
+from tracing import Phase
 
 _GUESS_BYTES = 1 << 16
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
-_STEP_TAG = format_name(Layer.RUNTIME, Phase.EXECUTION)
 
 
-def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: int | None,
-             recorder: tuple | None = None) -> tuple[ExecutionResult, ExecutionStep | None]:
+def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
+             deadline_ns: int | None) -> tuple[ExecutionResult, ExecutionStep | None]:
     """Run every step; return the result and the failing step (None on success).
-    ``recorder`` is the calling thread's :func:`~tracing.tracer.hot_recorder` (None: off)."""
+
+    A simple plan's only step is the execution itself: it gets no ``StepExecutor::compute``
+    span of its own (it would coincide with the caller's ``ANeuralNetworksExecution_compute``);
+    each step of a compound plan does."""
     if plan.simple:
         step = plan.steps[0]
-        result = _execute_single(step.prepared, request, measure, deadline_ns, recorder)
+        result = _execute_single(step.prepared, request, measure, deadline_ns)
         if result.status == ErrorStatus.NONE:
             return result, None
         if _fallback.allowed(plan, step, result):
@@ -47,21 +48,13 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: 
     return result, failed
 
 
-def _execute_single(prepared, request: Request, measure: bool, deadline_ns: int | None,
-                    recorder: tuple | None) -> ExecutionResult:
-    """``prepared.execute`` in the span ``[NN_LR_PE]StepExecutor::compute`` (recorded inline:
-    the hot path); a HalError comes back as its status."""
-    if recorder is not None:
-        append, extend, now = recorder
-        extend((_STEP_TAG, "StepExecutor::compute", now()))
+def _execute_single(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
+    """``prepared.execute``; a HalError comes back as its status."""
     try:
         return prepared.execute(request, measure, deadline_ns)
     except HalError as error:  # the driver process died or stopped answering
         vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
         return ExecutionResult(error.status)
-    finally:
-        if recorder is not None:
-            append(now())
 
 
 class _Temporaries:

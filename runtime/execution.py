@@ -199,13 +199,13 @@ class Execution:
         recorder = hot_recorder()
         if recorder is None:
             self._begin("compute")
-            self._compute(None)
+            self._compute()
             return
         append, extend, now = recorder
         extend((_COMPUTE_TAG, "ANeuralNetworksExecution_compute", now()))
         try:
             self._begin("compute")
-            self._compute(recorder)
+            self._compute()
         finally:
             append(now())
 
@@ -213,7 +213,7 @@ class Execution:
     def start_compute(self) -> Event:
         """Start computing on a worker thread; ``Event.wait()`` returns or raises like compute()."""
         self._begin("startCompute")
-        return Event.start(lambda: self._compute(hot_recorder()))  # the worker thread's recorder
+        return Event.start(self._compute)
 
     def _begin(self, call: str) -> None:
         with self._lock:
@@ -222,11 +222,11 @@ class Execution:
             self._state = _RUNNING
         self._result = None
 
-    def _compute(self, recorder: tuple | None) -> None:
+    def _compute(self) -> None:
         try:
             request = self._request or self._make_request()
             deadline = time.monotonic_ns() + self._timeout_ns if self._timeout_ns else None
-            result, failed = _steps.run_plan(self._plan, request, self._measure, deadline, recorder)
+            result, failed = _steps.run_plan(self._plan, request, self._measure, deadline)
             self._result = result
             if result.status != ErrorStatus.NONE:
                 raise self._error(result, failed)
