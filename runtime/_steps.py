@@ -22,6 +22,7 @@ from tracing import Phase
 
 _GUESS_BYTES = 1 << 16
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
+_NONE = ErrorStatus.NONE
 
 
 def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
@@ -34,7 +35,7 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
     if plan.simple:
         step = plan.steps[0]
         result = _execute_single(step.prepared, request, measure, deadline_ns)
-        if result.status == ErrorStatus.NONE:
+        if result.status == _NONE:
             return result, None
         if _fallback.allowed(plan, step, result):
             retried = _fallback.partial(plan, step, lambda cpu: _fallback.execute(

@@ -34,6 +34,7 @@ from tracing import Phase, tracer
 #: Name of the reference CPU device.
 NAME = "nnapi-reference"
 _now = time.perf_counter_ns
+_NONE = ErrorStatus.NONE  # a module global: Enum member access is slow on Python 3.11
 
 
 class _Output(NamedTuple):
@@ -168,7 +169,7 @@ def _write_outputs(binding: _Binding, results: list) -> tuple[ErrorStatus, tuple
                 break
             np.copyto(view, value, casting="unsafe")
         else:
-            return ErrorStatus.NONE, binding.ok_shapes
+            return _NONE, binding.ok_shapes
     status = ErrorStatus.NONE
     shapes = []
     for out, value in zip(outputs, results):

@@ -46,6 +46,7 @@ _SUFFIX = {
 _RUN_TAG = format_name(Layer.CPU, Phase.EXECUTION)
 _TRANSFORM_TAG = format_name(Layer.CPU, Phase.TRANSFORMATION)
 _COMPUTE_TAG = format_name(Layer.CPU, Phase.COMPUTATION, marker=SWITCH)
+_new_context = tuple.__new__  # OpContext(...) without the NamedTuple's Python-level __new__
 _IGNORE = {}.get  # a C-level callable taking one argument: records nothing
 _NO_RECORDER = (_IGNORE, _IGNORE, int)
 
@@ -184,8 +185,8 @@ class CpuExecutor:
         step = None
         try:
             for step in self.steps:
-                ctx = OpContext(step.operation, [values[i] for i in step.inputs],
-                                step.input_operands, step.output_operands)
+                ctx = _new_context(OpContext, (step.operation, [values[i] for i in step.inputs],
+                                                step.input_operands, step.output_operands))
                 for operand_index, value in zip(step.outputs, step.execute(ctx)):
                     values[operand_index] = value
                 for operand_index in step.frees:
@@ -210,7 +211,8 @@ class CpuExecutor:
                 args = [values[i] for i in step.inputs]
                 if logging:
                     _log_step(step, args)
-                ctx = OpContext(step.operation, args, step.input_operands, step.output_operands)
+                ctx = _new_context(OpContext, (step.operation, args, step.input_operands,
+                                                step.output_operands))
                 name = step.kernel_name
                 begun = now()  # inputs are bound in place: the TRANSFORMATION scope switches at once
                 extend((_TRANSFORM_TAG, name, begun, begun, _COMPUTE_TAG, name, begun))
