@@ -23,7 +23,8 @@ class PreparedModel(ABC):
 
     def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
         """Optional fast path for a driver service answering a repeated request: the output
-        arrays of an untimed run, or None (the default) to use :meth:`execute`."""
+        arrays of an untimed, unobserved run (no deadline, no tracing or vlog), or None (the
+        default) to use :meth:`execute`."""
         return None
 
     def release(self) -> None:

@@ -103,23 +103,22 @@ class CpuPreparedModel(PreparedModel):
         return ExecutionResult(status, shapes, timing)
 
     def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
-        """The output arrays of an untimed run without deadline of the request this model bound
-        last, when each fills its output region exactly with ``shapes`` (and the region's dtype,
-        contiguous): the IPC service answers a repeated execution with their bytes. None when that
-        does not hold, when tracing or ``cpuexe`` vlog is on, or when the run fails: then use
-        :meth:`execute`."""
+        """The output arrays of an untimed, unobserved run (no deadline, tracing and ``cpuexe``
+        vlog off: the caller's checks) of the request this model bound last, when each fills its
+        output region exactly with ``shapes`` and the region's dtype: the IPC service answers a
+        repeated execution with their bytes. None when that does not hold or the run fails: then
+        use :meth:`execute`."""
         cached_request, binding = self._cache
-        if cached_request is not request or binding.ok_shapes is None or tracer.enabled() \
-                or vlog.is_on("cpuexe") or (binding.ok_shapes is not shapes and binding.ok_shapes != shapes):
+        if cached_request is not request or binding.ok_shapes is None \
+                or (binding.ok_shapes is not shapes and binding.ok_shapes != shapes):
             return None
         try:
             results = self.executor.run(binding.inputs)
         except Exception:  # noqa: BLE001 - execute() reports it
             return None
         for out, value in zip(binding.outputs, results):
-            view = out.view
-            if type(value) is not np.ndarray or value.shape != view.shape or value.dtype != out.dtype \
-                    or not value.flags.c_contiguous:
+            if type(value) is not np.ndarray or value.shape != out.view.shape \
+                    or (value.dtype is not out.dtype and value.dtype != out.dtype):
                 return None
         return results
 

@@ -159,7 +159,7 @@ class CpuExecutor:
         values = self._template.copy()
         for operand_index, dtype, value in zip(self._inputs, self._input_dtypes, inputs):
             if value is not None:
-                if type(value) is not np.ndarray or value.dtype != dtype:
+                if type(value) is not np.ndarray or (value.dtype is not dtype and value.dtype != dtype):
                     value = np.asarray(value, dtype)
                 if value.ndim == 0 and is_scalar(self._operands[operand_index].type):
                     value = value.item()
@@ -172,7 +172,8 @@ class CpuExecutor:
             value = values[operand_index]
             if value is None:
                 raise RuntimeError(f"output {position} (operand {operand_index}) was not computed")
-            value = np.asarray(value)
+            if type(value) is not np.ndarray:
+                value = np.asarray(value)
             if value.shape != declared and declared:
                 _check_shape(position, declared, value.shape)
             results.append(value)
