@@ -79,3 +79,29 @@ def test_a_driver_started_before_the_session_joins_it_at_the_next_compilation():
             assert "HIDL::IDevice::prepareModel::server" in names
     finally:
         device.shutdown()
+
+
+def test_every_repeated_execute_is_traced_down_to_the_cpu_executor():
+    from runtime import Compilation, Execution  # noqa: PLC0415
+    from tests.runtime.helpers import add_model as public_add_model  # noqa: PLC0415
+
+    device = RemoteDevice("sample-all")
+    try:
+        with tracing.TraceSession() as session:
+            compilation = Compilation.for_devices(public_add_model(), [device])
+            compilation.finish()
+            execution = Execution(compilation)
+            x, out = np.ones((1, 4), np.float32), np.zeros((1, 4), np.float32)
+            execution.set_input(0, x)
+            execution.set_input(1, x)
+            execution.set_output(0, out)
+            for value in (1, 2, 3, 4):  # the same request: repeats take the driver's memo path
+                x[:] = value
+                execution.compute()
+                assert out.tolist() == [[2.0 * value] * 4]
+            device.capabilities()  # a later request: the driver has flushed the executions
+            runs = [s for s in session.collect().spans()
+                    if s.pid == device.pid and s.name == "[NN_LC_PE]CpuExecutor::run"]
+    finally:
+        device.shutdown()
+    assert len(runs) == 4
