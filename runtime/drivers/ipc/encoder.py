@@ -75,12 +75,13 @@ class EncodeMemo:
     request, the pool cache and its generation are unchanged (the fast path of repeated runs)."""
 
     __slots__ = ("request", "cache", "generation", "parts", "slots", "inline", "staged", "args",
-                 "memo_id", "out_slots", "out_targets", "ok_result")
+                 "memo_id", "out_slots", "out_targets", "in_views", "ok_result")
 
     def __init__(self) -> None:
         self.memo_id = 0  # names the driver's decoded copy of the request (execution_codec)
         self.out_slots: list = []  # (pool position, offset, length) of outputs in inline pools
         self.out_targets: tuple | None = None  # (compact reply size, byte views of those regions)
+        self.in_views: list | None = None  # byte views of the inline pools, in slot order
         self.ok_result = None  # untimed success with the shapes of the last full answer
         self.request = self.cache = None
         self.generation = -1
@@ -110,18 +111,24 @@ class EncodeMemo:
         if request is not self.request or cache is not self.cache or cache.pending_free \
                 or cache.generation != self.generation:
             return None
-        parts = [head]
-        pools = request.pools
+        sources = self.in_views or self._inline_views(request)
+        return None if sources is None else b"".join([head, *sources])
+
+    def _inline_views(self, request: Request) -> list | None:
+        """Flat byte views of the inline pools (made once per memo: a repeat reads the current
+        bytes through them); None when a pool is not contiguous or changed size."""
+        views = []
         for _, position, size in self.slots:
-            data = pools[position]
-            if type(data) is not bytearray:  # bytearray/bytes have no buffer() method
-                data = pool_buffer(data)
-            if type(data) is not bytearray and type(data) is not bytes:
-                data = bytes(data)
-            if len(data) != size:
+            view = memoryview(pool_buffer(request.pools[position]))
+            if not view.c_contiguous:
                 return None
-            parts.append(data)
-        return b"".join(parts)
+            if view.format != "B" or view.ndim != 1:
+                view = view.cast("B")
+            if view.nbytes != size:
+                return None
+            views.append(view)
+        self.in_views = views
+        return views
 
 
 def is_shared(pool) -> bool:
@@ -155,7 +162,7 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
     if memo is not None and not fds:
         memo.request, memo.cache, memo.generation = request, cache, cache.generation
         memo.parts, memo.slots, memo.inline, memo.staged = parts, slots, inline, staged
-        memo.memo_id, memo.ok_result, memo.out_targets = memo_id, None, None
+        memo.memo_id, memo.ok_result, memo.out_targets, memo.in_views = memo_id, None, None, None
         memo.out_slots = [(a.pool_index, a.offset, a.length) for a in request.outputs
                           if a.pool_index in inline]
     return b"".join(parts), fds, inline, staged
