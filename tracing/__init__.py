@@ -16,13 +16,26 @@ Example:
     ['[NN_LR_PE]ANeuralNetworksExecution_compute', '[NN_LA_PO]mobilenet']
 """
 from tracing.naming import Layer, Phase
-from tracing.session import (NNSCOPE_TRACE, NNSCOPE_TRACE_DIR, TraceConfig, TraceSession, flush,
-                             override_environment, session_env)
-from tracing.tracer import (Scope, application, cpu, driver, enabled, full, hidl, ipc, runtime,
-                            set_process_name, subtract, switch, utility)
 
-__all__ = [
-    "Layer", "Phase", "Scope", "TraceSession", "TraceConfig", "NNSCOPE_TRACE", "NNSCOPE_TRACE_DIR",
-    "application", "runtime", "ipc", "driver", "cpu", "utility", "full", "switch", "subtract",
-    "hidl", "enabled", "session_env", "flush", "set_process_name", "override_environment",
-]
+#: Loaded with the recorder on first use, so that importing only the naming contract
+#: (``tracing.naming``, as parse_systrace does) loads none of it.
+_SESSION_NAMES = ("NNSCOPE_TRACE", "NNSCOPE_TRACE_DIR", "TraceConfig", "TraceSession", "flush",
+                  "override_environment", "session_env")
+_TRACER_NAMES = ("Scope", "application", "cpu", "driver", "enabled", "full", "hidl", "ipc",
+                 "runtime", "set_process_name", "subtract", "switch", "utility")
+
+__all__ = ["Layer", "Phase", *_SESSION_NAMES, *_TRACER_NAMES]
+
+
+def __getattr__(name: str):
+    if name not in _SESSION_NAMES and name not in _TRACER_NAMES:
+        raise AttributeError(f"module 'tracing' has no attribute {name!r}")
+    from tracing import session, tracer  # noqa: PLC0415 - the lazy load itself
+
+    for module, names in ((session, _SESSION_NAMES), (tracer, _TRACER_NAMES)):
+        globals().update((item, getattr(module, item)) for item in names)
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -356,3 +356,7 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# The environment (NNSCOPE_TRACE, NNSCOPE_TRACE_DIR) switches recording on when the session module
+# loads: load it with the recorder, however the recorder was reached.
+import tracing.session  # noqa: E402,F401 - a cycle by design: session imports this module first
