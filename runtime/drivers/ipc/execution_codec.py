@@ -43,6 +43,7 @@ _HEAD = struct.Struct("<IIBq")
 _HEAD_FREE = struct.Struct("<IIBqI")
 _MEMO_HEAD = struct.Struct("<IIBq")  # model, memo, measure, deadline of a repeat
 FORM_COMPACT, FORM_FULL, FORM_UNKNOWN = 0, 1, 2
+KNOWS_SHAPES = 2  # repeat's measure flag: the client holds the shapes of the last full answer
 #: Driver-side memos kept per connection before they are all dropped.
 MEMO_LIMIT = 64
 _ARG = struct.Struct("<BHII")

@@ -24,7 +24,8 @@ from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.client import DeadlineExpired, check_status
 from runtime.drivers.ipc.codec import Reader
 from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute
-from runtime.drivers.ipc.execution_codec import _MEMO_HEAD, FORM_COMPACT, FORM_FULL, decode_result
+from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
+                                                 decode_result)
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
@@ -37,7 +38,6 @@ _STATUS_FORM = struct.Struct("<IB")
 _MEMO_HEAD_PACK = _MEMO_HEAD.pack
 _EXECUTE_SYNC_MEMO = int(MsgType.EXECUTE_SYNC_MEMO)
 _trace_enabled = _trace.enabled
-_KNOWS_SHAPES = 2  # repeat flag: the client holds the shapes of the last full answer
 
 
 class RemotePreparedModel(PreparedModel):
@@ -65,7 +65,7 @@ class RemotePreparedModel(PreparedModel):
         if memo.request is request:  # a repeat: only the inline input bytes travel
             payload = memo.repeat(request, _MEMO_HEAD_PACK(
                 self.model_id, memo.memo_id,
-                measure_timing | (_KNOWS_SHAPES if memo.ok_result is not None else 0),
+                measure_timing | (KNOWS_SHAPES if memo.ok_result is not None else 0),
                 -1 if deadline_ns is None else deadline_ns), self.device.pools)
             if payload is not None:
                 if memo.staged:

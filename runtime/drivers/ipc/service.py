@@ -33,7 +33,8 @@ from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                        enum_value)
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
-                                                 DecodeState, decode_execute, encode_result)
+                                                 KNOWS_SHAPES, DecodeState, decode_execute,
+                                                 encode_result)
 from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import MappingError, map_fd
 from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
@@ -45,7 +46,6 @@ _OK = struct.pack("<I", 0)
 _OK_COMPACT = struct.pack("<IB", 0, FORM_COMPACT)
 _OK_FULL = struct.pack("<IB", 0, FORM_FULL)
 _OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
-_KNOWS_SHAPES = 2  # repeat flag: the client holds the shapes of the last full answer
 _MEMO_HEAD_SIZE = _MEMO_HEAD.size
 _unpack_memo_head = _MEMO_HEAD.unpack_from
 _PREPARE = struct.Struct("<BBq")
@@ -339,7 +339,7 @@ class DriverService:
         if prepared is None:
             raise CodecError(f"unknown prepared model {model_id}")
         request = memo.request
-        if measure == _KNOWS_SHAPES and deadline < 0 and memo.shapes is not None \
+        if measure == KNOWS_SHAPES and deadline < 0 and memo.shapes is not None \
                 and not self._cpuexe_vlog and not _trace_enabled():
             results = prepared.compute_outputs(request, memo.shapes)
             if results is not None and len(results) == len(memo.out_views):
