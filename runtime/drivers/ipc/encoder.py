@@ -92,27 +92,29 @@ class EncodeMemo:
         self.args: tuple = (None, None, b"")  # (inputs, outputs, encoded argument section)
 
     def render(self, request: Request, head: bytes, cache: PoolCache) -> bytes | None:
-        if request is not self.request or cache is not self.cache or cache.pending_free \
-                or cache.generation != self.generation:
+        """The full execute payload for ``request`` with fresh inline bytes; None when the memo
+        does not hold."""
+        views = self._current_views(request, cache)
+        if views is None:
             return None
         parts = self.parts
         parts[0] = head
-        pools = request.pools
-        for slot, position, size in self.slots:
-            data = bytes(pool_buffer(pools[position]))
-            if len(data) != size:
-                return None
-            parts[slot] = data
+        for (slot, _, _), view in zip(self.slots, views):
+            parts[slot] = view
         return b"".join(parts)
 
     def repeat(self, request: Request, head: bytes, cache: PoolCache) -> bytes | None:
         """The ``EXECUTE_SYNC_MEMO`` payload for ``request``: ``head`` + the inline pools'
         bytes; None when the memo does not hold (encode in full)."""
+        views = self._current_views(request, cache)
+        return None if views is None else b"".join([head, *views])
+
+    def _current_views(self, request: Request, cache: PoolCache) -> list | None:
+        """The inline pools' byte views while the memo holds for ``request`` and ``cache``."""
         if request is not self.request or cache is not self.cache or cache.pending_free \
                 or cache.generation != self.generation:
             return None
-        sources = self.in_views or self._inline_views(request)
-        return None if sources is None else b"".join([head, *sources])
+        return self.in_views or self._inline_views(request)
 
     def _inline_views(self, request: Request) -> list | None:
         """Flat byte views of the inline pools (made once per memo: a repeat reads the current
