@@ -183,6 +183,22 @@ def test_trace_env_in_a_real_program(tmp_path):
     assert [e["name"] for e in events if e["ph"] == "X"] == ["[NN_LA_PO]whole"]
 
 
+def test_trace_env_applies_however_the_recorder_is_reached(tmp_path):
+    """The package loads its recorder lazily: the naming contract alone loads none of it, and a
+    program that goes straight to ``tracing.tracer`` is still traced by NNSCOPE_TRACE."""
+    output = tmp_path / "direct.json"
+    code = ("import sys, tracing.naming\n"
+            "assert 'tracing.tracer' not in sys.modules and 'tracing.session' not in sys.modules\n"
+            "from tracing.tracer import hot_recorder\n"
+            "append, extend, now = hot_recorder()\n"
+            "extend(('[NN_LR_PE]', 'direct', now())); append(now())\n")
+    env = {**os.environ, NNSCOPE_TRACE: str(output)}
+    env.pop(NNSCOPE_TRACE_DIR, None)
+    subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, timeout=60)
+    events = json.loads(output.read_text())["traceEvents"]
+    assert [e["name"] for e in events if e["ph"] == "X"] == ["[NN_LR_PE]direct"]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_child_joins_the_session():
     with TraceSession() as session:
