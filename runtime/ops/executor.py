@@ -31,7 +31,7 @@ from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandT
                                is_scalar, numpy_dtype)
 from runtime.ops import registry
 from runtime.ops.registry import OpContext, OpValidationError
-from tracing import Layer, Phase, tracer
+from tracing import Layer, Phase
 from tracing.naming import SWITCH, format_name
 
 _SUFFIX = {

@@ -124,13 +124,17 @@ class EncodeMemo:
             view = memoryview(pool_buffer(request.pools[position]))
             if not view.c_contiguous:
                 return None
-            if view.format != "B" or view.ndim != 1:
-                view = view.cast("B")
+            view = flat_bytes(view)
             if view.nbytes != size:
                 return None
             views.append(view)
         self.in_views = views
         return views
+
+
+def flat_bytes(view: memoryview) -> memoryview:
+    """``view`` as one dimension of unsigned bytes (a C-contiguous view)."""
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 def is_shared(pool) -> bool:

@@ -23,7 +23,7 @@ from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.client import DeadlineExpired, check_status
 from runtime.drivers.ipc.codec import Reader
-from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute
+from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute, flat_bytes
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
                                                  decode_result)
 from runtime.drivers.ipc.protocol import MsgType
@@ -222,5 +222,4 @@ def _output_targets(request: Request, memo) -> tuple[int, list]:
 
 
 def _bytes(pool) -> memoryview:
-    view = memoryview(pool_buffer(pool))
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+    return flat_bytes(memoryview(pool_buffer(pool)))

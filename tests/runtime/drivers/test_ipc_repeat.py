@@ -34,6 +34,16 @@ def _refill(pool, arrays):
         offset += x.nbytes
 
 
+def _executed_ones(fresh_device):
+    """A fresh driver, a prepared 1x4 ADD and a request of ones it has executed once."""
+    device = fresh_device()
+    model = add_model((1, 4))
+    prepared = device.prepare_model(model)
+    request, pool, (out,) = make_request(model, [np.ones((1, 4), np.float32)] * 2)
+    prepared.execute(request)
+    return device, prepared, request, pool, out
+
+
 @pytest.mark.parametrize("shape", [(1, 4), (40, 40)])  # inline pool; staged through shared memory
 def test_repeats_use_the_memo_and_see_fresh_inputs(fresh_device, shape):
     device = fresh_device()
@@ -57,11 +67,7 @@ def test_repeats_use_the_memo_and_see_fresh_inputs(fresh_device, shape):
 
 
 def test_a_lost_memo_falls_back_to_a_full_execute(fresh_device):
-    device = fresh_device()
-    model = add_model((1, 4))
-    prepared = device.prepare_model(model)
-    request, pool, (out,) = make_request(model, [np.ones((1, 4), np.float32)] * 2)
-    prepared.execute(request)
+    device, prepared, request, pool, out = _executed_ones(fresh_device)
     prepared.execute(request)
     device.transact(MsgType.FREE_POOLS, struct.pack("<I", 0))  # the driver drops its memos
     sent = _spy(device)
@@ -76,11 +82,7 @@ def test_a_lost_memo_falls_back_to_a_full_execute(fresh_device):
 
 
 def test_malformed_repeats_are_rejected(fresh_device):
-    device = fresh_device()
-    model = add_model((1, 4))
-    prepared = device.prepare_model(model)
-    request, _, _ = make_request(model, [np.ones((1, 4), np.float32)] * 2)
-    prepared.execute(request)
+    device, prepared, request, _, _ = _executed_ones(fresh_device)
     memo = prepared._memo
     head = _MEMO_HEAD.pack(prepared.model_id, memo.memo_id, 0, -1)
     inline = bytes(sum(size for _, _, size in memo.slots))
@@ -97,11 +99,7 @@ def test_malformed_repeats_are_rejected(fresh_device):
 
 
 def test_a_failing_repeat_reports_its_status(fresh_device):
-    device = fresh_device()
-    model = add_model((1, 4))
-    prepared = device.prepare_model(model)
-    request, _, _ = make_request(model, [np.ones((1, 4), np.float32)] * 2)
-    prepared.execute(request)
+    device, prepared, request, _, _ = _executed_ones(fresh_device)
     device.transact(MsgType.RELEASE_MODEL, struct.pack("<I", prepared.model_id))
     with pytest.raises(HalError) as error:
         prepared.execute(request)
