@@ -1,7 +1,7 @@
 """Speed and memory of ``parse_systrace`` on a large generated trace.
 
 Generates (into a temporary directory) the 78 MB trace of
-``gen_systrace.py --seed 11 --scenario mixed --runs 40 --execs 400`` (about 770,000
+``tests/support/gen_systrace.py --seed 11 --scenario mixed --runs 40 --execs 400`` (about 770,000
 marks), times the default summary in a subprocess (wall seconds, and peak RSS from
 ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``), prints seconds, MB/s and peak RSS,
 writes ``benchmarks/results/parse_systrace_speed.json`` and prints a final JSON line.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -28,8 +27,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("NNSCOPE_SHARED", REPO.parent / "shared"))
-GEN = SHARED / "tools" / "gen_systrace.py"
+GEN = REPO / "tests" / "support" / "gen_systrace.py"
 RESULTS = REPO / "benchmarks" / "results" / "parse_systrace_speed.json"
 GEN_ARGS = ["--seed", "11", "--scenario", "mixed", "--runs", "40", "--execs", "400"]
 TARGET_SECONDS, TARGET_RSS_MB = 1.3, 150.0

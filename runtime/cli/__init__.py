@@ -6,6 +6,6 @@ wires them into argparse and turns :class:`~runtime.api.NnError` into one-line e
 Example:
     $ nnscope run --executions 10 --trace run.json
     $ nnscope devices --json
-    $ nnscope cts ../shared/fixtures/nnapi-cts/V1_0/add.json.gz
+    $ nnscope cts
 """
 COMMANDS = ("run", "devices", "cts")

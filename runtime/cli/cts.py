@@ -5,12 +5,12 @@ devices) and executed with ``compute_arrays``; the harness judges the outputs. P
 per-operation pass/fail/skip table; the last line is ``N passed, M failed, K skipped``.
 
 Example:
-    $ nnscope cts ../shared/fixtures/nnapi-cts/V1_0/add.json.gz
+    $ nnscope cts                      # every packaged vector
+    $ nnscope cts --device sample-all path/to/V1_0/add.json.gz
 """
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from runtime.cli._backend import compute_arrays
@@ -18,23 +18,24 @@ from runtime.compilation import Compilation
 from runtime.manager import get_device
 from runtime.model import Model
 
-#: Environment variable: the shared fixtures directory (default ``../shared`` beside the checkout).
-NNSCOPE_SHARED = "NNSCOPE_SHARED"
-
 
 def default_root() -> Path:
-    """``$NNSCOPE_SHARED/fixtures/nnapi-cts``, else ``../shared/fixtures/nnapi-cts``."""
-    shared = os.environ.get(NNSCOPE_SHARED)
-    if shared:
-        return Path(shared) / "fixtures" / "nnapi-cts"
-    repo = Path(__file__).resolve().parents[2]
-    return repo.parent / "shared" / "fixtures" / "nnapi-cts"
+    """The vectors shipped with the package, or ``$NNSCOPE_CTS_DIR`` when set."""
+    from runtime.cts.loader import CTS_ROOT  # noqa: PLC0415
+    return CTS_ROOT
+
+
+def missing_vectors_message(root: Path) -> str:
+    """The one-line error when no PATH is given and the default vectors are absent."""
+    return (f"no CTS vectors at {root} (not installed with this package?); "
+            "pass vector files or directories as PATH (nnscope cts PATH...) or set NNSCOPE_CTS_DIR")
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser("cts", help="run NNAPI CTS vectors through the runtime API",
                                    description=__doc__.split("\n\n")[0])
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="vector files or directories")
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="vector files or directories (default: the vectors shipped with nnscope)")
     parser.add_argument("--device", metavar="NAME", help="compile for this device only")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
@@ -57,6 +58,8 @@ def make_backend(device_name: str | None = None):
 
 def main(args) -> int:
     from runtime.cts import harness  # noqa: PLC0415
+    if not args.paths and not (default_root() / "index.json").exists():
+        raise FileNotFoundError(missing_vectors_message(default_root()))
     paths = args.paths or [default_root()]
     missing = [p for p in paths if not Path(p).exists()]
     if missing:

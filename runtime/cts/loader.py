@@ -3,7 +3,7 @@
 Each test becomes a :class:`~runtime.hal.types.HalModel` whose constants (CONSTANT_COPY and
 CONSTANT_REFERENCE alike) are packed 4-byte aligned into ``operand_values`` and addressed with
 ``DataLocation(-1, offset, length)``. A SUBGRAPH operand's location is
-``DataLocation(-1, <index into referenced>, 0)``. Schema: the fixture README.
+``DataLocation(-1, <index into referenced>, 0)``. Schema: ``vectors/README.md``.
 
 Example:
     >>> tests = load_file(CTS_ROOT / "V1_0/add.json.gz")        # doctest: +SKIP
@@ -24,8 +24,12 @@ import numpy as np
 from runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
                                OperandType, Operation, OperationType, Subgraph, numpy_dtype)
 
-#: Default location of the shared vectors; override with NNSCOPE_CTS_DIR.
-CTS_ROOT = Path(os.environ.get("NNSCOPE_CTS_DIR", "/work/shared/fixtures/nnapi-cts"))
+#: The vectors shipped as package data (AOSP, Apache-2.0; see NOTICE and ``vectors/README.md``).
+PACKAGED_VECTORS = Path(__file__).resolve().parent / "vectors"
+#: Environment variable: a directory of vectors to use instead of the packaged ones.
+NNSCOPE_CTS_DIR = "NNSCOPE_CTS_DIR"
+#: Where the vectors are read from by default: ``$NNSCOPE_CTS_DIR``, else the packaged vectors.
+CTS_ROOT = Path(os.environ.get(NNSCOPE_CTS_DIR) or PACKAGED_VECTORS)
 _CONSTANTS = (OperandLifetime.CONSTANT_COPY, OperandLifetime.CONSTANT_REFERENCE)
 
 

@@ -10,6 +10,7 @@ import pytest
 import parse_systrace
 from runtime.__main__ import main
 from tests.support.paths import CTS_FIXTURES
+from tests.support.programs import require_program
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -87,7 +88,8 @@ def test_nn_vlog_driver_shows_driver_process_messages(run_output):
 
 def test_run_dot_renders(run_output):
     _, paths = run_output
-    svg = subprocess.run(["dot", "-Tsvg", str(paths["dot"])], capture_output=True, text=True, check=True)
+    dot = require_program("dot")
+    svg = subprocess.run([dot, "-Tsvg", str(paths["dot"])], capture_output=True, text=True, check=True)
     svg.stdout = html.unescape(svg.stdout)  # dot writes '-' as &#45;
     assert "step 0: sample-minimal" in svg.stdout and "DEPTHWISE_CONV_2D" in svg.stdout
     assert "crosses devices" in svg.stdout

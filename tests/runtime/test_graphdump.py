@@ -7,12 +7,14 @@ import pytest
 
 from runtime import Compilation, graph_dump, graphdump, manager
 from tests.runtime.helpers import AddOnlyDevice, add_model, chain_model
+from tests.support.programs import require_program
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _svg(dot_text: str) -> str:
-    done = subprocess.run(["dot", "-Tsvg"], input=dot_text, capture_output=True, text=True, check=True)
+    dot = require_program("dot")
+    done = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, check=True)
     assert done.stderr == ""
     assert done.stdout.lstrip().startswith("<?xml") and "</svg>" in done.stdout
     return html.unescape(done.stdout)  # dot writes '-' as &#45;

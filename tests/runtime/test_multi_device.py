@@ -16,6 +16,7 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 from tests.runtime.helpers import add_model, mixed_expected, mixed_model, run
 from tests.support.log_capture import captured_log
+from tests.support.programs import require_program
 
 X = np.float32([[0.0, 1.5, -2.0, 3.0]])
 Y = np.float32([[2.0, -1.0, 0.5, 1.0]])
@@ -68,7 +69,8 @@ def test_graph_dump_shows_the_real_partition(float_and_quant, tmp_path):
     compilation.finish()
     path = tmp_path / "mixed.dot"
     text = graphdump.graph_dump(compilation, str(path))
-    done = subprocess.run(["dot", "-Tsvg", str(path)], capture_output=True, text=True, check=True)
+    dot = require_program("dot")
+    done = subprocess.run([dot, "-Tsvg", str(path)], capture_output=True, text=True, check=True)
     svg = html.unescape(done.stdout)
     assert done.stderr == "" and "</svg>" in svg
     for title in ("step 0: sample-float-fast", "step 1: nnapi-reference", "step 2: sample-quant",

@@ -1,10 +1,15 @@
-"""Where the shared fixtures live: ``$NNSCOPE_SHARED`` or ``../shared`` beside the checkout."""
-import os
+"""Where the test fixtures live: all inside the checkout (see NOTICE for their origin).
+
+The systrace fixtures and the model live under ``tests/data/``; the CTS vectors ship with the
+package (``runtime/cts/vectors/``) so ``nnscope cts`` finds them when installed.
+"""
 from pathlib import Path
 
+from runtime.cts.loader import PACKAGED_VECTORS
+
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("NNSCOPE_SHARED", REPO.parent / "shared")).resolve()
-SYSTRACE_FIXTURES = SHARED / "fixtures" / "systrace"
-CTS_FIXTURES = SHARED / "fixtures" / "nnapi-cts"
-MODEL_FIXTURES = SHARED / "fixtures" / "models"
-GEN_SYSTRACE = SHARED / "tools" / "gen_systrace.py"
+DATA = REPO / "tests" / "data"
+SYSTRACE_FIXTURES = DATA / "systrace"
+MODEL_FIXTURES = DATA / "models"
+CTS_FIXTURES = PACKAGED_VECTORS
+GEN_SYSTRACE = REPO / "tests" / "support" / "gen_systrace.py"

@@ -17,7 +17,6 @@ from tests.support.paths import MODEL_FIXTURES
 
 FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"
 FACE_REFERENCE = MODEL_FIXTURES / "face_detection_short_range.litert-reference.npz"
-needs_face = pytest.mark.skipif(not FACE.exists(), reason="model fixture missing")
 
 
 def _schema(name):
@@ -32,7 +31,6 @@ def face():
     return model, inputs, outputs, CpuExecutor(model), np.load(FACE_REFERENCE)
 
 
-@needs_face
 @pytest.mark.parametrize("sample", [0, 1, 2])
 def test_face_detector_matches_litert(face, sample):
     *_, executor, reference = face
@@ -47,7 +45,6 @@ def test_face_detector_matches_litert(face, sample):
         np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-5 * scale)
 
 
-@needs_face
 def test_face_detector_graph_maps_every_operator(face):
     model, inputs, outputs, *_ = face
     assert (inputs, outputs) == (["input"], ["regressors", "classificators"])

@@ -1,0 +1,59 @@
+"""Suite-wide rule: under ``CI=true`` no test may skip for a missing program.
+
+CI installs Graphviz and Chromium (``.ci/run``), so there a skip whose reason starts with
+:data:`tests.support.programs.MISSING_PROGRAM` means the CI setup is broken: the test's report
+becomes a failure, and the session fails even if such a skip happened outside a test (e.g. at
+module collection).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.support.programs import MISSING_PROGRAM
+
+#: Environment variable set by CI systems (GitHub Actions, GitLab, ``.ci/run``).
+CI = "CI"
+
+
+def in_ci() -> bool:
+    """True when ``$CI`` is set to a true value (``true``, ``1``, ``yes``)."""
+    return os.environ.get(CI, "").strip().lower() in ("true", "1", "yes")
+
+
+def skip_reason(report) -> str:
+    """The reason of a skipped report, or ``""``."""
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return ""
+
+
+def missing_program_skip(report) -> str:
+    """The reason when ``report`` is a skip for a missing program, else ``""``."""
+    reason = skip_reason(report)
+    return reason if MISSING_PROGRAM in reason else ""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    reason = missing_program_skip(report)
+    if reason and in_ci():
+        report.outcome = "failed"
+        report.longrepr = f"CI={os.environ[CI]} but the test skipped: {reason}"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not in_ci():
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    reasons = sorted({reason for report in skipped if (reason := missing_program_skip(report))})
+    if reasons and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if reporter:
+            reporter.write_line(f"CI: {len(reasons)} missing-program skip(s): {'; '.join(reasons)}",
+                                red=True)
