@@ -18,7 +18,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 from runtime.hal.types import Operand, Operation, OperationType
 
 #: Kernel family modules under runtime.ops, imported by load_all().
-FAMILIES = ("elementwise", "activation", "convolution", "pooling", "reshape", "quantization")
+FAMILIES = ("elementwise", "activation", "convolution", "pooling", "reshape", "quantization",
+            "transpose_conv", "resize", "normalization", "roi", "detection", "lookup")
 
 
 class OpValidationError(ValueError):
