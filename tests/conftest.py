@@ -26,7 +26,7 @@ def skip_reason(report) -> str:
     """The reason of a skipped report, or ``""``."""
     longrepr = report.longrepr
     if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2])
+        return str(longrepr[2]).removeprefix("Skipped: ")
     return ""
 
 
@@ -52,8 +52,8 @@ def pytest_sessionfinish(session, exitstatus):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter else []
     reasons = sorted({reason for report in skipped if (reason := missing_program_skip(report))})
-    if reasons and exitstatus == pytest.ExitCode.OK:
+    if not reasons:
+        return
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if reporter:
-            reporter.write_line(f"CI: {len(reasons)} missing-program skip(s): {'; '.join(reasons)}",
-                                red=True)
+    reporter.write_line(f"CI: {len(reasons)} missing-program skip(s): {'; '.join(reasons)}", red=True)
