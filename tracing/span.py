@@ -2,7 +2,9 @@
 
 The recorder (``tracing.tracer``) appends ``(ts_ns, name)`` for a begin and
 ``(ts_ns, None)`` for an end to a :class:`ThreadTrack`; a ``[SW]`` switch is an
-end followed by a begin. Exporters read a :class:`TraceData` and never the recorder.
+end followed by a begin. Exporters read a :class:`TraceData` and never the recorder;
+those that write begin/end events write :func:`atrace_events`, the order AOSP's atrace
+writes and parse_systrace reads.
 
 Example:
     >>> track = ThreadTrack(pid=1, tid=1, name="main", events=[(10, "[NN_LR_PE]x"), (30, None)])
@@ -14,6 +16,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from typing import Iterator
+
+from tracing.naming import SWITCH
 
 #: One recorded event: (monotonic nanoseconds, span name) for a begin, (ns, None) for an end.
 Event = tuple[int, "str | None"]
@@ -97,3 +101,34 @@ def _thread_spans(track: ThreadTrack, first_index: int) -> Iterator[Span]:
         start, span_name, index = stack.pop()
         parent = stack[-1][2] if stack else None
         yield Span(span_name, start, last_ts, track.pid, track.tid, len(stack), index, parent)
+
+
+def atrace_events(events: list) -> Iterator[Event]:
+    """Yield a thread's events balanced and in the order atrace writes them.
+
+    Ends without a begin are dropped and begins never ended end at the last timestamp
+    (as in :meth:`TraceData.spans`). The recorder stores a switch as an end and a ``[SW]``
+    begin at the same time; AOSP's ``NNTRACE_*_SWITCH`` instead opens a nested ``[SW]``
+    scope, and both scopes end together, which is what parse_systrace expects
+    (``B x``, ``B [SW]y``, ``E``, ``E``). Every other event keeps its recording order.
+    """
+    extra: list[int] = []  # per open span: how many switched-away spans its end also closes
+    carry = 0
+    last = len(events) - 1
+    for index, (ts, name) in enumerate(events):
+        if name is not None:
+            extra.append(carry)
+            carry = 0
+            yield ts, name
+        elif not extra:
+            continue
+        elif index < last and events[index + 1][0] == ts \
+                and (events[index + 1][1] or "").startswith(SWITCH):
+            carry = extra.pop() + 1
+        else:
+            for _ in range(1 + extra.pop()):
+                yield ts, None
+    if extra:
+        end = events[-1][0]
+        for _ in range(len(extra) + sum(extra)):
+            yield end, None

@@ -87,6 +87,8 @@ class _State:
     sequences: dict[int, _Sequence] = field(default_factory=dict)
     prints: list = field(default_factory=list)  # (ts_ns, order, tid, mark_tgid, name, where)
     slices: list = field(default_factory=list)  # (ts_ns, order, track_uuid, name, where)
+    #: ``order`` numbers prints and slices together: file order breaks ties on time.
+    events: int = 0
 
     def add(self, packet: pb.TracePacket, where: str) -> None:
         sequence = self._sequence(packet)
@@ -125,7 +127,8 @@ class _State:
             return
         mark = _parse_mark(_text(event.print.buf))
         if mark is not None:
-            self.prints.append((event.timestamp, len(self.prints), event.pid, *mark, where))
+            self.prints.append((event.timestamp, self.events, event.pid, *mark, where))
+            self.events += 1
 
     def _add_slice(self, packet: pb.TracePacket, sequence: _Sequence, where: str) -> None:
         event = packet.track_event
@@ -138,7 +141,8 @@ class _State:
             raise TraceFormatError(where, "track event without a track")
         begin = event.type == event.TYPE_SLICE_BEGIN
         name = _slice_name(event, sequence, where) if begin else None
-        self.slices.append((packet.timestamp, len(self.slices), track, name, where))
+        self.slices.append((packet.timestamp, self.events, track, name, where))
+        self.events += 1
 
     def rows(self) -> Iterator[tuple]:
         keyed = list(self._print_rows()) + list(self._slice_rows())
@@ -151,13 +155,13 @@ class _State:
             tgid = self.tgid_of.get(tid, mark_tgid)
             tgid = last_tgid.get(tid, tid) if tgid is None else tgid
             last_tgid[tid] = tgid
-            yield (ts, 0, order), (ts / 10**9, tid, tgid, name, where)
+            yield (ts, order), (ts / 10**9, tid, tgid, name, where)
 
     def _slice_rows(self) -> Iterator[tuple]:
         for ts, order, track, name, where in self.slices:
             thread = self._thread_of(track, where)
             if thread is not None:
-                yield (ts, 1, order), (ts / 10**9, thread[0], thread[1], name, where)
+                yield (ts, order), (ts / 10**9, thread[0], thread[1], name, where)
 
     def _thread_of(self, uuid: int, where: str) -> tuple[int, int] | None:
         """``(tid, tgid)`` of a track, or None for a global track (not tied to a thread)."""

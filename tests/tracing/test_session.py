@@ -180,7 +180,7 @@ def test_trace_env_in_a_real_program(tmp_path):
     env.pop(NNSCOPE_TRACE_DIR, None)
     subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, timeout=60)
     events = json.loads(output.read_text())["traceEvents"]
-    assert [e["name"] for e in events if e["ph"] == "X"] == ["[NN_LA_PO]whole"]
+    assert [e["name"] for e in events if e["ph"] == "B"] == ["[NN_LA_PO]whole"]
 
 
 def test_trace_env_applies_however_the_recorder_is_reached(tmp_path):
@@ -196,7 +196,7 @@ def test_trace_env_applies_however_the_recorder_is_reached(tmp_path):
     env.pop(NNSCOPE_TRACE_DIR, None)
     subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, timeout=60)
     events = json.loads(output.read_text())["traceEvents"]
-    assert [e["name"] for e in events if e["ph"] == "X"] == ["[NN_LR_PE]direct"]
+    assert [e["name"] for e in events if e["ph"] == "B"] == ["[NN_LR_PE]direct"]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -1,8 +1,17 @@
 """Chrome JSON trace exporter (``trace.json``), loadable in Perfetto UI and chrome://tracing.
 
 Writes ``{"traceEvents": [...], "displayTimeUnit": "ns"}``: ``M`` metadata events
-naming every process and thread, then one complete (``X``) event per span with
-``ts``/``dur`` in microseconds carrying nanosecond precision (``1034.700747123``).
+naming every process and thread, then a ``B`` (begin) and an ``E`` (end) event per span,
+``ts`` in microseconds carrying nanosecond precision (``1034.700747123``). Each thread's
+events are :func:`tracing.span.atrace_events` (a switch nested the AOSP way), all threads
+merged by time, one thread's events in that order even where they tie on time.
+
+Why not one complete (``X``) event per span: an ``X`` event has no order at equal times,
+and readers (Perfetto, chrome://tracing, parse_systrace) nest a zero-length ``X`` inside
+a longer one that starts at the same time, though the recorder may have ended it first
+(a switch ends a zero-length ``[NN_LC_PTR]`` where its ``[SW][NN_LC_PCO]`` begins).
+``B``/``E`` events keep the recorder's order and are read in file order by all of them.
+
 NNTRACE names get ``cat`` = their layer code and ``args`` = layer, phase, detail
 (and marker); HIDL marks get ``cat`` ``hidl``, other names ``other``.
 
@@ -12,6 +21,7 @@ Example:
 """
 from __future__ import annotations
 
+import heapq
 import json
 import os
 from typing import Iterator, TextIO
@@ -19,7 +29,7 @@ from typing import Iterator, TextIO
 from tracing.exporters import ExportResult, TraceExporter
 from tracing.exporters._files import write_atomically, write_chunked
 from tracing.naming import parse_name
-from tracing.span import ThreadTrack, TraceData
+from tracing.span import ThreadTrack, TraceData, atrace_events
 
 
 def microseconds(ns: int) -> str:
@@ -55,38 +65,28 @@ def _metadata(trace: TraceData) -> Iterator[str]:
 
 
 def trace_events(trace: TraceData) -> Iterator[str]:
-    """Yield the JSON text of every event: metadata first, then the spans of each thread.
-
-    Spans are paired as in :meth:`TraceData.spans`: a begin never ended closes at its
-    thread's last timestamp, an end without a begin is dropped.
-    """
+    """Yield the JSON text of every event: metadata first, then the begins and ends of
+    all threads merged by time (see the module docstring)."""
     yield from _metadata(trace)
     names: dict[str, str] = {}
-    for track in trace.threads:
-        yield from _track_spans(track, names)
+    tracks = [_track_events(index, track, names) for index, track in enumerate(trace.threads)]
+    for _, _, _, event in heapq.merge(*tracks):
+        yield event
 
 
-def _track_spans(track: ThreadTrack, names: dict[str, str]) -> Iterator[str]:
-    prefix = f'{{"ph":"X","pid":{track.pid},"tid":{track.tid},"ts":'
-    stack: list[tuple[int, str]] = []
-    last = 0
-    for ts, name in track.events:
-        last = ts
-        if name is not None:
-            stack.append((ts, name))
-        elif stack:
-            yield _complete(prefix, *stack.pop(), ts, names)
-    while stack:
-        yield _complete(prefix, *stack.pop(), last, names)
-
-
-def _complete(prefix: str, start: int, name: str, end: int, names: dict[str, str]) -> str:
-    fields = names.get(name)
-    if fields is None:
-        fields = names[name] = name_fields(name)
-    duration = end - start
-    return (f'{prefix}{start // 1000}.{start % 1000:03d},'
-            f'"dur":{duration // 1000}.{duration % 1000:03d},{fields}}}')
+def _track_events(index: int, track: ThreadTrack,
+                  names: dict[str, str]) -> Iterator[tuple[int, int, int, str]]:
+    """Yield ``(ts, track index, event index, json)``: tuples that never compare the json."""
+    begin = f'{{"ph":"B","pid":{track.pid},"tid":{track.tid},"ts":'
+    end = f'{{"ph":"E","pid":{track.pid},"tid":{track.tid},"ts":'
+    for seq, (ts, name) in enumerate(atrace_events(track.events)):
+        if name is None:
+            yield ts, index, seq, f"{end}{ts // 1000}.{ts % 1000:03d}}}"
+            continue
+        fields = names.get(name)
+        if fields is None:
+            fields = names[name] = name_fields(name)
+        yield ts, index, seq, f"{begin}{ts // 1000}.{ts % 1000:03d},{fields}}}"
 
 
 def write_json(trace: TraceData, out: TextIO) -> None:

@@ -12,11 +12,12 @@ object is built. It holds, on one trusted packet sequence:
   interned names, the NN layer code as category and ``layer``/``phase``/``detail``
   (and ``marker``) debug annotations for NNTRACE names.
 
-Like :meth:`TraceData.spans`, ends without a begin are dropped and begins never
-closed end at their thread's last timestamp.
+Each thread's events are :func:`tracing.span.atrace_events`: ends without a begin
+are dropped, begins never closed end at their thread's last timestamp, and a switch
+is a nested ``[SW]`` slice, as atrace writes it and parse_systrace reads it.
 
 Example:
-    >>> from tracing.span import ThreadTrack, TraceData
+    >>> from tracing.span import ThreadTrack, TraceData, atrace_events
     >>> track = ThreadTrack(1, 1, "main", [(10, "[NN_LR_PE]compute"), (30, None)])
     >>> PerfettoExporter("run.pftrace").export(TraceData({1: "app"}, [track]))  # doctest: +SKIP
     <ExportResult.SUCCESS: 0>
@@ -34,7 +35,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from tracing.exporters import ExportResult, TraceExporter
 from tracing.naming import parse_name
-from tracing.span import ThreadTrack, TraceData
+from tracing.span import ThreadTrack, TraceData, atrace_events
 
 _log = logging.getLogger(__name__)
 
@@ -198,25 +199,15 @@ class _Interner:
 
 
 def _balanced_events(tracks: Iterable[ThreadTrack]) -> Iterator[tuple[int, int, str | None]]:
-    """Yield ``(ts, track number, name)`` for all threads merged by time, begins and ends paired."""
-    return heapq.merge(*(_balanced(number, track) for number, track in enumerate(tracks)),
+    """Yield ``(ts, track number, name)`` for all threads merged by time: each thread's
+    :func:`tracing.span.atrace_events`, in that order also where they tie on time."""
+    return heapq.merge(*(_atrace(number, track) for number, track in enumerate(tracks)),
                        key=lambda event: event[0])
 
 
-def _balanced(number: int, track: ThreadTrack) -> Iterator[tuple[int, int, str | None]]:
-    depth = 0
-    last_ts = 0
-    for ts, name in track.events:
-        last_ts = ts
-        if name is not None:
-            depth += 1
-        elif depth == 0:
-            continue  # an end without a begin
-        else:
-            depth -= 1
+def _atrace(number: int, track: ThreadTrack) -> Iterator[tuple[int, int, str | None]]:
+    for ts, name in atrace_events(track.events):
         yield ts, number, name
-    for _ in range(depth):
-        yield last_ts, number, None
 
 
 def _packet() -> pb.TracePacket:

@@ -7,8 +7,8 @@ all threads merged in timestamp order::
           MainThread-4242  ( 4242) [000] ...1  1034.700747: tracing_mark_write: B|4242|[NN_LR_PE]x
           MainThread-4242  ( 4242) [000] ...1  1034.700801: tracing_mark_write: E|4242
 
-A switch is written the AOSP way: a nested ``[SW]`` begin, and two ends when the
-scope closes (see :func:`atrace_order`). Timestamps are monotonic seconds truncated to the microsecond. Truncation never
+Each thread's rows are :func:`tracing.span.atrace_events`: balanced, and a switch
+written the AOSP way (a nested ``[SW]`` begin, and two ends when the scope closes). Timestamps are monotonic seconds truncated to the microsecond. Truncation never
 decreases a later time, and rows keep their nanosecond order, so an end never
 precedes its begin and a child never starts before its parent.
 
@@ -25,8 +25,9 @@ from typing import Iterator, TextIO
 
 from tracing.exporters import ExportResult, TraceExporter
 from tracing.exporters._files import write_atomically, write_chunked
-from tracing.naming import SWITCH
-from tracing.span import ThreadTrack, TraceData
+from tracing.span import ThreadTrack, TraceData, atrace_events
+
+atrace_order = atrace_events  # the name this module gave it first
 
 COLUMN_HEADER = "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION"
 _HEADER = """# tracer: nop
@@ -81,7 +82,7 @@ def _track_rows(index: int, track: ThreadTrack, html: bool,
     row = f"{head:>22} ({track.pid:5d}) [000] ...1 "
     begin = f": tracing_mark_write: B|{track.pid}|"
     end = f": tracing_mark_write: E|{track.pid}"
-    for seq, (ts, name) in enumerate(atrace_order(track.events)):
+    for seq, (ts, name) in enumerate(atrace_events(track.events)):
         micros = ts // 1000
         if micros >= _NO_PADDING:
             digits = str(micros)
@@ -95,29 +96,6 @@ def _track_rows(index: int, track: ThreadTrack, html: bool,
         if clean is None:
             clean = names[name] = _clean(name, html)
         yield ts, index, seq, f"{row}{stamp}{begin}{clean}"
-
-
-def atrace_order(events: list) -> Iterator[tuple[int, str | None]]:
-    """Yield a thread's events as atrace writes them.
-
-    The recorder stores a switch as an end and a ``[SW]`` begin at the same time; AOSP's
-    ``NNTRACE_*_SWITCH`` instead opens a nested ``[SW]`` scope, and both scopes end
-    together, which is what parse_systrace expects (``B x``, ``B [SW]y``, ``E``, ``E``).
-    """
-    extra: list[int] = []  # per open span: how many switched-away spans its end also closes
-    carry = 0
-    last = len(events) - 1
-    for index, (ts, name) in enumerate(events):
-        if name is not None:
-            extra.append(carry)
-            carry = 0
-            yield ts, name
-        elif extra and index < last and events[index + 1][0] == ts \
-                and (events[index + 1][1] or "").startswith(SWITCH):
-            carry = extra.pop() + 1
-        else:
-            for _ in range(1 + (extra.pop() if extra else 0)):
-                yield ts, None
 
 
 def write_ftrace(trace: TraceData, out: TextIO, html: bool = False) -> None:

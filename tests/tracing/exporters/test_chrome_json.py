@@ -25,6 +25,20 @@ def load(tmp_path, trace):
     return json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)
 
 
+def spans_of(events: list) -> dict[str, dict]:
+    """name -> {"begin": B event, "end": ts of its E}: B/E pairs matched per thread."""
+    spans, stacks = {}, {}
+    for event in events:
+        stack = stacks.setdefault((event["pid"], event["tid"]), [])
+        if event["ph"] == "B":
+            stack.append(event)
+        elif event["ph"] == "E":
+            begin = stack.pop()
+            spans[begin["name"]] = {"begin": begin, "end": event["ts"]}
+    assert not any(stacks.values())
+    return spans
+
+
 def test_document_metadata_and_spans(tmp_path):
     document = load(tmp_path, sample_trace())
     assert document["displayTimeUnit"] == "ns"
@@ -32,18 +46,39 @@ def test_document_metadata_and_spans(tmp_path):
     meta = [(e["name"], e["pid"], e.get("tid"), e["args"]["name"]) for e in events if e["ph"] == "M"]
     assert meta == [("process_name", 10, 0, "bench"), ("thread_name", 10, 10, "main"),
                     ("thread_name", 10, 12, 'worker "w"')]
-    spans = {e["name"]: e for e in events if e["ph"] == "X"}
+    assert {e["ph"] for e in events} == {"M", "B", "E"}
+    spans = spans_of(events)
     assert set(spans) == set(NAMES)
     outer = spans[NAMES[0]]
-    assert (outer["pid"], outer["tid"]) == (10, 10)
-    assert outer["ts"] * 1000 == 1_000_000_123 and outer["dur"] * 1000 == 1_877
-    assert spans[NAMES[3]]["dur"] == 0  # closed at the thread's last event
+    assert (outer["begin"]["pid"], outer["begin"]["tid"]) == (10, 10)
+    assert outer["begin"]["ts"] * 1000 == 1_000_000_123 and outer["end"] * 1000 == 1_000_002_000
+    plain = spans[NAMES[3]]
+    assert plain["end"] == plain["begin"]["ts"]  # closed at the thread's last event
     inner = spans[NAMES[2]]
-    assert outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+    assert outer["begin"]["ts"] <= inner["begin"]["ts"] and inner["end"] <= outer["end"]
+
+
+def test_events_are_merged_by_time_and_keep_the_recorders_order_at_equal_times(tmp_path):
+    """A zero-length span ended where the next begins stays before it (an X event could not
+    say so), and a switch is nested the AOSP way: B x, B [SW]y, E, E."""
+    track = ThreadTrack(1, 2, "cpu", [
+        (5_000, "[NN_LC_PE]run"), (5_000, "[NN_LC_PTR]op"), (5_000, None),
+        (5_000, "[SW][NN_LC_PCO]op"), (7_000, None), (7_000, "[NN_LC_PTR]next"), (7_000, None),
+        (7_000, "[NN_LC_PIO]zero"), (7_000, None), (9_000, None)])
+    other = ThreadTrack(1, 3, "other", [(6_000, "[NN_LR_PE]mid"), (8_000, None)])
+    events = [e for e in load(tmp_path, TraceData({1: "app"}, [track, other]))["traceEvents"]
+              if e["ph"] != "M"]
+    assert [(e["ph"], e.get("name"), e["ts"] * 1000, e["tid"]) for e in events] == [
+        ("B", "[NN_LC_PE]run", 5_000, 2), ("B", "[NN_LC_PTR]op", 5_000, 2),
+        ("B", "[SW][NN_LC_PCO]op", 5_000, 2), ("B", "[NN_LR_PE]mid", 6_000, 3),
+        ("E", None, 7_000, 2), ("E", None, 7_000, 2),
+        ("B", "[NN_LC_PTR]next", 7_000, 2), ("E", None, 7_000, 2),
+        ("B", "[NN_LC_PIO]zero", 7_000, 2), ("E", None, 7_000, 2),
+        ("E", None, 8_000, 3), ("E", None, 9_000, 2)]
 
 
 def test_categories_and_args(tmp_path):
-    spans = {e["name"]: e for e in load(tmp_path, sample_trace())["traceEvents"] if e["ph"] == "X"}
+    spans = {e["name"]: e for e in load(tmp_path, sample_trace())["traceEvents"] if e["ph"] == "B"}
     assert spans[NAMES[0]]["cat"] == "LA"
     assert spans[NAMES[0]]["args"] == {"layer": "LA", "phase": "PO", "detail": "mobilenet"}
     assert spans[NAMES[1]]["args"] == {"layer": "LC", "phase": "PCO", "detail": 'conv "3x3" é',

@@ -108,13 +108,18 @@ def test_process_and_thread_tracks(exported):
 
 
 def test_slices_match_trace_spans(exported):
+    """Every span, except that a switch is nested the AOSP way: the switched-away span ends
+    with the ``[SW]`` span it encloses (as atrace writes it and parse_systrace reads it)."""
     data, trace = exported
     thread_uuid = {(d.track_descriptor.thread.pid, d.track_descriptor.thread.tid):
                    d.track_descriptor.uuid
                    for d in trace.packet if d.track_descriptor.HasField("thread")}
     expected = sorted((s.name, s.start_ns, s.end_ns, thread_uuid[s.pid, s.tid], s.depth)
-                      for s in data.spans())
-    assert sorted(_slices(trace)) == expected
+                      for s in data.spans() if "switched" not in s.name and "finish" not in s.name)
+    worker = thread_uuid[APP, APP + 1]
+    expected += [("[NN_LR_PC]ANeuralNetworksCompilation_finish", 1_200, 1_400, worker, 0),
+                 ("[SW][NN_LR_PE]switched", 1_300, 1_400, worker, 1)]
+    assert sorted(_slices(trace)) == sorted(expected)
     assert len(expected) == 10  # the stray end is dropped, the unclosed begin closed
 
 
@@ -124,11 +129,12 @@ def test_events_are_written_in_time_order(exported):
     assert stamps == sorted(stamps)
 
 
-def test_switch_ends_before_it_begins(exported):
+def test_switch_begins_inside_the_span_it_switches_from(exported):
     _, trace = exported
     at_1300 = [p.track_event.type for p in trace.packet
-               if p.HasField("track_event") and p.timestamp == 1_300]
-    assert at_1300 == [pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_SLICE_BEGIN]
+               if p.HasField("track_event") and p.timestamp in (1_300, 1_400)]
+    assert at_1300 == [pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END,
+                       pb.TrackEvent.TYPE_SLICE_END]
 
 
 def test_names_interned_once_and_flagged(exported):

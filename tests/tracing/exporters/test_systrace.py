@@ -145,14 +145,17 @@ def test_switches_are_written_as_nested_begins_like_aosp(tmp_path):
                       (None, "000004"), (None, "000004")]
 
 
-def test_atrace_order_of_double_and_unfinished_switches():
+def test_atrace_order_of_double_and_unfinished_switches_balanced():
     events = [(1, "[NN_LR_PE]run"), (2, "[NN_LC_PTR]op"), (3, None), (3, "[SW][NN_LC_PCO]op"),
               (4, None), (4, "[SW][NN_LC_PR]op"), (5, None), (6, None),
               (7, "[NN_LC_PTR]next"), (8, None), (8, "[SW][NN_LC_PCO]next")]
     assert list(atrace_order(events)) == [
         (1, "[NN_LR_PE]run"), (2, "[NN_LC_PTR]op"), (3, "[SW][NN_LC_PCO]op"),
         (4, "[SW][NN_LC_PR]op"), (5, None), (5, None), (5, None), (6, None),
-        (7, "[NN_LC_PTR]next"), (8, "[SW][NN_LC_PCO]next")]
+        (7, "[NN_LC_PTR]next"), (8, "[SW][NN_LC_PCO]next"), (8, None), (8, None)]
+    # ends without a begin are dropped, begins never ended end at the last time
+    assert list(atrace_order([(1, None), (2, "a"), (3, None), (4, None), (5, "b")])) == [
+        (2, "a"), (3, None), (5, "b"), (5, None)]
     # an end and a begin that only happen to share a time stay as they are
     plain = [(1, "a"), (2, None), (2, "b"), (3, None)]
     assert list(atrace_order(plain)) == plain
