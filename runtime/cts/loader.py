@@ -64,8 +64,8 @@ def to_array(data: list, operand_type: OperandType, dims: Iterable[int]) -> np.n
     else:
         array = np.asarray(data, dtype)
     dims = tuple(dims)
-    if all(dims) and int(np.prod(dims, dtype=np.int64)) == array.size:
-        return array.reshape(dims)
+    if (all(dims) or array.size == 0) and int(np.prod(dims, dtype=np.int64)) == array.size:
+        return array.reshape(dims)  # zero-sized outputs keep their shape, e.g. [0, 2, 2, 1]
     return array
 
 
