@@ -58,21 +58,19 @@ def main(argv=None) -> int:
         runs = iter_summaries(args.filename, tolerant=args.tolerant,
                               per_process=args.per_process, detail=args.print_detail,
                               warn=err.write)
-        if args.json:
-            out.write("[\n")
         for run in runs:
             if not run.complete:
                 continue
             if args.json:
-                out.write((",\n" if printed else "") + json_object(
+                out.write((",\n" if printed else "[\n") + json_object(
                     run, args.total_times, args.per_execution) + "\n")
             else:
                 out.write(render_text(run, args.total_times, args.per_execution))
                 if args.print_detail:
                     out.write(render_detail(run))
             printed += 1
-        if args.json:
-            out.write("]\n")
+        if args.json:  # "[" comes with the first run: an unreadable file prints nothing
+            out.write("]\n" if printed else "[\n]\n")
     except TraceFormatError as error:
         out.flush()
         err.write(f"parse_systrace: error: {args.filename}:{error}\n")

@@ -9,9 +9,14 @@ and are kept exact (``Decimal``) until the final conversion to float seconds, so
 ``tid`` the thread; other phases (``M``, ``i``, ``C``...) are ignored. The text in
 ``systemTraceEvents`` goes through the ftrace text reader and is merged in by time.
 
-Rows come out in timestamp order. At equal times on one thread: ends of ``X`` events
-that started earlier, then ``B``/``E`` events in file order, then ``X`` begins (longest
-first, so parents enclose children), then zero-length ``X`` events (begin, end).
+Rows come out in timestamp order, and the sort is stable: events that tie on time keep
+their file order, unless nesting decides. At equal times on one thread: ends of ``X``
+events that started earlier, then ``B``/``E`` events in file order, then ``X`` begins
+(longest first, so parents enclose children; equal ones in file order, parent first
+as Chrome writes them), then zero-length ``X`` events (begin, end) in file order. An
+``X`` event carries no order against one that starts with it, so a zero-length one is
+read inside, as chrome://tracing and Perfetto read it; a trace that needs another order
+at equal times writes ``B``/``E`` events, as nnscope's exporter does.
 
 The whole document is loaded with :func:`json.loads` (JSON cannot be streamed with
 the standard library), so memory grows with the file.

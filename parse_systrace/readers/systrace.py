@@ -3,7 +3,8 @@
 Rows are read from the kernel text trace: from the column-header line
 (``#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION`` or the old layout
 without ``TGID``) up to the next line containing ``</script>`` or the end of the file.
-A plain ftrace text without a header line is read from its first line. Only
+A plain ftrace text without a header line is read from its first line; an HTML page
+without one holds no trace, which is an unknown format (:data:`NO_TRACE`). Only
 ``tracing_mark_write: B|...`` / ``E|...`` rows become rows; a line that mentions
 ``[NN_``, ``HIDL::IDevice`` or ``tracing_mark_write: B``/``E`` but cannot be parsed raises
 :class:`~parse_systrace.errors.TraceFormatError`. The file is read in large binary
@@ -28,6 +29,9 @@ from parse_systrace.readers._fastrows import comments, raw_rows, tracking_rows
 HEADERS = (b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
            b"#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION")
 END = b"</script>"
+#: An HTML page without the systrace column header holds no trace: its format is unknown.
+NO_TRACE = ("unrecognised trace format: an HTML page with no systrace trace data "
+            "(no trace-data section with an ftrace column header)")
 CHUNK = 1 << 22
 
 _CURRENT = (rb"[^\S\n]*[^ \n][^\n]{1,15}-(\d+)[^\S\n]+\([^\S\n]*([-0-9]+)\) [^\n]* "
@@ -159,6 +163,8 @@ def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
             else:
                 data, carry = b"", carry + block
         elif not carry:
+            if require_header and not started:
+                raise TraceFormatError("file", NO_TRACE)
             return
         else:
             data, carry = carry + b"\n", b""
