@@ -215,3 +215,28 @@ def expect_quant_params(operand: Operand, scale: float, zero_point: int, what: s
     expect(operand.scale == np.float32(scale) and operand.zero_point == zero_point,
            f"{what}: expected scale {scale} and zeroPoint {zero_point}, "
            f"got {operand.scale} and {operand.zero_point}")
+
+
+# --------------------------------------------------------------------------- shape helpers
+def broadcast_shape(a: np.ndarray, b: np.ndarray, what: str = "inputs 0 and 1") -> tuple[int, ...]:
+    """numpy broadcast of two tensors' shapes; OpValidationError when they do not broadcast."""
+    try:
+        return np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise OpValidationError(f"{what}: shapes {list(a.shape)} and {list(b.shape)} "
+                                "do not broadcast") from None
+
+
+def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
+    """A non-negative axis in [0, rank) from NNAPI's [-rank, rank)."""
+    expect(-rank <= axis < rank, f"{what}: axis {axis} out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def requantize(values: np.ndarray, source: Operand, target: Operand) -> np.ndarray:
+    """Quant8 values of ``source``'s scale/zero point re-expressed in ``target``'s (round half
+    away from zero, saturating); returned as-is when both parameters match."""
+    if source.scale == target.scale and source.zero_point == target.zero_point:
+        return values
+    real = (values.astype(np.float32) - np.float32(source.zero_point)) * np.float32(source.scale)
+    return quantize(real, target)

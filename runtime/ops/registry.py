@@ -19,7 +19,8 @@ from runtime.hal.types import Operand, Operation, OperationType
 
 #: Kernel family modules under runtime.ops, imported by load_all().
 FAMILIES = ("elementwise", "activation", "convolution", "pooling", "reshape", "quantization",
-            "transpose_conv", "resize", "normalization", "roi", "detection", "lookup")
+            "transpose_conv", "resize", "normalization", "roi", "detection", "lookup",
+            "comparison", "simple_math", "nonlinear", "reduction", "shape", "space")
 
 
 class OpValidationError(ValueError):
