@@ -19,8 +19,7 @@ from runtime.hal.types import Operand, Operation, OperationType
 
 #: Kernel family modules under runtime.ops, imported by load_all().
 FAMILIES = ("elementwise", "activation", "convolution", "pooling", "reshape", "quantization",
-            "transpose_conv", "resize", "normalization", "roi", "detection", "lookup",
-            "comparison", "simple_math", "nonlinear", "reduction", "shape", "space")
+            "transpose_conv", "resize", "normalization", "roi", "detection", "proposals", "lookup")
 
 
 class OpValidationError(ValueError):
