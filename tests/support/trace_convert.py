@@ -257,3 +257,51 @@ CONVERTERS = {
     "gzip-perfetto-track": lambda rows: gzipped(perfetto_track_events(rows)),
     "gzip-ftrace": lambda rows: gzipped(ftrace_text(rows).encode()),
 }
+
+
+# --- the recorder's own spans as rows (the oracle of the exporter round trips) -------------
+
+def span_rows(trace, quantum_ns: int = 1) -> list[Row]:
+    """The rows atrace would write for ``trace``'s spans (:meth:`TraceData.spans`), derived
+    from the spans alone: each thread's span tree walked depth first, a ``[SW]`` span that
+    starts where its previous sibling ends nested in that sibling (AOSP's switch), all
+    threads merged by time (ties: thread order, then walk order), then timestamps truncated
+    to ``quantum_ns`` (1000: the microseconds of systrace text)."""
+    from tracing.naming import SWITCH
+
+    keyed = []
+    by_thread: dict[tuple, list] = {}
+    for span in trace.spans():
+        by_thread.setdefault((span.pid, span.tid), []).append(span)
+    for number, track in enumerate(trace.threads):
+        spans = sorted(by_thread.get((track.pid, track.tid), []), key=lambda s: s.index)
+        children: dict = {}
+        for span in spans:
+            children.setdefault(span.parent, []).append(span)
+        for seq, (ts, name) in enumerate(_walk(children, None, SWITCH)):
+            keyed.append(((ts, number, seq), (ts, track.tid, track.pid, name)))
+    keyed.sort(key=lambda item: item[0])
+    return [(_seconds(ts // quantum_ns * quantum_ns), tid, pid, name, index + 1)
+            for index, (_, (ts, tid, pid, name)) in enumerate(keyed)]
+
+
+def _walk(children: dict, parent, switch: str):
+    """``(ts, name)`` begins and ``(ts, None)`` ends of ``parent``'s children, switches nested."""
+    siblings = children.get(parent, [])
+    index = 0
+    while index < len(siblings):
+        chain = [siblings[index]]  # a span and the [SW] spans that switched from it
+        while (index + 1 < len(siblings) and siblings[index + 1].name.startswith(switch)
+               and siblings[index + 1].start_ns == chain[-1].end_ns):
+            index += 1
+            chain.append(siblings[index])
+        for span in chain:
+            yield span.start_ns, span.name
+            yield from _walk(children, span.index, switch)
+        for _ in chain:
+            yield chain[-1].end_ns, None
+        index += 1
+
+
+def _seconds(ns: int) -> float:
+    return ns / 10**9
