@@ -161,7 +161,7 @@ def _refine(grid: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]
                           (a00 * b[:, 1] - a01 * b[:, 0]) / det], axis=1)
     delta = np.where(solvable[:, None], delta, _F32(0)).astype(_F32)
     peak = np.abs(delta).max(axis=1)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         delta = np.where((peak > _F32(1.5))[:, None], delta * (_F32(1.5) / peak)[:, None], delta)
     quad = ((a00 * delta[:, 0] + a01 * delta[:, 1]) * delta[:, 0]
             + (a01 * delta[:, 0] + a11 * delta[:, 1]) * delta[:, 1])
