@@ -20,7 +20,7 @@ from functools import partial
 from itertools import count
 from typing import Callable, Iterator, Optional
 
-from parse_systrace import _parallel, _tree
+from parse_systrace import _tree
 from parse_systrace._aggregate import aggregate
 from parse_systrace._classify import DRIVER, tracking
 from parse_systrace._thread import (ASYNC_BEGIN, ASYNC_END, END, SYNC, TEXT, TRACKING,
@@ -207,7 +207,7 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
     ``unchecked`` (optional, ignored with ``detail``): ``(tracking, raw)`` with
     ``checked=False``, tried first with runs and warnings held back; on any error all is
     redone checked (streamed), so the output is exactly that of the checked passes.
-    ``split`` (optional): that attempt runs on two processes, see :mod:`._parallel`.
+    ``split`` (optional, a :class:`._parallel.Split`): that attempt runs on two processes.
     """
     options = dict(tolerant=tolerant, per_process=per_process, detail=detail)
     if unchecked is None or detail:
@@ -235,7 +235,7 @@ def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
         gc.disable()  # millions of small lists; every finished tree is unlinked (no cycles)
     try:
         if split is not None:  # (never with detail) pass 2 on a guessed pass 1 result
-            found = yield from _parallel.runs(split, make, warn)
+            found = yield from split.speculate(make, warn)
             if found is None:
                 return
         elif tracking is None:
@@ -244,7 +244,7 @@ def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
             found = scan(tracking())
         sessions = make(found, warn)
         if split is not None and len(sessions) == 1:
-            return (yield from _parallel.split_runs(split, sessions, warn))
+            return (yield from split.feed(sessions, warn))
         feed = _feed_one if len(sessions) == 1 else _feed_many
         yield from feed(_raw_rows(raw() if raw is not None else _as_raw(batches())),
                         sessions, warn)

@@ -35,7 +35,7 @@ import json
 import os
 import signal
 import threading
-from typing import Iterator, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 from parse_systrace import _engine
 from parse_systrace.summary import RunSummary
@@ -52,8 +52,8 @@ class ChildFailed(Exception):
     """The child did not deliver a result: the engine redoes the passes serially."""
 
 
-def plan(source) -> Optional[tuple]:
-    """``(skip, raw_from, tracking_in)`` for a source worth splitting, else None.
+def plan(source) -> Optional["Split"]:
+    """A :class:`Split` ``(skip, raw_from, tracking_in)`` for a source worth splitting, else None.
 
     ``raw_from(n, checked)`` reads the raw blocks leaving out the first ``n`` (unchecked:
     after pass 1's unchecked rows, see :attr:`.readers.RowSource.unchecked`);
@@ -74,9 +74,27 @@ def plan(source) -> Optional[tuple]:
         return None
     if size < MIN_BYTES:
         return None
-    return (max(1, round(size * PARENT_SHARE / CHUNK)),
-            lambda skip, checked: source.raw_batches(checked=checked, skip=skip),
-            lambda start, stop: source.tracking_rows(checked=False, blocks=(start, stop)))
+    return Split(max(1, round(size * PARENT_SHARE / CHUNK)),
+                 lambda skip, checked: source.raw_batches(checked=checked, skip=skip),
+                 lambda start, stop: source.tracking_rows(checked=False, blocks=(start, stop)))
+
+
+class Split(NamedTuple):
+    """How a source is split, and the two ways the engine uses it (the engine takes it as a
+    parameter: it does not import this module)."""
+
+    skip: int
+    raw_from: Callable
+    tracking_in: Callable
+
+    def speculate(self, make_sessions, warn):
+        """:func:`runs`: pass 2 on a guessed pass 1 result (generator; returns None, or pass
+        1's real result when the guess cannot be used)."""
+        return runs(self, make_sessions, warn)
+
+    def feed(self, sessions: list, warn) -> Iterator[RunSummary]:
+        """:func:`split_runs`: feed and finish the one session on two processes."""
+        return split_runs(self, sessions, warn)
 
 
 def tracking(split: tuple) -> Iterator[tuple]:

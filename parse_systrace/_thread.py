@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from parse_systrace import _tree
+from parse_systrace._walk import calculate
 from parse_systrace._classify import MarkError, classify, function_name, tracking
 from parse_systrace.errors import TraceFormatError, line_where
 
@@ -198,8 +199,8 @@ class ThreadState:
     def calculate(self) -> dict:
         """Transform the finished tree and sum its buckets (once per run)."""
         if self.stats is None:
-            self.stats = (_tree.calculate(self.root, self.ignored, self.placeholders,
-                                          self.removals, not self.keep_parents)
+            self.stats = (calculate(self.root, self.ignored, self.placeholders,
+                                    self.removals, not self.keep_parents)
                           if self.root[_C] else {})
         return self.stats
 

@@ -3,12 +3,13 @@
 A node is a plain list ``[start, end, layer, phase, app_phase, subtract, children,
 parent, mark, where]`` (see the ``S``..``W`` indices); the root has ``mark`` ``ROOT`` and
 placeholders pushed by ``[SW]`` have ``mark`` ``None``. Times are float seconds.
-:func:`calculate` applies section 5 of the semantics in order (remove ignored nodes and
-placeholders, relocate misplaced nodes, insert missing LA levels, validate nesting) and
-returns the bucket sums ``{"<app>_<layer>_<phase>": ms}``; its walks live in
-:mod:`parse_systrace._walk`, the per-step node operations here.
+:func:`parse_systrace._walk.calculate` applies section 5 of the semantics in order (remove
+ignored nodes and placeholders, relocate misplaced nodes, insert missing LA levels, validate
+nesting) and returns the bucket sums ``{"<app>_<layer>_<phase>": ms}``; the per-step node
+operations it uses live here.
 
 Example:
+    >>> from parse_systrace._walk import calculate
     >>> root = new_root()
     >>> pe = add(root, 1.0, "[NN_LA_PE]run", "LA", "PE", "PO", False, 1)
     >>> io = add(pe, 1.001, "[NN_LR_PIO]set", "LR", "PIO", "PO", False, 2)
@@ -165,15 +166,3 @@ def check_nesting(node: list) -> None:
 def _nesting_error(node: list, what: str) -> None:
     raise TraceFormatError(line_where(node[W]),
                            f"nesting violation: {what} ({node[M]!r} in {node[PAR][M]!r})")
-
-
-def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
-              unlink: bool = False) -> dict:
-    """Transform a finished tree (in place) and return its buckets (section 5, in order).
-
-    ``ignored`` / ``placeholders``: how many such nodes the tree has (0 skips step 1);
-    ``parents``: the ids of the nodes that have such children (None: any node may);
-    ``unlink``: leave no parent references (as :func:`unlink` does).
-    """
-    from parse_systrace._walk import calculate as walk
-    return walk(root, ignored, placeholders, parents, unlink)

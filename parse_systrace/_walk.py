@@ -1,4 +1,4 @@
-"""The single walk of :func:`parse_systrace._tree.calculate`: steps 1-6 of section 5.
+"""Section 5 on a finished call tree (:func:`calculate`): steps 1-6 in a single walk.
 
 One pre-order walk over the tree does everything the semantics describe as steps done
 one after the other, and gives the same result to the bit:

@@ -6,7 +6,8 @@ without any lock. The list holds no per-event object: a begin is three items
 ``tag, detail, ts_ns`` (the tag a str, never an int), an end is one ``ts_ns`` int, and
 each event is written by one C call, so a copy taken by another thread always ends on
 an event boundary. :func:`_snapshot` copies (or drains) every buffer of this process and
-joins ``tag + detail`` into span names; :func:`_clear` empties them. After a fork the
+joins ``tag + detail`` into span names; :func:`_clear` empties them; :func:`process_name`
+names the process the tracks come from. After a fork the
 child starts with no buffers (the parent's stay the parent's).
 
 Example:
@@ -17,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 from tracing.span import ThreadTrack
@@ -94,6 +96,21 @@ def _clear() -> None:
         for buffer in _buffers:
             buffer.events.clear()
         _buffers[:] = [b for b in _buffers if b.thread.is_alive()]
+
+
+_process_name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") \
+    else "python"
+
+
+def set_process_name(name: str) -> None:
+    """Name this process in exported traces (default: the script's file name)."""
+    global _process_name
+    _process_name = str(name)
+
+
+def process_name() -> str:
+    """The name given by :func:`set_process_name` or the default."""
+    return _process_name
 
 
 def _after_fork_in_child() -> None:

@@ -22,10 +22,11 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
-from tracing import _childfile, tracer
+from tracing import _buffer, _childfile
 from tracing.exporters import ExportResult, TraceExporter, exporter_for_path
 from tracing.span import ThreadTrack, TraceData
 
@@ -68,6 +69,22 @@ _active: list["TraceSession"] = []   # started and not stopped, outermost first
 _config = TraceConfig()
 _contributor_dir: str | None = None  # set when this process joins a session from outside
 _program: "TraceSession | None" = None
+#: The recorder's switch and clock (``tracing.tracer`` attaches them when it loads).
+_switch: Callable[[bool], None] = lambda flag: None
+_clock: Callable[[], int] = time.monotonic_ns
+
+
+def attach_recorder(switch: Callable[[bool], None], clock: Callable[[], int]) -> None:
+    """Let this module switch the recorder on and off (now, and whenever that changes) and
+    time sessions with the recorder's clock. Called once, by :mod:`tracing.tracer`."""
+    global _switch, _clock
+    _switch, _clock = switch, clock
+    _update_enabled()
+
+
+def recording() -> bool:
+    """Whether spans are recorded: a session is active or this process joined one."""
+    return bool(_active) or _contributor_dir is not None
 
 
 class TraceSession:
@@ -117,7 +134,7 @@ class TraceSession:
                 self._directory = _contributor_dir or tempfile.mkdtemp(prefix="nnscope-trace-")
                 self._owns_directory = _contributor_dir is None
             _active.append(self)
-            self._start_ns = tracer._now()
+            self._start_ns = _clock()
             _update_enabled()
         return self
 
@@ -133,8 +150,8 @@ class TraceSession:
             self._data = self._gather()
             _active.remove(self)
             _update_enabled()
-            if not tracer.enabled():
-                tracer._clear()
+            if not recording():
+                _buffer._clear()
             if self._owns_directory:
                 shutil.rmtree(self._directory, ignore_errors=True)
         return self._data
@@ -173,13 +190,13 @@ class TraceSession:
     def _gather(self) -> TraceData:
         tracks, processes = _childfile.read_tracks(self._directory)
         by_key = {(t.pid, t.tid): t for t in tracks}
-        for own in tracer._snapshot():
+        for own in _buffer._snapshot():
             known = by_key.get((own.pid, own.tid))
             if known is None:
                 tracks.append(own)
             else:
                 known.events.extend(own.events)
-        processes.setdefault(os.getpid(), tracer.process_name())
+        processes.setdefault(os.getpid(), _buffer.process_name())
         threads = [t for t in (_balanced(t, self._start_ns) for t in tracks) if t.events]
         threads.sort(key=lambda t: (t.pid, t.events[0][0]))
         return TraceData({pid: processes[pid] for pid in sorted(processes)}, threads)
@@ -202,7 +219,7 @@ def _balanced(track: ThreadTrack, since_ns: int) -> ThreadTrack:
 
 
 def _update_enabled() -> None:
-    tracer._set_enabled(bool(_active) or _contributor_dir is not None)
+    _switch(recording())
 
 
 def session_env() -> dict[str, str]:
@@ -226,9 +243,9 @@ def flush() -> int:
         directory = _contributor_dir
         if directory is None:
             return 0
-        tracks = tracer._snapshot(drain=True)
+        tracks = _buffer._snapshot(drain=True)
         try:
-            return _childfile.append_tracks(directory, tracks, tracer.process_name())
+            return _childfile.append_tracks(directory, tracks, _buffer.process_name())
         except OSError as error:
             _log.warning("cannot write trace events to %s: %s", directory, error)
             return 0
@@ -251,8 +268,8 @@ def configure(config: TraceConfig) -> None:
         elif config.output and _known_format(config.output):
             _program = TraceSession().start()
         _update_enabled()
-        if not tracer.enabled():
-            tracer._clear()
+        if not recording():
+            _buffer._clear()
 
 
 def current_config() -> TraceConfig:

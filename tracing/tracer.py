@@ -16,7 +16,8 @@ joined (``tag + detail``) only when the trace is collected. Timestamps come from
 Hot loops (the CPU executor) may skip the factories: :func:`hot_recorder` gives
 ``(append, extend, now)`` for the calling thread, to append the same events directly.
 The buffers themselves, and reading them back as named tracks, live in
-:mod:`tracing._buffer`; switching tracing on and collecting is :mod:`tracing.session`'s job.
+:mod:`tracing._buffer`; when recording is on, and collecting, is :mod:`tracing.session`'s
+job: this module loads it and lets it throw the switch.
 
 Example:
     >>> from tracing.naming import Phase
@@ -36,8 +37,9 @@ import threading
 import time
 from typing import Any, Callable
 
-from tracing import _buffer, _decorate
-from tracing._buffer import _clear, _name_events, _snapshot  # noqa: F401 (tracing.session's)
+from tracing import _buffer, _decorate, session
+from tracing._buffer import _clear, _name_events, _snapshot  # noqa: F401 (tests, benchmarks)
+from tracing._buffer import process_name, set_process_name  # noqa: F401 (tracing's API)
 from tracing.naming import APPLICATION_PHASES, MARKERS, Layer, Phase, format_name, hidl_mark
 
 _log = logging.getLogger(__name__)
@@ -328,22 +330,7 @@ def _wrap(func: Callable, tag: str, detail: str) -> Callable:
     return traced
 
 
-# ----- recorder control, used by tracing.session ---------------------------------------
-
-_process_name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") \
-    else "python"
-
-
-def set_process_name(name: str) -> None:
-    """Name this process in exported traces (default: the script's file name)."""
-    global _process_name
-    _process_name = str(name)
-
-
-def process_name() -> str:
-    """The name given by :func:`set_process_name` or the default."""
-    return _process_name
-
+# ----- the on/off switch, thrown by tracing.session ----------------------------------------
 
 def _set_enabled(flag: bool) -> None:
     global _on
@@ -356,7 +343,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-# The environment (NNSCOPE_TRACE, NNSCOPE_TRACE_DIR) switches recording on when the session module
-# loads: load it with the recorder, however the recorder was reached.
-import tracing.session  # noqa: E402,F401 - a cycle by design: session imports this module first
+# The session module owns when recording is on (sessions, NNSCOPE_TRACE, NNSCOPE_TRACE_DIR, read
+# when it loads, which importing this module does): it switches this recorder from now on.
+session.attach_recorder(_set_enabled, lambda: _now())

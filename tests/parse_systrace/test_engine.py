@@ -11,6 +11,7 @@ import parse_systrace
 from parse_systrace import _tree
 from parse_systrace._aggregate import self_times_of
 from parse_systrace._classify import MarkError, classify
+from parse_systrace._walk import calculate
 from parse_systrace.errors import TraceFormatError
 
 HEAD = b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION\n"
@@ -53,7 +54,7 @@ def test_sub_node_is_counted_in_its_layer_and_subtracted_from_ipc():
     li = _tree.add(lr, 0.001, "[NN_LI_PC]prepare", "LI", "PC", "PO", False, 2)
     sub = _tree.add(li, 0.002, "[SUB][NN_LR_PC]x", "LR", "PC", "PO", True, 3)
     sub[_tree.E], li[_tree.E], lr[_tree.E] = 0.003, 0.005, 0.010
-    stats = _tree.calculate(root)
+    stats = calculate(root)
     assert stats["PO_LI_PC"] == pytest.approx(3.0)       # 4 ms less the 1 ms [SUB]
     assert stats["PO_LR_PC"] == pytest.approx(11.0)      # 10 ms plus the relocated copy
 
@@ -80,7 +81,7 @@ def test_removed_nodes_children_move_to_the_end_in_removal_order():
     for parents in (None, {id(p)}):  # any node may have such children / only p has
         tree = copy.deepcopy(root) if parents is None else root
         top = tree[_tree.C][0]
-        _tree.calculate(tree, 2, 1, parents and {id(top)})
+        calculate(tree, 2, 1, parents and {id(top)})
         assert [n[_tree.M] for n in top[_tree.C]] == ["a", "c", "x2", "y1", "bk"]
         assert all(n[_tree.PAR] is top for n in top[_tree.C])
 
@@ -90,7 +91,7 @@ def test_unlinked_calculation_leaves_no_parent_references():
     pi = _node(root, "[NN_LR_PI]init", "LR", "PI")
     sub = _tree.add(pi, 0.0, "[SUB][NN_LR_PI]x", "LR", "PI", "PO", True, 2)
     sub[_tree.E] = 0.0005
-    stats = _tree.calculate(root, 0, 0, None, True)
+    stats = calculate(root, 0, 0, None, True)
     # a top-level PI node is relocated too: its 1 ms copy and the [SUB] node's 0.5 ms copy
     assert stats == pytest.approx({"PO_LR_PI": 1.5})
     assert [n[_tree.M] for n in root[_tree.C]] == ["[NN_LR_PI]init", "[NN_LR_PI]init",
@@ -108,7 +109,7 @@ def test_nesting_violation_names_the_row():
     la = _tree.add(li, 0.001, "[NN_LA_PC]b", "LA", "PC", "PO", False, 11)
     la[_tree.E], li[_tree.E] = 0.002, 0.003
     with pytest.raises(TraceFormatError, match=r"^line 11: nesting violation: layer LA"):
-        _tree.calculate(root)
+        calculate(root)
 
 
 def test_self_times_subtract_the_layer_below_and_keep_nan():
