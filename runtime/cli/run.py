@@ -7,7 +7,7 @@ always recorded: it is exported to the requested files and, as systrace text, su
 ``parse_systrace`` (the same table as AOSP's ``parse_systrace``), followed by latency percentiles.
 
 Example:
-    $ nnscope run --executions 10 --warmup 2 --systrace run.html --dot plan.dot
+    $ nnscope run --executions 10 --warmup 2 --systrace run.html --dot plan.dot --svg plan.svg
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import tracing
-from runtime import builtin_models
+from runtime import builtin_models, graphdump
 from runtime.compilation import Compilation
 from runtime.execution import Execution
 from runtime.graphdump import graph_dump
@@ -50,6 +50,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--systrace", metavar="FILE.html", help="write systrace HTML")
     parser.add_argument("--perfetto", metavar="FILE", help="write a Perfetto protobuf trace")
     parser.add_argument("--dot", metavar="FILE.dot", help="write the compiled plan as Graphviz dot")
+    parser.add_argument("--svg", metavar="FILE.svg",
+                        help="render the compiled plan to SVG (needs Graphviz's dot on PATH)")
     parser.add_argument("--no-summary", action="store_true", help="skip the timing summary")
     parser.add_argument("--json", action="store_true", help="print latencies as JSON")
     return parser
@@ -167,6 +169,8 @@ def _export(session: tracing.TraceSession, args) -> list[str]:
 
 def main(args) -> int:
     """Run the command; NnError propagates to ``runtime.__main__``."""
+    if args.svg and graphdump.dot_program() is None:
+        raise FileNotFoundError(graphdump.MISSING_DOT)  # before the run, not after it
     session = tracing.TraceSession()
     session.start()
     try:
@@ -178,6 +182,9 @@ def main(args) -> int:
     if args.dot:
         graph_dump(compilation, args.dot)
         written.append(args.dot)
+    if args.svg:
+        graphdump.render_svg(compilation, args.svg)
+        written.append(args.svg)
     stats = percentiles(latencies)
     out = io.StringIO()
     steps = ", ".join(f"step {s.index}: {s.device.name} ({len(s.operations)} ops)"

@@ -95,6 +95,29 @@ def test_run_dot_renders(run_output):
     assert "crosses devices" in svg.stdout
 
 
+def test_run_svg_renders_the_plan(tmp_path):
+    require_program("dot")
+    path = tmp_path / "plan.svg"
+    done = _nnscope("run", "--executions", "1", "--warmup", "0", "--no-summary", "--svg", str(path))
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {path}" in done.stdout
+    svg = html.unescape(path.read_text())
+    assert svg.rstrip().endswith("</svg>")
+    for text in ("step 0: sample-minimal", "step 1: sample-float-fast", "#0 CONV_2D", "#30 SOFTMAX"):
+        assert text in svg
+
+
+def test_run_svg_without_dot_is_one_line_and_exit_1(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    path = tmp_path / "plan.svg"
+    done = _nnscope("run", "--svg", str(path), env={"PATH": str(empty)})
+    assert done.returncode == 1 and done.stdout == ""  # refused before running anything
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("nnscope: error: ")
+    assert "`dot` is not on PATH" in done.stderr and "Traceback" not in done.stderr
+    assert not path.exists()
+
+
 def test_devices_json():
     done = _nnscope("devices", "--json")
     assert done.returncode == 0

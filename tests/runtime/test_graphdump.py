@@ -1,33 +1,225 @@
-import html
+"""GraphDump against real Graphviz: ``dot -Tjson`` gives the laid-out graph (bounding box,
+clusters and their nodes, the text drawn in every node), which the tests read back."""
+import io
+import json
 import os
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from runtime import Compilation, graph_dump, graphdump, manager
-from tests.runtime.helpers import AddOnlyDevice, add_model, chain_model
+from runtime import Compilation, builtin_models, graph_dump, graphdump, manager
+from runtime._graphdot import INLINE_ELEMENTS
+from runtime.drivers.cpu import CpuDevice
+from runtime.drivers.registry import available, create_driver
+from runtime.hal.types import OperandLifetime as L, OperandType as T, OperationType as Op, is_scalar
+from runtime.model import Model
+from runtime.tflite import load_tflite
+from tests.runtime.helpers import AddOnlyDevice, add_model, chain_model, conv_model
+from tests.support.paths import MODEL_FIXTURES
 from tests.support.programs import require_program
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"
+MAX_WIDTH_PT = 1500
 
 
-def _svg(dot_text: str) -> str:
-    dot = require_program("dot")
-    done = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, check=True)
-    assert done.stderr == ""
-    assert done.stdout.lstrip().startswith("<?xml") and "</svg>" in done.stdout
-    return html.unescape(done.stdout)  # dot writes '-' as &#45;
+class Layout:
+    """``dot -Tjson`` of a dot text: size in points, nodes by name, clusters, edges."""
+
+    def __init__(self, dot_text: str):
+        done = subprocess.run([require_program("dot"), "-Tjson"], input=dot_text,
+                              capture_output=True, text=True, check=True)
+        assert done.stderr == ""
+        data = json.loads(done.stdout)
+        _, _, self.width, self.height = map(float, data["bb"].split(","))
+        self.title = _texts(data)
+        objects = data.get("objects", [])
+        self.clusters = {o["name"]: o for o in objects if o["name"].startswith("cluster")}
+        self.nodes = {o["name"]: o for o in objects if "nodes" not in o}
+        self.by_id = {o["_gvid"]: o["name"] for o in objects}
+        self.edges = [(self.by_id[e["tail"]], self.by_id[e["head"]]) for e in data.get("edges", [])]
+        self.y = {o["name"]: float(o["pos"].split(",")[1]) for o in self.nodes.values()}
+
+    def texts(self, name: str) -> list[str]:
+        return _texts(self.nodes[name])
+
+    def all_texts(self) -> list[str]:
+        return [t for name in self.nodes for t in self.texts(name)]
+
+    def cluster_nodes(self, cluster: str) -> set[str]:
+        return {self.by_id[i] for i in self.clusters[cluster].get("nodes", [])}
+
+    def cluster_label(self, cluster: str) -> str:
+        return " ".join(_texts(self.clusters[cluster]))
+
+    def fill(self, name: str) -> str:
+        """The first fill colour drawn for node ``name``."""
+        node = self.nodes[name]
+        return next(op["color"] for op in (*node.get("_draw_", ()), *node.get("_ldraw_", ()))
+                    if op["op"] == "C")
 
 
-def test_model_dot_renders_with_kinds_told_apart(tmp_path):
-    path = tmp_path / "add.dot"
+def _texts(obj) -> list[str]:
+    return [op["text"] for op in obj.get("_ldraw_", []) if op["op"] == "T"]
+
+
+def _plan(model: Model) -> Compilation:
+    """The plan ``nnscope run`` makes on all devices: the CPU plus every sample driver."""
+    manager.forTest_set_devices([CpuDevice(), *(create_driver(name) for name in available())])
+    try:
+        compilation = Compilation(model)
+        compilation.finish()
+    finally:
+        manager.forTest_reset()
+    return compilation
+
+
+def _face_model() -> Model:
+    hal, _, _ = load_tflite(str(FACE))
+    return Model.from_hal(hal, name="face_detection_short_range")
+
+
+@pytest.fixture(scope="module", params=["mobilenet", "face"])
+def plan(request):
+    model = builtin_models.mobilenet() if request.param == "mobilenet" else _face_model()
+    compilation = _plan(model)
+    yield compilation, Layout(graphdump.to_dot(compilation))
+    compilation.free()
+
+
+def _constant_kind(graph, index) -> str | None:
+    """``scalar``/``small``/``weight`` for constants, None for anything else."""
+    operand = graph.operands[index]
+    if operand.lifetime not in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE):
+        return None
+    if is_scalar(operand.type):
+        return "scalar"
+    return "small" if operand.element_count() <= INLINE_ELEMENTS else "weight"
+
+
+def test_plan_is_narrow_tall_and_names_every_operation_and_device(plan):
+    compilation, layout = plan
+    assert layout.width <= MAX_WIDTH_PT and layout.height > layout.width
+    graph = compilation.plan.model.main
+    texts = set(layout.all_texts())
+    for index, op in enumerate(graph.operations):
+        assert f"#{index} {op.type.name}" in layout.texts(f"o{index}")
+    assert len([n for n in layout.nodes if n.startswith("o")]) == len(graph.operations)
+    for step in compilation.plan.steps:
+        assert layout.cluster_label(f"cluster_step{step.index}") == f"step {step.index}: {step.device.name}"
+        assert any(step.device.name in line for line in layout.title)  # the legend
+        cluster = layout.clusters[f"cluster_step{step.index}"]
+        assert {layout.fill(f"o{i}") for i in step.operations} == {cluster["color"]}
+    colours = {s.device.name: layout.clusters[f"cluster_step{s.index}"]["color"]
+               for s in compilation.plan.steps}
+    assert len(set(colours.values())) == len(colours)  # one colour per device
+    assert len(layout.clusters) == len(compilation.plan.steps) and texts
+
+
+def test_plan_data_flows_down(plan):
+    _, layout = plan
+    assert layout.edges
+    for tail, head in layout.edges:
+        assert layout.y[tail] > layout.y[head], (tail, head)  # dot's y grows upwards
+
+
+def test_constants_are_never_nodes_and_scalars_sit_in_the_label(plan):
+    compilation, layout = plan
+    graph = compilation.plan.model.main
+    tensor_nodes = {int(n[1:]) for n in layout.nodes if n.startswith("d")}
+    used = {i for op in graph.operations for i in (*op.inputs, *op.outputs)}
+    assert tensor_nodes == {i for i in used if _constant_kind(graph, i) is None
+                            and graph.operands[i].lifetime != L.NO_VALUE}
+    for index, op in enumerate(graph.operations):
+        label = " ".join(layout.texts(f"o{index}"))
+        for position, operand in enumerate(op.inputs):
+            if _constant_kind(graph, operand) == "scalar":
+                assert re.search(rf"\bin{position}=\S", label), (index, position, label)
+
+
+def test_each_weight_appears_once_in_its_operation(plan):
+    compilation, layout = plan
+    graph = compilation.plan.model.main
+    weights = [i for i in range(len(graph.operands)) if _constant_kind(graph, i) == "weight"]
+    assert weights
+    for index in weights:
+        holders = [name for name in layout.nodes
+                   if any(re.match(rf"in\d+ #{index}\b", text) for text in layout.texts(name))]
+        first_reader = next(n for n, op in enumerate(graph.operations) if index in op.inputs)
+        assert holders == [f"o{first_reader}"], (index, holders)
+
+
+def test_step_clusters_hold_their_operations_and_internal_tensors(plan):
+    compilation, layout = plan
+    graph = compilation.plan.model.main
+    step_of = {op: step.index for step in compilation.plan.steps for op in step.operations}
+    readers = {}
+    for op_index, op in enumerate(graph.operations):
+        for operand in op.inputs:
+            readers.setdefault(operand, set()).add(step_of[op_index])
+    internal = 0
+    for step in compilation.plan.steps:
+        inside = layout.cluster_nodes(f"cluster_step{step.index}")
+        assert {f"o{i}" for i in step.operations} <= inside
+        for op_index in step.operations:
+            for out in graph.operations[op_index].outputs:
+                if graph.operands[out].lifetime == L.TEMPORARY_VARIABLE and readers.get(out) == {step.index}:
+                    assert f"d{out}" in inside
+                    internal += 1
+                else:
+                    assert f"d{out}" not in inside
+    assert internal > 0
+
+
+def test_tensors_crossing_devices_are_marked(plan):
+    compilation, layout = plan
+    assert compilation.plan.crossing
+    for index in compilation.plan.crossing:
+        assert "crosses devices" in layout.texts(f"d{index}")
+        assert layout.nodes[f"d{index}"]["color"] == "#d00000"
+    marked = [n for n in layout.nodes if "crosses devices" in layout.texts(n)]
+    assert len(marked) == len(compilation.plan.crossing)
+    assert "tensor crossing devices" in layout.title
+
+
+def test_model_dump_without_a_plan(tmp_path):
+    path = tmp_path / "chain.dot"
     text = graph_dump(chain_model(), str(path))
-    assert path.read_text() == text
-    svg = _svg(text)
-    assert "#0 TENSOR_FLOAT32" in svg and "[2,3]" in svg and "#1 MUL" in svg
-    assert "#3 INT32 = 0" in svg  # scalar constant shows its value
-    assert "invhouse" in text and "shape=house" in text and "shape=note" in text
+    assert path.read_text() == text and "cluster" not in text
+    layout = Layout(text)
+    assert layout.texts("o1")[0] == "#1 MUL" and layout.texts("d0") == ["#0 FLOAT32 [2,3]"]
+    assert "in1=[[0.5,0.5,0.5],[0.5,0.5,0.5]]  in2=0" in layout.texts("o0")  # small constant, scalar
+    assert layout.nodes["d0"]["shape"] == "invhouse" and layout.nodes["d6"]["shape"] == "house"
+    assert sorted(layout.nodes) == ["d0", "d1", "d4", "d5", "d6", "o0", "o1", "o2"]
+
+
+def test_model_dump_lists_conv_weights_and_a_shared_weight_once():
+    weights = np.ones((2, 3, 3, 1), np.float32)
+    layout = Layout(graphdump.to_dot(conv_model(weights, np.zeros(2, np.float32))))
+    assert layout.texts("o0")[-1] == "in1 #1 [2,3,3,1]"  # bias [2] is small: in the label
+    assert "in2=[0,0]  in3=1  in4=1" in layout.texts("o0")
+    shared = _shared_weight_model()
+    layout = Layout(graphdump.to_dot(shared))
+    assert "in1 #1 [4,4]" in layout.texts("o0") and layout.texts("o1") == ["#1 ADD", "in1=#1  in2=0"]
+    assert ("o0", "o1") in layout.edges  # the dashed edge from the weight's row to its other reader
+
+
+def _shared_weight_model() -> Model:
+    model = Model("shared")
+    x = model.add_operand(T.TENSOR_FLOAT32, (4, 4))
+    w = model.add_operand(T.TENSOR_FLOAT32, (4, 4))
+    act = model.add_operand(T.INT32)
+    t, out = (model.add_operand(T.TENSOR_FLOAT32, (4, 4)) for _ in range(2))
+    model.set_operand_value(w, np.arange(16, dtype=np.float32).reshape(4, 4))
+    model.set_operand_value(act, 0)
+    model.add_operation(Op.MUL, [x, w, act], [t])
+    model.add_operation(Op.ADD, [t, w, act], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    return model
 
 
 def test_compilation_dot_clusters_steps_and_marks_crossing_tensors():
@@ -37,22 +229,34 @@ def test_compilation_dot_clusters_steps_and_marks_crossing_tensors():
         compilation.finish()
     finally:
         manager.forTest_reset()
-    text = graphdump.to_dot(compilation)
-    svg = _svg(text)
-    for title in ("step 0: fake-add-only", "step 1: nnapi-reference", "step 2: fake-add-only"):
-        assert title in svg
-    assert svg.count("crosses devices") == 2
-    assert text.count("subgraph cluster_step") == 3
+    layout = Layout(graphdump.to_dot(compilation))
+    labels = [layout.cluster_label(f"cluster_step{i}") for i in range(3)]
+    assert labels == ["step 0: fake-add-only", "step 1: nnapi-reference", "step 2: fake-add-only"]
+    assert [n for n in layout.nodes if "crosses devices" in layout.texts(n)] == ["d4", "d5"]
+    assert layout.title[1:3] == ["fake-add-only (2 steps)", "nnapi-reference (1 step)"]
+    assert graphdump.to_dot(Compilation(chain_model())).count("cluster") == 0  # not finished yet
 
 
-def test_graph_dump_writes_to_a_file_object_and_vlog(capsys, cpu_only):
-    import io
+def test_graph_dump_writes_to_a_file_object(cpu_only):
     buffer = io.StringIO()
     compilation = Compilation(add_model())
     compilation.finish()
     graph_dump(compilation, buffer)
-    assert "step 0: nnapi-reference" in buffer.getvalue()
-    _svg(buffer.getvalue())
+    layout = Layout(buffer.getvalue())
+    assert layout.cluster_label("cluster_step0") == "step 0: nnapi-reference"
+
+
+def test_render_svg_writes_svg_and_reports_a_missing_dot(tmp_path, cpu_only, monkeypatch):
+    require_program("dot")
+    compilation = Compilation(add_model())
+    compilation.finish()
+    graphdump.render_svg(compilation, tmp_path / "plan.svg")
+    assert "</svg>" in (tmp_path / "plan.svg").read_text()
+    with pytest.raises(OSError, match="cannot|No such"):
+        graphdump.render_svg(compilation, tmp_path / "missing-dir" / "plan.svg")
+    monkeypatch.setattr(graphdump, "dot_program", lambda: None)
+    with pytest.raises(FileNotFoundError, match="`dot` is not on PATH"):
+        graphdump.render_svg(compilation, tmp_path / "other.svg")
 
 
 def test_nn_graphdump_env_writes_every_finished_compilation(tmp_path):
@@ -63,7 +267,8 @@ def test_nn_graphdump_env_writes_every_finished_compilation(tmp_path):
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=REPO)
     dumps = list(tmp_path.glob("add-*.dot"))
     assert len(dumps) == 1
-    assert "step 0: sample-minimal" in _svg(dumps[0].read_text())  # the default devices' best for ADD
+    layout = Layout(dumps[0].read_text())
+    assert layout.cluster_label("cluster_step0") == "step 0: sample-minimal"  # default devices' best for ADD
 
 
 def test_graph_dump_without_file_goes_to_vlog_when_no_env_dir():

@@ -27,9 +27,11 @@ import time
 from runtime.drivers.base import Device
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._process import DriverProcess
+from runtime.drivers.ipc._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer, decode_capabilities, encode_model
+from runtime.drivers.ipc.codec import Reader, Writer, decode_capabilities, encode_model
 from runtime.drivers.ipc.encoder import PoolCache, is_shared
+from runtime.drivers.ipc.prepared import RemotePreparedModel
 from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.drivers.ipc.transport import Channel, PeerClosed
@@ -47,10 +49,6 @@ _DEAD = ErrorStatus.DEAD_OBJECT
 
 
 _NOTIFY = int(MsgType.NOTIFY)
-
-
-class DeadlineExpired(Exception):
-    """Internal: the caller's deadline passed while waiting for a reply."""
 
 
 class RemoteDevice(Device):
@@ -114,8 +112,6 @@ class RemoteDevice(Device):
     def prepare_model(self, model: HalModel, preference: Preference = Preference.FAST_SINGLE_ANSWER,
                       priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,
                       cache_dir: str | None = None, token: bytes | None = None):
-        from runtime.drivers.ipc.prepared import RemotePreparedModel  # noqa: PLC0415 - cycle
-
         w = Writer()
         w.parts.append(_PREPARE.pack(preference, priority, -1 if deadline_ns is None else deadline_ns))
         w.text(cache_dir or "")
@@ -302,23 +298,6 @@ def _names(msg_type: MsgType) -> tuple[str, str]:
     from runtime.drivers.ipc.protocol import HIDL_NAMES  # noqa: PLC0415
 
     return HIDL_NAMES[msg_type]
-
-
-def check_status(payload: bytes, method: str) -> Reader:
-    """Reader past the leading ErrorStatus; raises HalError carrying a failure status."""
-    r = Reader(payload)
-    status = r.u32()
-    if status != ErrorStatus.NONE:
-        try:
-            message = r.text()
-        except CodecError:
-            message = ""
-        try:
-            status = ErrorStatus(status)
-        except ValueError:
-            status = ErrorStatus.GENERAL_FAILURE
-        raise HalError(status, f"{method}: {message}")
-    return r
 
 
 def model_payload(model: HalModel) -> tuple[bytes, list, list]:

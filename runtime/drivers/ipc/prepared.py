@@ -20,8 +20,8 @@ import struct
 
 from runtime.drivers.base import PreparedModel
 from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.client import DeadlineExpired, check_status
 from runtime.drivers.ipc.codec import Reader
 from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute, flat_bytes
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
