@@ -23,7 +23,7 @@ import time
 from typing import Sequence
 
 import tracing
-from runtime import manager
+from runtime import graphdump, manager
 from runtime.api import NnError, ResultCode
 from runtime.drivers.base import Device
 from runtime.hal.types import Preference, Priority
@@ -130,7 +130,6 @@ class Compilation:
         self.plan = build_plan(self.model.to_hal(), self.devices, self.preference, self.priority,
                                deadline, self.cache_dir, self.cache_token, fallback,
                                self.partitioning)
-        from runtime import graphdump  # noqa: PLC0415 - graphdump imports this module
         graphdump.dump_to_env_dir(self)
 
     @property
