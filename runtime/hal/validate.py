@@ -15,6 +15,7 @@ Example:
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Callable, Sequence
 
 from runtime.hal.device_types import Request, RequestArgument
@@ -197,31 +198,38 @@ def _check_operations(graph: Subgraph, check_operation: OperationCheck | None) -
 def run_order(graph: Subgraph, writer: Sequence[int] | None = None) -> list[int]:
     """Operation indexes in an order where each runs after the writers of its inputs.
 
+    Kahn's algorithm with a FIFO queue: linear in operations plus operand references.
+
     Raises:
         HalError: INVALID_ARGUMENT when the operations form a cycle.
     """
+    operations = graph.operations
     if writer is None:
         writer = [-1] * len(graph.operands)
-        for op_index, op in enumerate(graph.operations):
+        for op_index, op in enumerate(operations):
             for index in op.outputs:
                 writer[index] = op_index
-    waiting = [len({writer[i] for i in op.inputs if writer[i] >= 0}) for op in graph.operations]
+    waiting = [0] * len(operations)
     readers: dict[int, list[int]] = {}
-    for op_index, op in enumerate(graph.operations):
-        for producer in {writer[i] for i in op.inputs if writer[i] >= 0}:
+    for op_index, op in enumerate(operations):
+        producers = {writer[i] for i in op.inputs}
+        producers.discard(-1)
+        waiting[op_index] = len(producers)
+        for producer in producers:
             readers.setdefault(producer, []).append(op_index)
-    ready = [i for i, n in enumerate(waiting) if n == 0]
+    ready = deque(i for i, n in enumerate(waiting) if n == 0)
     order: list[int] = []
     while ready:
-        op_index = ready.pop(0)
+        op_index = ready.popleft()
         order.append(op_index)
         for reader in readers.get(op_index, ()):
             waiting[reader] -= 1
             if waiting[reader] == 0:
                 ready.append(reader)
-    if len(order) != len(graph.operations):
-        stuck = sorted(set(range(len(graph.operations))) - set(order))
-        raise invalid(f"operations {stuck} form a cycle (graph is not acyclic)")
+    if len(order) != len(operations):
+        stuck = [i for i, n in enumerate(waiting) if n > 0]
+        shown = ", ".join(map(str, stuck[:10])) + (", ..." if len(stuck) > 10 else "")
+        raise invalid(f"operations [{shown}] form a cycle (graph is not acyclic)")
     return order
 
 

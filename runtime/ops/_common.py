@@ -181,33 +181,35 @@ def expect(condition: bool, message: str) -> None:
 def expect_count(operands: Sequence[Operand], allowed: int | Sequence[int], what: str) -> None:
     """Check the number of inputs/outputs; ``what`` is "inputs" or "outputs"."""
     allowed = (allowed,) if isinstance(allowed, int) else tuple(allowed)
-    expect(len(operands) in allowed,
-           f"expected {' or '.join(map(str, allowed))} {what}, got {len(operands)}")
+    if len(operands) not in allowed:  # messages are built only on failure (prepare-path cost)
+        raise OpValidationError(f"expected {' or '.join(map(str, allowed))} {what}, got {len(operands)}")
 
 
 def expect_type(operands: Sequence[Operand], index: int, allowed, what: str = "input") -> OperandType:
     """Check ``operands[index].type`` is one of ``allowed`` (a type or collection); return it."""
     allowed = (allowed,) if isinstance(allowed, OperandType) else tuple(allowed)
     actual = operands[index].type
-    expect(actual in allowed, f"{what} {index}: expected "
-           f"{'|'.join(t.name for t in allowed)}, got {actual.name}")
+    if actual not in allowed:
+        raise OpValidationError(f"{what} {index}: expected "
+                                f"{'|'.join(t.name for t in allowed)}, got {actual.name}")
     return actual
 
 
 def expect_same_type(operands: Sequence[Operand], index: int, op_type: OperandType,
                      what: str = "input") -> None:
-    expect(operands[index].type == op_type,
-           f"{what} {index}: expected {op_type.name} like input 0, got {operands[index].type.name}")
+    if operands[index].type != op_type:
+        raise OpValidationError(f"{what} {index}: expected {op_type.name} like input 0, "
+                                f"got {operands[index].type.name}")
 
 
 def expect_rank(operands: Sequence[Operand], index: int, max_rank: int | None = None,
                 exact: int | None = None, what: str = "input") -> None:
     """Check an operand's rank (rank 0 = unknown dimensions is accepted for temporaries/outputs)."""
     rank = len(operands[index].dimensions)
-    if exact is not None:
-        expect(rank in (0, exact), f"{what} {index}: expected rank {exact}, got {rank}")
-    if max_rank is not None:
-        expect(rank <= max_rank, f"{what} {index}: expected rank <= {max_rank}, got {rank}")
+    if exact is not None and rank not in (0, exact):
+        raise OpValidationError(f"{what} {index}: expected rank {exact}, got {rank}")
+    if max_rank is not None and rank > max_rank:
+        raise OpValidationError(f"{what} {index}: expected rank <= {max_rank}, got {rank}")
 
 
 def expect_quant_params(operand: Operand, scale: float, zero_point: int, what: str) -> None:

@@ -19,7 +19,8 @@ from runtime.hal.types import Operand, Operation, OperationType
 
 #: Kernel family modules under runtime.ops, imported by load_all().
 FAMILIES = ("elementwise", "activation", "convolution", "pooling", "reshape", "quantization",
-            "transpose_conv", "resize", "normalization", "roi", "detection", "proposals", "lookup")
+            "transpose_conv", "resize", "normalization", "roi", "detection", "proposals", "lookup",
+            "comparison", "simple_math", "nonlinear", "reduction", "shape", "space")
 
 
 class OpValidationError(ValueError):
@@ -57,14 +58,21 @@ def register(op_type: OperationType, family: str, validate: Validator, execute: 
     _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute)
 
 
+_loaded: list = []  # families imported (or found absent) so far: load_all looks them up once
+
+
 def load_all() -> None:
-    """Import every kernel family module (idempotent)."""
-    for family in FAMILIES:
+    """Import every kernel family module (idempotent; after the first call it costs nothing,
+    which matters because ``get`` calls it once per operation of a model)."""
+    if len(_loaded) == len(FAMILIES):
+        return
+    for family in FAMILIES[len(_loaded):]:
         try:
             importlib.import_module(f"runtime.ops.{family}")
         except ModuleNotFoundError as error:
             if error.name != f"runtime.ops.{family}":
                 raise
+        _loaded.append(family)
 
 
 def get(op_type: OperationType) -> OperationRecord | None:

@@ -119,11 +119,17 @@ class Reader:
             raise CodecError(f"{len(self.view) - self.pos} unexpected trailing bytes")
 
 
+_MEMBERS: dict = {}  # enum class -> {value: member}: a dict lookup per decoded field
+
+
 def enum_value(kind, value: int):
-    try:
-        return kind(value)
-    except ValueError:
-        raise CodecError(f"{value} is not a valid {kind.__name__}") from None
+    members = _MEMBERS.get(kind)
+    if members is None:
+        members = _MEMBERS[kind] = {member.value: member for member in kind}
+    member = members.get(value)
+    if member is None:
+        raise CodecError(f"{value} is not a valid {kind.__name__}")
+    return member
 
 
 def check_version(r: Reader, what: str) -> None:
@@ -209,9 +215,12 @@ def _write_subgraph(w: Writer, graph: Subgraph) -> None:
 
 def _read_subgraph(r: Reader) -> Subgraph:
     operands = tuple(_read_operand(r) for _ in range(r.count(_OPERAND.size + 4)))
-    operations = tuple(Operation(enum_value(OperationType, r.u32()), r.u32s(), r.u32s())
-                       for _ in range(r.count(12)))
+    operations = tuple(_read_operation(r) for _ in range(r.count(12)))
     return Subgraph(operands, operations, r.u32s(), r.u32s())
+
+
+def _read_operation(r: Reader) -> Operation:
+    return Operation(enum_value(OperationType, r._take(_U32)[0]), r.u32s(), r.u32s())
 
 
 def encode_model(model: HalModel, values_inline: bool) -> bytes:
