@@ -16,7 +16,7 @@ import numpy as np
 from runtime.api import NnError, ResultCode
 from runtime.compilation import Compilation
 from runtime.execution import Execution
-from runtime.hal.types import numpy_dtype
+from runtime.hal.types import is_scalar, numpy_dtype
 
 _GUESS_ELEMENTS = 1024
 
@@ -28,7 +28,9 @@ def _output_buffers(compilation: Compilation, shapes) -> list[np.ndarray]:
         operand = graph.operands[index]
         dims = shapes[position] if shapes else operand.dimensions
         dtype = numpy_dtype(operand.type)
-        if dims and 0 not in dims:
+        if is_scalar(operand.type):
+            buffers.append(np.zeros(1, dtype))  # e.g. RANK: one element (a 0-d array reads as an int)
+        elif dims and 0 not in dims:
             buffers.append(np.zeros(dims, dtype))
         else:
             buffers.append(np.zeros(_GUESS_ELEMENTS, dtype))
@@ -56,6 +58,8 @@ def compute_arrays(compilation: Compilation, inputs: Sequence) -> list[np.ndarra
 
 
 def _shaped(execution: Execution, index: int, buffer: np.ndarray) -> np.ndarray:
+    if execution.get_output_operand_rank(index) == 0:  # a scalar has no dimensions to ask for
+        return buffer.reshape(())
     dims = execution.get_output_operand_dimensions(index)
     count = int(np.prod(dims, dtype=np.int64)) if dims else 1
     return buffer.reshape(-1)[:count].reshape(dims)

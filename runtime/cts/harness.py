@@ -90,6 +90,12 @@ def with_unknown_output_shapes(model: HalModel) -> HalModel:
     return dataclasses.replace(model, main=main)
 
 
+def feed_inputs(test: CtsTest) -> list[np.ndarray | None]:
+    """The test's inputs as AOSP feeds them: an input without data is omitted
+    (``setInput(i, nullptr, 0)`` in ``TestGenerated.cpp``), e.g. TRANSPOSE's optional perm."""
+    return [None if value.size == 0 else value for value in test.inputs]
+
+
 def run_test(test: CtsTest, backend: Backend = cpu_backend,
              supported: Iterable[OperationType] | None = None,
              unknown_output_shapes: bool = False) -> TestResult:
@@ -101,7 +107,7 @@ def run_test(test: CtsTest, backend: Backend = cpu_backend,
         return TestResult(test.name, test.spec, SKIPPED, ops, f"unsupported: {', '.join(missing)}")
     model = with_unknown_output_shapes(test.model) if unknown_output_shapes else test.model
     try:
-        outputs = backend(model, list(test.inputs))
+        outputs = backend(model, feed_inputs(test))
     except Exception as error:  # noqa: BLE001 - any backend error is a test outcome
         if test.expect_failure:
             return TestResult(test.name, test.spec, PASSED, ops, f"rejected: {error}")

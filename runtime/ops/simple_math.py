@@ -145,7 +145,7 @@ def execute_cast(ctx: OpContext) -> list:
 
 
 def execute_rank(ctx: OpContext) -> list:
-    return [ctx.inputs[0].ndim]
+    return [np.array(ctx.inputs[0].ndim, np.int32)]
 
 
 def execute_fill(ctx: OpContext) -> list:
