@@ -32,6 +32,7 @@ from runtime.ops.registry import OpValidationError
 _FLOAT = frozenset({T.TENSOR_FLOAT32})
 _QUANT = frozenset({T.TENSOR_QUANT8_ASYMM})
 _INDEX = frozenset({T.TENSOR_INT32})
+_BOOL = frozenset({T.TENSOR_BOOL8})  # comparison results, SELECT conditions
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,10 @@ class SampleConfig:
 
 SAMPLES = {c.name: c for c in (
     SampleConfig("sample-all", PerformanceInfo(1.1, 1.1)),
-    SampleConfig("sample-float-fast", PerformanceInfo(0.8, 1.2), _FLOAT, _FLOAT | _INDEX),
-    SampleConfig("sample-float-slow", PerformanceInfo(1.3, 0.7), _FLOAT, _FLOAT | _INDEX),
+    SampleConfig("sample-float-fast", PerformanceInfo(0.8, 1.2), _FLOAT, _FLOAT | _INDEX | _BOOL),
+    SampleConfig("sample-float-slow", PerformanceInfo(1.3, 0.7), _FLOAT, _FLOAT | _INDEX | _BOOL),
     SampleConfig("sample-quant", PerformanceInfo(50.0, 1.0), _QUANT,
-                 _QUANT | _INDEX | {T.TENSOR_QUANT8_SYMM_PER_CHANNEL}),
+                 _QUANT | _INDEX | _BOOL | {T.TENSOR_QUANT8_SYMM_PER_CHANNEL}),
     SampleConfig("sample-minimal", PerformanceInfo(0.4, 0.5), _FLOAT, _FLOAT | _INDEX,
                  frozenset({O.ADD, O.CONV_2D, O.DEPTHWISE_CONV_2D, O.FULLY_CONNECTED,
                             O.AVERAGE_POOL_2D, O.MAX_POOL_2D, O.RELU})),
