@@ -172,6 +172,43 @@ def _mean(b: GraphBuilder, op: TfliteOperator) -> None:
     b.add(Op.MEAN, inputs, [b.tensor(op.outputs[0])])
 
 
+
+def _resize(nnapi_type: Op) -> Callable:
+    """RESIZE_*: the output tensor's height/width, NHWC, TFLite's align/half-pixel flags."""
+    def convert(b: GraphBuilder, op: TfliteOperator) -> None:
+        _, height, width, _ = _shape(b, op.outputs[0])
+        o = op.options
+        align = bool(o.AlignCorners()) if o is not None else False
+        half = bool(o.HalfPixelCenters()) if o is not None else False
+        inputs = [b.tensor(op.inputs[0]), b.scalar(int(width)), b.scalar(int(height)),
+                  b.scalar(False), b.scalar(align), b.scalar(half)]
+        b.add(nnapi_type, inputs, [b.tensor(op.outputs[0])])
+    return convert
+
+
+def _transpose_conv(b: GraphBuilder, op: TfliteOperator) -> None:
+    """TFLite inputs (output_shape, weights, input[, bias]) -> NNAPI's implicit signature."""
+    o = op.options
+    x, w = b.tensor(op.inputs[2]), b.tensor(op.inputs[1])
+    out_channels = _shape(b, op.inputs[1])[0]
+    if len(op.inputs) > 3 and op.inputs[3] >= 0:
+        bias = b.tensor(op.inputs[3])
+    elif b.operands[x].type in (OperandType.TENSOR_FLOAT32, OperandType.TENSOR_FLOAT16):
+        bias = b.constant(np.zeros(out_channels), b.operands[x].type)
+    else:
+        bias = b.constant(np.zeros(out_channels), OperandType.TENSOR_INT32,
+                          b.operands[x].scale * b.operands[w].scale)
+    out_shape = b.constant(np.array(_shape(b, op.outputs[0]), np.int32), OperandType.TENSOR_INT32)
+    inputs = [x, w, bias, out_shape, b.scalar(_padding(op)), b.scalar(o.StrideW()),
+              b.scalar(o.StrideH()), b.scalar(_fuse(op)), b.scalar(False)]
+    b.add(Op.TRANSPOSE_CONV_2D, inputs, [b.tensor(op.outputs[0])])
+
+
+def _l2_normalization(b: GraphBuilder, op: TfliteOperator) -> None:
+    _with_activation(b, Op.L2_NORMALIZATION, [b.tensor(op.inputs[0])], _fuse(op),
+                     b.tensor(op.outputs[0]))
+
+
 #: TFLite builtin operator name -> converter(builder, operator).
 CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     "ADD": _binary(Op.ADD), "MUL": _binary(Op.MUL), "SUB": _binary(Op.SUB),
@@ -185,4 +222,7 @@ CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     "RELU": _unary(Op.RELU), "RELU6": _unary(Op.RELU6), "RELU_N1_TO_1": _unary(Op.RELU1),
     "LOGISTIC": _unary(Op.LOGISTIC), "TANH": _unary(Op.TANH),
     "HARD_SWISH": _unary(Op.HARD_SWISH), "QUANTIZE": _unary(Op.QUANTIZE),
+    "RESIZE_BILINEAR": _resize(Op.RESIZE_BILINEAR),
+    "RESIZE_NEAREST_NEIGHBOR": _resize(Op.RESIZE_NEAREST_NEIGHBOR),
+    "TRANSPOSE_CONV": _transpose_conv, "L2_NORMALIZATION": _l2_normalization,
 }
