@@ -80,20 +80,18 @@ def plan(source) -> Optional["Split"]:
 
 
 class Split(NamedTuple):
-    """How a source is split, and the two ways the engine uses it (the engine takes it as a
-    parameter: it does not import this module)."""
+    """How a source is split; the engine is given one and calls its two methods."""
 
     skip: int
     raw_from: Callable
     tracking_in: Callable
 
     def speculate(self, make_sessions, warn):
-        """:func:`runs`: pass 2 on a guessed pass 1 result (generator; returns None, or pass
-        1's real result when the guess cannot be used)."""
+        """:func:`runs` (a generator returning None, or pass 1's real result)."""
         return runs(self, make_sessions, warn)
 
     def feed(self, sessions: list, warn) -> Iterator[RunSummary]:
-        """:func:`split_runs`: feed and finish the one session on two processes."""
+        """:func:`split_runs`."""
         return split_runs(self, sessions, warn)
 
 
