@@ -19,6 +19,7 @@ import numpy as np
 from runtime.hal.types import FuseCode, OperandType, OperationType as Op
 from runtime.tflite._builder import GraphBuilder
 from runtime.tflite._reader import TfliteOperator
+from runtime.tflite._tensor_operators import TENSOR_CONVERTERS
 
 _PADDING = {0: 1, 1: 2}  # tflite.Padding SAME/VALID -> NNAPI PaddingCode SAME/VALID
 _FUSE = {0: FuseCode.NONE, 1: FuseCode.RELU, 2: FuseCode.RELU1, 3: FuseCode.RELU6}
@@ -211,6 +212,7 @@ def _l2_normalization(b: GraphBuilder, op: TfliteOperator) -> None:
 
 #: TFLite builtin operator name -> converter(builder, operator).
 CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
+    **TENSOR_CONVERTERS,  # comparisons, maths, reductions, slicing (_tensor_operators)
     "ADD": _binary(Op.ADD), "MUL": _binary(Op.MUL), "SUB": _binary(Op.SUB),
     "DIV": _binary(Op.DIV),
     "AVERAGE_POOL_2D": _pool(Op.AVERAGE_POOL_2D), "MAX_POOL_2D": _pool(Op.MAX_POOL_2D),

@@ -1,0 +1,166 @@
+"""TFLite -> NNAPI converters for comparisons, logic, elementwise maths, reductions and the
+slicing/rearranging builtins (merged into ``_operators.CONVERTERS``).
+
+Most map one to one. TFLite passes some parameters as constant tensors where NNAPI wants
+scalars (ARG_MAX's axis, EXPAND_DIMS's axis, TOPK_V2's k, SPLIT's axis, PADV2's value, FILL's
+value): a non-constant one is an :class:`~runtime.tflite._operators.UnsupportedOperator`, as are
+options NNAPI cannot express (STRIDED_SLICE ellipsis/new-axis masks, GATHER batch_dims,
+BATCH_TO_SPACE_ND crops, float16 scalars).
+
+Example:
+    >>> sorted(TENSOR_CONVERTERS)[:3]
+    ['ABS', 'ARG_MAX', 'ARG_MIN']
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from runtime.hal.types import OperandType, OperationType as Op
+from runtime.tflite._builder import GraphBuilder
+from runtime.tflite._reader import TfliteOperator
+
+_FLOAT16 = OperandType.TENSOR_FLOAT16
+
+
+def _unsupported(message: str) -> Exception:
+    from runtime.tflite._operators import UnsupportedOperator  # noqa: PLC0415 - it imports us
+    return UnsupportedOperator(message)
+
+
+def _constant(b: GraphBuilder, op: TfliteOperator, position: int, what: str) -> np.ndarray:
+    tensor = b.graph.tensors[op.inputs[position]]
+    if tensor.data is None:
+        raise _unsupported(f"{op.name} with a non-constant {what}")
+    return tensor.array()
+
+
+def _not_float16(b: GraphBuilder, op: TfliteOperator) -> None:
+    if b.operands[b.tensor(op.inputs[0])].type == _FLOAT16:
+        raise _unsupported(f"{op.name} on float16 (its NNAPI scalar parameter would be FLOAT16)")
+
+
+def _direct(nnapi_type: Op, n_inputs: int | None = None) -> Callable:
+    """Same inputs (the first ``n_inputs``) and outputs, in the same order."""
+    def convert(b: GraphBuilder, op: TfliteOperator) -> None:
+        inputs = op.inputs if n_inputs is None else op.inputs[:n_inputs]
+        b.add(nnapi_type, [b.tensor(i) for i in inputs], [b.tensor(o) for o in op.outputs])
+    return convert
+
+
+def _with_scalars(nnapi_type: Op, *scalars) -> Callable:
+    """Input 0 followed by fixed scalars (ELU's alpha, LOG_SOFTMAX's beta and axis)."""
+    def convert(b: GraphBuilder, op: TfliteOperator) -> None:
+        _not_float16(b, op)
+        inputs = [b.tensor(op.inputs[0])] + [b.scalar(value) for value in scalars]
+        b.add(nnapi_type, inputs, [b.tensor(op.outputs[0])])
+    return convert
+
+
+def _reduce(nnapi_type: Op) -> Callable:
+    def convert(b: GraphBuilder, op: TfliteOperator) -> None:
+        keep = bool(op.options.KeepDims()) if op.options is not None else False
+        inputs = [b.tensor(op.inputs[0]), b.tensor(op.inputs[1]), b.scalar(keep)]
+        b.add(nnapi_type, inputs, [b.tensor(op.outputs[0])])
+    return convert
+
+
+def _axis_scalar(nnapi_type: Op) -> Callable:
+    """(input, constant axis/k tensor) -> (input, INT32 scalar): ARG_MAX/MIN, EXPAND_DIMS, TOPK."""
+    def convert(b: GraphBuilder, op: TfliteOperator) -> None:
+        value = int(_constant(b, op, 1, "axis").reshape(-1)[0])
+        inputs = [b.tensor(op.inputs[0]), b.scalar(value)]
+        b.add(nnapi_type, inputs, [b.tensor(o) for o in op.outputs])
+    return convert
+
+
+def _strided_slice(b: GraphBuilder, op: TfliteOperator) -> None:
+    o = op.options
+    masks = (o.BeginMask(), o.EndMask(), o.ShrinkAxisMask()) if o is not None else (0, 0, 0)
+    if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
+        raise _unsupported("STRIDED_SLICE with an ellipsis or new-axis mask")
+    inputs = [b.tensor(i) for i in op.inputs[:4]] + [b.scalar(int(m)) for m in masks]
+    b.add(Op.STRIDED_SLICE, inputs, [b.tensor(op.outputs[0])])
+
+
+def _gather(b: GraphBuilder, op: TfliteOperator) -> None:
+    o = op.options
+    if o is not None and o.BatchDims():
+        raise _unsupported("GATHER with batch_dims")
+    axis = int(o.Axis()) if o is not None else 0
+    inputs = [b.tensor(op.inputs[0]), b.scalar(axis), b.tensor(op.inputs[1])]
+    b.add(Op.GATHER, inputs, [b.tensor(op.outputs[0])])
+
+
+def _split(b: GraphBuilder, op: TfliteOperator) -> None:
+    axis = int(_constant(b, op, 0, "axis").reshape(-1)[0])
+    inputs = [b.tensor(op.inputs[1]), b.scalar(axis), b.scalar(len(op.outputs))]
+    b.add(Op.SPLIT, inputs, [b.tensor(o) for o in op.outputs])
+
+
+def _squeeze(b: GraphBuilder, op: TfliteOperator) -> None:
+    o = op.options
+    dims = [int(d) for d in o.SqueezeDimsAsNumpy()] if o is not None and o.SqueezeDimsLength() \
+        else [a for a, d in enumerate(b.graph.tensors[op.inputs[0]].shape) if d == 1]
+    axes = b.constant(np.array(dims, np.int32), OperandType.TENSOR_INT32)
+    b.add(Op.SQUEEZE, [b.tensor(op.inputs[0]), axes], [b.tensor(op.outputs[0])])
+
+
+def _pad_v2(b: GraphBuilder, op: TfliteOperator) -> None:
+    _not_float16(b, op)
+    value = _constant(b, op, 2, "pad value").reshape(-1)[0]
+    scalar = float(value) if value.dtype.kind == "f" else int(value)
+    inputs = [b.tensor(op.inputs[0]), b.tensor(op.inputs[1]), b.scalar(scalar)]
+    b.add(Op.PAD_V2, inputs, [b.tensor(op.outputs[0])])
+
+
+def _batch_to_space(b: GraphBuilder, op: TfliteOperator) -> None:
+    if len(op.inputs) > 2 and np.any(_constant(b, op, 2, "crops")):
+        raise _unsupported("BATCH_TO_SPACE_ND with non-zero crops")
+    inputs = [b.tensor(op.inputs[0]), b.tensor(op.inputs[1])]
+    b.add(Op.BATCH_TO_SPACE_ND, inputs, [b.tensor(op.outputs[0])])
+
+
+def _block_size(nnapi_type: Op) -> Callable:
+    def convert(b: GraphBuilder, op: TfliteOperator) -> None:
+        inputs = [b.tensor(op.inputs[0]), b.scalar(int(op.options.BlockSize()))]
+        b.add(nnapi_type, inputs, [b.tensor(op.outputs[0])])
+    return convert
+
+
+def _fill(b: GraphBuilder, op: TfliteOperator) -> None:
+    value = _constant(b, op, 1, "value").reshape(-1)[0]
+    if value.dtype == np.float16:
+        raise _unsupported("FILL with a float16 value")
+    scalar = float(value) if value.dtype.kind == "f" else int(value)
+    b.add(Op.FILL, [b.tensor(op.inputs[0]), b.scalar(scalar)], [b.tensor(op.outputs[0])])
+
+
+def _select_v2(b: GraphBuilder, op: TfliteOperator) -> None:
+    shapes = {b.graph.tensors[i].shape for i in op.inputs}
+    if len(shapes) != 1:
+        raise _unsupported("SELECT_V2 with broadcasting (NNAPI SELECT needs one shape)")
+    _direct(Op.SELECT)(b, op)
+
+
+_SAME_NAME = ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
+              "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT", "ABS", "NEG", "EXP", "LOG",
+              "RSQRT", "SIN", "SQRT", "FLOOR", "POW", "MAXIMUM", "MINIMUM", "CAST", "PRELU",
+              "SLICE", "TILE", "TRANSPOSE", "SPACE_TO_BATCH_ND")
+
+#: TFLite builtin operator name -> converter(builder, operator).
+TENSOR_CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
+    **{name: _direct(Op[name]) for name in _SAME_NAME},
+    "SELECT_V2": _select_v2, "ELU": _with_scalars(Op.ELU, 1.0),
+    "LOG_SOFTMAX": _with_scalars(Op.LOG_SOFTMAX, 1.0, -1), "FILL": _fill,
+    "SUM": _reduce(Op.REDUCE_SUM), "REDUCE_PROD": _reduce(Op.REDUCE_PROD),
+    "REDUCE_MAX": _reduce(Op.REDUCE_MAX), "REDUCE_MIN": _reduce(Op.REDUCE_MIN),
+    "REDUCE_ANY": _reduce(Op.REDUCE_ANY),
+    "ARG_MAX": _axis_scalar(Op.ARGMAX), "ARG_MIN": _axis_scalar(Op.ARGMIN),
+    "TOPK_V2": _axis_scalar(Op.TOPK_V2), "EXPAND_DIMS": _axis_scalar(Op.EXPAND_DIMS),
+    "STRIDED_SLICE": _strided_slice, "GATHER": _gather, "SPLIT": _split, "SQUEEZE": _squeeze,
+    "PADV2": _pad_v2, "BATCH_TO_SPACE_ND": _batch_to_space,
+    "DEPTH_TO_SPACE": _block_size(Op.DEPTH_TO_SPACE),
+    "SPACE_TO_DEPTH": _block_size(Op.SPACE_TO_DEPTH),
+}
