@@ -23,7 +23,8 @@ from collections import OrderedDict
 
 from runtime.drivers.ipc.codec import Writer
 from runtime.drivers.ipc.execution_codec import (_ARG, _HEAD, _HEAD_FREE, _INLINE, _NEW_KIND, _SHM,
-                                                 _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM)
+                                                 _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM,
+                                                 MAX_INLINE_BYTES)
 from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.hal.device_types import Request, RequestArgument  # noqa: F401 - doctest
@@ -31,6 +32,9 @@ from runtime.hal.validate import pool_buffer
 
 #: Shared pools remembered per connection before the oldest is freed.
 POOL_CACHE_SIZE = 128
+#: Bytes of shared pools remembered per connection (the driver keeps each one mapped) before the
+#: oldest is freed.
+POOL_CACHE_BYTES = 1 << 30
 
 
 class PoolCache:
@@ -39,8 +43,10 @@ class PoolCache:
     ``generation`` changes whenever an id stops being valid, which invalidates encode memos.
     """
 
-    def __init__(self, capacity: int = POOL_CACHE_SIZE):
+    def __init__(self, capacity: int = POOL_CACHE_SIZE, byte_capacity: int = POOL_CACHE_BYTES):
         self.capacity = capacity
+        self.byte_capacity = byte_capacity
+        self.bytes = 0
         self._ids: OrderedDict[int, tuple[object, int]] = OrderedDict()
         self._next = 1
         self.pending_free: list[int] = []
@@ -57,8 +63,10 @@ class PoolCache:
         pool_id = self._next
         self._next += 1
         self._ids[key] = (pool, pool_id)
-        if len(self._ids) > self.capacity:
-            _, (_, old) = self._ids.popitem(last=False)
+        self.bytes += _size(pool)
+        while len(self._ids) > 1 and (len(self._ids) > self.capacity or self.bytes > self.byte_capacity):
+            _, (old_pool, old) = self._ids.popitem(last=False)
+            self.bytes -= _size(old_pool)
             self.pending_free.append(old)
             self.generation += 1
         return pool_id, True
@@ -66,8 +74,13 @@ class PoolCache:
     def forget(self, pool) -> None:
         entry = self._ids.pop(id(pool), None)
         if entry is not None:
+            self.bytes -= _size(pool)
             self.pending_free.append(entry[1])
             self.generation += 1
+
+
+def _size(pool) -> int:
+    return getattr(pool, "size", 0)
 
 
 class EncodeMemo:
@@ -179,11 +192,13 @@ def _pool_section(request: Request, cache: PoolCache, staging: list, parts: list
     positions, inline byte slots)."""
     fds, inline, staged, slots = [], [], [], []
     parts.append(_U16.pack(len(request.pools)))
+    inline_bytes = 0  # the driver takes at most MAX_INLINE_BYTES inline per execute
     for position, pool in enumerate(request.pools):
         if not is_shared(pool):
             pool = pool_buffer(pool)
             size = memoryview(pool).nbytes
-            if size <= INLINE_DATA_LIMIT:
+            if size <= INLINE_DATA_LIMIT and inline_bytes + size <= MAX_INLINE_BYTES:
+                inline_bytes += size
                 parts.append(_INLINE.pack(KIND_INLINE, size))
                 slots.append((len(parts), position, size))
                 parts.append(bytes(pool))

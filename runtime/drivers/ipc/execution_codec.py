@@ -12,7 +12,7 @@ in_driver u64 | shape count u16 | shapes length u32 | shapes | inline outputs``.
 
 Repeats (``EXECUTE_SYNC_MEMO``): once a full execute with a memo id has decoded, the driver keeps
 its Request, inline buffers and inline output regions under that id (per connection, dropped when
-any pool is freed or replaced). A repeat is ``model u32 | memo u32 | measure u8 | deadline i64 |
+any pool is freed or replaced, least recently used first beyond :data:`MEMO_BYTES`). A repeat is ``model u32 | memo u32 | measure u8 | deadline i64 |
 inline pool bytes`` (the memo's inline pools in order, exact sizes checked), answered by
 ``status u32 | form u8`` + for :data:`FORM_COMPACT` the inline output regions in order (status
 NONE, untimed, output shapes as in the last full answer to this memo; only when bit 1 of
@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import struct
+from collections import OrderedDict
 from typing import NamedTuple
 
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
@@ -44,8 +45,20 @@ _HEAD_FREE = struct.Struct("<IIBqI")
 _MEMO_HEAD = struct.Struct("<IIBq")  # model, memo, measure, deadline of a repeat
 FORM_COMPACT, FORM_FULL, FORM_UNKNOWN = 0, 1, 2
 KNOWS_SHAPES = 2  # repeat's measure flag: the client holds the shapes of the last full answer
-#: Driver-side memos kept per connection before they are all dropped.
-MEMO_LIMIT = 64
+#: Inline pool bytes one execute may carry in all (larger buffers travel as shared memory; the
+#: runtime's encoder stages any pool beyond this total); more is INVALID_ARGUMENT.
+MAX_INLINE_BYTES = 256 * 1024
+#: Most dimensions one request argument may list.
+MAX_ARGUMENT_RANK = 32
+#: Bytes of decoded argument sections one connection keeps for reuse (each at most ARGS_ENTRY_BYTES).
+ARGS_CACHE_BYTES = 64 * 1024
+ARGS_ENTRY_BYTES = 8 * 1024
+#: Bytes of reusable inline pool buffers one connection keeps (each at most INLINE_ENTRY_BYTES).
+INLINE_CACHE_BYTES = 192 * 1024
+INLINE_ENTRY_BYTES = 16 * 1024
+#: Bytes of execute memos (their inline buffers and argument sections) one connection keeps.
+MEMO_BYTES = 256 * 1024
+_MEMO_OVERHEAD = 512  # bytes charged per memo besides its buffers
 _ARG = struct.Struct("<BHII")
 _NEW = struct.Struct("<IQQ")
 _NEW_KIND = struct.Struct("<BIQQ")
@@ -65,21 +78,80 @@ class DecodedExecute(NamedTuple):
     inline_outputs: list  # output positions whose pool is inline
 
 
+class ByteLru:
+    """A mapping bounded by the bytes its entries account for, evicting the least recently used;
+    an entry larger than the whole bound is not kept."""
+
+    __slots__ = ("limit", "bytes", "_items")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.bytes = 0
+        self._items: OrderedDict = OrderedDict()  # key -> (value, size)
+
+    def get(self, key, default=None):
+        item = self._items.get(key)
+        if item is None:
+            return default
+        self._items.move_to_end(key)
+        return item[0]
+
+    def put(self, key, value, size: int) -> bool:
+        """Keep ``value`` under ``key``, charged ``size`` bytes; False when it is too large."""
+        self.pop(key)
+        if size > self.limit:
+            return False
+        while self.bytes + size > self.limit:
+            self.bytes -= self._items.popitem(last=False)[1][1]
+        self._items[key] = (value, size)
+        self.bytes += size
+        return True
+
+    def pop(self, key, default=None):
+        item = self._items.pop(key, None)
+        if item is None:
+            return default
+        self.bytes -= item[1]
+        return item[0]
+
+    def values(self):
+        return [value for value, _ in self._items.values()]
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key) -> bool:
+        return key in self._items
+
+
 class DecodeState:
     """Driver-side memory of one connection: mapped pools by id, decoded argument sections,
     reusable buffers for inline pools and the last Request. Repeated executions with the same
     regions therefore get the *same* Request object, so a prepared model's per-request binding
-    (validation, numpy views) is reused."""
+    (validation, numpy views) is reused. Every cache is bounded by bytes (:data:`ARGS_CACHE_BYTES`,
+    :data:`INLINE_CACHE_BYTES`, :data:`MEMO_BYTES`), so a connection keeps well under a MiB
+    whatever it sends; a request too large to cache is decoded afresh and not kept."""
 
     def __init__(self) -> None:
         self.pools: dict = {}    # pool id -> MappedRegion
-        self.args: dict = {}     # encoded argument section -> (inputs, outputs)
-        self.inline: dict = {}   # (pool position, size) -> bytearray refilled per execution
-        self.last: tuple = (None, (), None)  # (args, buffers, Request)
-        self.memos: dict = {}    # memo id -> ExecuteMemo
+        self.args = ByteLru(ARGS_CACHE_BYTES)      # encoded argument section -> (inputs, outputs)
+        self.inline = ByteLru(INLINE_CACHE_BYTES)  # (pool position, size) -> bytearray refilled per execution
+        self.last: tuple = (None, (), None)  # (args, buffers, Request); only of a fully cached request
+        self.memos = ByteLru(MEMO_BYTES)     # memo id -> ExecuteMemo
+
+    def cached_bytes(self) -> int:
+        """Bytes the caches account for (argument sections, inline buffers, memos)."""
+        return self.args.bytes + self.inline.bytes + self.memos.bytes
 
     def close(self) -> None:
         self.memos.clear()
+        self.args.clear()
+        self.inline.clear()
+        self.last = (None, (), None)
         for region in self.pools.values():
             region.close()
         self.pools.clear()
@@ -100,30 +172,27 @@ def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
             r.pos -= 4
             _free(r.u32s(), state.pools)
             state.memos.clear()  # their buffers may be unmapped
-        buffers, inline_pools = _decode_pools(r, state, fds)
+        buffers, inline_pools, cached = _decode_pools(r, state, fds)
     except struct.error:
         raise CodecError(f"truncated execute payload at byte {r.pos}") from None
-    key = bytes(r.view[r.pos:])
-    args = state.args.get(key)
+    args_size = len(r.view) - r.pos
+    key = bytes(r.view[r.pos:]) if args_size <= ARGS_ENTRY_BYTES else None
+    args = state.args.get(key) if key is not None else None
     if args is None:
         args = (_read_args(r), _read_args(r))
         r.end()
-        if len(state.args) >= 64:
-            state.args.clear()
-        state.args[key] = args
+        cached = key is not None and state.args.put(key, args, args_size) and cached
     last_args, last_buffers, request = state.last
     if args is not last_args or len(buffers) != len(last_buffers) or \
             any(a is not b for a, b in zip(buffers, last_buffers)):
         request = Request(args[0], args[1], tuple(buffers))
-        state.last = (args, buffers, request)
+        # only a request whose parts are all cached can come again as the same object
+        state.last = (args, buffers, request) if cached else (None, (), None)
     outputs = args[1]
     inline = [i for i, a in enumerate(outputs) if a.pool_index in inline_pools] if inline_pools else []
     if memo_id:
-        memos = state.memos
-        if len(memos) >= MEMO_LIMIT:
-            memos.clear()
-        memos[memo_id] = ExecuteMemo(model_id, request, [buffers[p] for p in sorted(inline_pools)],
-                                     inline)
+        memo = ExecuteMemo(model_id, request, [buffers[p] for p in sorted(inline_pools)], inline)
+        state.memos.put(memo_id, memo, memo.inline_size + args_size + _MEMO_OVERHEAD)
     return DecodedExecute(model_id, bool(measure), None if deadline < 0 else deadline, request, inline)
 
 
@@ -160,11 +229,12 @@ def _free(pool_ids, pools: dict) -> None:
             region.close()
 
 
-def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set]:
+def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set, bool]:
+    """(pool buffers, inline pool positions, whether every inline buffer is a cached one)."""
     view, pools = r.view, state.pools
     (count,) = _U16.unpack_from(view, r.pos)
     pos = r.pos + 2
-    buffers, inline_pools, next_fd = [], set(), 0
+    buffers, inline_pools, next_fd, inline_bytes, cached = [], set(), 0, 0, True
     for position in range(count):
         kind, value = _SHM.unpack_from(view, pos)  # kind + pool id (or inline length)
         pos += 5
@@ -176,11 +246,12 @@ def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set]:
         elif kind == KIND_INLINE:
             if pos + value > len(view):
                 raise CodecError(f"inline pool {position} of {value} bytes exceeds the payload")
-            buffer = state.inline.get((position, value))
-            if buffer is None:
-                if len(state.inline) >= 64:
-                    state.inline.clear()
-                buffer = state.inline[(position, value)] = bytearray(value)
+            inline_bytes += value
+            if inline_bytes > MAX_INLINE_BYTES:
+                raise CodecError(f"inline pools carry more than {MAX_INLINE_BYTES} bytes; "
+                                 f"send larger buffers as shared memory")
+            buffer, fresh = _inline_buffer(state.inline, position, value)
+            cached = cached and not fresh
             buffer[:] = view[pos:pos + value]
             buffers.append(buffer)
             inline_pools.add(position)
@@ -196,7 +267,18 @@ def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set]:
     if next_fd != len(fds):
         raise CodecError(f"{len(fds)} file descriptors for {next_fd} new pools")
     r.pos = pos
-    return buffers, inline_pools
+    return buffers, inline_pools, cached
+
+
+def _inline_buffer(cache: ByteLru, position: int, size: int) -> tuple[bytearray, bool]:
+    """(buffer for an inline pool, True when it is not one the cache held already)."""
+    buffer = cache.get((position, size))
+    if buffer is not None:
+        return buffer, False
+    buffer = bytearray(size)
+    if size <= INLINE_ENTRY_BYTES and cache.put((position, size), buffer, size):
+        return buffer, False  # cached from now on: a repeat gets this very buffer
+    return buffer, True
 
 
 def _map_new(r: Reader, pools: dict, fd: int | None, position: int, memos: dict):
@@ -217,9 +299,15 @@ def _map_new(r: Reader, pools: dict, fd: int | None, position: int, memos: dict)
 
 def _read_args(r: Reader) -> tuple[RequestArgument, ...]:
     args = []
-    for _ in range(r.u16()):
+    for position in range(r.u16()):
         no_value, pool, offset, length = r._take(_ARG)
-        args.append(RequestArgument(bool(no_value), pool, offset, length, r.u32s()))
+        rank = r.count(4)
+        if rank > MAX_ARGUMENT_RANK:
+            raise CodecError(f"argument {position} lists {rank} dimensions, "
+                             f"at most {MAX_ARGUMENT_RANK} are allowed")
+        dims = struct.unpack_from(f"<{rank}I", r.view, r.pos)
+        r.pos += 4 * rank
+        args.append(RequestArgument(bool(no_value), pool, offset, length, dims))
     return tuple(args)
 
 
@@ -300,7 +388,7 @@ def _decode_shapes(key: bytes, count: int) -> tuple:
         sub = Reader(key)
         shapes = tuple(_shape(sub) for _ in range(count))
         sub.end()
-        if len(_SHAPES_MEMO) < 256:
+        if len(_SHAPES_MEMO) < 256 and len(key) <= 1024:  # bounded by entries and their size
             _SHAPES_MEMO[key] = shapes
     return shapes
 
