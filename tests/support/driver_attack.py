@@ -27,7 +27,9 @@ import tempfile
 import time
 from typing import Iterator, NamedTuple
 
-from runtime.drivers.ipc.protocol import HEADER, MAGIC, REPLY, VERSION, MsgType, pack_header
+from runtime.drivers.ipc.protocol import (HEADER, MAGIC, MAX_INLINE_PAYLOAD, REPLY, VERSION, MsgType,
+                                          pack_header)
+from runtime.drivers.ipc.transport import Channel
 
 #: Seconds within which the driver must answer a correct request.
 ANSWER_S = 5.0
@@ -49,7 +51,15 @@ def record(msg_type: int, request_id: int, payload=b"", flags: int = 0) -> bytes
 
 
 def send(sock: socket.socket, data: bytes, fds=()) -> None:
-    if fds:
+    """Send one record; one longer than the inline limit goes as a bulk record (sealed memfd)."""
+    if len(data) > HEADER.size + MAX_INLINE_PAYLOAD:
+        msg_type, request_id = HEADER.unpack_from(data)[3:5]
+        head, bulk = Channel.pending(msg_type, request_id, data[HEADER.size:])
+        try:
+            socket.send_fds(sock, [head], [*bulk, *fds])
+        finally:
+            os.close(bulk[0])
+    elif fds:
         socket.send_fds(sock, [data], list(fds))
     else:
         sock.send(data)
@@ -131,11 +141,14 @@ class AttackedDriver:
     Args:
         name: The sample driver to run.
         extra_args: More command-line arguments for ``python -m runtime.drivers``.
+        max_fds: A lower fd limit (RLIMIT_NOFILE, soft and hard) for the driver, so fd
+            exhaustion attacks stay quick.
     """
 
-    def __init__(self, name: str = "sample-all", extra_args=()):
+    def __init__(self, name: str = "sample-all", extra_args=(), max_fds: int | None = None):
         self.name = name
         self.extra_args = list(extra_args)
+        self.max_fds = max_fds
         self.dir = tempfile.mkdtemp(prefix="nnscope-attack-")
         self.socket_path = os.path.join(self.dir, "driver.sock")
         self._stderr_path = os.path.join(self.dir, "stderr.txt")
@@ -154,7 +167,7 @@ class AttackedDriver:
                    "--parent-pid", str(os.getpid()), *self.extra_args]
         with open(self._stderr_path, "wb") as stderr:
             self.popen = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
-                                          stdout=stderr, stderr=stderr)
+                                          stdout=stderr, stderr=stderr, preexec_fn=self._limit_fds)
         give_up = time.monotonic() + _STARTUP_S
         while True:
             try:
@@ -167,6 +180,12 @@ class AttackedDriver:
                 time.sleep(0.05)
         self.baseline_fds = self._settled_fds(None)
         return self
+
+    def _limit_fds(self) -> None:
+        if self.max_fds is not None:
+            import resource  # noqa: PLC0415
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.max_fds, self.max_fds))
 
     def connect(self, timeout: float = ANSWER_S) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -195,10 +214,15 @@ class AttackedDriver:
         self.check_promises()
 
     def check_answers(self) -> float:
-        """Alive, and a new connection's PING is answered within ANSWER_S; returns the seconds."""
+        """Alive, and a PING from a new client (another process: the attacker is this one) is
+        answered within ANSWER_S; returns the seconds it took."""
         self.check_alive()
-        with self.connect() as sock:
-            return ping(sock)
+        replies = from_other_process(self.socket_path, [(MsgType.PING, 4242, b"are you there")])
+        assert not isinstance(replies, dict), f"a new client was not answered: {replies}"
+        (msg_type, request_id, status, seconds), = replies
+        assert (msg_type, request_id, status) == (REPLY | MsgType.PING, 4242, 0), replies
+        assert seconds < ANSWER_S, f"PING answered after {seconds:.1f}s"
+        return seconds
 
     def check_alive(self) -> None:
         assert self.popen.poll() is None, \
@@ -248,10 +272,10 @@ class AttackedDriver:
 
 # A client in another process (stdlib only, so it also runs as another user): sends the records
 # given on stdin as JSON [[type, request id, payload hex], ...] and prints one JSON line with the
-# replies [[type, request id, status], ...], or {"error": ...} when it cannot connect or the
+# replies [[type, request id, status, seconds], ...], or {"error": ...} when it cannot connect or the
 # driver closes the connection.
 _CHILD = r"""
-import json, socket, struct, sys
+import json, socket, struct, sys, time
 path, records = sys.argv[1], json.load(sys.stdin)
 out = []
 try:
@@ -259,13 +283,13 @@ try:
     s.settimeout(5.0)
     s.connect(path)
     for msg_type, request_id, payload in records:
-        body = bytes.fromhex(payload)
+        body, start = bytes.fromhex(payload), time.monotonic()
         s.send(struct.pack("<IBBHII", 0x50494E4E, 1, 0, msg_type, request_id, len(body)) + body)
         data = s.recv(1 << 17)
         if not data:
             raise EOFError("driver closed the connection")
         head = struct.unpack_from("<IBBHII", data)
-        out.append([head[3], head[4], struct.unpack_from("<I", data, 16)[0]])
+        out.append([head[3], head[4], struct.unpack_from("<I", data, 16)[0], time.monotonic() - start])
     print(json.dumps(out))
 except Exception as error:
     print(json.dumps({"error": f"{type(error).__name__}: {error}", "replies": out}))
@@ -290,7 +314,8 @@ def _parents(path: str):
 
 def from_other_process(socket_path: str, records, user: int | None = None):
     """Send ``records`` [(type, request id, payload bytes)] from a separate process (as uid
-    ``user`` when given); returns [[type, request id, status], ...] or {"error": ...}."""
+    ``user`` when given); returns [[type, request id, status, seconds], ...] or
+    {"error": ..., "replies": [...]}."""
     def demote():
         os.setgid(user)
         os.setuid(user)

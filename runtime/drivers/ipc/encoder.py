@@ -151,8 +151,10 @@ def flat_bytes(view: memoryview) -> memoryview:
 
 
 def is_shared(pool) -> bool:
+    """True for a pool the driver may map by fd: one that says it is ``sealed`` (cannot shrink,
+    see ``shm.map_fd``). Any other pool's bytes travel inline or staged."""
     return isinstance(getattr(pool, "fd", None), int) and getattr(pool, "fd") >= 0 \
-        and hasattr(pool, "size")
+        and hasattr(pool, "size") and getattr(pool, "sealed", False)
 
 
 def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: int | None,

@@ -6,6 +6,9 @@ record at a time: decode, trace (``HIDL::<iface>::<method>::server`` around
 reply payload starts with a u32 ErrorStatus; failures carry a UTF-8 message after it. Anything
 malformed (framing, codec, indexes, pool regions, invalid model or request) is answered with
 INVALID_ARGUMENT and the service keeps going; unexpected exceptions become GENERAL_FAILURE.
+The loop (``_serve``) and the limits (``_guard``) keep one client from crashing, stalling or
+starving the others: prepared models belong to the client process that prepared them, only
+the process that started the driver may move its trace directory, pools must be sealed memfds.
 The process exits on SHUTDOWN or when its parent process dies. With vlog ``driver`` on
 (``NN_VLOG=driver``, inherited from the runtime), every call is logged on stderr under the log
 tag ``SampleDriver``, e.g. ``prepareModel(sample-quant): 3 operations``.
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import socket
 import struct
 import time
@@ -27,16 +29,15 @@ from typing import NamedTuple
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc import _guard, _trace
+from runtime.drivers.ipc._serve import Connection, ServeLoop
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                        enum_value)
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
-                                                 KNOWS_SHAPES, DecodeState, decode_execute,
-                                                 encode_result)
+                                                 KNOWS_SHAPES, decode_execute, encode_result)
 from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import MappingError, map_fd
-from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
 from runtime.hal.device_types import ExecutionResult
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Preference, Priority
@@ -48,6 +49,7 @@ _OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
 _MEMO_HEAD_SIZE = _MEMO_HEAD.size
 _unpack_memo_head = _MEMO_HEAD.unpack_from
 _PREPARE = struct.Struct("<BBq")
+_POOL_REGION = struct.Struct("<QQ")
 _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_MODEL: Phase.COMPILATION,
            MsgType.EXECUTE_SYNC: Phase.EXECUTION, MsgType.EXECUTE: Phase.EXECUTION,
            MsgType.EXECUTE_SYNC_MEMO: Phase.EXECUTION,
@@ -63,19 +65,23 @@ _NO_MARK = contextlib.nullcontext()
 _EXECUTE = int(MsgType.EXECUTE)  # plain ints: enum attribute lookups cost on every message
 _monotonic_ns = time.monotonic_ns
 _trace_enabled = _trace.enabled
-#: How long the loop blocks in one connection's recv before it polls all sockets again.
-_DIRECT_S = 0.05
+_EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
 
 
 def listen(path: str) -> socket.socket:
-    """A listening SOCK_SEQPACKET socket bound to ``path`` (replacing a stale file)."""
+    """A listening SOCK_SEQPACKET socket bound to ``path`` (replacing a stale file), which only
+    its owner may connect to (mode 0600; the peer's uid is checked on accept as well)."""
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    sock.bind(path)
-    sock.listen(8)
+    old_umask = os.umask(0o177)  # the socket file is created 0600, never reachable by others
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old_umask)
+    sock.listen(socket.SOMAXCONN)
     return sock
 
 
@@ -93,16 +99,6 @@ class _Decoded(NamedTuple):
     request: object
 
 
-class _Connection:
-    def __init__(self, channel: Channel):
-        self.channel = channel
-        self.state = DecodeState()
-
-    def close(self) -> None:
-        self.state.close()
-        self.channel.close()
-
-
 class DriverService:
     """Serves ``device`` on ``listener`` until SHUTDOWN or the parent process exits."""
 
@@ -110,8 +106,10 @@ class DriverService:
         self.device = device
         self.listener = listener
         self.parent_pid = parent_pid
-        self.models: dict = {}
-        self._next_model = 1
+        #: Only this process may set the trace directory (the one that started the driver).
+        self.starter_pid = parent_pid if parent_pid is not None else os.getpid()
+        self.budget = _guard.FdBudget.for_this_process()
+        self.clients = _guard.Clients(self.budget)
         self._running = True
         self._label = "SampleDriver"
         self._vlog = vlog.is_on("driver")  # the mask is read once, at import
@@ -132,82 +130,18 @@ class DriverService:
 
     # ------------------------------------------------------------------ loop
     def serve_forever(self) -> None:
-        poller = select.epoll()
-        listener_fd = self.listener.fileno()
-        poller.register(listener_fd, select.EPOLLIN)
-        connections: dict[int, _Connection] = {}
         try:
-            poll = poller.poll
-            serve_one = self._serve_one
-            monotonic = time.monotonic
-            poll_due = 0.0
-            direct = None  # (fd, connection) of the single client
-            while self._running:
-                if len(connections) == 1 and monotonic() < poll_due:
-                    # One client: wait for its next record in recv itself (one syscall, a direct
-                    # wake-up); back to epoll after a quiet _DIRECT_S and at least that often,
-                    # so new connections and the orphan check are never starved.
-                    if direct is None or connections.get(direct[0]) is not direct[1]:  # fds are reused
-                        direct = next(iter(connections.items()))
-                    fd, connection = direct
-                    served = serve_one(connection)
-                    if served is None:
-                        poll_due = 0.0
-                    elif not served:
-                        poller.unregister(fd)
-                        connections.pop(fd).close()
-                    continue
-                events = poll(1.0)
-                poll_due = monotonic() + _DIRECT_S
-                if len(events) == 1:  # the common case: one request on one connection
-                    fd = events[0][0]
-                    connection = connections.get(fd)
-                    if connection is not None:
-                        if serve_one(connection) is False:
-                            poller.unregister(fd)
-                            connections.pop(fd).close()
-                        continue
-                if not events and self.parent_pid is not None and os.getppid() != self.parent_pid:
-                    break  # idle and orphaned: the runtime process is gone
-                for fd, _ in events:
-                    if fd == listener_fd:
-                        sock, _ = self.listener.accept()
-                        connections[sock.fileno()] = _Connection(Channel(sock))
-                        poller.register(sock.fileno(), select.EPOLLIN)
-                    elif fd in connections and self._serve_one(connections[fd]) is False:
-                        poller.unregister(fd)
-                        connections.pop(fd).close()
+            ServeLoop(self).run()
         finally:
             _trace.flush()
-            for connection in connections.values():
-                connection.close()
-            poller.close()
 
-    def _serve_one(self, connection: _Connection) -> bool | None:
-        """Answer one record; False when the connection is finished, None when nothing arrived
-        within ``_DIRECT_S``."""
-        try:
-            message = connection.channel.recv(_DIRECT_S)
-        except ProtocolError as error:
-            self._reply(connection, 0, error.request_id, error_reply(ErrorStatus.INVALID_ARGUMENT, str(error)))
-            return True
-        except socket.timeout:
-            return None
-        except (PeerClosed, OSError):
-            return False
-        try:
-            self.handle(connection, message)
-        finally:
-            if message.fds:
-                close_fds(message.fds)
-        return True
+    def reject(self, connection: Connection, error: ProtocolError) -> None:
+        """Answer a record that breaks the framing."""
+        self._reply(connection, 0, error.request_id, error_reply(ErrorStatus.INVALID_ARGUMENT, str(error)))
 
-    def _reply(self, connection: _Connection, msg_type: int, request_id: int, payload,
+    def _reply(self, connection: Connection, msg_type: int, request_id: int, payload,
                flags: int = REPLY) -> None:
-        try:
-            connection.channel.send(flags | msg_type, request_id, payload)
-        except (PeerClosed, OSError):
-            pass  # the client went away; its connection is dropped on the next read
+        connection.send(flags | msg_type, request_id, payload)
 
     # ------------------------------------------------------------------ dispatch
     def handle(self, connection: _Connection, message) -> None:
@@ -236,10 +170,7 @@ class DriverService:
                 payload = self._guarded(_reraise)
             if _trace_enabled():
                 _trace.flush()
-        try:
-            connection.channel.send(REPLY | msg_type, message.request_id, payload)
-        except (PeerClosed, OSError):
-            pass  # the client went away; its connection is dropped on the next read
+        connection.send(REPLY | msg_type, message.request_id, payload)
 
     @staticmethod
     def _guarded(handler, *args) -> bytes:
@@ -258,8 +189,11 @@ class DriverService:
         return _OK + encode_capabilities(self.device.capabilities())
 
     def _supported(self, connection, message, start) -> bytes:
-        model = self._read_model(Reader(message.payload), message.fds)
-        flags = self.device.supported_operations(model)
+        model, held = self._read_model(Reader(message.payload), message.fds, connection.client)
+        try:
+            flags = self.device.supported_operations(model)
+        finally:
+            self.budget.give_for(connection.client, held)
         return _OK + struct.pack(f"<I{len(flags)}B", len(flags), *flags)
 
     def _type(self, connection, message, start) -> bytes:
@@ -285,38 +219,51 @@ class DriverService:
         r = Reader(message.payload)
         preference, priority, deadline = r._take(_PREPARE)
         cache_dir, token = r.text(), r.blob()
-        model = self._read_model(r, message.fds)
-        prepared = self.device.prepare_model(model, enum_value(Preference, preference),
-                                             enum_value(Priority, priority),
-                                             None if deadline < 0 else deadline, cache_dir or None,
-                                             token or None)
-        model_id = self._next_model
-        self._next_model += 1
-        self.models[model_id] = prepared
+        model, held = self._read_model(r, message.fds, connection.client)
+        try:
+            prepared = self.device.prepare_model(model, enum_value(Preference, preference),
+                                                 enum_value(Priority, priority),
+                                                 None if deadline < 0 else deadline, cache_dir or None,
+                                                 token or None)
+        except BaseException:
+            self.budget.give_for(connection.client, held)
+            raise
+        model_id = self.clients.add_model(connection.client, prepared, held)
         if self._vlog:
             vlog.log("driver", self._label, "prepareModel(%s): model %d, %d operations", self.device.name,
                      model_id, len(model.main.operations))
         return _OK + struct.pack("<I", model_id)
 
-    def _read_model(self, r: Reader, fds: list):
-        """Model structure + out-of-line operand values (fd 0) + model pools (following fds)."""
+    def _read_model(self, r: Reader, fds: list, client):
+        """Model structure + out-of-line operand values (fd 0) + model pools (following fds);
+        returns (model, fds its mappings hold, taken from the budget: the caller gives them back)."""
         model, external = decode_model(r)
-        pool_regions = [r._take(struct.Struct("<QQ")) for _ in range(r.count(16))]
+        pool_regions = [r._take(_POOL_REGION) for _ in range(r.count(16))]
         r.end()
         expected = len(pool_regions) + (external is not None)
         if len(fds) != expected:
             raise CodecError(f"model needs {expected} fds, {len(fds)} were sent")
-        values = model.operand_values
-        if external is not None:
-            values = map_fd(fds[0], 0, external, writable=False).view
-        pools = tuple(map_fd(fd, offset, size, writable=False).view
-                      for fd, (offset, size) in zip(fds[expected - len(pool_regions):], pool_regions))
-        return type(model)(model.main, model.referenced, values, pools, model.relax_float32_to_float16)
+        _guard.check_dimensions(model)
+        if not self.budget.take_for(client, expected):
+            raise HalError(_EXHAUSTED, "too many pools mapped for this client (release some first)")
+        try:
+            values = model.operand_values
+            if external is not None:
+                values = map_fd(fds[0], 0, external, writable=False).view
+            pools = tuple(map_fd(fd, offset, size, writable=False).view
+                          for fd, (offset, size) in zip(fds[expected - len(pool_regions):], pool_regions))
+        except BaseException:
+            self.budget.give_for(client, expected)
+            raise
+        return type(model)(model.main, model.referenced, values, pools,
+                           model.relax_float32_to_float16), expected
 
     # ------------------------------------------------------------------ IPreparedModel
     def _execute_sync(self, connection, message, start) -> bytes:
+        if message.fds:
+            connection.pools.begin()
         decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
-        result = self._run(decoded, start)
+        result = self._run(connection.client.models, decoded, start)
         return _OK + encode_result(result, decoded.request, decoded.inline_outputs)
 
     def _execute_memo(self, connection, message, start) -> bytes:
@@ -334,7 +281,7 @@ class DriverService:
             raise CodecError(f"execute repeat carries {len(view) - _MEMO_HEAD_SIZE} inline bytes, "
                              f"its request has {memo.inline_size}")
         memo.refill(view, _MEMO_HEAD_SIZE)
-        prepared = self.models.get(model_id)
+        prepared = connection.client.models.get(model_id)
         if prepared is None:
             raise CodecError(f"unknown prepared model {model_id}")
         request = memo.request
@@ -347,7 +294,8 @@ class DriverService:
                 except (TypeError, BufferError):  # a non-contiguous result: answer through execute()
                     pass
         if measure & 1:
-            result = self._run(_Decoded(model_id, True, None if deadline < 0 else deadline, request), start)
+            result = self._run(connection.client.models,
+                               _Decoded(model_id, True, None if deadline < 0 else deadline, request), start)
         else:
             result = prepared.execute(request, False, None if deadline < 0 else deadline)
             if measure & 2 and not result.status and result.timing is None:
@@ -357,8 +305,8 @@ class DriverService:
         memo.shapes = result.output_shapes
         return _OK_FULL + encode_result(result, request, memo.outputs)
 
-    def _run(self, decoded, start: int) -> ExecutionResult:
-        prepared = self.models.get(decoded.model_id)
+    def _run(self, models: dict, decoded, start: int) -> ExecutionResult:
+        prepared = models.get(decoded.model_id)
         if prepared is None:
             raise CodecError(f"unknown prepared model {decoded.model_id}")
         result = prepared.execute(decoded.request, decoded.measure, decoded.deadline_ns)
@@ -368,36 +316,41 @@ class DriverService:
                                      type(result.timing)(result.timing.time_on_device, in_driver))
         return result
 
-    def _execute_async(self, connection: _Connection, message, start: int) -> None:
-        """Launch reply first (status only), then the result as a NOTIFY callback."""
-        decoded = None
+    def _execute_async(self, connection: Connection, message, start: int) -> None:
+        """Launch reply first (status only), then, only after a successful launch, the result as
+        a NOTIFY callback."""
         with _trace.hidl("IPreparedModel", "execute", "server"):
             with _trace.driver(Phase.EXECUTION, f"{self._label}::execute"):
-                try:
-                    decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
-                    if decoded.model_id not in self.models:
-                        raise CodecError(f"unknown prepared model {decoded.model_id}")
-                    launch = _OK
-                except (CodecError, MappingError) as error:
-                    launch = error_reply(ErrorStatus.INVALID_ARGUMENT, str(error))
-                except Exception as error:  # noqa: BLE001 - a driver must answer, never crash
-                    decoded = None
-                    launch = error_reply(ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}")
+                decoded = None
+                launch = self._guarded(self._launch, connection, message)
+                if launch is _OK:
+                    decoded = connection.launched
+        connection.launched = None
         self._reply(connection, MsgType.EXECUTE, message.request_id, launch)
         if decoded is None:
             return _trace.flush()
+        models = connection.client.models
         with _trace.driver(Phase.EXECUTION, f"{self._label}::asyncExecute"):
             payload = self._guarded(lambda: _OK + encode_result(
-                self._run(decoded, start), decoded.request, decoded.inline_outputs))
+                self._run(models, decoded, start), decoded.request, decoded.inline_outputs))
         with _trace.hidl("IExecutionCallback", "notify", "client"):
             self._reply(connection, MsgType.NOTIFY, message.request_id, payload, flags=0)
         _trace.flush()
+
+    def _launch(self, connection: Connection, message) -> bytes:
+        if message.fds:
+            connection.pools.begin()
+        decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
+        if decoded.model_id not in connection.client.models:
+            raise CodecError(f"unknown prepared model {decoded.model_id}")
+        connection.launched = decoded
+        return _OK
 
     def _release(self, connection, message, start) -> bytes:
         r = Reader(message.payload)
         model_id = r.u32()
         r.end()
-        self.models.pop(model_id, None)
+        self.clients.release_model(connection.client, model_id)  # only this client's models
         return _OK
 
     def _free_pools(self, connection, message, start) -> bytes:
@@ -417,6 +370,8 @@ class DriverService:
         r = Reader(message.payload)
         directory = r.text()
         r.end()
+        if connection.pid != self.starter_pid:
+            raise CodecError("only the process that started the driver may set its trace directory")
         if directory and not os.path.isdir(directory):
             raise CodecError(f"trace directory {directory!r} does not exist")
         _trace.join_session(directory)

@@ -3,8 +3,10 @@
 The runtime side creates a :class:`SharedPool` (or passes any object with ``fd``, ``offset`` and
 ``size`` attributes, e.g. ``runtime.memory.Memory``); the fd travels once with ``SCM_RIGHTS`` and
 the driver maps it with :func:`map_fd`, which checks the region against the file's real size so
-no access can fall outside it. Pools made here are sealed against shrinking, and the driver
-seals any memfd it maps when it can, so a client cannot truncate a pool under the driver.
+no access can fall outside it. A mapping of a file that later shrinks faults (SIGBUS) on access,
+so :func:`map_fd` accepts only memfds sealed against shrinking (``F_SEAL_SHRINK``, checked with
+``F_GET_SEALS`` on receipt, like ashmem that cannot shrink); pools made here carry
+``F_SEAL_SHRINK | F_SEAL_GROW``.
 
 Example:
     >>> pool = SharedPool(8)
@@ -20,8 +22,11 @@ import fcntl
 import mmap
 import os
 
-_SEALS = getattr(fcntl, "F_SEAL_SHRINK", 0x0002)
+SEAL_SHRINK = getattr(fcntl, "F_SEAL_SHRINK", 0x0002)
+#: The seals of every pool made here: its size is fixed for good.
+POOL_SEALS = SEAL_SHRINK | getattr(fcntl, "F_SEAL_GROW", 0x0004)
 _ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+_GET_SEALS = getattr(fcntl, "F_GET_SEALS", 1034)
 
 
 class MappingError(ValueError):
@@ -40,14 +45,12 @@ class SharedPool:
     """
 
     offset = 0
+    sealed = True  # cannot shrink: a driver may map it (see map_fd)
 
     def __init__(self, size: int, name: str = "nnscope-pool"):
         self.size = size
-        flags = os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING
-        self.fd = os.memfd_create(name, flags)
+        self.fd = sealed_memfd(name, size)
         try:
-            os.ftruncate(self.fd, size)
-            _try_seal(self.fd)
             self._map = mmap.mmap(self.fd, size) if size else None
         except OSError:
             os.close(self.fd)
@@ -101,8 +104,9 @@ def map_fd(fd: int, offset: int, size: int, writable: bool = True) -> MappedRegi
     """
     if offset < 0 or size < 0:
         raise MappingError(f"bad region offset={offset} size={size}")
+    if not can_not_shrink(fd):
+        raise MappingError("pool fd is not a memfd sealed against shrinking (F_SEAL_SHRINK)")
     try:
-        _try_seal(fd)
         file_size = os.fstat(fd).st_size
     except OSError as error:
         raise MappingError(f"cannot stat fd: {error}") from None
@@ -129,8 +133,21 @@ def _release(view: memoryview, mapping) -> None:
         pass
 
 
-def _try_seal(fd: int) -> None:
+def sealed_memfd(name: str, size: int) -> int:
+    """A new memfd of ``size`` bytes sealed with :data:`POOL_SEALS` (the caller owns the fd)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        fcntl.fcntl(fd, _ADD_SEALS, _SEALS)
+        os.ftruncate(fd, size)
+        fcntl.fcntl(fd, _ADD_SEALS, POOL_SEALS)
     except OSError:
-        pass  # not a sealable memfd (plain file, or created without MFD_ALLOW_SEALING)
+        os.close(fd)
+        raise
+    return fd
+
+
+def can_not_shrink(fd: int) -> bool:
+    """True when ``fd`` is a memfd sealed against shrinking (seals can never be removed)."""
+    try:
+        return bool(fcntl.fcntl(fd, _GET_SEALS) & SEAL_SHRINK)
+    except OSError:
+        return False  # not a memfd (a plain file, a pipe, ...)

@@ -4,7 +4,9 @@ A :class:`Channel` wraps a connected Unix socket. :meth:`Channel.send` writes on
 (large payloads go through a memfd, see ``protocol``); :meth:`Channel.recv` waits at most
 ``timeout`` seconds for one record and returns a :class:`Message`. A closed peer raises
 :class:`PeerClosed`, a timeout :class:`socket.timeout`; framing problems raise
-``ProtocolError`` after any received fds are closed. The receive buffer is reused, so a
+``ProtocolError`` after any received fds are closed (fds never outlive a failed receive).
+:meth:`Channel.send_nowait` never blocks: it hands back what the socket could not take yet, for
+:meth:`Channel.send_pending` once the peer reads again (the driver's per-connection output). The receive buffer is reused, so a
 message's ``payload`` is only valid until the next ``recv`` on the same channel.
 
 Example:
@@ -24,6 +26,7 @@ import socket
 import struct
 from typing import NamedTuple
 
+from runtime.drivers.ipc.shm import can_not_shrink, sealed_memfd
 from runtime.drivers.ipc.protocol import (FLAG_BULK, HEADER, HEADER_SIZE, MAGIC, MAX_FDS,
                                           MAX_INLINE_PAYLOAD, VERSION, MsgType, ProtocolError,
                                           pack_header, unpack_header)
@@ -36,7 +39,7 @@ _BAD_FLAGS = _CTRUNC | int(socket.MSG_TRUNC)
 _HEADER_UNPACK = HEADER.unpack_from
 _HEADER_PACK = HEADER.pack
 _BUFFER_SIZE = 1 << 20
-_BULK_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+_DONTWAIT = int(socket.MSG_DONTWAIT)
 
 
 class PeerClosed(ConnectionError):
@@ -69,6 +72,7 @@ class Channel:
         self._buf = bytearray(_RECV_SIZE)
         self._view = memoryview(self._buf)
         self._sendall = sock.sendall
+        self._send = sock.send
         self._recvmsg_into = sock.recvmsg_into
         self._bufs = [self._buf]
         self._timeout: float | None = None
@@ -107,16 +111,57 @@ class Channel:
             raise socket.timeout("peer does not read (send timed out)") from None
 
     def _send_bulk(self, msg_type: int, request_id: int, payload, fds) -> None:
-        fd = os.memfd_create("nnscope-bulk", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        fd = _bulk_fd(payload)
         try:
-            os.ftruncate(fd, len(payload))
-            with mmap.mmap(fd, len(payload)) as mapping:
-                mapping[:] = payload
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _BULK_SEALS)  # the receiver reads a frozen payload
             head = pack_header(msg_type, request_id, len(payload), FLAG_BULK)
             socket.send_fds(self.sock, [head], [fd, *fds])
         finally:
             os.close(fd)
+
+    def send_nowait(self, msg_type: int, request_id: int, payload=b"") -> tuple | None:
+        """Send one record without blocking; returns None once sent, else the pending record
+        (see :meth:`pending`) to pass to :meth:`send_pending` when the peer reads again.
+
+        Raises:
+            PeerClosed: the peer is gone.
+        """
+        size = len(payload)
+        if size <= MAX_INLINE_PAYLOAD:  # the hot path: one plain record
+            data = _HEADER_PACK(MAGIC, VERSION, 0, msg_type, request_id, size) + payload
+            try:
+                self._send(data, _DONTWAIT)
+                return None
+            except BlockingIOError:
+                return (data if type(data) is bytes else bytes(data)), []
+            except (BrokenPipeError, ConnectionResetError) as error:
+                raise PeerClosed(str(error)) from None
+        pending = self.pending(msg_type, request_id, payload)
+        return None if self.send_pending(pending) else pending
+
+    @staticmethod
+    def pending(msg_type: int, request_id: int, payload=b"") -> tuple:
+        """One record as ``(bytes, fds)`` ready for :meth:`send_pending` (a large payload in a
+        sealed memfd, owned by the record until it is sent or dropped with :func:`close_fds`)."""
+        size = len(payload)
+        if size <= MAX_INLINE_PAYLOAD:
+            return pack_header(msg_type, request_id, size) + bytes(payload), []
+        return pack_header(msg_type, request_id, size, FLAG_BULK), [_bulk_fd(payload)]
+
+    def send_pending(self, pending: tuple) -> bool:
+        """Try again to send a record from :meth:`send_nowait`; True (and its fds closed) once
+        sent, False while the peer does not read. Raises PeerClosed when the peer is gone."""
+        data, fds = pending
+        try:
+            if fds:
+                socket.send_fds(self.sock, [data], fds, _DONTWAIT)
+            else:
+                self._send(data, _DONTWAIT)
+        except BlockingIOError:
+            return False
+        except (BrokenPipeError, ConnectionResetError) as error:
+            raise PeerClosed(str(error)) from None
+        _close_all(fds)
+        return True
 
     def recv(self, timeout: float | None) -> Message:
         """Wait up to ``timeout`` seconds (None: the socket's default) for one record.
@@ -140,9 +185,10 @@ class Channel:
             magic, version, bits, msg_type, request_id, length = _HEADER_UNPACK(self._buf)
             if magic == MAGIC and version == VERSION and not bits and length == size - HEADER_SIZE:
                 return _new_message(Message, (msg_type, request_id, self._view[HEADER_SIZE:size], []))
-        if size == 0:
-            raise PeerClosed("peer closed the connection")
         fds = _fds(ancdata) if ancdata else []
+        if size == 0:  # end of stream, or an empty record (its fds must not leak)
+            _close_all(fds)
+            raise PeerClosed("peer closed the connection")
         try:
             return self._parse(size, flags, fds)
         except ProtocolError:
@@ -178,8 +224,27 @@ def _timeval(seconds: float | None) -> bytes:
     return struct.pack("@ll", int(seconds), int((seconds % 1) * 1e6) or (0 if int(seconds) else 1))
 
 
-def _read_bulk(fd: int, head) -> memoryview:
+def _bulk_fd(payload) -> int:
+    """A sealed memfd holding ``payload`` (the receiver reads a payload that cannot change size)."""
+    fd = sealed_memfd("nnscope-bulk", len(payload))
     try:
+        if len(payload):
+            with mmap.mmap(fd, len(payload)) as mapping:
+                mapping[:] = payload
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)  # and frozen
+    except (OSError, ValueError):
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_bulk(fd: int, head) -> memoryview:
+    """The payload of a bulk record: only from a memfd that cannot shrink (a mapping of a file
+    that shrinks while it is read faults with SIGBUS)."""
+    try:
+        if not can_not_shrink(fd):
+            raise ProtocolError("bulk payload fd is not a memfd sealed against shrinking",
+                                head.request_id)
         if os.fstat(fd).st_size < head.length:
             raise ProtocolError("bulk payload fd is shorter than the header length", head.request_id)
         with mmap.mmap(fd, head.length, prot=mmap.PROT_READ) if head.length else _Empty() as mapping:

@@ -1,0 +1,289 @@
+"""The driver's event loop: accept, read one record at a time, write replies without blocking.
+
+One thread serves every connection (``epoll``). Guarantees that keep one client from hurting
+the others:
+
+- ``accept`` takes every pending connection per pass; it admits only the driver's own user
+  (``SO_PEERCRED``), at most ``MAX_CONNECTIONS`` and only while the fd budget allows. A failing
+  ``accept`` (EMFILE, ...) is logged and the pending connection shed; the loop goes on.
+- Replies are sent with ``MSG_DONTWAIT``. What a peer does not take waits in its connection's
+  output queue, and that connection is not read again until the queue drains, so the queue holds
+  at most the replies of one request; a peer that takes nothing for :data:`STUCK_S` is dropped.
+- With a single client the loop waits in that client's ``recv`` itself (one syscall per
+  request), back to ``epoll`` every ``_DIRECT_S`` so new connections are never starved.
+
+Example (``DriverService.serve_forever`` does this)::
+
+    ServeLoop(service).run()
+"""
+from __future__ import annotations
+
+import collections
+import errno
+import logging
+import os
+import select
+import socket
+import time
+
+from runtime.drivers.ipc import _guard
+from runtime.drivers.ipc.execution_codec import DecodeState
+from runtime.drivers.ipc.protocol import ProtocolError
+from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
+
+#: Seconds a peer may leave its replies unread before it is dropped.
+STUCK_S = 5.0
+#: How long the loop blocks in one connection's recv before it polls all sockets again.
+_DIRECT_S = 0.05
+_IN, _OUT = select.EPOLLIN, select.EPOLLOUT
+_FD_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_log = logging.getLogger("nn.SampleDriver")
+
+
+class Connection:
+    """One client connection: its channel, decode state, pools, client and pending output."""
+
+    __slots__ = ("channel", "state", "pools", "client", "pid", "outbox", "stuck_since", "dead",
+                 "launched")
+
+    def __init__(self, channel: Channel, client, pid: int, budget: _guard.FdBudget):
+        self.channel = channel
+        self.state = DecodeState()
+        self.pools = self.state.pools = _guard.PoolTable(budget, client)
+        self.client = client
+        self.pid = pid
+        self.outbox: collections.deque | None = None  # pending (bytes, fds) records
+        self.stuck_since = 0.0
+        self.dead = False
+        self.launched = None  # the decoded request of an async execute being launched
+
+    def send(self, msg_type: int, request_id: int, payload) -> None:
+        """Send now, or queue behind what the peer has not taken yet."""
+        if self.dead:
+            return
+        try:
+            if self.outbox:
+                self.outbox.append(Channel.pending(msg_type, request_id, payload))
+                return
+            pending = self.channel.send_nowait(msg_type, request_id, payload)
+        except (PeerClosed, OSError):
+            self.dead = True
+            return
+        if pending is not None:
+            self.outbox = collections.deque([pending])
+            self.stuck_since = time.monotonic()
+
+    def flush(self) -> None:
+        """Send what the peer now takes."""
+        try:
+            while self.outbox:
+                if not self.channel.send_pending(self.outbox[0]):
+                    return
+                self.outbox.popleft()
+                self.stuck_since = time.monotonic()
+        except (PeerClosed, OSError):
+            self.dead = True
+
+    def close(self) -> None:
+        self._unbind()
+        self.state.close()
+        while self.outbox:
+            close_fds(self.outbox.popleft()[1])
+        self.channel.close()
+
+
+    def _unbind(self) -> None:
+        """Make the client's models forget requests decoded on this connection: their cached
+        numpy views would keep the connection's pools (and fds) mapped after it is gone."""
+        state = self.state
+        requests = {id(state.last[2]), *(id(memo.request) for memo in state.memos.values())}
+        for prepared in self.client.models.values():
+            cached = getattr(prepared, "_cache", None)  # cpu.CpuPreparedModel's last binding
+            if cached and cached[0] is not None and id(cached[0]) in requests:
+                prepared._cache = (None, None)
+
+
+class ServeLoop:
+    """Runs ``service`` (a ``DriverService``) until it stops running or its parent exits."""
+
+    def __init__(self, service):
+        self.service = service
+        self.listener = service.listener
+        self.budget: _guard.FdBudget = service.budget
+        self.clients: _guard.Clients = service.clients
+        self.connections: dict[int, Connection] = {}
+        self.poller = select.epoll()
+        self._writing: set = set()  # fds registered for EPOLLOUT (their outbox is not empty)
+        self._spare = -1
+        self._last_warning = 0.0
+
+    def run(self) -> None:
+        self.listener.setblocking(False)
+        listener_fd = self.listener.fileno()
+        self.poller.register(listener_fd, _IN)
+        self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        connections, serve, service = self.connections, self._serve, self.service
+        monotonic = time.monotonic
+        poll_due, direct = 0.0, None
+        try:
+            while service._running:
+                if len(connections) == 1 and not self._writing and monotonic() < poll_due:
+                    # One client: wait for its next record in recv itself; back to epoll after a
+                    # quiet _DIRECT_S and at least that often (new connections, orphan check).
+                    if direct is None or connections.get(direct[0]) is not direct[1]:  # fds are reused
+                        direct = next(iter(connections.items()))
+                    if serve(*direct) is None:
+                        poll_due = 0.0
+                    continue
+                events = self.poller.poll(0.2 if self._writing else 1.0)
+                poll_due = monotonic() + _DIRECT_S
+                for fd, mask in events:
+                    if fd == listener_fd:
+                        self._accept_all()
+                    elif fd in connections:
+                        if mask & _OUT:
+                            self._flush(fd, connections[fd])
+                        else:
+                            serve(fd, connections[fd])
+                if self._writing:
+                    self._drop_stuck(monotonic())
+                if not events:
+                    self._idle()
+        finally:
+            for fd in list(connections):
+                self._drop(fd)
+            if self._spare >= 0:
+                os.close(self._spare)
+            self.poller.close()
+
+    # ------------------------------------------------------------------ reading and writing
+    def _serve(self, fd: int, connection: Connection) -> bool | None:
+        """Answer one record of ``connection``; None when nothing arrived within _DIRECT_S."""
+        try:
+            message = connection.channel.recv(_DIRECT_S)
+        except ProtocolError as error:
+            self.service.reject(connection, error)
+            message = None
+        except socket.timeout:
+            return None
+        except (PeerClosed, OSError):
+            self._drop(fd)
+            return False
+        if message is not None:
+            try:
+                self.service.handle(connection, message)
+            finally:
+                if message.fds:
+                    close_fds(message.fds)
+        if connection.dead:
+            self._drop(fd)
+            return False
+        if connection.outbox and fd not in self._writing:
+            self.poller.modify(fd, _OUT)  # read nothing more until the peer takes its replies
+            self._writing.add(fd)
+        return True
+
+    def _flush(self, fd: int, connection: Connection) -> None:
+        connection.flush()
+        if connection.dead:
+            self._drop(fd)
+        elif not connection.outbox:
+            self.poller.modify(fd, _IN)
+            self._writing.discard(fd)
+
+    def _drop_stuck(self, now: float) -> None:
+        for fd in [fd for fd in self._writing if now - self.connections[fd].stuck_since > STUCK_S]:
+            self._warn(f"dropping a client that has not read its replies for {STUCK_S:g}s "
+                       f"(pid {self.connections[fd].pid})")
+            self._drop(fd)
+
+    def _drop(self, fd: int) -> None:
+        connection = self.connections.pop(fd, None)
+        if connection is None:
+            return
+        self._writing.discard(fd)
+        try:
+            self.poller.unregister(fd)
+        except OSError:
+            pass
+        connection.close()
+        self.budget.give(1)
+        self.clients.detach(connection.client)
+
+    def _idle(self) -> None:
+        parent = self.service.parent_pid
+        if parent is not None and os.getppid() != parent:
+            self.service._running = False  # idle and orphaned: the runtime process is gone
+        self.clients.sweep()
+
+    # ------------------------------------------------------------------ accepting
+    def _accept_all(self) -> None:
+        """Accept every pending connection; never raises."""
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as error:
+                if error.errno in _FD_ERRORS:
+                    self._shed(error)
+                    return
+                continue  # e.g. ECONNABORTED: that peer gave up
+            self._admit(sock)
+
+    def _admit(self, sock: socket.socket) -> None:
+        try:
+            peer = _guard.peer_of(sock)
+        except OSError:
+            sock.close()
+            return
+        if not _guard.may_connect(peer):
+            self._warn(f"refused a connection from uid {peer.uid} (pid {peer.client.pid})")
+            sock.close()
+            return
+        client = self.clients.attach(peer.client)
+        if client.connections > self.budget.max_client_connections or not self._make_room():
+            self._warn(f"refused a connection from pid {peer.client.pid}: {client.connections} of its "
+                       f"own, {len(self.connections)} in all, {self.budget.used} of "
+                       f"{self.budget.limit} fds in use")
+            self.clients.detach(client)
+            sock.close()
+            return
+        connection = Connection(Channel(sock), client, peer.client.pid, self.budget)
+        self.connections[sock.fileno()] = connection
+        self.poller.register(sock.fileno(), _IN)
+
+    def _make_room(self) -> bool:
+        """Take an fd for a new connection; when all are taken, drop one connection of the
+        client holding the most (if it holds more than one)."""
+        if len(self.connections) < self.budget.max_connections and self.budget.take(1):
+            return True
+        hog = self.clients.busiest()
+        if hog is None or hog.connections < 2:
+            return False
+        fd = next(fd for fd, c in self.connections.items() if c.client is hog)
+        self._warn(f"dropping a connection of pid {hog.id.pid}, which holds {hog.connections}")
+        self._drop(fd)
+        return len(self.connections) < self.budget.max_connections and self.budget.take(1)
+
+    def _shed(self, error: OSError) -> None:
+        """Out of fds: close pending connections (with the spare fd freed) instead of spinning."""
+        self._warn(f"accept failed ({error}); shedding pending connections")
+        if self._spare >= 0:
+            os.close(self._spare)
+            self._spare = -1
+        try:
+            while True:
+                self.listener.accept()[0].close()
+        except OSError:
+            pass
+        try:
+            self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            time.sleep(0.05)  # still no fd free: back off briefly, then serve on
+
+    def _warn(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last_warning >= 1.0:  # at most one line a second
+            self._last_warning = now
+            _log.warning("%s", message)
