@@ -2,7 +2,9 @@
 
 A Memory is an ``mmap`` of a file descriptor. :meth:`Memory.create_shared` makes real shared
 memory (``memfd_create`` + ``mmap``) that another process (a driver) can map from the same fd;
-:meth:`Memory.from_fd` maps a caller's fd (duplicated, as NNAPI does). Models reference memory
+:meth:`Memory.from_fd` maps a caller's fd (duplicated, as NNAPI does). Drivers map only memory
+that cannot shrink under them (a memfd sealed with ``F_SEAL_SHRINK``, see :attr:`Memory.sealed`):
+``create_shared`` memory is sealed; any other fd's bytes are copied for the driver per call. Models reference memory
 with ``Model.set_operand_value_from_memory`` and executions with ``set_input_from_memory`` /
 ``set_output_from_memory``.
 
@@ -15,6 +17,7 @@ Example:
 """
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 
@@ -26,6 +29,7 @@ from tracing import Phase
 
 #: ``PROT_READ | PROT_WRITE``, the usual ``prot`` for :meth:`Memory.from_fd`.
 PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
 
 class Memory:
@@ -44,6 +48,19 @@ class Memory:
         self.offset = offset
         self.size = size
         self._view = memoryview(mapping)[delta:delta + size]
+        self._sealed = False
+
+    @property
+    def sealed(self) -> bool:
+        """True when the fd is a memfd sealed against shrinking: a driver process may map it.
+        Otherwise the runtime copies the bytes a driver needs (a file that shrank under a
+        driver's mapping would crash it)."""
+        if not self._sealed and self._view is not None:
+            try:
+                self._sealed = bool(fcntl.fcntl(self.fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK)
+            except OSError:
+                pass  # not a memfd
+        return self._sealed
 
     @classmethod
     def from_fd(cls, size: int, prot: int, fd: int, offset: int = 0) -> Memory:
@@ -92,9 +109,14 @@ class Memory:
             if size <= 0:
                 raise NnError(ResultCode.BAD_DATA, f"Memory: invalid size {size}")
             try:
-                fd = os.memfd_create(name, os.MFD_CLOEXEC)
-                os.ftruncate(fd, size)
+                fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             except OSError as error:
+                raise NnError(ResultCode.OUT_OF_MEMORY, f"Memory: memfd_create failed: {error}") from None
+            try:
+                os.ftruncate(fd, size)
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)  # fixed size: drivers may map it
+            except OSError as error:
+                os.close(fd)
                 raise NnError(ResultCode.OUT_OF_MEMORY, f"Memory: memfd_create failed: {error}") from None
             try:
                 return cls._map(size, PROT_READ_WRITE, fd, 0)
