@@ -73,6 +73,8 @@ def reduction_axes(axes: np.ndarray, rank: int) -> tuple[int, ...]:
 
 def _reduce(x: np.ndarray, axes, keep_dims, func) -> np.ndarray:
     axis = reduction_axes(axes, x.ndim)
+    c.expect(all(x.shape[a] > 0 for a in axis), f"input 0: cannot reduce an empty axis of "
+             f"shape {list(x.shape)}")
     out = np.asarray(func(x, axis=axis, keepdims=bool(keep_dims)))
     return out.reshape(1) if out.ndim == 0 else out
 
@@ -105,6 +107,7 @@ def _arg_kernel(func):
     def execute(ctx: OpContext) -> list:
         x, axis = ctx.inputs
         axis = c.normalize_axis(axis, x.ndim, "input 1")
+        c.expect(x.shape[axis] > 0, f"input 0: axis {axis} of shape {list(x.shape)} is empty")
         out = func(x, axis=axis).astype(np.int32)
         return [out.reshape(1) if out.ndim == 0 else out]
     return execute

@@ -49,6 +49,8 @@ def _validator(params, layout: bool):
 
 
 def _layout(ctx: OpContext, position: int) -> bool:
+    """The NCHW flag at ``position`` (absent or omitted: NHWC); input 0 must be 4-D."""
+    c.expect(ctx.inputs[0].ndim == 4, f"input 0: expected rank 4, got {ctx.inputs[0].ndim}")
     return len(ctx.inputs) > position and bool(ctx.inputs[position])
 
 
