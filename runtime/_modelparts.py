@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from runtime._checks import buffer_region
 from runtime.api import NnError, ResultCode
 from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType,
                                Operation, Subgraph, numpy_dtype)
@@ -61,7 +62,7 @@ def immediate_value(index: int, operand: Operand, value) -> Value:
     else:
         try:
             data = np.asarray(value, dtype=dtype).tobytes()
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, OverflowError) as error:
             raise _bad(f"setOperandValue: operand {index}: cannot convert value: {error}") from None
     _check_length(index, operand, len(data), "setOperandValue")
     lifetime = L.CONSTANT_COPY if len(data) <= MAX_IMMEDIATE else L.CONSTANT_REFERENCE
@@ -69,13 +70,9 @@ def immediate_value(index: int, operand: Operand, value) -> Value:
 
 
 def memory_value(index: int, operand: Operand, memory, offset: int, length: int) -> Value:
-    """Check a region given to setOperandValueFromMemory."""
-    size = getattr(memory, "size", None)
-    if size is None or getattr(memory, "freed", False):
-        raise _bad(f"setOperandValueFromMemory: operand {index}: not a live Memory")
-    if offset < 0 or length < 0 or offset + length > size:
-        raise _bad(f"setOperandValueFromMemory: operand {index}: region [{offset}, {offset + length}) "
-                   f"outside memory of {size} bytes")
+    """Check a region given to setOperandValueFromMemory (``memory`` is a live Memory)."""
+    offset, length = buffer_region(offset, length, memory.size,
+                                   f"setOperandValueFromMemory: operand {index}")
     _check_length(index, operand, length, "setOperandValueFromMemory")
     return Value(L.CONSTANT_REFERENCE, memory=memory, offset=offset, length=length)
 

@@ -15,6 +15,7 @@ import threading
 from typing import Callable
 
 import tracing
+from runtime._checks import real
 from runtime.api import NnError, ResultCode
 from tracing import Phase
 
@@ -58,6 +59,8 @@ class Event:
         Raises:
             NnError: the execution's error; MISSED_DEADLINE_TRANSIENT if ``timeout`` ran out.
         """
+        if timeout is not None and (real(timeout, "Event.wait", "timeout") < 0):
+            raise NnError(ResultCode.BAD_DATA, f"Event.wait: negative timeout {timeout}")
         if not self._done.wait(timeout):
             raise NnError(ResultCode.MISSED_DEADLINE_TRANSIENT, f"Event.wait: not done after {timeout} s")
         error = self._error

@@ -1,59 +1,74 @@
 """``Execution``: bind inputs/outputs to a compiled model and run it (ANeuralNetworksExecution).
 
-Arguments are checked when they are set (index, dtype, size, dimensions), and the HAL
-``Request`` is built once and reused until an argument changes, so :meth:`Execution.compute`
-only hands the cached request to the plan. An execution can be computed again after it
-completed (NNAPI's reusable executions); outputs with unknown dimensions report their real
-shape through :meth:`get_output_operand_dimensions`, also after OUTPUT_INSUFFICIENT_SIZE.
+Arguments are checked when they are set (index, dtype, size, dimensions; each is set once), and
+the HAL ``Request`` is built once, so :meth:`Execution.compute` only hands the cached request to
+the plan. An execution is single-use, as NNAPI: once a computation completed, setters and
+computes raise BAD_STATE, unless ``set_reusable(True)`` was called first (NNAPI feature level 5),
+which lets the same arguments be computed again, one computation at a time. Outputs with unknown
+dimensions report their real shape through :meth:`get_output_operand_dimensions`, also after
+OUTPUT_INSUFFICIENT_SIZE.
 
 Example:
     >>> import numpy as np
     >>> execution = Execution(compilation)                            # doctest: +SKIP
     >>> execution.set_input(0, np.ones((1, 4), np.float32))           # doctest: +SKIP
     >>> out = np.empty((1, 4), np.float32); execution.set_output(0, out)  # doctest: +SKIP
-    >>> execution.compute()                                           # doctest: +SKIP
+    >>> execution.set_reusable(True)                                  # doctest: +SKIP
+    >>> execution.compute(); execution.compute()                      # doctest: +SKIP
 """
 from __future__ import annotations
 
-import threading
-import time
+import mmap
 from typing import Sequence
 
 import numpy as np
 
 import tracing
 import vlog
+from runtime import _checks as checks
+from runtime import _execargs as args
 from runtime import _steps
+from runtime._lifecycle import ExecutionState
 from runtime.api import NnError, ResultCode
-from runtime.compilation import Compilation
+from runtime.compilation import Compilation, deadline_after
 from runtime.event import Event
 from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
 from runtime.hal.errors import result_code_from_status
-from runtime.hal.types import ErrorStatus, Operand, numpy_dtype
-from runtime.hal.validate import argument_problem, merge_dimensions
+from runtime.hal.types import ErrorStatus, Operand
+from runtime.hal.validate import argument_problem
 from runtime.memory import Memory
 from timing import NS_PER_US, Duration
 from tracing import Layer, Phase
 from tracing.naming import format_name
 from tracing.tracer import hot_recorder
 
+#: Default and maximum of ``set_loop_timeout`` (ANeuralNetworks_getDefaultLoopTimeout / getMaximumLoopTimeout).
+LOOP_TIMEOUT_DEFAULT_NS = 2_000_000_000
+LOOP_TIMEOUT_MAXIMUM_NS = 15_000_000_000
+
 _EMPTY = b""
 _COMPUTE_TAG = format_name(Layer.RUNTIME, Phase.EXECUTION)
-_IDLE, _RUNNING = 0, 1
 _NONE = ErrorStatus.NONE  # a module global: Enum member access is slow on Python 3.11
 
 
 class Execution:
     """One set of inputs and outputs for a finished :class:`Compilation`.
 
+    Single-use by default, as NNAPI: after a computation (``compute()``, or ``start_compute()``
+    then ``Event.wait()``) every setter and every further compute raises BAD_STATE. Call
+    ``set_reusable(True)`` before the first compute to compute the same arguments again.
+
     Raises:
-        NnError: BAD_STATE if the compilation is not finished.
+        NnError: UNEXPECTED_NULL for None, BAD_DATA for something that is not a Compilation,
+            BAD_STATE if the compilation is not finished (or its finish failed).
     """
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_create")
     def __init__(self, compilation: Compilation):
-        if not isinstance(compilation, Compilation) or compilation.plan is None:
-            raise NnError(ResultCode.BAD_STATE, "Execution: the compilation is not finished")
+        checks.not_null(compilation, "create", "compilation")
+        if not isinstance(compilation, Compilation):
+            raise checks.bad("create", f"expected a Compilation, got {type(compilation).__name__}")
+        compilation.check_executable("create")
         self.compilation = compilation
         self._plan = compilation.plan
         graph = self._plan.model.main
@@ -65,9 +80,8 @@ class Execution:
         self._request: Request | None = None
         self._measure = False
         self._timeout_ns = 0
-        self._loop_timeout_ns = 2_000_000_000
-        self._state = _IDLE
-        self._lock = threading.Lock()
+        self._loop_timeout_ns = LOOP_TIMEOUT_DEFAULT_NS
+        self._state = ExecutionState()
         self._result: ExecutionResult | None = None
 
     # ------------------------------------------------------------------ arguments
@@ -76,7 +90,8 @@ class Execution:
         """Bind model input ``index`` to ``buffer`` (a numpy array or bytes-like), or None to omit it.
 
         Raises:
-            NnError: BAD_DATA for a bad index, dtype, size or dimensions; BAD_STATE while running.
+            NnError: BAD_STATE once computing started or when the input is already set;
+                BAD_DATA for a bad index, dtype, size or dimensions.
         """
         self._bind("input", index, buffer, dimensions)
 
@@ -85,58 +100,74 @@ class Execution:
         """Bind model output ``index`` to a writable ``buffer`` (numpy array, bytearray, ...).
 
         Raises:
-            NnError: BAD_DATA for a bad index, dtype, size or read-only buffer; BAD_STATE while running.
+            NnError: UNEXPECTED_NULL for a None buffer; BAD_STATE once computing started or
+                when the output is already set; BAD_DATA for a bad index, dtype, size or a
+                read-only buffer.
         """
+        checks.not_null(buffer, "setOutput", "buffer")
         self._bind("output", index, buffer, dimensions)
 
     @tracing.runtime(Phase.INPUTS_AND_OUTPUTS, "ANeuralNetworksExecution_setInputFromMemory")
     def set_input_from_memory(self, index: int, memory: Memory, offset: int, length: int,
                               dimensions: Sequence[int] | None = None) -> None:
-        """Bind model input ``index`` to ``length`` bytes of ``memory`` at ``offset``."""
+        """Bind model input ``index`` to ``length`` bytes of ``memory`` at ``offset``.
+
+        Raises:
+            NnError: as :meth:`set_input`; UNEXPECTED_NULL for a None memory.
+        """
         self._bind_memory("input", index, memory, offset, length, dimensions)
 
     @tracing.runtime(Phase.INPUTS_AND_OUTPUTS, "ANeuralNetworksExecution_setOutputFromMemory")
     def set_output_from_memory(self, index: int, memory: Memory, offset: int, length: int,
                                dimensions: Sequence[int] | None = None) -> None:
-        """Bind model output ``index`` to ``length`` bytes of ``memory`` at ``offset``."""
+        """Bind model output ``index`` to ``length`` bytes of ``memory`` at ``offset``.
+
+        Raises:
+            NnError: as :meth:`set_output`; UNEXPECTED_NULL for a None memory.
+        """
         self._bind_memory("output", index, memory, offset, length, dimensions)
 
-    def _slot(self, kind: str, index: int) -> tuple[int, Operand]:
-        self._check_idle(f"set{kind.capitalize()}")
+    def _slot(self, kind: str, index, dimensions, call: str):
+        """State, index and dimensions of a setter, in AOSP's order: (slot, operand, dims, where)."""
+        self._state.check_preparing(call)
         operands = self._in_operands if kind == "input" else self._out_operands
-        if not isinstance(index, (int, np.integer)) or not 0 <= index < len(operands):
-            raise NnError(ResultCode.BAD_DATA, f"set{kind.capitalize()}: {kind} index {index} out "
-                          f"of range (model has {len(operands)} {kind}s)")
+        index = checks.index(index, len(operands), call, f"{kind} index")
+        where = f"{call}: {kind} {index} (operand {self._operand_index(kind, index)})"
+        operand = operands[index]
+        dims = None if dimensions is None else args.checked_dimensions(dimensions, operand, where)
         slot = index if kind == "input" else len(self._in_operands) + index
-        return slot, operands[index]
+        return slot, operand, dims, where
+
+    def _check_unset(self, slot: int, where: str) -> None:
+        if self._args[slot] is not None:
+            raise NnError(ResultCode.BAD_STATE, f"{where}: already set (an argument is set once)")
 
     def _bind(self, kind: str, index: int, buffer, dimensions) -> None:
-        slot, operand = self._slot(kind, index)
-        where = f"set{kind.capitalize()}: {kind} {index} (operand {self._operand_index(kind, index)})"
-        if buffer is None:
-            if kind == "output":
-                raise NnError(ResultCode.UNEXPECTED_NULL, f"{where}: outputs cannot be omitted")
+        call = f"set{kind.capitalize()}"
+        slot, operand, dims, where = self._slot(kind, index, dimensions, call)
+        self._check_unset(slot, where)
+        if buffer is None:  # an omitted optional input (nullptr, 0 in C)
             self._store(slot, RequestArgument(has_no_value=True, pool_index=slot), _EMPTY)
             return
-        if kind == "input" and not isinstance(buffer, np.ndarray) and \
-                isinstance(buffer, (int, float, bool, list, tuple)):
-            buffer = np.asarray(buffer, numpy_dtype(operand.type))
-        dims = _dims_for(buffer, operand, dimensions) if kind == "input" else \
-            tuple(int(d) for d in dimensions or ())
-        view = _as_buffer(buffer, operand, kind == "output", where)
-        self._check_and_store(kind, index, slot, operand, view, 0, view.nbytes, dims, where)
+        if kind == "input":
+            buffer = args.as_array(buffer, operand, where)
+            dims = args.dims_for(buffer, operand, dims)
+        view = args.as_buffer(buffer, operand, kind == "output", where)
+        self._check_and_store(kind, index, slot, operand, view, 0, view.nbytes, dims or (), where)
 
     def _bind_memory(self, kind: str, index: int, memory: Memory, offset: int, length: int,
                      dimensions) -> None:
-        slot, operand = self._slot(kind, index)
-        where = f"set{kind.capitalize()}FromMemory: {kind} {index} (operand {self._operand_index(kind, index)})"
-        if not isinstance(memory, Memory) or memory.freed:
-            raise NnError(ResultCode.BAD_DATA, f"{where}: not a live Memory")
-        dims = tuple(dimensions) if dimensions is not None else ()
-        self._check_and_store(kind, index, slot, operand, memory, offset, length, dims, where)
+        call = f"set{kind.capitalize()}FromMemory"
+        checks.not_null(memory, call, "memory")
+        slot, operand, dims, where = self._slot(kind, index, dimensions, call)
+        access = mmap.PROT_READ if kind == "input" else mmap.PROT_WRITE
+        memory = checks.memory(memory, where, access)
+        offset, length = checks.buffer_region(offset, length, memory.size, where)
+        self._check_unset(slot, where)
+        self._check_and_store(kind, index, slot, operand, memory, offset, length, dims or (), where)
 
     def _check_and_store(self, kind, index, slot, operand, pool, offset, length, dims, where) -> None:
-        arg = RequestArgument(False, slot, int(offset), int(length), tuple(int(d) for d in dims))
+        arg = RequestArgument(False, slot, offset, length, tuple(dims))
         sizes = [0] * len(self._args)
         sizes[slot] = pool.size if isinstance(pool, Memory) else length
         problem = argument_problem(kind, index, arg, operand, sizes)
@@ -154,39 +185,55 @@ class Execution:
         return (graph.input_indexes if kind == "input" else graph.output_indexes)[index]
 
     # ------------------------------------------------------------------ options
+    @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_setReusable")
+    def set_reusable(self, reusable: bool = True) -> None:
+        """Allow computing this execution again once a computation completed (NNAPI feature
+        level 5). Arguments stay bound; the buffers' contents are read at each compute.
+
+        Raises:
+            NnError: BAD_STATE once computing started; BAD_DATA for a non-bool.
+        """
+        self._state.check_preparing("setReusable")
+        self._state.reusable = checks.flag(reusable, "setReusable", "reusable")
+
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_setMeasureTiming")
     def set_measure_timing(self, measure: bool) -> None:
         """Ask the device to measure durations (read them with :meth:`get_duration`).
 
         Raises:
-            NnError: BAD_STATE unless the compilation was created with
-                ``Compilation.for_devices`` for exactly one device (as NNAPI requires).
+            NnError: BAD_DATA unless the compilation was created with ``Compilation.for_devices``
+                for exactly one device (as NNAPI requires); BAD_STATE once computing started.
         """
-        self._check_idle("setMeasureTiming")
-        compilation = self.compilation
-        if not compilation.explicit_devices or len(compilation.devices) != 1:
-            raise NnError(ResultCode.BAD_STATE, "setMeasureTiming: only for a compilation created "
-                          "by Compilation.for_devices with exactly one device")
-        self._measure = bool(measure)
+        self._require_single_device("setMeasureTiming")
+        self._state.check_preparing("setMeasureTiming")
+        self._measure = checks.flag(measure, "setMeasureTiming", "measure")
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_setTimeout")
     def set_timeout(self, duration_ns: int) -> None:
-        """Give each compute a deadline ``duration_ns`` after it starts (0 = none)."""
-        self._check_idle("setTimeout")
+        """Give each compute a deadline ``duration_ns`` after it starts (0 = none).
+
+        Raises:
+            NnError: BAD_DATA unless compiled by ``Compilation.for_devices`` for exactly one
+                device, or for a duration that is not a uint64; BAD_STATE once computing started.
+        """
         self._require_single_device("setTimeout")
-        if duration_ns < 0:
-            raise NnError(ResultCode.BAD_DATA, f"setTimeout: negative duration {duration_ns}")
-        self._timeout_ns = int(duration_ns)
+        self._state.check_preparing("setTimeout")
+        self._timeout_ns = checks.duration(duration_ns, "setTimeout")
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_setLoopTimeout")
     def set_loop_timeout(self, duration_ns: int) -> None:
-        """Limit the time a WHILE loop may run (default 2 s)."""
-        self._check_idle("setLoopTimeout")
-        self._loop_timeout_ns = int(duration_ns)
+        """Limit the time a WHILE loop may run (default 2 s, at most 15 s: larger values are
+        clamped, as NNAPI). Raises NnError BAD_STATE once computing started, BAD_DATA for a
+        duration that is not a uint64."""
+        self._state.check_preparing("setLoopTimeout")
+        self._loop_timeout_ns = min(checks.duration(duration_ns, "setLoopTimeout"),
+                                    LOOP_TIMEOUT_MAXIMUM_NS)
 
     def _require_single_device(self, call: str) -> None:
-        if len({id(d) for d in self._plan.devices()}) != 1:
-            raise NnError(ResultCode.BAD_DATA, f"{call}: the compilation runs on several devices")
+        compilation = self.compilation
+        if not compilation.explicit_devices or len(compilation.devices) != 1:
+            raise NnError(ResultCode.BAD_DATA, f"{call}: only for a compilation created by "
+                          "Compilation.for_devices with exactly one device")
 
     # ------------------------------------------------------------------ running
     def compute(self) -> None:
@@ -194,52 +241,58 @@ class Execution:
         ``[NN_LR_PE]ANeuralNetworksExecution_compute`` (recorded inline: the hot path).
 
         Raises:
-            NnError: BAD_DATA if an argument is unset; OUTPUT_INSUFFICIENT_SIZE naming the output
-                and the shape it needs; the device's code (OP_FAILED, MISSED_DEADLINE_*, ...).
+            NnError: BAD_STATE while computing or once completed (unless reusable); BAD_DATA if
+                an argument is unset; OUTPUT_INSUFFICIENT_SIZE naming the output and the shape
+                it needs; the device's code (OP_FAILED, MISSED_DEADLINE_*, ...).
         """
         recorder = hot_recorder()
         if recorder is None:
-            self._begin("compute")
-            self._compute()
+            self._run(self._start("compute"))
             return
         append, extend, now = recorder
         extend((_COMPUTE_TAG, "ANeuralNetworksExecution_compute", now()))
         try:
-            self._begin("compute")
-            self._compute()
+            self._run(self._start("compute"))
         finally:
             append(now())
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startCompute")
     def start_compute(self) -> Event:
-        """Start computing on a worker thread; ``Event.wait()`` returns or raises like compute()."""
-        self._begin("startCompute")
-        return Event.start(self._compute)
+        """Start computing on a worker thread; ``Event.wait()`` returns or raises like compute().
 
-    def _begin(self, call: str) -> None:
-        with self._lock:
-            if self._state == _RUNNING:
-                raise NnError(ResultCode.BAD_STATE, f"{call}: execution is already running")
-            self._state = _RUNNING
-        self._result = None
+        Raises:
+            NnError: at this call, BAD_STATE and BAD_DATA as :meth:`compute`.
+        """
+        request = self._start("startCompute")
+        return Event.start(lambda: self._run(request))
 
-    def _compute(self) -> None:
+    def _start(self, call: str) -> Request:
+        """Enter computation with a checked request (an unset argument leaves it unstarted)."""
+        self._state.begin(call)
         try:
-            request = self._request or self._make_request()
-            deadline = time.monotonic_ns() + self._timeout_ns if self._timeout_ns else None
+            request = self._request or self._make_request(call)
+        except BaseException:
+            self._state.cancel()
+            raise
+        self._result = None
+        return request
+
+    def _run(self, request: Request) -> None:
+        try:
+            deadline = deadline_after(self._timeout_ns)
             result, failed = _steps.run_plan(self._plan, request, self._measure, deadline)
             self._result = result
             if result.status != _NONE:
                 raise self._error(result, failed)
         finally:
-            self._state = _IDLE
+            self._state.complete()
 
-    def _make_request(self) -> Request:
+    def _make_request(self, call: str) -> Request:
         n_in = len(self._in_operands)
         for slot, arg in enumerate(self._args):
             if arg is None:
                 kind, index = ("input", slot) if slot < n_in else ("output", slot - n_in)
-                raise NnError(ResultCode.BAD_DATA, f"compute: {kind} {index} (operand "
+                raise NnError(ResultCode.BAD_DATA, f"{call}: {kind} {index} (operand "
                               f"{self._operand_index(kind, index)}) is not set")
         self._request = Request(tuple(self._args[:n_in]), tuple(self._args[n_in:]), tuple(self._pools))
         vlog.log("execution", "ExecutionBuilder", "request: %d inputs, %d outputs, plan of %d step(s)",
@@ -276,39 +329,48 @@ class Execution:
         a non-fenced execution).
 
         Raises:
-            NnError: BAD_STATE unless timing was measured and the execution completed.
+            NnError: BAD_STATE unless timing was measured and the execution completed without
+                error; BAD_DATA for an unknown duration code.
         """
-        if not self._measure or self._result is None or self._result.status != ErrorStatus.NONE:
-            raise NnError(ResultCode.BAD_STATE, "getDuration: needs set_measure_timing(True) and a "
-                          "completed execution")
+        self._state.check_completed("getDuration")
+        if self._result is None or self._result.status != ErrorStatus.NONE:
+            raise NnError(ResultCode.BAD_STATE, "getDuration: the execution ended with an error")
+        if not self._measure:
+            raise NnError(ResultCode.BAD_STATE, "getDuration: needs set_measure_timing(True)")
+        if not _known_duration(duration):
+            raise NnError(ResultCode.BAD_DATA, f"getDuration: unknown duration code {duration!r}")
         timing = self._result.timing
-        try:
-            code = Duration(duration)
-        except ValueError:
-            raise NnError(ResultCode.BAD_DATA, f"getDuration: unknown duration code {duration!r}") from None
         if timing is None:
             return None
-        value = timing.get(Duration(code % 2))  # a non-fenced run reports the same fenced durations
+        value = timing.get(Duration(int(duration) % 2))  # a non-fenced run reports the same fenced durations
         return None if value is None else value * NS_PER_US
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_getOutputOperandDimensions")
     def get_output_operand_dimensions(self, index: int) -> tuple[int, ...]:
-        """The actual shape of output ``index`` after compute (also after OUTPUT_INSUFFICIENT_SIZE)."""
-        shapes = self._shapes("getOutputOperandDimensions", index)
-        return tuple(shapes[index].dimensions)
+        """The actual shape of output ``index`` after compute (also after OUTPUT_INSUFFICIENT_SIZE,
+        where NNAPI fills the shape and returns that code: here the shape is returned).
+
+        Raises:
+            NnError: BAD_STATE before completion or after an error other than
+                OUTPUT_INSUFFICIENT_SIZE; BAD_DATA for a bad index or a scalar output.
+        """
+        call = "getOutputOperandDimensions"
+        dims = tuple(self._shapes(call, index)[int(index)].dimensions)
+        if not dims:
+            raise NnError(ResultCode.BAD_DATA, f"{call}: output {index} is a scalar (no dimensions)")
+        return dims
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_getOutputOperandRank")
     def get_output_operand_rank(self, index: int) -> int:
-        """The rank of output ``index`` after compute."""
-        return len(self._shapes("getOutputOperandRank", index)[index].dimensions)
+        """The rank of output ``index`` after compute (0 for a scalar)."""
+        return len(self._shapes("getOutputOperandRank", index)[int(index)].dimensions)
 
     def _shapes(self, call: str, index: int):
+        self._state.check_completed(call)
         result = self._result
         if result is None or result.status not in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
-            raise NnError(ResultCode.BAD_STATE, f"{call}: the execution has not completed")
-        if not 0 <= index < len(self._out_operands):
-            raise NnError(ResultCode.BAD_DATA, f"{call}: output index {index} out of range "
-                          f"(model has {len(self._out_operands)} outputs)")
+            raise NnError(ResultCode.BAD_STATE, f"{call}: the execution ended with an error")
+        checks.index(index, len(self._out_operands), call, "output index")
         return result.output_shapes
 
     def free(self) -> None:
@@ -317,35 +379,10 @@ class Execution:
             self._request = None
             self._pools = [_EMPTY] * len(self._args)
 
-    def _check_idle(self, call: str) -> None:
-        if self._state == _RUNNING:
-            raise NnError(ResultCode.BAD_STATE, f"{call}: execution is running")
+
+def _known_duration(code) -> bool:
+    if isinstance(code, (bool, np.bool_)) or not isinstance(code, (int, np.integer)):
+        return False
+    return int(code) in set(Duration)
 
 
-def _dims_for(buffer, operand: Operand, dimensions) -> tuple[int, ...]:
-    if dimensions is not None:
-        return tuple(int(d) for d in dimensions)
-    unknown = not operand.dimensions or 0 in operand.dimensions
-    if isinstance(buffer, np.ndarray) and unknown and buffer.ndim:
-        return buffer.shape if merge_dimensions(operand.dimensions, buffer.shape) is not None else ()
-    return ()
-
-
-def _as_buffer(buffer, operand: Operand, writable: bool, where: str):
-    if isinstance(buffer, np.ndarray):
-        dtype = numpy_dtype(operand.type)
-        if buffer.dtype != dtype:
-            raise NnError(ResultCode.BAD_DATA, f"{where}: {operand.type.name} needs dtype {dtype}, "
-                          f"buffer has {buffer.dtype}")
-        if not buffer.flags.c_contiguous:
-            raise NnError(ResultCode.BAD_DATA, f"{where}: array is not C-contiguous")
-        if writable and not buffer.flags.writeable:
-            raise NnError(ResultCode.BAD_DATA, f"{where}: array is read-only")
-        return buffer
-    try:
-        view = memoryview(buffer)
-    except TypeError:
-        raise NnError(ResultCode.BAD_DATA, f"{where}: {type(buffer).__name__} is not a buffer") from None
-    if writable and view.readonly:
-        raise NnError(ResultCode.BAD_DATA, f"{where}: buffer is read-only")
-    return view

@@ -139,8 +139,10 @@ def get_device(name: str) -> Device:
     """The device called ``name``.
 
     Raises:
-        NnError: BAD_DATA for an unknown name, listing the valid ones.
+        NnError: UNEXPECTED_NULL for None; BAD_DATA for an unknown name, listing the valid ones.
     """
+    if name is None:
+        raise NnError(ResultCode.UNEXPECTED_NULL, "get_device: name is None")
     for device in devices():
         if device.name == name:
             return device

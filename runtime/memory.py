@@ -24,6 +24,7 @@ import os
 import numpy as np
 
 import tracing
+from runtime import _checks
 from runtime.api import NnError, ResultCode
 from tracing import Phase
 
@@ -41,12 +42,14 @@ class Memory:
         offset: Offset of the region in that file.
     """
 
-    def __init__(self, mapping: mmap.mmap, fd: int, offset: int, size: int, delta: int):
+    def __init__(self, mapping: mmap.mmap, fd: int, offset: int, size: int, delta: int,
+                 prot: int = PROT_READ_WRITE):
         self._mapping = mapping
         self._delta = delta  # region start inside the page-aligned mapping
         self.fd = fd
         self.offset = offset
         self.size = size
+        self.prot = prot
         self._view = memoryview(mapping)[delta:delta + size]
         self._sealed = False
 
@@ -68,21 +71,25 @@ class Memory:
 
         Args:
             size: Bytes to map (> 0).
-            prot: ``mmap.PROT_READ`` and/or ``mmap.PROT_WRITE``.
+            prot: ``mmap.PROT_READ`` and/or ``mmap.PROT_WRITE``, or 0 (``PROT_NONE``, as the
+                NNAPI header allows: such a memory cannot be read or written through the API).
             fd: An open file descriptor; it is duplicated, the caller keeps its own.
             offset: Byte offset in the file; need not be page aligned.
 
         Raises:
-            NnError: BAD_DATA for a bad size/offset/prot, UNMAPPABLE when mmap fails.
+            NnError: BAD_DATA for a bad size/offset/prot/fd, UNMAPPABLE when mmap fails.
         """
         with tracing.runtime(Phase.PREPARATION, "ANeuralNetworksMemory_createFromFd"):
             return cls._map(size, prot, fd, offset)
 
     @classmethod
     def _map(cls, size: int, prot: int, fd: int, offset: int) -> Memory:
-        if size <= 0 or offset < 0:
-            raise NnError(ResultCode.BAD_DATA, f"Memory: invalid size {size} / offset {offset}")
-        if prot & ~PROT_READ_WRITE or not prot:
+        call = "Memory.from_fd"
+        size = _checks.integer(size, call, "size", 1)
+        prot = _checks.integer(prot, call, "prot")
+        fd = _checks.integer(fd, call, "fd", 0)
+        offset = _checks.integer(offset, call, "offset", 0)
+        if prot & ~PROT_READ_WRITE:
             raise NnError(ResultCode.BAD_DATA, f"Memory: invalid prot {prot:#x}")
         delta = offset % mmap.ALLOCATIONGRANULARITY
         try:
@@ -96,7 +103,7 @@ class Memory:
             os.close(owned)
             raise NnError(ResultCode.UNMAPPABLE, f"Memory: cannot map fd {fd} "
                           f"[{offset}, {offset + size}): {error}") from None
-        return cls(mapping, owned, offset, size, delta)
+        return cls(mapping, owned, offset, size, delta, prot)
 
     @classmethod
     def create_shared(cls, size: int, name: str = "nnscope") -> Memory:
@@ -106,8 +113,9 @@ class Memory:
             NnError: BAD_DATA for size <= 0, OUT_OF_MEMORY when the allocation fails.
         """
         with tracing.runtime(Phase.PREPARATION, "ANeuralNetworksMemory_createFromFd"):
-            if size <= 0:
-                raise NnError(ResultCode.BAD_DATA, f"Memory: invalid size {size}")
+            size = _checks.integer(size, "Memory.create_shared", "size", 1)
+            if not isinstance(name, str):
+                raise NnError(ResultCode.BAD_DATA, f"Memory: name must be a string, got {name!r}")
             try:
                 fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             except OSError as error:
@@ -127,6 +135,8 @@ class Memory:
         """A writable (if mapped writable) memoryview of the region."""
         if self._view is None:
             raise NnError(ResultCode.BAD_STATE, "Memory: used after free()")
+        if not self.prot:
+            raise NnError(ResultCode.BAD_DATA, "Memory: mapped with PROT_NONE; it cannot be accessed")
         return self._view
 
     @property

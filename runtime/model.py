@@ -3,7 +3,9 @@
 Operands are added in order (their index is their position); operations reference operand
 indexes; ``finish()`` validates the graph (``runtime.hal.validate`` plus each operation's
 registry check), sorts operations into run order and freezes the model into a
-:class:`~runtime.hal.types.HalModel`. After ``finish()`` every mutator raises BAD_STATE.
+:class:`~runtime.hal.types.HalModel`. Each operation's signature is checked when it is added.
+After ``finish()`` every mutator raises BAD_STATE, also after a failed ``finish()`` (the model
+is then invalid, as in NNAPI).
 
 Example:
     >>> import numpy as np
@@ -22,18 +24,21 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import mmap
 from typing import Sequence
-
-import numpy as np
 
 import tracing
 import vlog
+from runtime import _checks as checks
+from runtime import _modelcheck as mc
 from runtime import _modelparts as parts
-from runtime.api import NnError, ResultCode, from_hal_error
-from runtime.hal.errors import HalError
+from runtime._modelcheck import check_operation  # noqa: F401 - part of this module's API
+from runtime._lifecycle import BuilderState
+from runtime.api import NnError, ResultCode
+from runtime.drivers.base import Device
 from runtime.hal.types import (ChannelQuant, HalModel, Operand, OperandLifetime as L, OperandType,
                                Operation, OperationType)
-from runtime.hal.validate import operand_type_problem, validate_model
+from runtime.hal.validate import operand_type_problem
 from runtime.memory import Memory
 from tracing import Phase
 
@@ -46,20 +51,29 @@ _names = itertools.count()
 class Model:
     """A graph under construction, then (after :meth:`finish`) an immutable model.
 
+    Arguments and state are checked at each call with NNAPI's codes (see :mod:`runtime._checks`
+    and :mod:`runtime._lifecycle`): None where C passes NULL is UNEXPECTED_NULL, bad values
+    BAD_DATA, mutating a finished model (or one whose finish failed) BAD_STATE.
+
     Args:
         name: A label used in logs, traces and graph dumps.
     """
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_create")
     def __init__(self, name: str | None = None):
+        if name is not None and not isinstance(name, str):
+            raise checks.bad("Model", f"name must be a string, got {type(name).__name__}")
         self.name = name or f"model{next(_names)}"
+        self._state = BuilderState(f"model {self.name}")
         self._operands: list[Operand] = []
         self._operations: list[Operation] = []
         self._values: dict[int, parts.Value] = {}
         self._inputs: tuple[int, ...] = ()
         self._outputs: tuple[int, ...] = ()
+        self._identified: set[int] = set()  # every operand an identify call made an input/output
         self._relaxed = False
         self._hal: HalModel | None = None
+        self._order: tuple[int, ...] = ()  # run position -> index the operation was added at
 
     # ------------------------------------------------------------------ construction
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_addOperand")
@@ -77,18 +91,25 @@ class Model:
             The new operand's index.
 
         Raises:
-            NnError: BAD_STATE after finish, BAD_DATA for an invalid type/shape/quantization.
+            NnError: UNEXPECTED_NULL for a None type; BAD_STATE after finish; BAD_DATA for an
+                invalid type/shape/quantization or a byte size that overflows uint32.
         """
-        self._check_mutable("addOperand")
+        call = "addOperand"
+        checks.not_null(type, call, "operand type")
+        self._state.check_mutable(call)
         index = len(self._operands)
-        try:
-            operand = Operand(OperandType(type), tuple(int(d) for d in dimensions or ()),
-                              float(scale), int(zero_point))
-        except (ValueError, TypeError) as error:
-            raise NnError(ResultCode.BAD_DATA, f"addOperand: operand {index}: {error}") from None
+        where = f"{call}: operand {index}"
+        if not mc.known(OperandType, type):
+            raise checks.bad(where, f"unknown operand type {type!r}")
+        kind = OperandType(int(type))
+        dims = checks.dimensions(dimensions, where)
+        operand = Operand(kind, dims, checks.real(scale, where, "scale"),
+                          checks.integer(zero_point, where, "zero point"))
         problem = operand_type_problem(operand)
         if problem:
-            raise NnError(ResultCode.BAD_DATA, f"addOperand: operand {index}: {problem}")
+            raise checks.bad(where, problem)
+        if checks.size_overflows(kind, dims):
+            raise checks.bad(where, f"{kind.name}{list(dims)}: byte size overflows uint32")
         self._operands.append(operand)
         return index
 
@@ -105,7 +126,7 @@ class Model:
         Raises:
             NnError: BAD_DATA for a wrong index, dtype or size; BAD_STATE after finish.
         """
-        operand = self._mutable_operand("setOperandValue", index)
+        operand = self._operand_to_set("setOperandValue", index)
         self._values[index] = parts.immediate_value(index, operand, value)
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_setOperandValueFromMemory")
@@ -115,9 +136,13 @@ class Model:
         The memory must stay alive (not freed) while the model is used.
 
         Raises:
-            NnError: BAD_DATA for a wrong index, region or size; BAD_STATE after finish.
+            NnError: UNEXPECTED_NULL for a None memory; BAD_STATE after finish; BAD_DATA for a
+                wrong index, region or size, or a memory mapped without PROT_READ.
         """
-        operand = self._mutable_operand("setOperandValueFromMemory", index)
+        call = "setOperandValueFromMemory"
+        checks.not_null(memory, call, "memory")
+        operand = self._operand_to_set(call, index)
+        memory = checks.memory(memory, f"{call}: operand {index}", mmap.PROT_READ)
         self._values[index] = parts.memory_value(index, operand, memory, offset, length)
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_setOperandValueFromModel")
@@ -125,15 +150,18 @@ class Model:
         """Make SUBGRAPH operand ``index`` refer to a finished ``model`` (for IF / WHILE).
 
         Raises:
-            NnError: BAD_DATA if the operand is not SUBGRAPH, BAD_STATE if ``model`` is not finished.
+            NnError: UNEXPECTED_NULL for a None model; BAD_STATE after finish or if ``model`` is
+                not finished (or invalid); BAD_DATA for a wrong index or a non-SUBGRAPH operand.
         """
-        operand = self._mutable_operand("setOperandValueFromModel", index)
+        call = "setOperandValueFromModel"
+        checks.not_null(model, call, "model")
+        self._state.check_mutable(call)
+        if not isinstance(model, Model):
+            raise checks.bad(call, f"expected a Model, got {type(model).__name__}")
+        model._state.check_usable(call, "a reference to it")
+        operand = self._operand_to_set(call, index)
         if operand.type != OperandType.SUBGRAPH:
-            raise NnError(ResultCode.BAD_DATA, f"setOperandValueFromModel: operand {index} is "
-                          f"{operand.type.name}, not SUBGRAPH")
-        if not isinstance(model, Model) or model._hal is None:
-            raise NnError(ResultCode.BAD_STATE, f"setOperandValueFromModel: operand {index}: "
-                          f"the referenced model must be a finished Model")
+            raise checks.bad(call, f"operand {index} is {operand.type.name}, not SUBGRAPH")
         self._values[index] = parts.Value(L.SUBGRAPH, model=model._hal)
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_setOperandSymmPerChannelQuantParams")
@@ -142,74 +170,106 @@ class Model:
         """Set per-channel scales of a TENSOR_QUANT8_SYMM_PER_CHANNEL operand.
 
         Raises:
-            NnError: BAD_DATA for a wrong type, channel dimension or scale count.
+            NnError: UNEXPECTED_NULL for None scales; BAD_STATE after finish; BAD_DATA for a
+                wrong index, type, channel dimension or scale count.
         """
-        operand = self._mutable_operand("setOperandSymmPerChannelQuantParams", index)
+        call = "setOperandSymmPerChannelQuantParams"
+        checks.not_null(scales, call, "scales")
+        operand = self._operand_to_set(call, index)
+        where = f"{call}: operand {index}"
+        values = tuple(checks.real(s, where, f"scales[{i}]")
+                       for i, s in enumerate(checks.sequence(scales, where, "scales")))
         updated = dataclasses.replace(operand, channel_quant=ChannelQuant(
-            tuple(float(s) for s in scales), int(channel_dim)))
+            values, checks.integer(channel_dim, where, "channel dimension")))
         problem = None if operand.type == OperandType.TENSOR_QUANT8_SYMM_PER_CHANNEL else \
             f"is {operand.type.name}, not TENSOR_QUANT8_SYMM_PER_CHANNEL"
         problem = problem or operand_type_problem(updated)
         if problem:
-            raise NnError(ResultCode.BAD_DATA,
-                          f"setOperandSymmPerChannelQuantParams: operand {index}: {problem}")
+            raise checks.bad(where, problem)
         self._operands[index] = updated
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_addOperation")
     def add_operation(self, type: int, inputs: Sequence[int], outputs: Sequence[int]) -> int:
         """Add an operation (ANeuralNetworksModel_addOperation); return its index.
 
+        The operation's signature (operand count and types) is validated here, as AOSP's
+        ``ModelBuilder::addOperation`` does; graph-level checks (writers, cycles) wait for finish.
+
         Raises:
-            NnError: BAD_DATA for an unknown type or operand index out of range; BAD_STATE after finish.
+            NnError: UNEXPECTED_NULL for None lists; BAD_STATE after finish; BAD_DATA for an
+                unknown type, an operand index out of range or an invalid signature.
         """
-        self._check_mutable("addOperation")
+        call = "addOperation"
+        checks.not_null(inputs, call, "inputs")
+        checks.not_null(outputs, call, "outputs")
+        self._state.check_mutable(call)
         index = len(self._operations)
-        try:
-            kind = OperationType(type)
-        except ValueError:
-            raise NnError(ResultCode.BAD_DATA,
-                          f"addOperation: operation {index}: unknown operation type {type!r}") from None
-        ins, outs = self._indexes(f"addOperation: operation {index} ({kind.name}) input", inputs), \
-            self._indexes(f"addOperation: operation {index} ({kind.name}) output", outputs)
-        self._operations.append(Operation(kind, ins, outs))
+        if not mc.known(OperationType, type):
+            raise checks.bad(call, f"operation {index}: unknown operation type {type!r}")
+        kind = OperationType(int(type))
+        where = f"{call}: operation {index} ({kind.name})"
+        count = len(self._operands)
+        operation = Operation(kind, checks.index_list(inputs, count, where, "input"),
+                              checks.index_list(outputs, count, where, "output"))
+        mc.check_signature(operation, self._operands, where)
+        self._operations.append(operation)
         return index
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_identifyInputsAndOutputs")
     def identify_inputs_and_outputs(self, inputs: Sequence[int], outputs: Sequence[int]) -> None:
         """Declare the model's inputs and outputs, in order.
 
+        As in NNAPI an operand becomes an input/output once: one listed twice, in both lists,
+        already identified by an earlier call, or holding a value is BAD_DATA.
+
         Raises:
-            NnError: BAD_DATA for an index out of range, a duplicate, or a constant operand.
+            NnError: UNEXPECTED_NULL for None lists; BAD_STATE after finish; BAD_DATA as above
+                or for an index out of range.
         """
-        self._check_mutable("identifyInputsAndOutputs")
-        ins = self._indexes("identifyInputsAndOutputs: input", inputs)
-        outs = self._indexes("identifyInputsAndOutputs: output", outputs)
+        call = "identifyInputsAndOutputs"
+        checks.not_null(inputs, call, "inputs")
+        checks.not_null(outputs, call, "outputs")
+        self._state.check_mutable(call)
+        count = len(self._operands)
+        ins = checks.index_list(inputs, count, call, "input")
+        outs = checks.index_list(outputs, count, call, "output")
+        taken = set(self._identified)
         for kind, indexes in (("input", ins), ("output", outs)):
-            if len(set(indexes)) != len(indexes):
-                raise NnError(ResultCode.BAD_DATA, f"identifyInputsAndOutputs: duplicate {kind} operand")
             for index in indexes:
                 if index in self._values:
-                    raise NnError(ResultCode.BAD_DATA, f"identifyInputsAndOutputs: operand {index} "
-                                  f"has a value and cannot be a model {kind}")
-        self._inputs, self._outputs = ins, outs
+                    raise checks.bad(call, f"operand {index} has a value and cannot be a model {kind}")
+                if index in taken:
+                    raise checks.bad(call, f"operand {index} is already a model input or output "
+                                     f"(duplicate {kind})")
+                taken.add(index)
+        self._inputs, self._outputs, self._identified = ins, outs, taken
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_relaxComputationFloat32toFloat16")
     def relax_computation_float32_to_float16(self, allow: bool = True) -> None:
         """Allow float32 to be computed with float16 range and precision."""
-        self._check_mutable("relaxComputationFloat32toFloat16")
-        self._relaxed = bool(allow)
+        call = "relaxComputationFloat32toFloat16"
+        self._state.check_mutable(call)
+        self._relaxed = checks.flag(allow, call, "allow")
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_finish")
     def finish(self) -> None:
         """Validate and freeze the model.
 
         Raises:
-            NnError: BAD_DATA naming the bad operand/operation; BAD_STATE if already finished.
+            NnError: BAD_DATA naming the bad operand/operation (the model is then invalid:
+                every later call on it is BAD_STATE); BAD_STATE if already finished or invalid.
         """
-        self._check_mutable("finish")
-        hal = parts.assemble(self._operands, self._operations, self._values, self._inputs,
-                             self._outputs, self._relaxed)
-        self._hal = _validated(hal, "finish")
+        self._state.check_mutable("finish")
+        try:
+            mc.check_lifetimes(self._inputs, self._outputs, self._values, self._identified)
+            hal = parts.assemble(self._operands, self._operations, self._values, self._inputs,
+                                 self._outputs, self._relaxed)
+            self._hal, self._order = mc.validated(hal, "finish")
+        except NnError as error:
+            if error.code == ResultCode.BAD_DATA:
+                self._state.invalidate()
+            raise
+        self._state.finish()
         _log_summary(self)
 
     # ------------------------------------------------------------------ finished models
@@ -222,7 +282,10 @@ class Model:
         """
         model = cls(name)
         with tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_finish"):
-            model._hal = _validated(hal_model, "from_hal")
+            if not isinstance(hal_model, HalModel):
+                raise checks.bad("from_hal", f"expected a HalModel, got {type(hal_model).__name__}")
+            model._hal, model._order = mc.validated(hal_model, "from_hal")
+            model._state.finish()
             _log_summary(model)
         return model
 
@@ -257,12 +320,23 @@ class Model:
         return self._hal.relax_float32_to_float16 if self._hal else self._relaxed
 
     def get_supported_operations_for_devices(self, devices: Sequence) -> list[bool]:
-        """Per operation, whether any of ``devices`` supports it."""
+        """Per operation, in the order they were added, whether any of ``devices`` supports it.
+
+        Raises:
+            NnError: UNEXPECTED_NULL for a None list or entry; BAD_DATA for an empty list, a
+                duplicate or a non-device; BAD_STATE unless the model finished successfully.
+        """
+        call = "getSupportedOperationsForDevices"
         with tracing.runtime(Phase.COMPILATION, "ANeuralNetworksModel_getSupportedOperationsForDevices"):
+            if not checks.sequence(devices, call, "devices"):
+                raise checks.bad(call, "empty device list")
+            self._state.check_usable(call, "a support query")
+            selected = checks.devices(devices, call, Device)
             hal = self.to_hal()
             flags = [False] * len(hal.main.operations)
-            for device in devices:
-                flags = [a or b for a, b in zip(flags, device.supported_operations(hal))]
+            for device in selected:
+                for position, supported in enumerate(device.supported_operations(hal)):
+                    flags[self._order[position]] |= bool(supported)
             return flags
 
     def free(self) -> None:
@@ -271,48 +345,15 @@ class Model:
             self._values.clear()
 
     # ------------------------------------------------------------------ helpers
-    def _check_mutable(self, call: str) -> None:
-        if self._hal is not None:
-            raise NnError(ResultCode.BAD_STATE, f"{call}: model {self.name} is already finished")
-
-    def _mutable_operand(self, call: str, index: int) -> Operand:
-        self._check_mutable(call)
-        if not isinstance(index, (int, np.integer)) or not 0 <= index < len(self._operands):
-            raise NnError(ResultCode.BAD_DATA, f"{call}: operand index {index} out of range "
-                          f"(model has {len(self._operands)} operands)")
-        if index in self._inputs or index in self._outputs:
-            raise NnError(ResultCode.BAD_DATA, f"{call}: operand {index} is a model input/output")
-        return self._operands[index]
-
-    def _indexes(self, where: str, indexes: Sequence[int]) -> tuple[int, ...]:
-        result = []
-        for position, index in enumerate(indexes):
-            if not isinstance(index, (int, np.integer)) or not 0 <= index < len(self._operands):
-                raise NnError(ResultCode.BAD_DATA, f"{where} {position}: operand index {index} out "
-                              f"of range (model has {len(self._operands)} operands)")
-            result.append(int(index))
-        return tuple(result)
+    def _operand_to_set(self, call: str, index: int) -> Operand:
+        """The operand a value/parameter setter targets (state, then index)."""
+        self._state.check_mutable(call)
+        return self._operands[checks.index(index, len(self._operands), call, "operand index")]
 
     def __repr__(self) -> str:
-        state = "finished" if self.finished else "building"
+        state = "finished" if self.finished else self._state.value
         return (f"Model({self.name!r}, {len(self.operands)} operands, "
                 f"{len(self.operations)} operations, {state})")
-
-
-def check_operation(operation: Operation, inputs: Sequence[Operand], outputs: Sequence[Operand]) -> None:
-    """The op registry's signature check (no-op for operations without a record)."""
-    from runtime.ops import registry  # noqa: PLC0415 - kernels load on first finish
-    record = registry.get(operation.type)
-    if record is not None:
-        record.validate(inputs, outputs)
-
-
-def _validated(hal: HalModel, call: str) -> HalModel:
-    try:
-        order = validate_model(hal, check_operation)
-    except HalError as error:
-        raise from_hal_error(error, call) from None
-    return parts.in_run_order(hal, order)
 
 
 def _log_summary(model: Model) -> None:

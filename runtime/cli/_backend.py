@@ -39,27 +39,37 @@ def _output_buffers(compilation: Compilation, shapes) -> list[np.ndarray]:
 
 def compute_arrays(compilation: Compilation, inputs: Sequence) -> list[np.ndarray]:
     """Run ``compilation`` on ``inputs`` (arrays or None for omitted); return the outputs."""
-    execution = Execution(compilation)
-    for index, value in enumerate(inputs):
-        execution.set_input(index, value)
     outputs = _output_buffers(compilation, None)
     for attempt in range(2):
-        for index, buffer in enumerate(outputs):
-            execution.set_output(index, buffer)
+        execution = _bound(compilation, inputs, outputs)  # executions are single-use
         try:
             execution.compute()
             break
         except NnError as error:
             if error.code != ResultCode.OUTPUT_INSUFFICIENT_SIZE or attempt:
                 raise
-            shapes = [execution.get_output_operand_dimensions(i) for i in range(len(outputs))]
+            shapes = [_dims(execution, i) for i in range(len(outputs))]
             outputs = _output_buffers(compilation, shapes)
     return [_shaped(execution, i, buffer) for i, buffer in enumerate(outputs)]
 
 
+def _bound(compilation: Compilation, inputs: Sequence, outputs: Sequence[np.ndarray]) -> Execution:
+    execution = Execution(compilation)
+    for index, value in enumerate(inputs):
+        execution.set_input(index, value)
+    for index, buffer in enumerate(outputs):
+        execution.set_output(index, buffer)
+    return execution
+
+
+def _dims(execution: Execution, index: int) -> tuple[int, ...]:
+    """The output's actual shape; () for a scalar (NNAPI has no dimensions to report)."""
+    if execution.get_output_operand_rank(index) == 0:
+        return ()
+    return execution.get_output_operand_dimensions(index)
+
+
 def _shaped(execution: Execution, index: int, buffer: np.ndarray) -> np.ndarray:
-    if execution.get_output_operand_rank(index) == 0:  # a scalar has no dimensions to ask for
-        return buffer.reshape(())
-    dims = execution.get_output_operand_dimensions(index)
+    dims = _dims(execution, index)
     count = int(np.prod(dims, dtype=np.int64)) if dims else 1
     return buffer.reshape(-1)[:count].reshape(dims)

@@ -80,4 +80,4 @@ def test_measure_timing_needs_one_device(fake_devices):
     compilation.finish()
     with pytest.raises(NnError, match="exactly one device") as info:
         Execution(compilation).set_measure_timing(True)
-    assert info.value.code == ResultCode.BAD_STATE
+    assert info.value.code == ResultCode.BAD_DATA  # Android 11's ExecutionBuilder::setMeasureTiming

@@ -51,16 +51,29 @@ def test_conv_matches_numpy():
     np.testing.assert_allclose(run(conv_model(w, b), x), _reference_conv(x, w, b), rtol=1e-5, atol=1e-5)
 
 
-def test_execution_is_reusable_and_sees_new_input_values():
+def test_reusable_execution_sees_new_input_values():
     execution = Execution(_compiled(add_model()))
     x, out = np.ones((1, 4), np.float32), np.zeros((1, 4), np.float32)
     execution.set_input(0, x)
     execution.set_input(1, x)
     execution.set_output(0, out)
+    execution.set_reusable(True)
     execution.compute()
+    assert out.tolist() == [[2.0] * 4]
     x[:] = 5  # buffers are read at compute time, as in NNAPI
     execution.compute()
     assert out.tolist() == [[10.0] * 4]
+    execution.start_compute().wait()
+    assert out.tolist() == [[10.0] * 4]
+
+
+def test_execution_is_single_use_by_default():
+    execution = ones_add_execution(_compiled(add_model()))
+    execution.compute()
+    for again in (execution.compute, execution.start_compute, lambda: execution.set_reusable(True)):
+        with pytest.raises(NnError) as info:
+            again()
+        assert info.value.code == ResultCode.BAD_STATE
 
 
 def test_start_compute_and_wait():
@@ -74,11 +87,33 @@ def test_start_compute_and_wait():
     assert event.done and out.tolist() == [[4.0] * 4]
 
 
-def test_start_compute_error_comes_out_of_wait():
+def test_start_compute_rejects_an_unset_input_at_the_call():
     execution = Execution(_compiled(add_model()))
     execution.set_input(0, np.ones((1, 4), np.float32))
-    with pytest.raises(NnError, match=r"input 1 \(operand 1\) is not set"):
-        execution.start_compute().wait()
+    with pytest.raises(NnError, match=r"startCompute: input 1 \(operand 1\) is not set") as info:
+        execution.start_compute()
+    assert info.value.code == ResultCode.BAD_DATA
+    execution.set_input(1, np.ones((1, 4), np.float32))  # not started: still in preparation
+    execution.set_output(0, np.zeros((1, 4), np.float32))
+    execution.start_compute().wait()
+
+
+def test_device_error_comes_out_of_wait():
+    model = Model("omit")
+    x = model.add_operand(T.TENSOR_FLOAT32, (1, 2))
+    act = model.add_operand(T.INT32)
+    out = model.add_operand(T.TENSOR_FLOAT32, (1, 2))
+    model.set_operand_value(act, 0)
+    model.add_operation(Op.ADD, [x, x, act], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    execution = Execution(_compiled(model))
+    execution.set_input(0, None)
+    execution.set_output(0, np.zeros((1, 2), np.float32))
+    event = execution.start_compute()
+    with pytest.raises(NnError) as info:
+        event.wait()
+    assert info.value.code == ResultCode.OP_FAILED
 
 
 def test_measure_timing_and_get_duration(cpu_only):
@@ -104,7 +139,7 @@ def test_measure_timing_needs_a_single_explicit_device():
     execution = Execution(_compiled(add_model()))  # Compilation(model): all devices
     with pytest.raises(NnError) as info:
         execution.set_measure_timing(True)
-    assert info.value.code == ResultCode.BAD_STATE and "exactly one device" in info.value.message
+    assert info.value.code == ResultCode.BAD_DATA and "exactly one device" in info.value.message
 
 
 def test_argument_errors_name_the_input():
@@ -134,9 +169,15 @@ def test_dynamic_output_insufficient_size_then_retry():
     assert "output 0 (operand 3) needs shape [2, 3] (24 bytes), buffer has 8 bytes" in info.value.message
     assert execution.get_output_operand_dimensions(0) == (2, 3)
     assert execution.get_output_operand_rank(0) == 2
+    with pytest.raises(NnError) as info:  # the execution completed (with that error)
+        execution.set_output(0, np.zeros(6, np.float32))
+    assert info.value.code == ResultCode.BAD_STATE
+    retry = Execution(execution.compilation)
+    retry.set_input(0, a)
+    retry.set_input(1, a)
     big = np.zeros(6, np.float32)
-    execution.set_output(0, big)
-    execution.compute()
+    retry.set_output(0, big)
+    retry.compute()
     assert big.reshape(2, 3).tolist() == (a + a).tolist()
 
 
@@ -152,7 +193,7 @@ def test_inputs_and_outputs_from_memory():
         execution.compute()
         assert memory.array(np.float32, (4,), 32).tolist() == [11, 12, 13, 14]
         with pytest.raises(NnError, match=r"region \[56, 72\) outside"):
-            execution.set_output_from_memory(0, memory, 56, 16)
+            Execution(execution.compilation).set_output_from_memory(0, memory, 56, 16)
 
 
 def test_omitted_optional_input():

@@ -93,20 +93,19 @@ def test_add_operation_checks_type_and_indexes():
     a, b = _two_inputs(model)
     with pytest.raises(NnError, match="unknown operation type 999"):
         model.add_operation(999, [a], [b])
-    with pytest.raises(NnError, match=r"operation 0 \(ADD\) input 2: operand index 9 out of range"):
+    with pytest.raises(NnError, match=r"operation 0 \(ADD\): input\[2\]: operand index 9 out of range"):
         model.add_operation(Op.ADD, [a, b, 9], [b])
 
 
-def test_finish_reports_registry_validation_with_operation_index():
+def test_add_operation_reports_registry_validation_with_operation_index():
     model = Model()
     a, b = _two_inputs(model)
     out = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
-    model.add_operation(Op.ADD, [a, b], [out])  # missing the activation input
-    model.identify_inputs_and_outputs([a, b], [out])
     with pytest.raises(NnError) as info:
-        model.finish()
+        model.add_operation(Op.ADD, [a, b], [out])  # missing the activation input
     assert info.value.code == ResultCode.BAD_DATA
     assert "operation 0 (ADD)" in info.value.message
+    assert model.operations == ()  # not added
 
 
 def test_operations_are_sorted_into_run_order():
@@ -151,8 +150,11 @@ def test_value_from_model_flattens_referenced_subgraphs():
     assert hal.main.operands[sub].lifetime == L.SUBGRAPH
     assert hal.referenced[hal.main.operands[sub].location.offset].operations[0].type == Op.ADD
     with pytest.raises(NnError) as info:
-        Model().set_operand_value_from_model(0, Model())
+        Model().set_operand_value_from_model(0, body)
     assert info.value.code == ResultCode.BAD_DATA  # index 0 out of range
+    with pytest.raises(NnError) as info:
+        Model().set_operand_value_from_model(0, Model())
+    assert info.value.code == ResultCode.BAD_STATE  # the referenced model is checked first, as AOSP
 
 
 def test_from_hal_round_trip_and_bad_hal_rejected():

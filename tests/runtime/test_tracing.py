@@ -15,6 +15,7 @@ def _names():
         compilation = Compilation(model)
         compilation.finish()
         execution = ones_add_execution(compilation)
+        execution.set_reusable(True)
         execution.compute()
         execution.start_compute().wait()
         execution.free()
@@ -34,6 +35,7 @@ def test_public_calls_are_spans_in_their_contract_phase():
                      "[NN_LR_PE]ANeuralNetworksExecution_create", "[NN_LR_PIO]ANeuralNetworksExecution_setInput",
                      "[NN_LR_PIO]ANeuralNetworksExecution_setOutput", "[NN_LR_PE]ANeuralNetworksExecution_compute",
                      "[NN_LR_PE]ANeuralNetworksExecution_startCompute", "[NN_LR_PE]ANeuralNetworksEvent_wait",
+                     "[NN_LR_PE]ANeuralNetworksExecution_setReusable",
                      "[NN_LC_PE]CpuExecutor::run",
                      "[NN_LR_PE]ANeuralNetworksExecution_free", "[NN_LR_PP]ANeuralNetworksMemory_createFromFd",
                      "[NN_LR_PT]ANeuralNetworksMemory_free", "[NN_LR_PT]ANeuralNetworksCompilation_free",
