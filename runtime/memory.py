@@ -30,6 +30,8 @@ from tracing import Phase
 
 #: ``PROT_READ | PROT_WRITE``, the usual ``prot`` for :meth:`Memory.from_fd`.
 PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
+#: ``PROT_NONE`` (the ``mmap`` module has no name for it): accepted by :meth:`Memory.from_fd`.
+PROT_NONE = 0
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
 
