@@ -143,6 +143,8 @@ def get_device(name: str) -> Device:
     """
     if name is None:
         raise NnError(ResultCode.UNEXPECTED_NULL, "get_device: name is None")
+    if not isinstance(name, str):
+        raise NnError(ResultCode.BAD_DATA, f"get_device: name must be a string, got {type(name).__name__}")
     for device in devices():
         if device.name == name:
             return device

@@ -32,6 +32,7 @@ from tracing import Phase
 PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
 #: ``PROT_NONE`` (the ``mmap`` module has no name for it): accepted by :meth:`Memory.from_fd`.
 PROT_NONE = 0
+_INT32_MAX, _INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
 
@@ -87,10 +88,10 @@ class Memory:
     @classmethod
     def _map(cls, size: int, prot: int, fd: int, offset: int) -> Memory:
         call = "Memory.from_fd"
-        size = _checks.integer(size, call, "size", 1)
+        size = _checks.integer(size, call, "size", 1, _INT64_MAX)
         prot = _checks.integer(prot, call, "prot")
-        fd = _checks.integer(fd, call, "fd", 0)
-        offset = _checks.integer(offset, call, "offset", 0)
+        fd = _checks.integer(fd, call, "fd", 0, _INT32_MAX)
+        offset = _checks.integer(offset, call, "offset", 0, _INT64_MAX - size)
         if prot & ~PROT_READ_WRITE:
             raise NnError(ResultCode.BAD_DATA, f"Memory: invalid prot {prot:#x}")
         delta = offset % mmap.ALLOCATIONGRANULARITY
@@ -115,7 +116,7 @@ class Memory:
             NnError: BAD_DATA for size <= 0, OUT_OF_MEMORY when the allocation fails.
         """
         with tracing.runtime(Phase.PREPARATION, "ANeuralNetworksMemory_createFromFd"):
-            size = _checks.integer(size, "Memory.create_shared", "size", 1)
+            size = _checks.integer(size, "Memory.create_shared", "size", 1, _INT64_MAX)
             if not isinstance(name, str):
                 raise NnError(ResultCode.BAD_DATA, f"Memory: name must be a string, got {name!r}")
             try:
