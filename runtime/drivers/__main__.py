@@ -21,7 +21,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--socket", required=True, help="Unix socket path to listen on")
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit when this process is no longer the parent (default: current parent)")
+    parser.add_argument("--memory-budget", type=_positive_bytes, default=None, metavar="BYTES",
+                        help="bytes one operation may allocate (default: $NNSCOPE_MEMORY_BUDGET or "
+                             "256 MiB); beyond it an execution gets RESOURCE_EXHAUSTED_PERSISTENT")
     return parser
+
+
+def _positive_bytes(text: str) -> int:
+    value = int(text) if text.isdigit() else 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of bytes")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         driver = registry.create_driver(args.driver)
     except registry.UnknownDriverError as error:
         parser.error(str(error))
+    driver.budget_bytes = args.memory_budget
     from runtime.drivers.ipc import _trace  # noqa: PLC0415
     from runtime.drivers.ipc.service import DriverService, listen  # noqa: PLC0415
 

@@ -28,6 +28,7 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType, Preference,
                                Priority, numpy_dtype)
 from runtime.hal.validate import merge_dimensions, pool_buffer, validate_request
+from runtime.ops.budget import BudgetExceeded, OutputTooSmall
 from timing import Timing
 from tracing import Phase, tracer
 
@@ -48,6 +49,7 @@ class _Output(NamedTuple):
 class _Binding(NamedTuple):
     inputs: list
     outputs: tuple[_Output, ...]
+    capacities: tuple[int, ...]  # bytes of each output's region (checked before computing)
     ok_shapes: tuple | None  # shapes when every output fills its preallocated view
     ok_result: ExecutionResult | None  # the untimed success with those shapes (reused)
 
@@ -86,10 +88,15 @@ class CpuPreparedModel(PreparedModel):
             device_start = _now() if measure else 0
             logging = vlog.is_on("cpuexe")
             if recorder is None and not logging:
-                results = self.executor.run(binding.inputs)
+                results = self.executor.run(binding.inputs, binding.capacities)
             else:
-                results = self.executor.run_observed(binding.inputs, recorder, logging)
+                results = self.executor.run_observed(binding.inputs, recorder, logging, binding.capacities)
             device_end = _now() if measure else 0
+        except BudgetExceeded as error:
+            return self._fail(ErrorStatus.RESOURCE_EXHAUSTED_PERSISTENT, str(error))
+        except OutputTooSmall as error:
+            self._fail(ErrorStatus.OUTPUT_INSUFFICIENT_SIZE, str(error))
+            return ExecutionResult(ErrorStatus.OUTPUT_INSUFFICIENT_SIZE, self._shapes_for(request, error))
         except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
             return self._fail(ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}")
         status, shapes = _write_outputs(binding, results)
@@ -113,7 +120,7 @@ class CpuPreparedModel(PreparedModel):
                 or (binding.ok_shapes is not shapes and binding.ok_shapes != shapes):
             return None
         try:
-            results = self.executor.run(binding.inputs)
+            results = self.executor.run(binding.inputs, binding.capacities)
         except Exception:  # noqa: BLE001 - execute() reports it
             return None
         for out, value in zip(binding.outputs, results):
@@ -149,7 +156,18 @@ class CpuPreparedModel(PreparedModel):
         if all(out.view is not None for out in outputs):
             ok_shapes = tuple(OutputShape(out.view.shape, True) for out in outputs)
             ok_result = ExecutionResult(ErrorStatus.NONE, ok_shapes, None)
-        return _Binding(inputs, tuple(outputs), ok_shapes, ok_result)
+        return _Binding(inputs, tuple(outputs), tuple(arg.length for arg in request.outputs),
+                        ok_shapes, ok_result)
+
+    def _shapes_for(self, request: Request, error: OutputTooSmall) -> tuple:
+        """Output shapes of an OUTPUT_INSUFFICIENT_SIZE answer: what ``error``'s output needs."""
+        shapes = []
+        for position, (arg, operand) in enumerate(zip(request.outputs, self._out_ops)):
+            if position == error.position:
+                shapes.append(OutputShape(error.shape, False))
+            else:
+                shapes.append(OutputShape(merge_dimensions(operand.dimensions, arg.dimensions) or (), True))
+        return tuple(shapes)
 
     def _fail(self, status: ErrorStatus, message: str) -> ExecutionResult:
         self.last_error = message

@@ -83,6 +83,8 @@ class SampleDriver(Device):
         self.name = config.name
         self.type = config.device_type
         self.version = config.version
+        #: Bytes one operation may allocate (None: ``runtime.ops.budget.configured_budget()``).
+        self.budget_bytes: int | None = None
 
     def capabilities(self) -> Capabilities:
         perf = self.config.perf
@@ -124,7 +126,7 @@ class SampleDriver(Device):
         if unsupported:
             raise invalid(f"{self.name} does not support operations {unsupported}")
         try:
-            executor = CpuExecutor(model)
+            executor = CpuExecutor(model, self.budget_bytes)
         except (OpValidationError, ValueError, TypeError, IndexError, KeyError) as error:
             raise invalid(f"model rejected by the CPU executor: {error}") from None
         return SamplePreparedModel(model, executor)

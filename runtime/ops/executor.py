@@ -30,6 +30,8 @@ import vlog
 from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType, Operation,
                                is_scalar, numpy_dtype)
 from runtime.ops import registry
+from runtime.ops.budget import BudgetExceeded, OutputTooSmall, charge, configured_budget, element_count
+from runtime.ops.prepare import PREPARES
 from runtime.ops.registry import OpContext, OpValidationError
 from tracing import Layer, Phase
 from tracing.naming import SWITCH, format_name
@@ -61,6 +63,8 @@ class _Step(NamedTuple):
     output_operands: tuple[Operand, ...]
     frees: tuple[int, ...]
     kernel_name: str
+    prepare: Any  # the record's shape inference (None: outputs no larger than inputs)
+    model_outputs: tuple[tuple[int, int, int], ...]  # (output slot, model output position, itemsize)
 
 
 def kernel_name(operation: Operation, operands: Sequence[Operand]) -> str:
@@ -93,15 +97,20 @@ def _pool_buffer(model: HalModel, index: int):
 
 
 class CpuExecutor:
-    """Executes ``model.main`` on the CPU; construct once, run many times."""
+    """Executes ``model.main`` on the CPU; construct once, run many times.
+
+    ``budget_bytes`` bounds what one operation may allocate (``runtime.ops.budget``; default: the
+    configured budget): operations with a ``prepare`` are checked before their kernel runs.
+    """
 
     #: Test hook: called as ``hook(step_index, values)`` after each step (frees applied).
     forTest_step_hook = None
 
-    def __init__(self, model: HalModel) -> None:
+    def __init__(self, model: HalModel, budget_bytes: int | None = None) -> None:
         registry.load_all()
         graph = model.main
         self.model = model
+        self.budget_bytes = configured_budget() if budget_bytes is None else budget_bytes
         self._operands = graph.operands
         self._template = self._constants(model)
         self._inputs = graph.input_indexes
@@ -122,6 +131,7 @@ class CpuExecutor:
 
     def _plan(self, graph) -> list[_Step]:
         last_use = self._last_uses(graph)
+        output_positions = {operand: position for position, operand in enumerate(graph.output_indexes)}
         frees: dict[int, list[int]] = {}
         for operand_index, step_index in last_use.items():
             frees.setdefault(step_index, []).append(operand_index)
@@ -137,9 +147,12 @@ class CpuExecutor:
                 record.validate(ins, outs)
             except OpValidationError as error:
                 raise OpValidationError(f"operation {index} ({name}): {error}") from error
+            model_outputs = tuple((slot, output_positions[i], numpy_dtype(graph.operands[i].type).itemsize)
+                                  for slot, i in enumerate(operation.outputs) if i in output_positions)
             steps.append(_Step(index, operation, record.execute, operation.inputs, operation.outputs,
                                ins, outs, tuple(frees.get(index, ())),
-                               kernel_name(operation, graph.operands)))
+                               kernel_name(operation, graph.operands),
+                               record.prepare or PREPARES.get(operation.type), model_outputs))
         return steps
 
     @staticmethod
@@ -179,8 +192,32 @@ class CpuExecutor:
             results.append(value)
         return results
 
-    def run(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-        """Compute the outputs (in ``main.output_indexes`` order) for ``inputs``."""
+    def check(self, step: _Step, ctx: OpContext, capacities: Sequence[int | None] | None) -> None:
+        """Before ``step`` runs: its model outputs fit their buffers (``capacities``: bytes per
+        model output, None where unknown) and its outputs and scratch fit the budget.
+
+        Raises:
+            OutputTooSmall: a model output needs more bytes than its buffer has.
+            BudgetExceeded: the operation would need more than ``budget_bytes``.
+        """
+        plan = step.prepare(ctx)
+        if plan is None:
+            return
+        if capacities is not None:
+            for slot, position, itemsize in step.model_outputs:
+                capacity = capacities[position]
+                if capacity is not None and slot < len(plan.shapes):
+                    needed = element_count(plan.shapes[slot]) * itemsize
+                    if needed > capacity:
+                        raise OutputTooSmall(position, plan.shapes[slot], needed, capacity)
+        needed = charge(plan, [operand.type for operand in step.output_operands])
+        if needed > self.budget_bytes:
+            raise BudgetExceeded(needed, self.budget_bytes)
+
+    def run(self, inputs: Sequence[np.ndarray | None],
+            capacities: Sequence[int | None] | None = None) -> list[np.ndarray]:
+        """Compute the outputs (in ``main.output_indexes`` order) for ``inputs``; ``capacities``
+        are the bytes of each output's buffer (see :meth:`check`)."""
         values = self._bind_inputs(inputs)
         hook = self.forTest_step_hook
         step = None
@@ -188,6 +225,8 @@ class CpuExecutor:
             for step in self.steps:
                 ctx = _new_context(OpContext, (step.operation, [values[i] for i in step.inputs],
                                                 step.input_operands, step.output_operands))
+                if step.prepare is not None:
+                    self.check(step, ctx, capacities)
                 for operand_index, value in zip(step.outputs, step.execute(ctx)):
                     values[operand_index] = value
                 for operand_index in step.frees:
@@ -199,7 +238,7 @@ class CpuExecutor:
         return self._collect(values)
 
     def run_observed(self, inputs: Sequence[np.ndarray | None], recorder: tuple | None,
-                     logging: bool) -> list[np.ndarray]:
+                     logging: bool, capacities: Sequence[int | None] | None = None) -> list[np.ndarray]:
         """:meth:`run` with observation: with a ``recorder`` (this thread's
         :func:`tracing.tracer.hot_recorder`), inside ``[NN_LC_PE]CpuExecutor::run`` with a
         TRANSFORMATION scope and a ``[SW]`` COMPUTATION switch per operation; with ``logging``,
@@ -214,6 +253,11 @@ class CpuExecutor:
                     _log_step(step, args)
                 ctx = _new_context(OpContext, (step.operation, args, step.input_operands,
                                                 step.output_operands))
+                if step.prepare is not None:
+                    try:
+                        self.check(step, ctx, capacities)
+                    except Exception as error:
+                        _reraise(step, error)
                 name = step.kernel_name
                 begun = now()  # inputs are bound in place: the TRANSFORMATION scope switches at once
                 extend((_TRANSFORM_TAG, name, begun, begun, _COMPUTE_TAG, name, begun))
@@ -240,10 +284,13 @@ def _reraise(step: _Step | None, error: Exception):
     if step is None:
         raise error
     where = f"operation {step.index} ({step.operation.type.name})"
-    if isinstance(error, OpValidationError):
-        raise OpValidationError(f"{where}: {error}") from error
-    error.add_note(f"while executing {where} with kernel {step.kernel_name}")
-    raise error
+    try:
+        if isinstance(error, OpValidationError):
+            raise OpValidationError(f"{where}: {error}") from error
+        error.add_note(f"while executing {where} with kernel {step.kernel_name}")
+        raise error
+    finally:  # this frame is on the traceback: holding ``error`` would make a reference cycle
+        del error  # that keeps the run's tensors (views of the request's pools) until a GC pass
 
 
 def _shape(value) -> list[int] | str:

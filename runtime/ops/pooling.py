@@ -3,8 +3,9 @@
 The geometry half (:func:`is_implicit`, :func:`read_window`, :func:`window_taps`, layout helpers)
 is also what ``runtime.ops.convolution`` uses: NNAPI's explicit (left, right, top, bottom) and
 implicit (SAME/VALID code) padding, strides, dilation and the optional NCHW ``layout`` input.
-Windows are evaluated tap by tap on strided views, so each kernel position costs one
-vectorised numpy operation over the whole output.
+Convolution windows are evaluated tap by tap on strided views (each filter tap costs one
+vectorised numpy operation over the whole output); pooling windows, whose size is a mere scalar,
+are reduced in time linear in the input whatever their size (:func:`sliding_reduce`).
 
 Signatures (NNAPI 1.0-1.3): explicit ``input, pad_l, pad_r, pad_t, pad_b, stride_w, stride_h,
 filter_w, filter_h, fuse[, layout]`` (10/11 inputs) or implicit ``input, padding_code,
@@ -137,30 +138,68 @@ def from_nhwc(y: np.ndarray, nchw: bool) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- kernels (NHWC)
-def _valid_counts(shape_hw: Sequence[int], window: Window, out_hw) -> np.ndarray:
-    """Number of non-padding cells under each window position, shaped (1, OH, OW, 1)."""
-    mask = pad_nhwc(np.ones((1, shape_hw[0], shape_hw[1], 1), np.int32), window, 0)
-    return sum(view for _, _, view in window_taps(mask, window, out_hw))
+def axis_bounds(size: int, out: int, kernel: int, stride: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+    """[lo, hi) of each output position's window along one axis, clipped to the input (padding
+    cells never count: they are 0 for sums and never win a max)."""
+    starts = np.arange(out, dtype=np.int64) * stride - head
+    return np.clip(starts, 0, size), np.clip(starts + kernel, 0, size)
+
+
+def sliding_reduce(x: np.ndarray, axis: int, lo: np.ndarray, hi: np.ndarray, kernel: int,
+                   ufunc, identity) -> np.ndarray:
+    """``ufunc`` over ``x[lo[o]:hi[o]]`` along ``axis`` for every o, in time linear in the input
+    whatever the window size (van Herk / Gil-Werman): a window clipped at the start is a prefix
+    of the axis, one clipped at the end a suffix, and an inner window (exactly ``kernel`` cells)
+    spans at most two blocks of ``kernel`` cells: a block suffix and the next block's prefix.
+    An empty window gives ``identity``."""
+    x = np.moveaxis(x, axis, 0)
+    size = x.shape[0]
+    result = np.full((len(lo), *x.shape[1:]), identity, x.dtype)
+    empty = hi <= lo
+    left = (lo == 0) & ~empty
+    right = (hi == size) & ~left & ~empty
+    inner = ~(empty | left | right)
+    if left.any():
+        result[left] = ufunc.accumulate(x, axis=0)[hi[left] - 1]
+    if right.any():
+        result[right] = ufunc.accumulate(x[::-1], axis=0)[::-1][lo[right]]
+    if inner.any():
+        blocks = -(-size // kernel)
+        padded = np.full((blocks * kernel, *x.shape[1:]), identity, x.dtype)
+        padded[:size] = x
+        shaped = padded.reshape(blocks, kernel, *x.shape[1:])
+        block_prefix = ufunc.accumulate(shaped, axis=1).reshape(padded.shape)
+        block_suffix = ufunc.accumulate(shaped[:, ::-1], axis=1)[:, ::-1].reshape(padded.shape)
+        first, last = lo[inner], hi[inner] - 1
+        aligned = (first % kernel == 0).reshape(-1, *([1] * (x.ndim - 1)))
+        result[inner] = np.where(aligned, block_suffix[first],
+                                 ufunc(block_suffix[first], block_prefix[last]))
+    return np.moveaxis(result, 0, axis)
+
+
+def _window_reduce(x: np.ndarray, window: Window, ufunc, identity) -> tuple[np.ndarray, np.ndarray]:
+    """(reduction over each window of NHWC ``x``, count of valid cells shaped (1, OH, OW, 1)):
+    the window is separable, so rows then columns, each in linear time."""
+    out_hw = checked_output_hw(window, x.shape[1:3])
+    expect(window.dilation == (1, 1), f"pooling has no dilation, got {window.dilation}")
+    top, _, left, _ = window.pads
+    lo_w, hi_w = axis_bounds(x.shape[2], out_hw[1], window.kernel[1], window.stride[1], left)
+    lo_h, hi_h = axis_bounds(x.shape[1], out_hw[0], window.kernel[0], window.stride[0], top)
+    rows = sliding_reduce(x, 2, lo_w, hi_w, window.kernel[1], ufunc, identity)
+    total = sliding_reduce(rows, 1, lo_h, hi_h, window.kernel[0], ufunc, identity)
+    count = np.maximum(hi_h - lo_h, 0)[:, None] * np.maximum(hi_w - lo_w, 0)[None, :]
+    return total, count.reshape(1, *out_hw, 1)
 
 
 def max_pool(x: np.ndarray, window: Window) -> np.ndarray:
-    """Max over each window (padding never wins)."""
-    out_hw = checked_output_hw(window, x.shape[1:3])
+    """Max over each window (padding never wins; a window of padding only gives the lowest value)."""
     fill = -np.inf if x.dtype.kind == "f" else dtype_range(x.dtype)[0]
-    result = None
-    for _, _, view in window_taps(pad_nhwc(x, window, fill), window, out_hw):
-        result = view.copy() if result is None else np.maximum(result, view, out=result)
-    return result
+    return _window_reduce(x, window, np.maximum, fill)[0]
 
 
 def window_sum(x: np.ndarray, window: Window, dtype) -> tuple[np.ndarray, np.ndarray]:
     """(sum over each window in ``dtype``, count of valid cells) with zero padding."""
-    out_hw = checked_output_hw(window, x.shape[1:3])
-    total = np.zeros((x.shape[0], *out_hw, x.shape[3]), dtype)
-    for _, _, view in window_taps(pad_nhwc(x.astype(dtype, copy=False), window, 0), window,
-                                  out_hw):
-        total += view
-    return total, _valid_counts(x.shape[1:3], window, out_hw)
+    return _window_reduce(x.astype(dtype, copy=False), window, np.add, 0)
 
 
 def average_pool_quant(x: np.ndarray, window: Window) -> np.ndarray:

@@ -39,6 +39,9 @@ class OpContext(NamedTuple):
 
 Validator = Callable[[Sequence[Operand], Sequence[Operand]], None]
 Kernel = Callable[[OpContext], list]
+#: Shape inference before the kernel runs: an ``runtime.ops.budget.OutputPlan`` (output shapes
+#: and scratch bytes), or None when the outputs are no larger than the inputs.
+Prepare = Callable[[OpContext], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +50,19 @@ class OperationRecord:
     family: str
     validate: Validator
     execute: Kernel
+    prepare: Prepare | None = None
 
 
 _RECORDS: dict[OperationType, OperationRecord] = {}
 
 
-def register(op_type: OperationType, family: str, validate: Validator, execute: Kernel) -> None:
+def register(op_type: OperationType, family: str, validate: Validator, execute: Kernel,
+             prepare: Prepare | None = None) -> None:
+    """Register an operation; ``prepare`` lets the executor check its memory before running it
+    (needed wherever outputs can outgrow the inputs: padding, broadcasting, windows, tiling)."""
     if op_type in _RECORDS:
         raise ValueError(f"operation {op_type.name} registered twice")
-    _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute)
+    _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute, prepare)
 
 
 _loaded: list = []  # families imported (or found absent) so far: load_all looks them up once
