@@ -162,6 +162,37 @@ def _spatial_plan(ctx: OpContext) -> OutputPlan:
     return OutputPlan([(batch, out_h, out_w, out_c)], _WIDE * (padded + columns + 2 * product))
 
 
+def _transpose_conv(ctx: OpContext) -> OutputPlan:
+    from runtime.ops.transpose_conv import _transpose_params  # noqa: PLC0415
+    stride, pads, _, nchw = _transpose_params(ctx)
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    batch, in_h, in_w, channels = (x.shape[0], x.shape[2], x.shape[3], x.shape[1]) if nchw else x.shape
+    out_c, kh, kw = w.shape[:3]
+    out_h = in_h * stride[0] + kh - stride[0] - pads[0] - pads[1]
+    out_w = in_w * stride[1] + kw - stride[1] - pads[2] - pads[3]
+    if min(out_h, out_w) <= 0:
+        raise OpValidationError(f"empty output {(out_h, out_w)}")
+    full = batch * max((in_h - 1) * stride[0] + kh, pads[0] + out_h) \
+        * max((in_w - 1) * stride[1] + kw, pads[2] + out_w) * out_c
+    products = batch * in_h * in_w * out_c * kh * kw
+    return OutputPlan([(batch, out_h, out_w, out_c)], _WIDE * (full + products + channels))
+
+
+def _grouped_conv(ctx: OpContext) -> OutputPlan:
+    from runtime.ops.pooling import checked_output_hw, is_implicit, read_window  # noqa: PLC0415
+    from runtime.ops.transpose_conv import GROUPED_NAMES  # noqa: PLC0415
+    explicit = not is_implicit(len(ctx.inputs), ctx.input_operands, 9)
+    nchw = bool(ctx.inputs[(7 if explicit else 4) + 4])
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    batch, height, width, channels = (x.shape[0], x.shape[2], x.shape[3], x.shape[1]) if nchw else x.shape
+    window = read_window(ctx.inputs, 3, GROUPED_NAMES, explicit, (height, width), w.shape[1:3])
+    out_h, out_w = checked_output_hw(window, (height, width))
+    top, bottom, left, right = window.pads
+    padded_h = height + top + bottom
+    scratch = batch * padded_h * ((width + left + right) + out_w * window.kernel[1]) * channels
+    return OutputPlan([(batch, out_h, out_w, w.shape[0])], _WIDE * (scratch + 2 * batch * out_h * out_w * w.shape[0]))
+
+
 def _fully_connected(ctx: OpContext) -> OutputPlan:
     x, w = ctx.inputs[0], ctx.inputs[1]
     if w.ndim != 2 or w.shape[1] <= 0:
@@ -182,4 +213,5 @@ PREPARES = {
     O.RESIZE_NEAREST_NEIGHBOR: _resize, O.SPACE_TO_BATCH_ND: _space_to_batch,
     O.AVERAGE_POOL_2D: _pooling, O.MAX_POOL_2D: _pooling, O.L2_POOL_2D: _pooling,
     O.CONV_2D: _spatial, O.DEPTHWISE_CONV_2D: _spatial, O.FULLY_CONNECTED: _fully_connected,
+    O.TRANSPOSE_CONV_2D: _transpose_conv, O.GROUPED_CONV_2D: _grouped_conv,
 }

@@ -72,3 +72,22 @@ def broadcast_inputs(size: int = BROADCAST):
 
 def pool_inputs(width: int = 8):
     return [np.arange(width, dtype=np.float32).reshape(1, 1, width, 1)]
+
+
+def tile_model(multiple: int = 2 ** 26) -> HalModel:
+    """``out = TILE(x [1, 4], [1, multiple])``."""
+    values = _Values()
+    x = Operand(F32, (1, 4), lifetime=L.SUBGRAPH_INPUT)
+    multiples = values.add(T.TENSOR_INT32, np.int32([1, multiple]), (2,))
+    out = Operand(F32, (0, 0), lifetime=L.SUBGRAPH_OUTPUT)
+    return _graph((x, multiples, out), (Operation(Op.TILE, (0, 1), (2,)),), (0,), (2,), values)
+
+
+def resize_model(size: int = 2 ** 15) -> HalModel:
+    """``out = RESIZE_BILINEAR(x [1, 2, 2, 1], width=height=size)``."""
+    values = _Values()
+    x = Operand(F32, (1, 2, 2, 1), lifetime=L.SUBGRAPH_INPUT)
+    width, height = (values.add(T.INT32, np.int32(size)) for _ in range(2))
+    out = Operand(F32, (0, 0, 0, 0), lifetime=L.SUBGRAPH_OUTPUT)
+    return _graph((x, width, height, out), (Operation(Op.RESIZE_BILINEAR, (0, 1, 2), (3,)),), (0,), (3,),
+                  values)

@@ -53,6 +53,18 @@ def test_broadcast_add_into_a_16_byte_output_is_insufficient_without_allocating(
     assert peak < 4 * _MB, peak
 
 
+@pytest.mark.parametrize("model, inputs, shape", [
+    (cm.tile_model(), [np.float32([[1, 2, 3, 4]])], (1, 4 * 2 ** 26)),
+    (cm.resize_model(), [np.ones((1, 2, 2, 1), np.float32)], (1, 2 ** 15, 2 ** 15, 1)),
+], ids=["TILE", "RESIZE_BILINEAR"])
+def test_other_growing_operations_are_checked_before_computing(model, inputs, shape):
+    request, _, _ = cm.small_output_request(model, inputs)
+    result, peak = run_traced(model, request)
+    assert result.status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE
+    assert tuple(result.output_shapes[0].dimensions) == shape
+    assert peak < 4 * _MB, peak
+
+
 def test_a_huge_intermediate_is_resource_exhausted_persistent():
     model = cm.pad_model(chained=True)
     request, _, _ = cm.small_output_request(model, cm.pad_inputs(), output_bytes=1 << 12)
