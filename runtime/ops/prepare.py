@@ -31,7 +31,10 @@ _WIDE = 8  # bytes of the widest temporary element (float64 / int64 accumulators
 
 def _broadcast(ctx: OpContext) -> OutputPlan | None:
     """Binary (and SELECT's ternary) broadcasting: outputs as large as the broadcast shape."""
-    shapes = [x.shape for x in ctx.inputs if isinstance(x, np.ndarray)]
+    inputs = ctx.inputs
+    if len(inputs) == 3 and type(inputs[2]) is not np.ndarray and inputs[0].shape == inputs[1].shape:
+        return None  # the common case, first: same-shape arithmetic with a fused activation
+    shapes = [x.shape for x in inputs if isinstance(x, np.ndarray)]
     if len(shapes) < 2 or all(shape == shapes[0] for shape in shapes):
         return None
     try:
