@@ -47,7 +47,7 @@ FORM_COMPACT, FORM_FULL, FORM_UNKNOWN = 0, 1, 2
 KNOWS_SHAPES = 2  # repeat's measure flag: the client holds the shapes of the last full answer
 #: Inline pool bytes one execute may carry in all (larger buffers travel as shared memory; the
 #: runtime's encoder stages any pool beyond this total); more is INVALID_ARGUMENT.
-MAX_INLINE_BYTES = 256 * 1024
+MAX_INLINE_BYTES = 128 * 1024
 #: Most dimensions one request argument may list.
 MAX_ARGUMENT_RANK = 32
 #: Bytes of decoded argument sections one connection keeps for reuse (each at most ARGS_ENTRY_BYTES).

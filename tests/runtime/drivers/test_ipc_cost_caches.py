@@ -53,19 +53,20 @@ def test_three_64_mib_requests_for_an_unknown_model_leave_nothing_behind():
 
 
 def test_many_distinct_requests_on_many_connections_keep_a_bounded_cache():
-    """8 connections x 80 requests, each with its own inline size, memo id and 150 KiB argument
-    section: before, each connection kept ~64 MB; now the caches stay under their byte budget."""
+    """8 connections x 80 requests, each with its own inline size (~100 KB), memo id and 150 KB
+    argument section: before, each connection kept over 20 MB; now the caches stay under their
+    byte budget."""
     with AttackedDriver() as driver:
         before = rss_kb(driver.pid)
         with driver.attack() as attacker:
             socks = [attacker.connect() for _ in range(8)]
             for number in range(80):
                 for index, sock in enumerate(socks):
-                    payload = execute_payload(200_000 + number * 8 + index, memo_id=number + 1, args=1000)
+                    payload = execute_payload(100_000 + number * 8 + index, memo_id=number + 1, args=1000)
                     reply = exchange(sock, MsgType.EXECUTE_SYNC, payload, request_id=number + 1, timeout=30.0)
                     assert reply.status == INVALID and b"unknown prepared model" in reply.body, reply
             kept_mb = (rss_kb(driver.pid) - before) / 1024
-            assert kept_mb < 32, f"8 connections keep {kept_mb:.0f} MB"
+            assert kept_mb < 24, f"8 connections keep {kept_mb:.0f} MB"
 
 
 def test_inline_bytes_beyond_the_limit_are_refused_before_copying():
@@ -84,7 +85,8 @@ def test_inline_bytes_beyond_the_limit_are_refused_before_copying():
 
 
 def test_decode_state_accounting_in_process():
-    """Byte accounting of the three caches; a request too large to cache is decoded afresh."""
+    """Byte accounting of the three caches; a request too large to cache is decoded afresh; a
+    memo of the largest inline request still fits its budget."""
     state = DecodeState()
     for number in range(200):
         decode_execute(Reader(execute_payload(4_000 + number, memo_id=number + 1, args=20)), state, [])
@@ -94,6 +96,8 @@ def test_decode_state_accounting_in_process():
     first = decode_execute(Reader(big), state, [])
     again = decode_execute(Reader(big), state, [])
     assert first.request is not again.request and state.last[2] is None
+    largest = decode_execute(Reader(execute_payload(MAX_INLINE_BYTES, memo_id=7, args=50)), state, [])
+    assert state.memos.get(7).request is largest.request
     small = execute_payload(100, args=2)
     assert decode_execute(Reader(small), state, []).request is decode_execute(Reader(small), state, []).request
 
