@@ -192,17 +192,15 @@ class CpuExecutor:
             results.append(value)
         return results
 
-    def check(self, step: _Step, ctx: OpContext, capacities: Sequence[int | None] | None) -> None:
-        """Before ``step`` runs: its model outputs fit their buffers (``capacities``: bytes per
-        model output, None where unknown) and its outputs and scratch fit the budget.
+    def check(self, step: _Step, plan, capacities: Sequence[int | None] | None) -> None:
+        """Before ``step`` runs, given its ``prepare`` plan: its model outputs fit their buffers
+        (``capacities``: bytes per model output, None where unknown) and its outputs and scratch
+        fit the budget.
 
         Raises:
             OutputTooSmall: a model output needs more bytes than its buffer has.
             BudgetExceeded: the operation would need more than ``budget_bytes``.
         """
-        plan = step.prepare(ctx)
-        if plan is None:
-            return
         if capacities is not None:
             for slot, position, itemsize in step.model_outputs:
                 capacity = capacities[position]
@@ -226,7 +224,9 @@ class CpuExecutor:
                 ctx = _new_context(OpContext, (step.operation, [values[i] for i in step.inputs],
                                                 step.input_operands, step.output_operands))
                 if step.prepare is not None:
-                    self.check(step, ctx, capacities)
+                    plan = step.prepare(ctx)
+                    if plan is not None:
+                        self.check(step, plan, capacities)
                 for operand_index, value in zip(step.outputs, step.execute(ctx)):
                     values[operand_index] = value
                 for operand_index in step.frees:
@@ -255,7 +255,9 @@ class CpuExecutor:
                                                 step.output_operands))
                 if step.prepare is not None:
                     try:
-                        self.check(step, ctx, capacities)
+                        plan = step.prepare(ctx)
+                        if plan is not None:
+                            self.check(step, plan, capacities)
                     except Exception as error:
                         _reraise(step, error)
                 name = step.kernel_name
