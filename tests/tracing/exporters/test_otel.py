@@ -171,6 +171,7 @@ def test_failure_does_not_stick(memory):
     assert exporter.export(_trace()) is ExportResult.FAILURE
     flaky.export = memory.export
     assert exporter.export(_trace()) is ExportResult.SUCCESS
+    exporter.shutdown()  # its batch thread must not outlive the test (_parallel forks only alone)
     assert len(memory.get_finished_spans()) == 5
 
 
