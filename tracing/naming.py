@@ -1,6 +1,6 @@
 """The NNTRACE naming contract: layer and phase codes and the span-name grammar.
 
-This module is the single owner of the codes of ``shared/docs/nntrace-contract.md``.
+This module is the single owner of the codes of ``docs/nntrace-contract.md``.
 The runtime emits names only through :func:`format_name` / :func:`hidl_mark`;
 ``parse_systrace`` reads them back with :func:`parse_name`.
 

@@ -1,6 +1,6 @@
 """Systrace exporters: ftrace text and systrace HTML, as read by parse_systrace and Perfetto.
 
-Rows follow the atrace grammar (``shared/docs/parse-systrace-semantics.md`` section 1),
+Rows follow the atrace grammar (``docs/parse-systrace-semantics.md`` section 1),
 all threads merged in timestamp order::
 
     #           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION
