@@ -131,19 +131,6 @@ def buffer_region(offset, length, size: int, call: str) -> tuple[int, int]:
     return offset, length
 
 
-def memory(value, call: str, access: int = 0):
-    """A live :class:`~runtime.memory.Memory` mapped with at least ``access`` (PROT_* bits)."""
-    from runtime.memory import Memory  # noqa: PLC0415 - memory imports the api only
-    not_null(value, call, "memory")
-    if not isinstance(value, Memory):
-        raise bad(call, f"expected a Memory, got {type(value).__name__}")
-    if value.freed:
-        raise bad(call, "the Memory was freed")
-    if access & ~value.prot:
-        raise bad(call, f"the Memory is mapped with prot {value.prot:#x}, this use needs {access:#x}")
-    return value
-
-
 def devices(value, call: str, device_type: type) -> tuple:
     """A non-empty list of distinct devices: None lists or entries are UNEXPECTED_NULL; empty
     lists, duplicates and non-devices are BAD_DATA (checked in order, as NNAPI does)."""

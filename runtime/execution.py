@@ -161,7 +161,7 @@ class Execution:
         checks.not_null(memory, call, "memory")
         slot, operand, dims, where = self._slot(kind, index, dimensions, call)
         access = mmap.PROT_READ if kind == "input" else mmap.PROT_WRITE
-        memory = checks.memory(memory, where, access)
+        memory = Memory.checked(memory, where, access)
         offset, length = checks.buffer_region(offset, length, memory.size, where)
         self._check_unset(slot, where)
         self._check_and_store(kind, index, slot, operand, memory, offset, length, dims or (), where)

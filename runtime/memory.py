@@ -134,6 +134,20 @@ class Memory:
             finally:
                 os.close(fd)
 
+    @classmethod
+    def checked(cls, value, call: str, access: int = 0) -> Memory:
+        """``value`` as a live Memory mapped with at least ``access`` (PROT_* bits); NNAPI's
+        UNEXPECTED_NULL for None, BAD_DATA otherwise."""
+        _checks.not_null(value, call, "memory")
+        if not isinstance(value, cls):
+            raise _checks.bad(call, f"expected a Memory, got {type(value).__name__}")
+        if value.freed:
+            raise _checks.bad(call, "the Memory was freed")
+        if access & ~value.prot:
+            raise _checks.bad(call, f"the Memory is mapped with prot {value.prot:#x}, "
+                                    f"this use needs {access:#x}")
+        return value
+
     def buffer(self) -> memoryview:
         """A writable (if mapped writable) memoryview of the region."""
         if self._view is None:

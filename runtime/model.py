@@ -142,7 +142,7 @@ class Model:
         call = "setOperandValueFromMemory"
         checks.not_null(memory, call, "memory")
         operand = self._operand_to_set(call, index)
-        memory = checks.memory(memory, f"{call}: operand {index}", mmap.PROT_READ)
+        memory = Memory.checked(memory, f"{call}: operand {index}", mmap.PROT_READ)
         self._values[index] = parts.memory_value(index, operand, memory, offset, length)
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_setOperandValueFromModel")

@@ -18,6 +18,11 @@ from runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, Op
                                OperandType, Operation, OperationType, Subgraph, numpy_dtype)
 from runtime.tflite._reader import TfliteGraph, TfliteTensor
 
+
+class UnsupportedOperator(ValueError):
+    """A TFLite operator (or one of its options) has no NNAPI mapping."""
+
+
 _T = OperandType
 _PLAIN_TYPES = {"FLOAT32": _T.TENSOR_FLOAT32, "FLOAT16": _T.TENSOR_FLOAT16,
                 "INT32": _T.TENSOR_INT32, "INT64": _T.TENSOR_INT32, "UINT8": _T.TENSOR_QUANT8_ASYMM,

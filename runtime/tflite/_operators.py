@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from runtime.hal.types import FuseCode, OperandType, OperationType as Op
-from runtime.tflite._builder import GraphBuilder
+from runtime.tflite._builder import GraphBuilder, UnsupportedOperator
 from runtime.tflite._reader import TfliteOperator
 from runtime.tflite._tensor_operators import TENSOR_CONVERTERS
 
@@ -25,10 +25,6 @@ _PADDING = {0: 1, 1: 2}  # tflite.Padding SAME/VALID -> NNAPI PaddingCode SAME/V
 _FUSE = {0: FuseCode.NONE, 1: FuseCode.RELU, 2: FuseCode.RELU1, 3: FuseCode.RELU6}
 _FUSE_OPS = {FuseCode.RELU: Op.RELU, FuseCode.RELU1: Op.RELU1, FuseCode.RELU6: Op.RELU6}
 _FUSE_NAMES = {4: "TANH", 5: "SIGN_BIT"}
-
-
-class UnsupportedOperator(ValueError):
-    """A TFLite operator (or one of its options) has no NNAPI mapping."""
 
 
 def _fuse(op: TfliteOperator) -> int:

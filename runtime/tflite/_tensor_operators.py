@@ -3,7 +3,7 @@ slicing/rearranging builtins (merged into ``_operators.CONVERTERS``).
 
 Most map one to one. TFLite passes some parameters as constant tensors where NNAPI wants
 scalars (ARG_MAX's axis, EXPAND_DIMS's axis, TOPK_V2's k, SPLIT's axis, PADV2's value, FILL's
-value): a non-constant one is an :class:`~runtime.tflite._operators.UnsupportedOperator`, as are
+value): a non-constant one is an :class:`~runtime.tflite._builder.UnsupportedOperator`, as are
 options NNAPI cannot express (STRIDED_SLICE ellipsis/new-axis masks, GATHER batch_dims,
 BATCH_TO_SPACE_ND crops, float16 scalars).
 
@@ -18,14 +18,13 @@ from typing import Callable
 import numpy as np
 
 from runtime.hal.types import OperandType, OperationType as Op
-from runtime.tflite._builder import GraphBuilder
+from runtime.tflite._builder import GraphBuilder, UnsupportedOperator
 from runtime.tflite._reader import TfliteOperator
 
 _FLOAT16 = OperandType.TENSOR_FLOAT16
 
 
 def _unsupported(message: str) -> Exception:
-    from runtime.tflite._operators import UnsupportedOperator  # noqa: PLC0415 - it imports us
     return UnsupportedOperator(message)
 
 
