@@ -20,7 +20,8 @@ from runtime.hal.types import Operand, Operation, OperationType
 #: Kernel family modules under runtime.ops, imported by load_all().
 FAMILIES = ("elementwise", "activation", "convolution", "pooling", "reshape", "quantization",
             "transpose_conv", "resize", "normalization", "roi", "detection", "proposals", "lookup",
-            "comparison", "simple_math", "nonlinear", "reduction", "shape", "space")
+            "comparison", "simple_math", "nonlinear", "reduction", "shape", "space", "lstm",
+            "lstm_sequence", "rnn", "lstm_quant")
 
 
 class OpValidationError(ValueError):
