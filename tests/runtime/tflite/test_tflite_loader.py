@@ -137,11 +137,9 @@ def _subgraph(builder, tensor_offsets, op_offsets, inputs, outputs):
     return SG.End(builder)
 
 
-def build_model(tensors, operators, inputs, outputs) -> bytes:
-    """tensors: (shape, constant float32 array or None); operators: (builtin code, inputs,
-    outputs, options type, options builder or None). Every tensor is float32."""
-    builder, M = flatbuffers.Builder(1024), _schema("Model")
-    buffers, tensor_offsets = _buffers_and_tensors(builder, tensors)
+def finish_model(builder, buffers, tensor_offsets, operators, inputs, outputs) -> bytes:
+    """The model's operators, one subgraph and buffers around built tensors, as .tflite bytes."""
+    M = _schema("Model")
     codes = sorted({op[0] for op in operators})
     code_offsets = _operator_codes(builder, codes)
     op_offsets = [_operator(builder, codes.index(op[0]), *op[1:]) for op in operators]
@@ -156,6 +154,14 @@ def build_model(tensors, operators, inputs, outputs) -> bytes:
     M.AddBuffers(builder, buffer_vec)
     builder.Finish(M.End(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
+
+
+def build_model(tensors, operators, inputs, outputs) -> bytes:
+    """tensors: (shape, constant float32 array or None); operators: (builtin code, inputs,
+    outputs, options type, options builder or None). Every tensor is float32."""
+    builder = flatbuffers.Builder(1024)
+    buffers, tensor_offsets = _buffers_and_tensors(builder, tensors)
+    return finish_model(builder, buffers, tensor_offsets, operators, inputs, outputs)
 
 
 def _options(name, **fields):

@@ -9,9 +9,8 @@ import pytest
 from runtime.hal.types import OperationType as Op
 from runtime.ops.executor import CpuExecutor
 from runtime.tflite import convert_tflite
-from tests.runtime.tflite.test_tflite_loader import (BUILTIN, OPTIONS, _operator, _operator_codes,
-                                                     _options, _schema, _subgraph, _table_vector,
-                                                     _tensor)
+from tests.runtime.tflite.test_tflite_loader import (BUILTIN, OPTIONS, _options, _schema, _tensor,
+                                                     finish_model)
 
 F32, I32, BOOL = 0, 2, 6
 _DTYPES = {F32: np.float32, I32: np.int32, BOOL: np.bool_}
@@ -19,7 +18,7 @@ _DTYPES = {F32: np.float32, I32: np.int32, BOOL: np.bool_}
 
 def build_typed_model(tensors, operators, inputs, outputs) -> bytes:
     """Like ``build_model`` but tensors are (shape, constant or None, TFLite type code)."""
-    builder, M, B = flatbuffers.Builder(1024), _schema("Model"), _schema("Buffer")
+    builder, B = flatbuffers.Builder(1024), _schema("Buffer")
     B.Start(builder)
     buffers, tensor_offsets = [B.End(builder)], []
     for index, (shape, data, type_code) in enumerate(tensors):
@@ -31,20 +30,7 @@ def build_typed_model(tensors, operators, inputs, outputs) -> bytes:
             buffers.append(B.End(builder))
             buffer_index = len(buffers) - 1
         tensor_offsets.append(_tensor(builder, index, shape, type_code, buffer_index))
-    codes = sorted({op[0] for op in operators})
-    code_offsets = _operator_codes(builder, codes)
-    op_offsets = [_operator(builder, codes.index(op[0]), *op[1:]) for op in operators]
-    subgraph = _subgraph(builder, tensor_offsets, op_offsets, inputs, outputs)
-    subgraphs = _table_vector(builder, M, "Subgraphs", [subgraph])
-    code_vec = _table_vector(builder, M, "OperatorCodes", code_offsets)
-    buffer_vec = _table_vector(builder, M, "Buffers", buffers)
-    M.Start(builder)
-    M.AddVersion(builder, 3)
-    M.AddOperatorCodes(builder, code_vec)
-    M.AddSubgraphs(builder, subgraphs)
-    M.AddBuffers(builder, buffer_vec)
-    builder.Finish(M.End(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return finish_model(builder, buffers, tensor_offsets, operators, inputs, outputs)
 
 
 def _run(tensors, operator, x):
