@@ -1,12 +1,16 @@
-"""EMBEDDING_LOOKUP, HASHTABLE_LOOKUP and RANDOM_MULTINOMIAL (AOSP ``EmbeddingLookup.cpp``,
-``HashtableLookup.cpp``, ``Multinomial.cpp``).
+"""EMBEDDING_LOOKUP, HASHTABLE_LOOKUP, RANDOM_MULTINOMIAL and LSH_PROJECTION (AOSP
+``EmbeddingLookup.cpp``, ``HashtableLookup.cpp``, ``Multinomial.cpp``, ``LSHProjection.cpp``).
 
 EMBEDDING_LOOKUP: ``lookups [n] (INT32), values [rows, ...]`` -> ``values[lookups]``; an index
 outside [0, rows) fails the execution. HASHTABLE_LOOKUP: ``lookups [n], keys [k], values [k, ...]``
 -> ``output [n, ...]`` (zeros where the key is missing) and ``hits [n]`` (TENSOR_QUANT8_ASYMM,
 1 or 0). RANDOM_MULTINOMIAL: ``logits [batch, classes], samples (INT32), seed [2]`` -> class
 indexes [batch, samples] drawn from ``softmax(logits)``; the draws come from a numpy generator
-seeded with the seed tensor, so a given seed always gives the same samples.
+seeded with the seed tensor, so a given seed always gives the same samples. LSH_PROJECTION:
+``hash [num_hash, num_bits] (float), input [n, ...], weight [n] (optional), type`` -> per
+(hash, bit) the sign of ``sum_k weight[k] * Fingerprint64(float32 seed bytes + input row k)``
+(signed); DENSE (2) gives those bits, SPARSE (3) one ``bits + i * 2**num_bits`` per hash function
+and SPARSE_DEPRECATED (1) the bits alone.
 
 Example:
     >>> import numpy as np
@@ -20,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from runtime.hal.types import Operand, OperandType as T, OperationType
+from runtime.ops._farmhash import fingerprint64
 from runtime.ops._common import expect, expect_count, expect_rank, expect_type
 from runtime.ops.registry import OpContext, register
 
@@ -101,6 +106,54 @@ def _validate_multinomial(inputs: Sequence[Operand], outputs: Sequence[Operand])
     expect_type(outputs, 0, T.TENSOR_INT32, "output")
 
 
+# --------------------------------------------------------------------------- LSH_PROJECTION
+_SPARSE_DEPRECATED, _DENSE, _SPARSE = 1, 2, 3
+
+
+def _sign_bit(seed: float, rows: list[bytes], weight) -> int:
+    prefix = np.float32(seed).tobytes()
+    signatures = [fingerprint64(prefix + row) for row in rows]
+    signed = np.float64([h - (1 << 64) if h >= 1 << 63 else h for h in signatures])
+    score = signed.sum() if weight is None else (np.asarray(weight, np.float64) * signed).sum()
+    return int(score > 0)
+
+
+def lsh_projection(hashes: np.ndarray, values: np.ndarray, weight, kind: int) -> np.ndarray:
+    """The LSH_PROJECTION output (TENSOR_INT32) for a projection type 1, 2 or 3."""
+    rows = [np.ascontiguousarray(row).tobytes() for row in values.reshape(values.shape[0], -1)]
+    bits = np.int32([[_sign_bit(seed, rows, weight) for seed in hash_row] for hash_row in hashes])
+    if kind == _DENSE:
+        return bits.reshape(-1)
+    signatures = (bits.astype(np.int64) << np.arange(bits.shape[1] - 1, -1, -1)).sum(axis=1)
+    if kind == _SPARSE:
+        signatures += np.arange(bits.shape[0]) << bits.shape[1]
+    return signatures.astype(np.int32)
+
+
+def _execute_lsh(ctx: OpContext) -> list:
+    hashes, values, weight, kind = ctx.inputs
+    weight = weight if weight is not None and np.asarray(weight).size else None
+    expect(kind in (_SPARSE_DEPRECATED, _DENSE, _SPARSE), f"input 3: unknown projection type {kind}")
+    expect(hashes.shape[1] <= 32, f"input 0: {hashes.shape[1]} bits per hash exceed 32")
+    expect(weight is None or weight.shape == (values.shape[0],),
+           f"input 2: weight must be [{values.shape[0]}]")
+    return [lsh_projection(np.asarray(hashes, np.float32), values, weight, int(kind))]
+
+
+def _validate_lsh(inputs: Sequence[Operand], outputs: Sequence[Operand]) -> None:
+    expect_count(inputs, 4, "inputs")
+    expect_count(outputs, 1, "outputs")
+    hash_type = expect_type(inputs, 0, (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16))
+    expect_rank(inputs, 0, exact=2)
+    expect_type(inputs, 1, (T.TENSOR_INT32, T.TENSOR_FLOAT32, T.TENSOR_FLOAT16,
+                            T.TENSOR_QUANT8_ASYMM))
+    expect_type(inputs, 2, hash_type)
+    expect_rank(inputs, 2, exact=1)
+    expect_type(inputs, 3, T.INT32)
+    expect_type(outputs, 0, T.TENSOR_INT32, "output")
+
+
 register(OperationType.EMBEDDING_LOOKUP, "lookup", _validate_embedding, _execute_embedding)
 register(OperationType.HASHTABLE_LOOKUP, "lookup", _validate_hashtable, _execute_hashtable)
 register(OperationType.RANDOM_MULTINOMIAL, "lookup", _validate_multinomial, _execute_multinomial)
+register(OperationType.LSH_PROJECTION, "lookup", _validate_lsh, _execute_lsh)
