@@ -129,7 +129,7 @@ def _run_step(step: ExecutionStep, prepared, temps: _Temporaries,
     inputs = tuple(temps.input_arg(s, o) for s, o in zip(step.input_sources, step.inputs))
     for _attempt in range(2):
         outputs = tuple(temps.output_arg(s, o) for s, o in zip(step.output_sources, step.outputs))
-        request = Request(inputs, outputs, tuple(temps.pools))
+        request = Request(inputs, outputs, tuple(temps.pools), temps.request.loop_timeout_ns)
         result = _fallback.execute(prepared, request, False, deadline_ns)
         if result.status != ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
             return result

@@ -294,7 +294,8 @@ class Execution:
                 kind, index = ("input", slot) if slot < n_in else ("output", slot - n_in)
                 raise NnError(ResultCode.BAD_DATA, f"{call}: {kind} {index} (operand "
                               f"{self._operand_index(kind, index)}) is not set")
-        self._request = Request(tuple(self._args[:n_in]), tuple(self._args[n_in:]), tuple(self._pools))
+        self._request = Request(tuple(self._args[:n_in]), tuple(self._args[n_in:]), tuple(self._pools),
+                                self._loop_timeout_ns)
         vlog.log("execution", "ExecutionBuilder", "request: %d inputs, %d outputs, plan of %d step(s)",
                  n_in, len(self._out_operands), len(self._plan.steps))
         return self._request

@@ -28,7 +28,9 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType, Preference,
                                Priority, numpy_dtype)
 from runtime.hal.validate import merge_dimensions, pool_buffer, validate_request
+from runtime.ops import control_flow
 from runtime.ops.budget import BudgetExceeded, OutputTooSmall
+from runtime.ops.control_flow import LoopTimeout
 from timing import Timing
 from tracing import Phase, tracer
 
@@ -87,11 +89,15 @@ class CpuPreparedModel(PreparedModel):
         try:
             device_start = _now() if measure else 0
             logging = vlog.is_on("cpuexe")
+            loop_timeout = request.loop_timeout_ns
             if recorder is None and not logging:
-                results = self.executor.run(binding.inputs, binding.capacities)
+                results = self.executor.run(binding.inputs, binding.capacities, loop_timeout)
             else:
-                results = self.executor.run_observed(binding.inputs, recorder, logging, binding.capacities)
+                results = self.executor.run_observed(binding.inputs, recorder, logging,
+                                                     binding.capacities, loop_timeout)
             device_end = _now() if measure else 0
+        except LoopTimeout as error:
+            return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, str(error))
         except BudgetExceeded as error:
             return self._fail(ErrorStatus.RESOURCE_EXHAUSTED_PERSISTENT, str(error))
         except OutputTooSmall as error:
@@ -120,7 +126,7 @@ class CpuPreparedModel(PreparedModel):
                 or (binding.ok_shapes is not shapes and binding.ok_shapes != shapes):
             return None
         try:
-            results = self.executor.run(binding.inputs, binding.capacities)
+            results = self.executor.run(binding.inputs, binding.capacities, request.loop_timeout_ns)
         except Exception:  # noqa: BLE001 - execute() reports it
             return None
         for out, value in zip(binding.outputs, results):
@@ -131,6 +137,10 @@ class CpuPreparedModel(PreparedModel):
 
     def _bind(self, request: Request) -> _Binding:
         validate_request(request, self.model)
+        try:
+            control_flow.check_loop_timeout(request.loop_timeout_ns)
+        except ValueError as error:
+            raise HalError(ErrorStatus.INVALID_ARGUMENT, str(error)) from None
         pools = [pool_buffer(p) for p in request.pools]
         inputs = []
         for arg, operand in zip(request.inputs, self._in_ops):
@@ -208,6 +218,23 @@ def _write_outputs(binding: _Binding, results: list) -> tuple[ErrorStatus, tuple
     return status, tuple(shapes)
 
 
+def _supported(model: HalModel, graph, operation) -> bool:
+    from runtime.ops import registry  # noqa: PLC0415 - kernels load on first use
+    record = registry.get(operation.type)
+    if record is None:
+        return False
+    try:
+        record.validate([graph.operands[i] for i in operation.inputs],
+                        [graph.operands[i] for i in operation.outputs])
+        if operation.type in control_flow.TYPES:
+            control_flow.check_signature(operation, graph, model)
+            return all(_supported(model, sub, inner) for sub, inner
+                       in control_flow.referenced_operations(model, operation, graph))
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+        return False
+    return True
+
+
 class CpuDevice(Device):
     """The reference CPU device: every registered operation, performance 1.0 for every type."""
 
@@ -222,22 +249,9 @@ class CpuDevice(Device):
         return Capabilities(info, info, tuple((t, info) for t in OperandType), info, info)
 
     def supported_operations(self, model: HalModel) -> list[bool]:
-        """Operations with a registry record whose signature check passes."""
-        from runtime.ops import registry  # noqa: PLC0415 - kernels load on first use
-        graph = model.main
-        flags = []
-        for op in graph.operations:
-            record = registry.get(op.type)
-            if record is None:
-                flags.append(False)
-                continue
-            try:
-                record.validate([graph.operands[i] for i in op.inputs],
-                                [graph.operands[i] for i in op.outputs])
-                flags.append(True)
-            except (ValueError, TypeError, IndexError, KeyError):
-                flags.append(False)
-        return flags
+        """Operations with a registry record whose signature check passes (for IF/WHILE, also
+        every operation of the subgraphs they reference)."""
+        return [_supported(model, model.main, op) for op in model.main.operations]
 
     def prepare_model(self, model: HalModel, preference: Preference = Preference.FAST_SINGLE_ANSWER,
                       priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,

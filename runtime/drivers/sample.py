@@ -25,7 +25,7 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, OperationType as O,
                                Preference, Priority, is_scalar)
 from runtime.hal.validate import invalid, validate_model
-from runtime.ops import registry
+from runtime.ops import control_flow, registry
 from runtime.ops.executor import CpuExecutor
 from runtime.ops.registry import OpValidationError
 
@@ -97,12 +97,13 @@ class SampleDriver(Device):
         validate_model(model)
         return [self._supports(model, op) for op in model.main.operations]
 
-    def _supports(self, model: HalModel, operation) -> bool:
+    def _supports(self, model: HalModel, operation, graph=None) -> bool:
         cfg = self.config
         record = registry.get(operation.type)
         if record is None or (cfg.operations is not None and operation.type not in cfg.operations):
             return False
-        operands = model.main.operands
+        graph = graph or model.main
+        operands = graph.operands
         ins = [operands[i] for i in operation.inputs]
         outs = [operands[i] for i in operation.outputs]
         if cfg.primary_types is not None and (not ins or ins[0].type not in cfg.primary_types):
@@ -113,7 +114,11 @@ class SampleDriver(Device):
             return False
         try:
             record.validate(ins, outs)
-        except (OpValidationError, ValueError, TypeError, IndexError, KeyError):
+            if operation.type in control_flow.TYPES:  # IF/WHILE: every referenced operation too
+                control_flow.check_signature(operation, graph, model)
+                return all(self._supports(model, inner, sub) for sub, inner
+                           in control_flow.referenced_operations(model, operation, graph))
+        except (OpValidationError, ValueError, TypeError, IndexError, KeyError, AttributeError):
             return False
         return True
 

@@ -53,6 +53,8 @@ class Request:
     inputs: tuple[RequestArgument, ...]
     outputs: tuple[RequestArgument, ...]
     pools: tuple = field(default=())
+    #: Longest time a WHILE loop may run (``loopTimeoutDuration`` of ``execute_1_3``); None: 2 s.
+    loop_timeout_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

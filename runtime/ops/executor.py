@@ -29,7 +29,7 @@ import numpy as np
 import vlog
 from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType, Operation,
                                is_scalar, numpy_dtype)
-from runtime.ops import registry
+from runtime.ops import control_flow, registry
 from runtime.ops.budget import BudgetExceeded, OutputTooSmall, charge, configured_budget, element_count
 from runtime.ops.prepare import PREPARES
 from runtime.ops.registry import OpContext, OpValidationError
@@ -106,23 +106,38 @@ class CpuExecutor:
     #: Test hook: called as ``hook(step_index, values)`` after each step (frees applied).
     forTest_step_hook = None
 
-    def __init__(self, model: HalModel, budget_bytes: int | None = None) -> None:
+    def __init__(self, model: HalModel, budget_bytes: int | None = None,
+                 subgraph: int | None = None, _family: dict | None = None) -> None:
         registry.load_all()
-        graph = model.main
+        graph = model.main if subgraph is None else model.referenced[subgraph]
         self.model = model
         self.budget_bytes = configured_budget() if budget_bytes is None else budget_bytes
+        # executors of the referenced subgraphs (IF/WHILE), shared by the whole tree
+        self._family = {} if _family is None else _family
+        self.has_control_flow = any(op.type in control_flow.TYPES for op in graph.operations)
         self._operands = graph.operands
-        self._template = self._constants(model)
+        self._template = self._constants(model, graph)
         self._inputs = graph.input_indexes
         self._input_dtypes = tuple(numpy_dtype(graph.operands[i].type) for i in graph.input_indexes)
         self._outputs = graph.output_indexes
         self._declared = tuple(graph.operands[i].dimensions for i in graph.output_indexes)
         self.steps = tuple(self._plan(graph))
+        if subgraph is None and model.referenced:
+            self._build_family(model)
 
     # ------------------------------------------------------------------ construction
-    def _constants(self, model: HalModel) -> list:
-        values: list = [None] * len(model.main.operands)
-        for index, operand in enumerate(model.main.operands):
+    def _build_family(self, model: HalModel) -> None:
+        """An executor per referenced subgraph (validated now, run by IF/WHILE steps)."""
+        control_flow.check_acyclic(model)
+        for index in range(len(model.referenced)):
+            try:
+                self._family[index] = CpuExecutor(model, self.budget_bytes, index, self._family)
+            except OpValidationError as error:
+                raise OpValidationError(f"referenced subgraph {index}: {error}") from error
+
+    def _constants(self, model: HalModel, graph) -> list:
+        values: list = [None] * len(graph.operands)
+        for index, operand in enumerate(graph.operands):
             if operand.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE):
                 values[index] = read_constant(model, operand)
             elif operand.lifetime == L.SUBGRAPH and operand.location is not None:
@@ -143,13 +158,17 @@ class CpuExecutor:
                 raise OpValidationError(f"operation {index} ({name}): not supported by the CPU executor")
             ins = tuple(graph.operands[i] for i in operation.inputs)
             outs = tuple(graph.operands[i] for i in operation.outputs)
+            execute = record.execute
             try:
                 record.validate(ins, outs)
+                if operation.type in control_flow.TYPES:
+                    control_flow.check_signature(operation, graph, self.model)
+                    execute = control_flow.kernel(operation, graph, self.model, self._run_subgraph)
             except OpValidationError as error:
                 raise OpValidationError(f"operation {index} ({name}): {error}") from error
             model_outputs = tuple((slot, output_positions[i], numpy_dtype(graph.operands[i].type).itemsize)
                                   for slot, i in enumerate(operation.outputs) if i in output_positions)
-            steps.append(_Step(index, operation, record.execute, operation.inputs, operation.outputs,
+            steps.append(_Step(index, operation, execute, operation.inputs, operation.outputs,
                                ins, outs, tuple(frees.get(index, ())),
                                kernel_name(operation, graph.operands),
                                record.prepare or PREPARES.get(operation.type), model_outputs))
@@ -213,10 +232,36 @@ class CpuExecutor:
             raise BudgetExceeded(needed, self.budget_bytes)
 
     def run(self, inputs: Sequence[np.ndarray | None],
-            capacities: Sequence[int | None] | None = None) -> list[np.ndarray]:
+            capacities: Sequence[int | None] | None = None,
+            loop_timeout_ns: int | None = None) -> list[np.ndarray]:
         """Compute the outputs (in ``main.output_indexes`` order) for ``inputs``; ``capacities``
-        are the bytes of each output's buffer (see :meth:`check`)."""
+        are the bytes of each output's buffer (see :meth:`check`); ``loop_timeout_ns`` bounds
+        each WHILE loop (None: the 2 s default).
+
+        Raises:
+            control_flow.LoopTimeout: a WHILE loop ran past the loop timeout.
+        """
         values = self._bind_inputs(inputs)
+        if self.has_control_flow:
+            with control_flow.running(control_flow.RunState(_loop_timeout(loop_timeout_ns))):
+                self._run_steps(values, capacities)
+        else:
+            self._run_steps(values, capacities)
+        return self._collect(values)
+
+    def _run_subgraph(self, index: int, inputs: list) -> list:
+        """Run referenced subgraph ``index`` (an IF branch, a WHILE condition or body) on
+        ``inputs`` within the current run: observed when the run is."""
+        executor = self._family[index]
+        values = executor._bind_inputs(inputs)
+        state = control_flow.current()
+        if state.recorder is None and not state.logging:
+            executor._run_steps(values, None)
+        else:
+            executor._run_steps_observed(values, state.recorder or _NO_RECORDER, state.logging, None)
+        return executor._collect(values)
+
+    def _run_steps(self, values: list, capacities: Sequence[int | None] | None) -> None:
         hook = self.forTest_step_hook
         step = None
         try:
@@ -235,50 +280,66 @@ class CpuExecutor:
                     hook(step.index, values)
         except Exception as error:
             _reraise(step, error)
-        return self._collect(values)
 
     def run_observed(self, inputs: Sequence[np.ndarray | None], recorder: tuple | None,
-                     logging: bool, capacities: Sequence[int | None] | None = None) -> list[np.ndarray]:
+                     logging: bool, capacities: Sequence[int | None] | None = None,
+                     loop_timeout_ns: int | None = None) -> list[np.ndarray]:
         """:meth:`run` with observation: with a ``recorder`` (this thread's
         :func:`tracing.tracer.hot_recorder`), inside ``[NN_LC_PE]CpuExecutor::run`` with a
-        TRANSFORMATION scope and a ``[SW]`` COMPUTATION switch per operation; with ``logging``,
-        each operation and its output shapes under vlog ``cpuexe``."""
-        append, extend, now = recorder or _NO_RECORDER
+        TRANSFORMATION scope and a ``[SW]`` COMPUTATION switch per operation (those of IF/WHILE
+        subgraphs included, nested in the IF/WHILE's); with ``logging``, each operation and its
+        output shapes under vlog ``cpuexe``."""
+        recorder = recorder or _NO_RECORDER
+        append, extend, now = recorder
         extend((_RUN_TAG, "CpuExecutor::run", now()))
         try:
             values = self._bind_inputs(inputs)
-            for step in self.steps:
-                args = [values[i] for i in step.inputs]
-                if logging:
-                    _log_step(step, args)
-                ctx = _new_context(OpContext, (step.operation, args, step.input_operands,
-                                                step.output_operands))
-                if step.prepare is not None:
-                    try:
-                        plan = step.prepare(ctx)
-                        if plan is not None:
-                            self.check(step, plan, capacities)
-                    except Exception as error:
-                        _reraise(step, error)
-                name = step.kernel_name
-                begun = now()  # inputs are bound in place: the TRANSFORMATION scope switches at once
-                extend((_TRANSFORM_TAG, name, begun, begun, _COMPUTE_TAG, name, begun))
-                try:
-                    results = step.execute(ctx)
-                except Exception as error:
-                    _reraise(step, error)
-                finally:
-                    append(now())
-                for operand_index, value in zip(step.outputs, results):
-                    values[operand_index] = value
-                if logging:
-                    vlog.log("cpuexe", "CpuExecutor", "operation %d (%s) output shapes %s",
-                             step.index, step.operation.type.name, [_shape(r) for r in results])
-                for operand_index in step.frees:
-                    values[operand_index] = None
+            if self.has_control_flow:
+                state = control_flow.RunState(_loop_timeout(loop_timeout_ns), recorder, logging)
+                with control_flow.running(state):
+                    self._run_steps_observed(values, recorder, logging, capacities)
+            else:
+                self._run_steps_observed(values, recorder, logging, capacities)
             return self._collect(values)
         finally:
             append(now())
+
+    def _run_steps_observed(self, values: list, recorder: tuple, logging: bool,
+                            capacities: Sequence[int | None] | None) -> None:
+        append, extend, now = recorder
+        for step in self.steps:
+            args = [values[i] for i in step.inputs]
+            if logging:
+                _log_step(step, args)
+            ctx = _new_context(OpContext, (step.operation, args, step.input_operands,
+                                            step.output_operands))
+            if step.prepare is not None:
+                try:
+                    plan = step.prepare(ctx)
+                    if plan is not None:
+                        self.check(step, plan, capacities)
+                except Exception as error:
+                    _reraise(step, error)
+            name = step.kernel_name
+            begun = now()  # inputs are bound in place: the TRANSFORMATION scope switches at once
+            extend((_TRANSFORM_TAG, name, begun, begun, _COMPUTE_TAG, name, begun))
+            try:
+                results = step.execute(ctx)
+            except Exception as error:
+                _reraise(step, error)
+            finally:
+                append(now())
+            for operand_index, value in zip(step.outputs, results):
+                values[operand_index] = value
+            if logging:
+                vlog.log("cpuexe", "CpuExecutor", "operation %d (%s) output shapes %s",
+                         step.index, step.operation.type.name, [_shape(r) for r in results])
+            for operand_index in step.frees:
+                values[operand_index] = None
+
+
+def _loop_timeout(loop_timeout_ns: int | None) -> int:
+    return control_flow.LOOP_TIMEOUT_DEFAULT_NS if loop_timeout_ns is None else loop_timeout_ns
 
 
 def _reraise(step: _Step | None, error: Exception):

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from runtime.drivers.ipc.codec import Writer
 from runtime.drivers.ipc.execution_codec import (_ARG, _HEAD, _HEAD_FREE, _INLINE, _NEW_KIND, _SHM,
                                                  _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM,
-                                                 MAX_INLINE_BYTES)
+                                                 HAS_LOOP_TIMEOUT, MAX_INLINE_BYTES, loop_timeout_bytes)
 from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.hal.device_types import Request, RequestArgument  # noqa: F401 - doctest
@@ -167,16 +167,19 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
     remembers the encoding for the next execute of the same Request object.
     """
     deadline = -1 if deadline_ns is None else deadline_ns
+    loop_timeout = loop_timeout_bytes(request)
+    measure = measure | (HAS_LOOP_TIMEOUT if loop_timeout else 0)
     memo_id = 0
     if memo is not None:
-        payload = memo.render(request, _HEAD_FREE.pack(model_id, memo.memo_id, measure, deadline, 0),
-                              cache)
+        payload = memo.render(request, _HEAD_FREE.pack(model_id, memo.memo_id, measure, deadline, 0)
+                              + loop_timeout, cache)
         if payload is not None:
             return payload, [], memo.inline, memo.staged
         memo.request = None  # the driver's memo is replaced (or lost) by this message
         cache.memo_ids = memo_id = (cache.memo_ids + 1) & 0xFFFFFFFF or 1
     free = cache.pending_free
-    parts = [_HEAD.pack(model_id, memo_id, measure, deadline) + struct.pack(f"<I{len(free)}I", len(free), *free)]
+    parts = [_HEAD.pack(model_id, memo_id, measure, deadline) + struct.pack(f"<I{len(free)}I", len(free), *free)
+             + loop_timeout]
     cache.pending_free = []
     fds, inline, staged, slots = _pool_section(request, cache, staging, parts)
     parts.append(_args_section(request, memo))

@@ -3,8 +3,10 @@ its result. The runtime side encodes with ``runtime.drivers.ipc.encoder``; this 
 format, the driver-side decoding (:func:`decode_execute`, with a per-connection
 :class:`DecodeState`) and the result codec used by both sides.
 
-Payload: ``model u32 | memo u32 | measure u8 | deadline i64 | free u32s | pools | inputs | outputs``
-where ``memo`` (0: none) names the decoded request for repeats (see below) and
+Payload: ``model u32 | memo u32 | measure u8 | deadline i64 | free u32s | [loop timeout i64] |
+pools | inputs | outputs`` where ``memo`` (0: none) names the decoded request for repeats (see
+below), bit :data:`HAS_LOOP_TIMEOUT` of ``measure`` says a loop timeout (ns, the request's
+``loop_timeout_ns``) follows the free list, and
 each pool is ``kind u8`` + ``id u32`` (SHM), ``id u32, offset u64, size u64`` (NEW_SHM, fd
 attached) or ``size u32 + bytes`` (INLINE), and each argument is ``no_value u8, pool u16,
 offset u32, length u32, dims u32s``. The result is ``status u32 | timed u8 | on_device u64 |
@@ -45,6 +47,8 @@ _HEAD_FREE = struct.Struct("<IIBqI")
 _MEMO_HEAD = struct.Struct("<IIBq")  # model, memo, measure, deadline of a repeat
 FORM_COMPACT, FORM_FULL, FORM_UNKNOWN = 0, 1, 2
 KNOWS_SHAPES = 2  # repeat's measure flag: the client holds the shapes of the last full answer
+HAS_LOOP_TIMEOUT = 4  # full execute's measure flag: a loop timeout i64 follows the free list
+_I64 = struct.Struct("<q")
 #: Inline pool bytes one execute may carry in all (larger buffers travel as shared memory; the
 #: runtime's encoder stages any pool beyond this total); more is INVALID_ARGUMENT.
 MAX_INLINE_BYTES = 128 * 1024
@@ -122,6 +126,7 @@ def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
             r.pos -= 4
             _free(r.u32s(), state.pools)
             state.memos.clear()  # their buffers may be unmapped
+        loop_timeout = _read_loop_timeout(r) if measure & HAS_LOOP_TIMEOUT else None
         buffers, inline_pools, cached = _decode_pools(r, state, fds)
     except struct.error:
         raise CodecError(f"truncated execute payload at byte {r.pos}") from None
@@ -134,8 +139,8 @@ def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
         cached = key is not None and state.args.put(key, args, args_size) and cached
     last_args, last_buffers, request = state.last
     if args is not last_args or len(buffers) != len(last_buffers) or \
-            any(a is not b for a, b in zip(buffers, last_buffers)):
-        request = Request(args[0], args[1], tuple(buffers))
+            any(a is not b for a, b in zip(buffers, last_buffers)) or request.loop_timeout_ns != loop_timeout:
+        request = Request(args[0], args[1], tuple(buffers), loop_timeout)
         # only a request whose parts are all cached can come again as the same object
         state.last = (args, buffers, request) if cached else (None, (), None)
     outputs = args[1]
@@ -143,7 +148,21 @@ def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
     if memo_id:
         memo = ExecuteMemo(model_id, request, [buffers[p] for p in sorted(inline_pools)], inline)
         state.memos.put(memo_id, memo, memo.inline_size + args_size + _MEMO_OVERHEAD)
-    return DecodedExecute(model_id, bool(measure), None if deadline < 0 else deadline, request, inline)
+    return DecodedExecute(model_id, bool(measure & 1), None if deadline < 0 else deadline, request, inline)
+
+
+def _read_loop_timeout(r: Reader) -> int:
+    (value,) = _I64.unpack_from(r.view, r.pos)
+    r.pos += _I64.size
+    if value < 0:
+        raise CodecError(f"negative loop timeout {value}")
+    return value
+
+
+def loop_timeout_bytes(request: Request) -> bytes:
+    """The optional loop timeout section of ``request`` (empty when it has none)."""
+    value = request.loop_timeout_ns
+    return b"" if value is None else _I64.pack(value)
 
 
 class ExecuteMemo:
