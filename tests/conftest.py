@@ -57,3 +57,11 @@ def pytest_sessionfinish(session, exitstatus):
     if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     reporter.write_line(f"CI: {len(reasons)} missing-program skip(s): {'; '.join(reasons)}", red=True)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("random graphs", "tests/runtime/test_random_graph.py")
+    group.addoption("--random-graph-seeds", type=int, default=500, metavar="N",
+                    help="run the random-graph test on seeds 0..N-1 (default 500)")
+    group.addoption("--random-graph-seed", type=int, default=None, metavar="SEED",
+                    help="run the random-graph test on this one seed")
