@@ -68,6 +68,19 @@ def apply_fused_activation(array: np.ndarray, fuse_code: int) -> np.ndarray:
     raise OpValidationError(f"unknown fused activation code {fuse_code}")
 
 
+def apply_fused_activation_inplace(array: np.ndarray, fuse_code: int) -> np.ndarray:
+    """:func:`apply_fused_activation` written into ``array`` (a kernel's own fresh result)."""
+    if fuse_code == FuseCode.NONE:
+        return array
+    if fuse_code == FuseCode.RELU:
+        return np.maximum(array, 0, out=array)
+    if fuse_code == FuseCode.RELU1:
+        return np.clip(array, -1, 1, out=array)
+    if fuse_code == FuseCode.RELU6:
+        return np.clip(array, 0, 6, out=array)
+    raise OpValidationError(f"unknown fused activation code {fuse_code}")
+
+
 def quantized_activation_range(fuse_code: int, scale: float, zero_point: int, dtype) -> tuple[int, int]:
     """Clamp bounds for a quantized output, like AOSP ``CalculateActivationRange<T>``."""
     qmin, qmax = dtype_range(dtype)

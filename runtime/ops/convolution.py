@@ -5,7 +5,7 @@ Float16 runs in float32 and is rounded back, like AOSP's ``convFloat16``. Quanti
 zero points, accumulate exactly (float64 BLAS holds every integer sum below 2**53), add the
 int32 bias and requantize with TFLite's fixed-point ``MultiplyByQuantizedMultiplier`` of
 ``input_scale * filter_scale / output_scale`` before clamping to the fused activation range.
-CONV_2D is an im2col matmul; DEPTHWISE_CONV_2D accumulates one multiply-add per filter tap.
+CONV_2D is an im2col matmul (whole up to 16 MiB, else per filter row); DEPTHWISE_CONV_2D accumulates one multiply-add per filter tap.
 
 Signatures (optional trailing inputs in brackets):
     CONV_2D explicit   input, filter, bias, pad_l, pad_r, pad_t, pad_b, stride_w, stride_h,
@@ -32,8 +32,8 @@ from typing import Sequence
 import numpy as np
 
 from runtime.hal.types import Operand, OperandType, OperationType
-from runtime.ops._common import (apply_fused_activation, expect, expect_count, expect_rank,
-                                 expect_type, quantize_multiplier,
+from runtime.ops._common import (apply_fused_activation, apply_fused_activation_inplace, expect,
+                                 expect_count, expect_rank, expect_type, quantize_multiplier,
                                  quantized_activation_range)
 from runtime.ops.pooling import (Window, checked_output_hw, expect_scalars, from_nhwc,
                                  is_implicit, pad_nhwc, read_scalars, read_window, to_nhwc,
@@ -48,6 +48,8 @@ _QUANT8 = (_T.TENSOR_QUANT8_ASYMM, _T.TENSOR_QUANT8_ASYMM_SIGNED)
 _FLOATS = (_T.TENSOR_FLOAT32, _T.TENSOR_FLOAT16)
 _PER_CHANNEL = _T.TENSOR_QUANT8_SYMM_PER_CHANNEL
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+#: Up to this size the im2col matrix is built whole (one matmul); larger ones go row by row.
+FULL_IM2COL_BYTES = 16 << 20
 
 
 # --------------------------------------------------------------------------- quantized maths
@@ -122,16 +124,24 @@ def _exact_int(values: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- NHWC kernels
 def conv2d_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window) -> np.ndarray:
     """Float CONV_2D on NHWC ``x`` with filter [OC, KH, KW, IC] (im2col + one matmul)."""
-    return _conv_matmul(x, w, window) + bias
+    out = _conv_matmul(x, w, window)
+    out += bias  # the matmul's own result: added in place
+    return out
 
 
 def _conv_matmul(x: np.ndarray, w: np.ndarray, window: Window) -> np.ndarray:
     """sum over taps of x * w without bias: columns over the filter width only, then one
-    matmul per filter row (K = KW * IC), which keeps the im2col buffer KH times smaller."""
+    matmul per filter row (K = KW * IC), which keeps the im2col buffer KH times smaller.
+    A pointwise (1x1, stride 1, unpadded) convolution is a single matmul on ``x`` itself."""
     out_h, out_w = checked_output_hw(window, x.shape[1:3])
     (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.stride, window.dilation
-    padded = pad_nhwc(x, window, 0)
     batch, channels, out_c = x.shape[0], x.shape[3], w.shape[0]
+    if kh == kw == sh == sw == 1 and not any(window.pads):
+        return (x.reshape(-1, channels) @ w.reshape(out_c, channels).T).reshape(
+            batch, out_h, out_w, out_c)
+    padded = pad_nhwc(x, window, 0)
+    if full_im2col_bytes(window, x.shape, (out_h, out_w)) <= FULL_IM2COL_BYTES:
+        return _conv_one_matmul(padded, w, window, (out_h, out_w))
     if kw == 1 and sw == 1:
         cols = padded[:, :, :, None, :]
     else:
@@ -146,21 +156,66 @@ def _conv_matmul(x: np.ndarray, w: np.ndarray, window: Window) -> np.ndarray:
     return out.reshape(batch, out_h, out_w, out_c)
 
 
+def full_im2col_bytes(window: Window, x_shape: Sequence[int], out_hw: Sequence[int]) -> int:
+    """Bytes of the whole im2col matrix (float64 at worst) for an NHWC input of ``x_shape``."""
+    return 8 * x_shape[0] * out_hw[0] * out_hw[1] * window.kernel[0] * window.kernel[1] * x_shape[3]
+
+
+def _conv_one_matmul(padded: np.ndarray, w: np.ndarray, window: Window,
+                     out_hw: Sequence[int]) -> np.ndarray:
+    """The whole im2col matrix [N*OH*OW, KH*KW*IC] (a strided view of ``padded``, copied once)
+    times the filter: one matmul with K = KH*KW*IC."""
+    (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.stride, window.dilation
+    batch, channels, out_c = padded.shape[0], padded.shape[3], w.shape[0]
+    sn, sy, sx, sc = padded.strides
+    patches = np.lib.stride_tricks.as_strided(
+        padded, (batch, out_hw[0], out_hw[1], kh, kw, channels),
+        (sn, sh * sy, sw * sx, dh * sy, dw * sx, sc), writeable=False)
+    rows = patches.reshape(-1, kh * kw * channels)
+    return (rows @ w.reshape(out_c, -1).T).reshape(batch, out_hw[0], out_hw[1], out_c)
+
+
 def depthwise_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window,
                     multiplier: int) -> np.ndarray:
     """Float DEPTHWISE_CONV_2D on NHWC ``x`` with filter [1, KH, KW, IC * multiplier]."""
-    return _depthwise_taps(x, w, window, multiplier) + bias
+    out = _depthwise_taps(x, w, window, multiplier)
+    out += bias
+    return out
 
 
 def _depthwise_taps(x: np.ndarray, w: np.ndarray, window: Window, multiplier: int) -> np.ndarray:
+    """sum over filter taps of (shifted x) * w[tap]: one multiply and one add per tap, the
+    first tap written straight into the result."""
     out_hw = checked_output_hw(window, x.shape[1:3])
     if multiplier != 1:
         x = np.repeat(x, multiplier, axis=3)
-    out = np.zeros((x.shape[0], *out_hw, w.shape[3]), x.dtype)
-    product = np.empty_like(out)
-    for i, j, view in window_taps(pad_nhwc(x, window, 0), window, out_hw):
-        out += np.multiply(view, w[0, i, j], out=product)
-    return out
+    padded = pad_nhwc(x, window, 0)
+    if window.stride[1] == 1:
+        taps, weights = _row_taps(padded, w, window, out_hw)
+    else:
+        taps = (view for _, _, view in window_taps(padded, window, out_hw))
+        weights = w[0].reshape(-1, w.shape[3])
+    out, product = None, None
+    for view, weight in zip(taps, weights):
+        if out is None:
+            out = np.multiply(view, weight)
+            product = np.empty_like(out)
+        else:
+            out += np.multiply(view, weight, out=product)
+    return out.reshape(x.shape[0], *out_hw, w.shape[3])
+
+
+def _row_taps(padded: np.ndarray, w: np.ndarray, window: Window, out_hw: Sequence[int]):
+    """Taps of a stride-1-wide window as [N, OH, OW * C] views whose rows are contiguous (numpy
+    then loops over OW * C elements, not C), with the filter tiled to match."""
+    (sh, _), (dh, dw) = window.stride, window.dilation
+    batch, height, width, channels = padded.shape
+    rows = np.ascontiguousarray(padded).reshape(batch, height, width * channels)
+    span = out_hw[1] * channels
+    taps = (rows[:, i * dh:i * dh + (out_hw[0] - 1) * sh + 1:sh,
+                 j * dw * channels:j * dw * channels + span]
+            for i in range(window.kernel[0]) for j in range(window.kernel[1]))
+    return taps, np.tile(w[0], (1, 1, out_hw[1])).reshape(-1, span)
 
 
 # --------------------------------------------------------------------------- execute
@@ -209,7 +264,7 @@ def _execute_spatial(ctx: OpContext, names: Sequence[str]) -> list:
     xf, wf, bf = (a.astype(np.float32, copy=False) for a in (x, w, bias))
     y = (depthwise_float(xf, wf, bf, window, multiplier) if depthwise
          else conv2d_float(xf, wf, bf, window))
-    y = apply_fused_activation(y, fuse).astype(x.dtype, copy=False)
+    y = apply_fused_activation_inplace(y, fuse).astype(x.dtype, copy=False)
     return [from_nhwc(y, nchw)]
 
 

@@ -150,7 +150,8 @@ def _spatial(ctx: OpContext) -> OutputPlan:
 
 
 def _spatial_plan(ctx: OpContext) -> OutputPlan:
-    from runtime.ops.convolution import CONV_NAMES, DEPTHWISE_NAMES, _conv_params  # noqa: PLC0415
+    from runtime.ops.convolution import (CONV_NAMES, DEPTHWISE_NAMES,  # noqa: PLC0415
+                                         FULL_IM2COL_BYTES, _conv_params, full_im2col_bytes)
     depthwise = ctx.operation.type == O.DEPTHWISE_CONV_2D
     window, _, x = _conv_params(ctx, DEPTHWISE_NAMES if depthwise else CONV_NAMES)
     from runtime.ops.pooling import checked_output_hw  # noqa: PLC0415
@@ -161,6 +162,8 @@ def _spatial_plan(ctx: OpContext) -> OutputPlan:
     top, bottom, left, right = window.pads
     padded = batch * (x.shape[1] + top + bottom) * (x.shape[2] + left + right) * channels
     columns = 0 if depthwise else batch * (x.shape[1] + top + bottom) * out_w * window.kernel[1] * channels
+    if not depthwise and full_im2col_bytes(window, x.shape, (out_h, out_w)) <= FULL_IM2COL_BYTES:
+        columns = full_im2col_bytes(window, x.shape, (out_h, out_w)) // _WIDE  # the whole matrix
     product = batch * out_h * out_w * out_c  # depthwise's per-tap product / the matmul's part
     return OutputPlan([(batch, out_h, out_w, out_c)], _WIDE * (padded + columns + 2 * product))
 

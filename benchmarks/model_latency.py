@@ -1,0 +1,199 @@
+"""Latency of real models on ``nnapi-reference`` in-process, next to LiteRT on the same machine.
+
+Measures MediaPipe's short-range face detector (``tests/data/models/``, loaded with
+``runtime.tflite.load_tflite``) through the public API (a reusable ``Execution.compute()``),
+with tracing off and inside a ``TraceSession``, and LiteRT's ``Interpreter`` on the same model
+with one thread. The three modes alternate in short rounds (order rotating) so that load from
+other processes hits all of them alike; figures are medians per round, then over rounds; the
+ratio and the tracing overhead are medians of per-round ratios. Per-operation-type time comes
+from the ``[NN_LC_PCO]`` spans of a traced run. The built-in MobileNet-style model is timed the
+same way (it has no ``.tflite`` form, so no LiteRT figure). Targets: face detector
+``nnscope_ms / litert_ms <= 5`` with tracing off, tracing on <= 10 % more.
+
+numpy's BLAS is limited to one thread (``OPENBLAS_NUM_THREADS=1`` and kin, unless already set
+in the environment), as LiteRT is: the comparison is one core against one core. LiteRT is the
+``bench`` extra (``pip install -e '.[bench]'``); without it the nnscope figures are still
+measured and the ratio is null.
+
+Usage:
+    python benchmarks/model_latency.py [--rounds N] [--runs N] [--builtin-runs N]
+
+Prints human-readable lines, writes ``benchmarks/results/model_latency.json`` and prints the
+same JSON object as the last line (keys include ``nnscope_ms``, ``litert_ms``, ``ratio``,
+``nnscope_traced_ms``, ``traced_overhead_pct`` and ``per_operation_ms``).
+"""
+from __future__ import annotations
+
+import os
+
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+for _variable in BLAS_THREAD_VARIABLES:  # before numpy loads its BLAS
+    os.environ.setdefault(_variable, "1")
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import tracing  # noqa: E402
+from runtime import Compilation, Execution, Model  # noqa: E402
+from runtime.builtin_models import mobilenet, sample_input  # noqa: E402
+from runtime.manager import cpu_device  # noqa: E402
+from runtime.tflite import load_tflite  # noqa: E402
+from tracing.naming import Layer, Phase, parse_name  # noqa: E402
+
+from _common import write_results  # noqa: E402
+
+MODELS = Path(__file__).resolve().parent.parent / "tests" / "data" / "models"
+FACE = MODELS / "face_detection_short_range.tflite"
+FACE_REFERENCE = MODELS / "face_detection_short_range.litert-reference.npz"
+TARGETS = {"ratio": 5.0, "traced_overhead_pct": 10.0}
+MISSING_LITERT = "LiteRT is not installed (pip install -e '.[bench]'): no LiteRT figures"
+
+
+def nnscope_execution(model: Model, inputs: list[np.ndarray]) -> tuple[Execution, list[np.ndarray]]:
+    """A reusable execution of ``model`` on nnapi-reference with ``inputs`` bound."""
+    compilation = Compilation.for_devices(model, [cpu_device()])
+    compilation.finish()
+    graph = model.to_hal().main
+    outputs = [np.zeros(graph.operands[i].dimensions, np.float32) for i in graph.output_indexes]
+    execution = Execution(compilation)
+    for index, value in enumerate(inputs):
+        execution.set_input(index, value)
+    for index, buffer in enumerate(outputs):
+        execution.set_output(index, buffer)
+    execution.set_reusable(True)
+    return execution, outputs
+
+
+def litert_interpreter(path: Path, inputs: list[np.ndarray]):
+    """LiteRT's one-thread interpreter with ``inputs`` set, or None when LiteRT is missing."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
+    except ImportError:
+        return None
+    interpreter = Interpreter(model_path=str(path), num_threads=1)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(detail["index"], value)
+    return interpreter
+
+
+def median_ms(run, runs: int) -> float:
+    clock = time.perf_counter_ns
+    samples = []
+    for _ in range(runs):
+        start = clock()
+        run()
+        samples.append(clock() - start)
+    return float(np.median(samples)) / 1e6
+
+
+def interleaved(modes: dict, rounds: int, runs: int) -> dict[str, list[float]]:
+    """Per mode, the median of each round; every round runs all modes, order rotating."""
+    names = list(modes)
+    medians: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        for name in names[index % len(names):] + names[:index % len(names)]:
+            medians[name].append(modes[name](runs))
+    return medians
+
+
+def per_operation_ms(execution: Execution, runs: int) -> dict[str, float]:
+    """Milliseconds per compute of each kernel (``[NN_LC_PCO]`` detail), summed over its ops."""
+    totals: collections.Counter = collections.Counter()
+    with tracing.TraceSession() as session:
+        for _ in range(runs):
+            execution.compute()
+    for span in session.collect().spans():
+        parsed = parse_name(span.name)
+        if parsed and parsed.layer == Layer.CPU and parsed.phase == Phase.COMPUTATION:
+            totals[parsed.detail] += span.duration_ns
+    return {name: round(ns / runs / 1e6, 3) for name, ns in totals.most_common()}
+
+
+def _traced(execution: Execution):
+    def run(runs: int) -> float:
+        with tracing.TraceSession():
+            return median_ms(execution.compute, runs)
+    return run
+
+
+def measure_face(rounds: int, runs: int) -> dict:
+    hal_model, _, _ = load_tflite(FACE)
+    reference = np.load(FACE_REFERENCE)
+    model = Model.from_hal(hal_model, name="face_detection_short_range")
+    execution, outputs = nnscope_execution(model, [reference["input0"]])
+    execution.compute()
+    error = max(float(np.abs(actual - reference[f"output0_{k}"]).max()) for k, actual in enumerate(outputs))
+    interpreter = litert_interpreter(FACE, [reference["input0"]])
+    modes = {"off": lambda n: median_ms(execution.compute, n), "traced": _traced(execution)}
+    if interpreter is not None:
+        interpreter.invoke()
+        modes["litert"] = lambda n: median_ms(interpreter.invoke, n)
+    for run in modes.values():
+        run(max(1, runs // 4))  # warm-up
+    medians = interleaved(modes, rounds, runs)
+    off, on = np.asarray(medians["off"]), np.asarray(medians["traced"])
+    results = {"model": FACE.stem, "nnscope_ms": round(float(np.median(off)), 3),
+               "nnscope_traced_ms": round(float(np.median(on)), 3),
+               "traced_overhead_pct": round(100 * (float(np.median(on / off)) - 1), 1),
+               "litert_ms": None, "ratio": None, "max_abs_error_vs_litert": error,
+               "rounds": rounds, "runs_per_round": runs}
+    if interpreter is not None:
+        litert = np.asarray(medians["litert"])
+        results.update(litert_ms=round(float(np.median(litert)), 3),
+                       ratio=round(float(np.median(off / litert)), 2),
+                       ratio_traced=round(float(np.median(on / litert)), 2))
+    results["per_operation_ms"] = per_operation_ms(execution, runs)
+    return results
+
+
+def measure_builtin(runs: int) -> dict:
+    model = mobilenet()
+    execution, _ = nnscope_execution(model, sample_input(model))
+    execution.compute()
+    medians = interleaved({"off": lambda n: median_ms(execution.compute, n),
+                           "traced": _traced(execution)}, 2, runs)
+    off, on = np.asarray(medians["off"]), np.asarray(medians["traced"])
+    return {"model": model.name, "nnscope_ms": round(float(np.median(off)), 2),
+            "nnscope_traced_ms": round(float(np.median(on)), 2),
+            "litert_ms": None, "per_operation_ms": per_operation_ms(execution, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per mode")
+    parser.add_argument("--runs", type=int, default=20, help="computes per round and mode")
+    parser.add_argument("--builtin-runs", type=int, default=3,
+                        help="computes of the built-in model per round and mode (0: skip it)")
+    args = parser.parse_args()
+    if args.rounds < 1 or args.runs < 1 or args.builtin_runs < 0:
+        parser.error("--rounds and --runs must be positive, --builtin-runs non-negative")
+    face = measure_face(args.rounds, args.runs)
+    if face["litert_ms"] is None:
+        print(MISSING_LITERT)
+    print(f"{face['model']} on nnapi-reference: median {face['nnscope_ms']} ms, traced "
+          f"{face['nnscope_traced_ms']} ms (+{face['traced_overhead_pct']} %); LiteRT one thread "
+          f"{face['litert_ms']} ms; ratio {face['ratio']} (target <= {TARGETS['ratio']})")
+    print(f"  max |nnscope - LiteRT reference| = {face['max_abs_error_vs_litert']:.3g}")
+    for name, ms in face["per_operation_ms"].items():
+        print(f"  {name:28s} {ms:8.3f} ms")
+    results = {**{key: face[key] for key in ("nnscope_ms", "litert_ms", "ratio")}, "face": face,
+               "blas_threads": {name: os.environ[name] for name in BLAS_THREAD_VARIABLES}}
+    if args.builtin_runs:
+        builtin = measure_builtin(args.builtin_runs)
+        print(f"{builtin['model']} on nnapi-reference: median {builtin['nnscope_ms']} ms, "
+              f"traced {builtin['nnscope_traced_ms']} ms (no .tflite form: no LiteRT figure)")
+        results["builtin"] = builtin
+    results["targets"] = TARGETS
+    results["targets_met"] = None if face["ratio"] is None else {
+        "ratio": face["ratio"] <= TARGETS["ratio"],
+        "traced_overhead_pct": face["traced_overhead_pct"] <= TARGETS["traced_overhead_pct"]}
+    write_results("model_latency", results)
+
+
+if __name__ == "__main__":
+    main()
