@@ -3,7 +3,7 @@
 TFLite tensors become operands on first use (inputs SUBGRAPH_INPUT, outputs SUBGRAPH_OUTPUT,
 tensors with a buffer CONSTANT_COPY, the rest TEMPORARY_VARIABLE). Converters add NNAPI scalar
 operands through :meth:`GraphBuilder.scalar` (deduplicated) and may replace a tensor by a folded
-float32 constant (DEQUANTIZE of constant weights).
+constant (DEQUANTIZE of constant weights becomes float32, DENSIFY keeps the tensor's type).
 
 Example:
     >>> builder = GraphBuilder(graph)                      # doctest: +SKIP
@@ -15,12 +15,19 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
-                               OperandType, Operation, OperationType, Subgraph, numpy_dtype)
+                               OperandType, Operation, OperationType, ResultCode, Subgraph,
+                               numpy_dtype)
 from runtime.tflite._reader import TfliteGraph, TfliteTensor
 
 
 class UnsupportedOperator(ValueError):
-    """A TFLite operator (or one of its options) has no NNAPI mapping."""
+    """A TFLite operator (or one of its options) has no NNAPI mapping.
+
+    ``result_code`` is NNAPI's BAD_DATA: the model cannot be built, as
+    ``ANeuralNetworksModel_addOperation`` would refuse it.
+    """
+
+    result_code = ResultCode.BAD_DATA
 
 
 _T = OperandType
@@ -49,6 +56,8 @@ def _quant_params(tensor: TfliteTensor, op_type: OperandType):
     if len(tensor.scales) == 1:
         zero_point = tensor.zero_points[0] if tensor.zero_points else 0
         return tensor.scales[0], int(zero_point), None
+    if op_type in (_T.TENSOR_QUANT8_ASYMM, _T.TENSOR_QUANT8_ASYMM_SIGNED, _T.TENSOR_QUANT16_SYMM):
+        return 1.0, 0, None  # raw integers (e.g. HASHTABLE_LOOKUP's hits): real value = q
     return 0.0, 0, None
 
 
@@ -62,7 +71,7 @@ class GraphBuilder:
         self._blob = bytearray()
         self._by_tensor: dict[int, int] = {}
         self._scalars: dict[tuple, int] = {}
-        self._folded: dict[int, np.ndarray] = {}
+        self._folded: dict[int, tuple[np.ndarray, bool]] = {}
 
     # ------------------------------------------------------------------ operands
     def _append(self, operand: Operand) -> int:
@@ -100,12 +109,29 @@ class GraphBuilder:
         dims = base.dimensions if dimensions is None else tuple(dimensions)
         return self._append(Operand(base.type, dims, base.scale, base.zero_point))
 
-    def fold(self, tensor_index: int, array: np.ndarray) -> None:
-        """Make ``tensor_index`` a float32 constant (it must not have an operand yet)."""
-        self._folded[tensor_index] = np.asarray(array, np.float32)
+    def fold(self, tensor_index: int, array: np.ndarray, keep_type: bool = False) -> None:
+        """Make ``tensor_index`` a constant (it must not have an operand yet): float32, or of
+        the tensor's own type and quantisation with ``keep_type``."""
+        if tensor_index in self.graph.outputs:
+            raise UnsupportedOperator("a model output computed from constants only")
+        dtype = np.asarray(array).dtype if keep_type else np.float32
+        self._folded[tensor_index] = (np.asarray(array, dtype), keep_type)
 
     def is_constant(self, tensor_index: int) -> bool:
         return self.graph.tensors[tensor_index].data is not None or tensor_index in self._folded
+
+    def value(self, tensor_index: int) -> np.ndarray | None:
+        """The constant value of a tensor (its buffer or a folded value), else None."""
+        if tensor_index in self._folded:
+            return self._folded[tensor_index][0]
+        tensor = self.graph.tensors[tensor_index]
+        return tensor.array() if tensor.data is not None else None
+
+    def constant_like(self, tensor_index: int, array: np.ndarray) -> int:
+        """A constant with the type and quantisation of TFLite tensor ``tensor_index``."""
+        tensor = self.graph.tensors[tensor_index]
+        op_type = operand_type(tensor)
+        return self.constant(array, op_type, *_quant_params(tensor, op_type))
 
     def tensor(self, index: int) -> int:
         """The operand of TFLite tensor ``index``, created on first use."""
@@ -116,7 +142,10 @@ class GraphBuilder:
     def _new_tensor_operand(self, index: int) -> int:
         tensor = self.graph.tensors[index]
         if index in self._folded:
-            return self.constant(self._folded[index], _T.TENSOR_FLOAT32)
+            array, keep_type = self._folded[index]
+            if keep_type:
+                return self.constant_like(index, array)
+            return self.constant(array, _T.TENSOR_FLOAT32)
         op_type = operand_type(tensor)
         scale, zero_point, channel_quant = _quant_params(tensor, op_type)
         if tensor.data is not None:

@@ -19,6 +19,7 @@ import numpy as np
 from runtime.hal.types import FuseCode, OperandType, OperationType as Op
 from runtime.tflite._builder import GraphBuilder, UnsupportedOperator
 from runtime.tflite._reader import TfliteOperator
+from runtime.tflite._lowered_operators import LOWERED_CONVERTERS
 from runtime.tflite._tensor_operators import TENSOR_CONVERTERS
 
 _PADDING = {0: 1, 1: 2}  # tflite.Padding SAME/VALID -> NNAPI PaddingCode SAME/VALID
@@ -129,11 +130,11 @@ def _pad(b: GraphBuilder, op: TfliteOperator) -> None:
 
 
 def _dequantize(b: GraphBuilder, op: TfliteOperator) -> None:
-    source = b.graph.tensors[op.inputs[0]]
-    if source.data is None:
+    source, constant = b.graph.tensors[op.inputs[0]], b.value(op.inputs[0])
+    if constant is None or op.outputs[0] in b.graph.outputs:
         b.add(Op.DEQUANTIZE, [b.tensor(op.inputs[0])], [b.tensor(op.outputs[0])])
         return
-    values = source.array().astype(np.float32)
+    values = constant.astype(np.float32)
     if source.scales:
         shape = [1] * values.ndim
         if len(source.scales) > 1:
@@ -209,6 +210,7 @@ def _l2_normalization(b: GraphBuilder, op: TfliteOperator) -> None:
 #: TFLite builtin operator name -> converter(builder, operator).
 CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     **TENSOR_CONVERTERS,  # comparisons, maths, reductions, slicing (_tensor_operators)
+    **LOWERED_CONVERTERS,  # several NNAPI operations each (_lowered_operators)
     "ADD": _binary(Op.ADD), "MUL": _binary(Op.MUL), "SUB": _binary(Op.SUB),
     "DIV": _binary(Op.DIV),
     "AVERAGE_POOL_2D": _pool(Op.AVERAGE_POOL_2D), "MAX_POOL_2D": _pool(Op.MAX_POOL_2D),

@@ -1,7 +1,8 @@
 """Read a .tflite flatbuffer into plain records (tensors, operators) with the ``tflite`` package.
 
-Only the first subgraph is read. Buffers are returned as raw bytes; options are the generated
-``tflite.*Options`` table objects (or None), ready for the operator converters.
+Only the first subgraph is read. Buffers are returned as raw bytes (a sparse constant's values
+are densified here, see ``_sparsity``); options are the generated ``tflite.*Options`` table
+objects (or None), ready for the operator converters.
 
 Example:
     >>> graph = read_graph(open("face_detection_short_range.tflite", "rb").read())  # doctest: +SKIP
@@ -16,6 +17,8 @@ from typing import Any
 import numpy as np
 import tflite
 from tflite.utils import BUILTIN_OPCODE2NAME
+
+from runtime.tflite._sparsity import SparseLevel, Sparsity, densify
 
 #: TFLite TensorType number -> name (FLOAT32, FLOAT16, INT32, UINT8, INT8, ...).
 TENSOR_TYPE_NAMES = {value: name for name, value in vars(tflite.TensorType).items()
@@ -41,8 +44,12 @@ class TfliteTensor:
         """The constant's value as a numpy array of its element type and shape."""
         if self.data is None:
             raise ValueError(f"tensor {self.name!r} is not a constant")
-        dtype = np.dtype(self.type_name.lower()) if self.type_name != "BOOL" else np.bool_
-        return np.frombuffer(self.data, dtype).reshape(self.shape)
+        return np.frombuffer(self.data, element_dtype(self.type_name)).reshape(self.shape)
+
+
+def element_dtype(type_name: str) -> np.dtype:
+    """The numpy dtype of a TFLite tensor type name (BOOL -> bool)."""
+    return np.dtype(np.bool_) if type_name == "BOOL" else np.dtype(type_name.lower())
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,13 @@ class TfliteOperator:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     options: Any = None
+
+    @property
+    def label(self) -> str:
+        """How errors name it: ``CONV_2D`` or ``CUSTOM 'foo'``."""
+        if self.name.startswith("CUSTOM:"):
+            return f"CUSTOM '{self.name[len('CUSTOM:'):]}'"
+        return self.name
 
 
 @dataclass(frozen=True)
@@ -98,9 +112,47 @@ def _tensor(model, tensor, data: bytes) -> TfliteTensor:
         scales = tuple(float(s) for s in quant.ScaleAsNumpy())
         zero_points = _ints(quant.ZeroPointAsNumpy()) if not quant.ZeroPointIsNone() else ()
         dim = quant.QuantizedDimension()
-    return TfliteTensor(tensor.Name().decode("utf-8", "replace"), _ints(tensor.ShapeAsNumpy()),
-                        type_name, _buffer_bytes(model, tensor.Buffer(), data), scales,
-                        zero_points, dim)
+    name, shape = tensor.Name().decode("utf-8", "replace"), _ints(tensor.ShapeAsNumpy())
+    payload = _buffer_bytes(model, tensor.Buffer(), data)
+    if payload is not None and tensor.Sparsity() is not None:
+        payload = _densified(name, shape, type_name, payload, tensor.Sparsity())
+    return TfliteTensor(name, shape, type_name, payload, scales, zero_points, dim)
+
+
+def _densified(name: str, shape, type_name: str, payload: bytes, params) -> bytes:
+    try:
+        values = np.frombuffer(payload, element_dtype(type_name))
+        return densify(values, shape, _sparsity(params)).tobytes()
+    except (TypeError, ValueError, IndexError) as error:
+        raise ValueError(f"tensor {name!r}: {error}") from None
+
+
+def _sparsity(params) -> Sparsity:
+    levels = []
+    for i in range(params.DimMetadataLength()):
+        meta = params.DimMetadata(i)
+        if meta.Format() == tflite.DimensionType.DENSE:
+            levels.append(SparseLevel(dense_size=int(meta.DenseSize())))
+        else:
+            levels.append(SparseLevel(segments=_index_vector(meta.ArraySegmentsType(),
+                                                             meta.ArraySegments()),
+                                      indices=_index_vector(meta.ArrayIndicesType(),
+                                                            meta.ArrayIndices())))
+    return Sparsity(_ints(params.TraversalOrderAsNumpy()), _ints(params.BlockMapAsNumpy()),
+                    tuple(levels))
+
+
+_INDEX_VECTORS = {tflite.SparseIndexVector.Int32Vector: tflite.Int32Vector,
+                  tflite.SparseIndexVector.Uint16Vector: tflite.Uint16Vector,
+                  tflite.SparseIndexVector.Uint8Vector: tflite.Uint8Vector}
+
+
+def _index_vector(kind: int, table) -> tuple[int, ...]:
+    if kind not in _INDEX_VECTORS or table is None:
+        raise ValueError("a SPARSE_CSR dimension without its segments or indices")
+    vector = _INDEX_VECTORS[kind]()
+    vector.Init(table.Bytes, table.Pos)
+    return _ints(vector.ValuesAsNumpy())
 
 
 def _operator(model, operator) -> TfliteOperator:

@@ -29,10 +29,10 @@ def _unsupported(message: str) -> Exception:
 
 
 def _constant(b: GraphBuilder, op: TfliteOperator, position: int, what: str) -> np.ndarray:
-    tensor = b.graph.tensors[op.inputs[position]]
-    if tensor.data is None:
+    value = b.value(op.inputs[position])
+    if value is None:
         raise _unsupported(f"{op.name} with a non-constant {what}")
-    return tensor.array()
+    return value
 
 
 def _not_float16(b: GraphBuilder, op: TfliteOperator) -> None:
@@ -143,6 +143,31 @@ def _select_v2(b: GraphBuilder, op: TfliteOperator) -> None:
     _direct(Op.SELECT)(b, op)
 
 
+def _local_response_normalization(b: GraphBuilder, op: TfliteOperator) -> None:
+    _not_float16(b, op)
+    o = op.options
+    inputs = [b.tensor(op.inputs[0]), b.scalar(int(o.Radius())), b.scalar(float(o.Bias())),
+              b.scalar(float(o.Alpha())), b.scalar(float(o.Beta()))]
+    b.add(Op.LOCAL_RESPONSE_NORMALIZATION, inputs, [b.tensor(op.outputs[0])])
+
+
+_LSH_TYPES = {1: 3, 2: 2}  # TFLite SPARSE/DENSE -> NNAPI SPARSE (bits + i * 2**bits)/DENSE
+
+
+def _lsh_projection(b: GraphBuilder, op: TfliteOperator) -> None:
+    """TFLite's optional weight is all ones when omitted (its kernel's unweighted sum)."""
+    hashes, values = b.tensor(op.inputs[0]), b.tensor(op.inputs[1])
+    if len(op.inputs) > 2 and op.inputs[2] >= 0:
+        weight = b.tensor(op.inputs[2])
+    else:
+        rows = b.graph.tensors[op.inputs[1]].shape[0]
+        weight = b.constant(np.ones(rows), b.operands[hashes].type)
+    kind = _LSH_TYPES.get(int(op.options.Type()) if op.options is not None else 0)
+    if kind is None:
+        raise _unsupported("LSH_PROJECTION of UNKNOWN type")
+    b.add(Op.LSH_PROJECTION, [hashes, values, weight, b.scalar(kind)], [b.tensor(op.outputs[0])])
+
+
 _SAME_NAME = ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
               "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT", "ABS", "NEG", "EXP", "LOG",
               "RSQRT", "SIN", "SQRT", "FLOOR", "POW", "MAXIMUM", "MINIMUM", "CAST", "PRELU",
@@ -155,7 +180,10 @@ TENSOR_CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     "LOG_SOFTMAX": _with_scalars(Op.LOG_SOFTMAX, 1.0, -1), "FILL": _fill,
     "SUM": _reduce(Op.REDUCE_SUM), "REDUCE_PROD": _reduce(Op.REDUCE_PROD),
     "REDUCE_MAX": _reduce(Op.REDUCE_MAX), "REDUCE_MIN": _reduce(Op.REDUCE_MIN),
-    "REDUCE_ANY": _reduce(Op.REDUCE_ANY),
+    "REDUCE_ANY": _reduce(Op.REDUCE_ANY), "REDUCE_ALL": _reduce(Op.REDUCE_ALL),
+    "LOCAL_RESPONSE_NORMALIZATION": _local_response_normalization,
+    "EMBEDDING_LOOKUP": _direct(Op.EMBEDDING_LOOKUP), "HASHTABLE_LOOKUP": _direct(Op.HASHTABLE_LOOKUP),
+    "LSH_PROJECTION": _lsh_projection,
     "ARG_MAX": _axis_scalar(Op.ARGMAX), "ARG_MIN": _axis_scalar(Op.ARGMIN),
     "TOPK_V2": _axis_scalar(Op.TOPK_V2), "EXPAND_DIMS": _axis_scalar(Op.EXPAND_DIMS),
     "STRIDED_SLICE": _strided_slice, "GATHER": _gather, "SPLIT": _split, "SQUEEZE": _squeeze,

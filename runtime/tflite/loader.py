@@ -1,7 +1,9 @@
 """``load_tflite``: a .tflite flatbuffer model as a HalModel plus its input/output names.
 
 Operators are converted in file order (TFLite stores them topologically sorted). Every
-operator without an NNAPI mapping is collected first, so the error names all of them.
+operator without an NNAPI form is collected first, so the one-line error names them all
+(``m.tflite: operator 3 (CUSTOM 'foo') has no NNAPI form``); ``supported_operators()`` lists
+the builtins that have one.
 
 Example:
     >>> model, inputs, outputs = load_tflite("face_detection_short_range.tflite")  # doctest: +SKIP
@@ -17,13 +19,22 @@ from runtime.tflite._builder import GraphBuilder
 from runtime.tflite._operators import CONVERTERS, UnsupportedOperator
 from runtime.tflite._reader import TfliteGraph, read_graph
 
+_NAMED_AT_MOST = 5
+
+
+def supported_operators() -> list[str]:
+    """The TFLite builtin operator names the loader maps to NNAPI operations."""
+    return sorted(CONVERTERS)
+
 
 def load_tflite(path: str | os.PathLike) -> tuple[HalModel, list[str], list[str]]:
     """Load ``path`` into ``(model, input_names, output_names)``.
 
     Raises:
-        ValueError: the file is not a TFLite model, or it uses operators (or operator options,
-            such as a TANH fused activation) that have no NNAPI mapping; the message names them.
+        UnsupportedOperator: (a ValueError with ``result_code`` BAD_DATA) an operator, or one
+            of its options (such as a TANH fused activation), has no NNAPI form; the message
+            names each one with its index.
+        ValueError: the file is not a TFLite model or a tensor is malformed.
     """
     with open(path, "rb") as handle:
         data = handle.read()
@@ -34,20 +45,29 @@ def convert_tflite(data: bytes, label: str = "<bytes>") -> tuple[HalModel, list[
     """:func:`load_tflite` for an in-memory flatbuffer."""
     if len(data) < 8 or data[4:8] != b"TFL3":
         raise ValueError(f"{label}: not a TFLite flatbuffer (no TFL3 identifier)")
-    graph = read_graph(data)
-    unsupported = sorted({op.name for op in graph.operators if op.name not in CONVERTERS})
-    if unsupported:
-        raise ValueError(f"{label}: unsupported TFLite operators: {', '.join(unsupported)}")
+    try:
+        graph = read_graph(data)
+    except ValueError as error:
+        raise ValueError(f"{label}: {error}") from None
     builder = GraphBuilder(graph)
     problems = []
     for index, operator in enumerate(graph.operators):
+        if operator.name not in CONVERTERS:
+            problems.append(f"operator {index} ({operator.label}) has no NNAPI form")
+            continue
         try:
             CONVERTERS[operator.name](builder, operator)
         except UnsupportedOperator as error:
-            problems.append(f"operator {index}: {error}")
+            problems.append(f"operator {index} ({operator.label}): {error} has no NNAPI form")
     if problems:
-        raise ValueError(f"{label}: unsupported TFLite operator options: {'; '.join(problems)}")
+        raise UnsupportedOperator(f"{label}: {_first(problems)}")
     return builder.finish(), _names(graph, graph.inputs), _names(graph, graph.outputs)
+
+
+def _first(problems: list[str]) -> str:
+    named = "; ".join(problems[:_NAMED_AT_MOST])
+    rest = len(problems) - _NAMED_AT_MOST
+    return named + (f"; and {rest} more" if rest > 0 else "")
 
 
 def _names(graph: TfliteGraph, indexes) -> list[str]:

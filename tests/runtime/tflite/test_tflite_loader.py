@@ -9,9 +9,10 @@ import flatbuffers
 import numpy as np
 import pytest
 
-from runtime.hal.types import OperandType, OperationType
+from runtime.hal.types import OperandType, OperationType, ResultCode
 from runtime.ops.executor import CpuExecutor
 from runtime.tflite import convert_tflite, load_tflite
+from runtime.tflite._builder import UnsupportedOperator
 from runtime.tflite._reader import read_graph
 from tests.support.paths import MODEL_FIXTURES
 
@@ -210,15 +211,19 @@ def test_fully_connected_without_bias_keeps_its_dimensions():
 def test_unsupported_operators_are_all_named():
     ops = [(BUILTIN.CUMSUM, [0, 1], [2], 0, None), (BUILTIN.GELU, [2], [3], 0, None)]
     data = build_model([((4,), None), ((1,), [0.0]), ((4,), None), ((4,), None)], ops, [0], [3])
-    with pytest.raises(ValueError, match="unsupported TFLite operators: CUMSUM, GELU"):
-        convert_tflite(data)
+    message = ("m.tflite: operator 0 (CUMSUM) has no NNAPI form; "
+               "operator 1 (GELU) has no NNAPI form")
+    with pytest.raises(UnsupportedOperator) as caught:
+        convert_tflite(data, "m.tflite")
+    assert str(caught.value) == message and caught.value.result_code == ResultCode.BAD_DATA
 
 
 def test_unsupported_fused_activation_is_named():
     add = (BUILTIN.ADD, [0, 1], [2], OPTIONS.AddOptions,
            _options("AddOptions", FusedActivationFunction=4))
     data = build_model([((4,), None), ((4,), None), ((4,), None)], [add], [0, 1], [2])
-    with pytest.raises(ValueError, match="operator 0: ADD with fused activation TANH"):
+    with pytest.raises(ValueError, match=r"operator 0 \(ADD\): ADD with fused activation TANH "
+                                         "has no NNAPI form"):
         convert_tflite(data)
 
 

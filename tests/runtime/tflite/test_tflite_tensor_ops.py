@@ -107,7 +107,7 @@ def test_inexpressible_options_are_named():
     op = (BUILTIN.STRIDED_SLICE, [0, 1, 2, 3], [4], OPTIONS.StridedSliceOptions, options)
     tensors = [((2, 3, 4), None, F32), ((3,), [0, 0, 0], I32), ((3,), [1, 1, 1], I32),
                ((3,), [1, 1, 1], I32), ((1, 1, 1), None, F32)]
-    with pytest.raises(ValueError, match="operator 0: STRIDED_SLICE with an ellipsis"):
+    with pytest.raises(ValueError, match=r"operator 0 \(STRIDED_SLICE\): STRIDED_SLICE with an ellipsis"):
         convert_tflite(build_typed_model(tensors, [op], [0], [4]))
     arg = (BUILTIN.ARG_MAX, [0, 1], [2], 0, None)
     tensors = [((2, 3, 4), None, F32), ((1,), None, I32), ((2, 3), None, I32)]
