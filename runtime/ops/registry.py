@@ -21,7 +21,7 @@ from runtime.hal.types import Operand, Operation, OperationType
 FAMILIES = ("elementwise", "activation", "convolution", "pooling", "reshape", "quantization",
             "transpose_conv", "resize", "normalization", "roi", "detection", "proposals", "lookup",
             "comparison", "simple_math", "nonlinear", "reduction", "shape", "space", "lstm",
-            "lstm_sequence", "rnn", "lstm_quant")
+            "lstm_sequence", "rnn", "quantized_lstm")
 
 
 class OpValidationError(ValueError):
