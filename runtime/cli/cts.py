@@ -37,6 +37,10 @@ def add_parser(subparsers):
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="vector files or directories (default: the vectors shipped with nnscope)")
     parser.add_argument("--device", metavar="NAME", help="compile for this device only")
+    parser.add_argument("--dynamic-output-shapes", action="store_true",
+                        help="rerun each vector with its outputs' dimensions unknown (0), as AOSP's "
+                             "DynamicOutputShapeTest; vectors AOSP leaves out of that variant "
+                             "(expected failures, RANK, IF, WHILE) run as usual")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
@@ -64,7 +68,8 @@ def main(args) -> int:
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise FileNotFoundError(f"no such file or directory: {missing[0]}")
-    report = harness.run_vectors(paths, make_backend(args.device))
+    report = harness.run_vectors(paths, make_backend(args.device),
+                                 unknown_output_shapes=args.dynamic_output_shapes)
     if args.json:
         print(json.dumps(report.to_dict(), indent=1))
     else:

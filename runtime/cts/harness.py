@@ -80,8 +80,21 @@ class Report:
                 "results": [dataclasses.asdict(r) for r in self.results]}
 
 
+#: Operations whose models AOSP leaves out of the dynamic-shape variant (``hasScalarOutputs`` in
+#: ``TestHarness.h``): RANK's output is a scalar; IF/WHILE do not take referenced-model outputs
+#: of unknown shape.
+NO_DYNAMIC_VARIANT = frozenset({OperationType.RANK, OperationType.IF, OperationType.WHILE})
+
+
+def has_dynamic_variant(test: CtsTest) -> bool:
+    """Whether AOSP runs ``test`` as a ``DynamicOutputShapeTest`` (``TestGenerated.cpp``): not an
+    expected failure and no operation of :data:`NO_DYNAMIC_VARIANT`."""
+    return not test.expect_failure and not (test.operations & NO_DYNAMIC_VARIANT)
+
+
 def with_unknown_output_shapes(model: HalModel) -> HalModel:
-    """The model with every main output's dimensions set to 0 (AOSP's dynamic-shape rerun)."""
+    """The model with every main output's dimensions set to 0, rank kept (AOSP's dynamic-shape
+    rerun: ``getOperandType`` in ``GeneratedTestUtils.cpp``)."""
     operands = list(model.main.operands)
     for index in model.main.output_indexes:
         operands[index] = dataclasses.replace(operands[index],
@@ -99,24 +112,37 @@ def feed_inputs(test: CtsTest) -> list[np.ndarray | None]:
 def run_test(test: CtsTest, backend: Backend = cpu_backend,
              supported: Iterable[OperationType] | None = None,
              unknown_output_shapes: bool = False) -> TestResult:
-    """Run one test and judge it."""
+    """Run one test and judge it; with ``unknown_output_shapes``, a test that has a dynamic
+    variant runs with its outputs' shapes unknown, any other in its static form (as AOSP, which
+    runs those in its other suites), its message starting with :data:`STATIC_FORM`."""
     supported = registry.supported_types() if supported is None else frozenset(supported)
     ops = tuple(sorted(op.name for op in test.operations))
     missing = sorted(op.name for op in test.operations - supported)
     if missing:
         return TestResult(test.name, test.spec, SKIPPED, ops, f"unsupported: {', '.join(missing)}")
-    model = with_unknown_output_shapes(test.model) if unknown_output_shapes else test.model
+    dynamic = unknown_output_shapes and has_dynamic_variant(test)
+    status, message = _judge(test, backend, with_unknown_output_shapes(test.model) if dynamic
+                             else test.model)
+    if unknown_output_shapes and not dynamic:
+        message = f"{STATIC_FORM}; {message}" if message else STATIC_FORM
+    return TestResult(test.name, test.spec, status, ops, message)
+
+
+#: Message prefix of a test run in its static form by a ``--dynamic-output-shapes`` run.
+STATIC_FORM = "static form (AOSP has no dynamic-shape variant)"
+
+
+def _judge(test: CtsTest, backend: Backend, model: HalModel) -> tuple[str, str]:
     try:
         outputs = backend(model, feed_inputs(test))
     except Exception as error:  # noqa: BLE001 - any backend error is a test outcome
         if test.expect_failure:
-            return TestResult(test.name, test.spec, PASSED, ops, f"rejected: {error}")
-        detail = "".join(traceback.format_exception_only(type(error), error)).strip()
-        return TestResult(test.name, test.spec, FAILED, ops, detail)
+            return PASSED, f"rejected: {error}"
+        return FAILED, "".join(traceback.format_exception_only(type(error), error)).strip()
     if test.expect_failure:
-        return TestResult(test.name, test.spec, FAILED, ops, "expected a failure, run succeeded")
+        return FAILED, "expected a failure, run succeeded"
     problems = accuracy.check_test_outputs(test, outputs)
-    return TestResult(test.name, test.spec, FAILED if problems else PASSED, ops, "; ".join(problems))
+    return (FAILED if problems else PASSED), "; ".join(problems)
 
 
 def vector_files(paths: Iterable[str | Path] | None = None) -> list[Path]:

@@ -278,8 +278,12 @@ def merge_dimensions(operand_dims: Sequence[int], dims: Sequence[int]) -> tuple[
 
 
 def argument_problem(kind: str, position: int, arg: RequestArgument, operand: Operand,
-                     pool_sizes: Sequence[int]) -> str | None:
-    """Check one request argument against its operand; return the problem or None."""
+                     pool_sizes: Sequence[int], zero_sized_inputs: bool = False) -> str | None:
+    """Check one request argument against its operand; return the problem or None.
+
+    ``zero_sized_inputs`` (driver requests, built by the runtime) accepts an input whose request
+    dimensions are all given, one of them 0, with no bytes: a zero-sized tensor passed between
+    steps. The public API keeps rejecting it (a 0 there means "unknown", as in NNAPI)."""
     where = f"{kind} {position}"
     if arg.has_no_value:
         return f"{where}: outputs cannot be omitted" if kind == "output" else None
@@ -294,11 +298,16 @@ def argument_problem(kind: str, position: int, arg: RequestArgument, operand: Op
                 f"dimensions {list(operand.dimensions)}")
     known = Operand(operand.type, dims)
     needed = known.byte_size()
-    if kind == "input" and needed is None and not is_scalar(operand.type):
+    if kind == "input" and needed is None and not is_scalar(operand.type) \
+            and not (zero_sized_inputs and _zero_sized(arg, dims)):
         return f"{where}: dimensions {list(dims)} are not fully specified"
     if needed is not None and needed != arg.length:
         return f"{where}: {arg.length} bytes given, {list(dims)} needs {needed}"
     return None
+
+
+def _zero_sized(arg: RequestArgument, dims: Sequence[int]) -> bool:
+    return arg.length == 0 and len(arg.dimensions) == len(dims) > 0 and 0 in arg.dimensions
 
 
 def validate_request(request: Request, model: HalModel) -> None:
@@ -317,7 +326,8 @@ def validate_request(request: Request, model: HalModel) -> None:
     for kind, args, indexes in (("input", request.inputs, graph.input_indexes),
                                 ("output", request.outputs, graph.output_indexes)):
         for position, (arg, index) in enumerate(zip(args, indexes)):
-            problem = argument_problem(kind, position, arg, graph.operands[index], pool_sizes)
+            problem = argument_problem(kind, position, arg, graph.operands[index], pool_sizes,
+                                       zero_sized_inputs=True)
             if problem:
                 raise invalid(f"{problem} (operand {index})")
 

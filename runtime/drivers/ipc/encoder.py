@@ -206,7 +206,7 @@ def _pool_section(request: Request, cache: PoolCache, staging: list, parts: list
                 inline_bytes += size
                 parts.append(_INLINE.pack(KIND_INLINE, size))
                 slots.append((len(parts), position, size))
-                parts.append(bytes(pool))
+                parts.append(memoryview(pool).tobytes())  # not bytes(): a 0-d array has __index__
                 inline.append(position)
                 continue
             pool = stage(staging, position, size, cache)
