@@ -100,12 +100,17 @@ def _buffers_and_tensors(builder, tensors) -> tuple[list, list]:
 
 
 def _operator_codes(builder, codes) -> list:
+    """A builtin code number, or a string: a CUSTOM operator of that name."""
     OC = _schema("OperatorCode")
     offsets = []
     for code in codes:
+        custom = builder.CreateString(code) if isinstance(code, str) else None
+        number = BUILTIN.CUSTOM if custom is not None else code
         OC.Start(builder)
-        OC.AddDeprecatedBuiltinCode(builder, min(code, 127))
-        OC.AddBuiltinCode(builder, code)
+        OC.AddDeprecatedBuiltinCode(builder, min(number, 127))
+        OC.AddBuiltinCode(builder, number)
+        if custom is not None:
+            OC.AddCustomCode(builder, custom)
         OC.AddVersion(builder, 1)
         offsets.append(OC.End(builder))
     return offsets
@@ -141,7 +146,7 @@ def _subgraph(builder, tensor_offsets, op_offsets, inputs, outputs):
 def finish_model(builder, buffers, tensor_offsets, operators, inputs, outputs) -> bytes:
     """The model's operators, one subgraph and buffers around built tensors, as .tflite bytes."""
     M = _schema("Model")
-    codes = sorted({op[0] for op in operators})
+    codes = sorted({op[0] for op in operators}, key=lambda c: (isinstance(c, str), c))
     code_offsets = _operator_codes(builder, codes)
     op_offsets = [_operator(builder, codes.index(op[0]), *op[1:]) for op in operators]
     subgraph = _subgraph(builder, tensor_offsets, op_offsets, inputs, outputs)
