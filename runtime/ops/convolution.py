@@ -50,6 +50,8 @@ _PER_CHANNEL = _T.TENSOR_QUANT8_SYMM_PER_CHANNEL
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 #: Up to this size the im2col matrix is built whole (one matmul); larger ones go row by row.
 FULL_IM2COL_BYTES = 16 << 20
+#: DEPTHWISE_CONV_2D outputs up to this many pixels are one einsum (fewer numpy calls).
+SMALL_DEPTHWISE_PIXELS = 256
 
 
 # --------------------------------------------------------------------------- quantized maths
@@ -163,16 +165,10 @@ def full_im2col_bytes(window: Window, x_shape: Sequence[int], out_hw: Sequence[i
 
 def _conv_one_matmul(padded: np.ndarray, w: np.ndarray, window: Window,
                      out_hw: Sequence[int]) -> np.ndarray:
-    """The whole im2col matrix [N*OH*OW, KH*KW*IC] (a strided view of ``padded``, copied once)
-    times the filter: one matmul with K = KH*KW*IC."""
-    (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.stride, window.dilation
-    batch, channels, out_c = padded.shape[0], padded.shape[3], w.shape[0]
-    sn, sy, sx, sc = padded.strides
-    patches = np.lib.stride_tricks.as_strided(
-        padded, (batch, out_hw[0], out_hw[1], kh, kw, channels),
-        (sn, sh * sy, sw * sx, dh * sy, dw * sx, sc), writeable=False)
-    rows = patches.reshape(-1, kh * kw * channels)
-    return (rows @ w.reshape(out_c, -1).T).reshape(batch, out_hw[0], out_hw[1], out_c)
+    """The whole im2col matrix [N*OH*OW, KH*KW*IC] (the window view, copied once) times the
+    filter: one matmul with K = KH*KW*IC."""
+    rows = _window_view(padded, window, out_hw).reshape(-1, w[0].size)
+    return (rows @ w.reshape(w.shape[0], -1).T).reshape(padded.shape[0], *out_hw, w.shape[0])
 
 
 def depthwise_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window,
@@ -184,12 +180,15 @@ def depthwise_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Wind
 
 
 def _depthwise_taps(x: np.ndarray, w: np.ndarray, window: Window, multiplier: int) -> np.ndarray:
-    """sum over filter taps of (shifted x) * w[tap]: one multiply and one add per tap, the
-    first tap written straight into the result."""
+    """sum over filter taps of (shifted x) * w[tap]: on a small output one einsum over the
+    window view; otherwise one multiply and one add per tap, the first written straight into
+    the result."""
     out_hw = checked_output_hw(window, x.shape[1:3])
     if multiplier != 1:
         x = np.repeat(x, multiplier, axis=3)
     padded = pad_nhwc(x, window, 0)
+    if out_hw[0] * out_hw[1] <= SMALL_DEPTHWISE_PIXELS:
+        return np.einsum("nhwijc,ijc->nhwc", _window_view(padded, window, out_hw), w[0])
     if window.stride[1] == 1:
         taps, weights = _row_taps(padded, w, window, out_hw)
     else:
@@ -203,6 +202,20 @@ def _depthwise_taps(x: np.ndarray, w: np.ndarray, window: Window, multiplier: in
         else:
             out += np.multiply(view, weight, out=product)
     return out.reshape(x.shape[0], *out_hw, w.shape[3])
+
+
+def _window_view(padded: np.ndarray, window: Window, out_hw: Sequence[int]) -> np.ndarray:
+    """[N, OH, OW, KH, KW, C] read-only view: element (n, y, x, i, j) is the input under tap
+    (i, j) of output pixel (y, x)."""
+    (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.stride, window.dilation
+    sn, sy, sx, sc = padded.strides
+    shape = (padded.shape[0], out_hw[0], out_hw[1], kh, kw, padded.shape[3])
+    strides = (sn, sh * sy, sw * sx, dh * sy, dw * sx, sc)
+    if not padded.flags.c_contiguous:
+        return np.lib.stride_tricks.as_strided(padded, shape, strides, writeable=False)
+    view = np.ndarray(shape, padded.dtype, padded, 0, strides)  # as_strided without its overhead
+    view.flags.writeable = False
+    return view
 
 
 def _row_taps(padded: np.ndarray, w: np.ndarray, window: Window, out_hw: Sequence[int]):

@@ -26,8 +26,9 @@ from typing import Iterator, NamedTuple, Sequence
 import numpy as np
 
 from runtime.hal.types import Operand, OperandType, OperationType, PaddingCode
-from runtime.ops._common import (apply_fused_activation, dtype_range, expect, expect_count,
-                                 expect_rank, expect_type, quantized_activation_range)
+from runtime.ops._common import (apply_fused_activation, constant_pad, dtype_range, expect,
+                                 expect_count, expect_rank, expect_type,
+                                 quantized_activation_range)
 from runtime.ops.registry import OpContext, OpValidationError, register
 
 #: Scalar inputs after the padding input(s) of a pooling operation, in signature order.
@@ -36,6 +37,8 @@ _T = OperandType
 _QUANT8 = (_T.TENSOR_QUANT8_ASYMM, _T.TENSOR_QUANT8_ASYMM_SIGNED)
 _FLOATS = (_T.TENSOR_FLOAT32, _T.TENSOR_FLOAT16)
 _MAX_TAPS = 16  # max pooling windows up to this many cells go tap by tap
+_WINDOWS: dict = {}  # read_window's memo
+_WINDOWS_KEPT = 1024
 
 
 class Window(NamedTuple):
@@ -90,11 +93,28 @@ def read_scalars(inputs: Sequence, first: int, names: Sequence[str], explicit: b
 
 def read_window(inputs: Sequence, first: int, names: Sequence[str], explicit: bool,
                 in_hw: Sequence[int], kernel: Sequence[int]) -> Window:
-    """Resolve strides, dilation and padding of a conv/pool signature into a :class:`Window`."""
+    """Resolve strides, dilation and padding of a conv/pool signature into a :class:`Window`
+    (remembered per signature: a model runs the same few windows every execution)."""
+    key = (first, names, explicit, *in_hw, *kernel, *inputs[first:])
+    try:
+        return _WINDOWS[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable scalar input
+        return _resolve_window(inputs, first, names, explicit, in_hw, kernel)
+    if len(_WINDOWS) >= _WINDOWS_KEPT:
+        _WINDOWS.clear()
+    window = _WINDOWS[key] = _resolve_window(inputs, first, names, explicit, in_hw, kernel)
+    return window
+
+
+def _resolve_window(inputs: Sequence, first: int, names: Sequence[str], explicit: bool,
+                    in_hw: Sequence[int], kernel: Sequence[int]) -> Window:
     values = read_scalars(inputs, first, names, explicit)
     stride = (int(values["stride_h"]), int(values["stride_w"]))
     dilation = (int(values.get("dilation_h", 1)), int(values.get("dilation_w", 1)))
-    expect(min(stride) >= 1 and min(dilation) >= 1, f"bad stride {stride} or dilation {dilation}")
+    if min(stride) < 1 or min(dilation) < 1:
+        raise OpValidationError(f"bad stride {stride} or dilation {dilation}")
     if explicit:
         left, right, top, bottom = (int(p) for p in values["pad"])
         pads = (top, bottom, left, right)
@@ -102,7 +122,8 @@ def read_window(inputs: Sequence, first: int, names: Sequence[str], explicit: bo
         code = int(values["pad"])
         pads = (implicit_padding(in_hw[0], stride[0], dilation[0], kernel[0], code)
                 + implicit_padding(in_hw[1], stride[1], dilation[1], kernel[1], code))
-    expect(min(pads) >= 0, f"negative padding {pads}")
+    if min(pads) < 0:
+        raise OpValidationError(f"negative padding {pads}")
     return Window((int(kernel[0]), int(kernel[1])), stride, dilation, pads)
 
 
@@ -118,26 +139,17 @@ def window_taps(padded: np.ndarray, window: Window,
 
 
 def pad_nhwc(x: np.ndarray, window: Window, fill) -> np.ndarray:
-    """``x`` inside a border of ``fill`` (one allocation and one copy; np.pad costs ~10x more
-    on the small tensors of a real model)."""
+    """``x`` inside a border of ``fill`` (the window's pads)."""
     top, bottom, left, right = window.pads
     if not (top or bottom or left or right):
         return x
-    batch, height, width, channels = x.shape
-    padded = np.empty((batch, height + top + bottom, width + left + right, channels), x.dtype)
-    if top or bottom:
-        padded[:, :top] = fill
-        padded[:, top + height:] = fill
-    if left or right:
-        padded[:, top:top + height, :left] = fill
-        padded[:, top:top + height, left + width:] = fill
-    padded[:, top:top + height, left:left + width] = x
-    return padded
+    return constant_pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), fill)
 
 
 def checked_output_hw(window: Window, in_hw: Sequence[int]) -> tuple[int, int]:
     out_hw = window.output_hw(in_hw)
-    expect(min(out_hw) > 0, f"window {window} gives an empty output for input {tuple(in_hw)}")
+    if min(out_hw) <= 0:
+        raise OpValidationError(f"window {window} gives an empty output for input {tuple(in_hw)}")
     return out_hw
 
 
@@ -193,7 +205,8 @@ def _window_reduce(x: np.ndarray, window: Window, ufunc, identity) -> tuple[np.n
     """(reduction over each window of NHWC ``x``, count of valid cells shaped (1, OH, OW, 1)):
     the window is separable, so rows then columns, each in linear time."""
     out_hw = checked_output_hw(window, x.shape[1:3])
-    expect(window.dilation == (1, 1), f"pooling has no dilation, got {window.dilation}")
+    if window.dilation != (1, 1):
+        raise OpValidationError(f"pooling has no dilation, got {window.dilation}")
     top, _, left, _ = window.pads
     lo_w, hi_w = axis_bounds(x.shape[2], out_hw[1], window.kernel[1], window.stride[1], left)
     lo_h, hi_h = axis_bounds(x.shape[1], out_hw[0], window.kernel[0], window.stride[0], top)
@@ -240,7 +253,8 @@ def _pool_window(ctx: OpContext) -> tuple[Window, bool, int, np.ndarray]:
     nchw = bool(values.get("layout", False))
     x = to_nhwc(ctx.inputs[0], nchw)
     kernel = (int(values["filter_h"]), int(values["filter_w"]))
-    expect(min(kernel) >= 1, f"bad filter size {kernel}")
+    if min(kernel) < 1:
+        raise OpValidationError(f"bad filter size {kernel}")
     window = read_window(ctx.inputs, 1, POOL_NAMES, explicit, x.shape[1:3], kernel)
     return window, nchw, int(values["fuse"]), x
 

@@ -102,13 +102,10 @@ def _validate_pad(inputs, outputs) -> None:
 
 def execute_pad(ctx: OpContext) -> list:
     x, paddings = ctx.inputs
-    paddings = np.asarray(paddings).reshape(-1, 2)
-    c.expect(paddings.shape[0] == x.ndim,
-             f"input 1: expected paddings of shape [{x.ndim}, 2], got {list(paddings.shape)}")
-    c.expect(bool((paddings >= 0).all()), "input 1: paddings must be non-negative")
+    paddings = c.checked_paddings(x, paddings)
     out = ctx.output_operands[0]
     value = out.zero_point if c.is_quant8(out.type) else 0
-    return [np.pad(x, paddings.tolist(), mode="constant", constant_values=value)]
+    return [c.constant_pad(x, paddings.tolist(), value)]
 
 
 register(OperationType.RESHAPE, "reshape", _validate_reshape, execute_reshape)

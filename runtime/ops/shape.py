@@ -185,14 +185,11 @@ def _validate_pad_v2(inputs, outputs) -> None:
 
 def execute_pad_v2(ctx: OpContext) -> list:
     x, paddings, value = ctx.inputs
-    paddings = np.asarray(paddings).reshape(-1, 2)
-    c.expect(paddings.shape[0] == x.ndim,
-             f"input 1: expected paddings of shape [{x.ndim}, 2], got {list(paddings.shape)}")
-    c.expect(bool((paddings >= 0).all()), "input 1: paddings must be non-negative")
+    paddings = c.checked_paddings(x, paddings)
     if x.dtype.kind in "iu":
         lo, hi = c.dtype_range(x.dtype)
         c.expect(lo <= value <= hi, f"input 2: pad value {value} outside [{lo}, {hi}]")
-    return [np.pad(x, paddings.tolist(), mode="constant", constant_values=value)]
+    return [c.constant_pad(x, paddings.tolist(), value)]
 
 
 _FAMILY = "shape"

@@ -62,7 +62,7 @@ def _block(values, what: str) -> tuple[int, int]:
 
 # ----------------------------------------------------------------------------- kernels (NHWC)
 def space_to_batch(x: np.ndarray, block_h: int, block_w: int, pads, pad_value) -> np.ndarray:
-    x = np.pad(x, ((0, 0), tuple(pads[0]), tuple(pads[1]), (0, 0)), constant_values=pad_value)
+    x = c.constant_pad(x, ((0, 0), tuple(pads[0]), tuple(pads[1]), (0, 0)), pad_value)
     n, h, w, ch = x.shape
     c.expect(h % block_h == 0 and w % block_w == 0,
              f"padded spatial size {h}x{w} is not a multiple of block {block_h}x{block_w}")
