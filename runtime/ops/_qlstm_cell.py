@@ -110,9 +110,10 @@ def _matmuls(s: _Step, gate: int, fold_bias: bool) -> np.ndarray:
     ops, ins = s.ops, s.ins
     inter = float(ins[INTERMEDIATE + gate])
     acc = np.zeros((s.x.shape[0], s.cell.shape[1]), np.int64)
-    for source, index, operand in ((s.x, I2G + gate, ops[0]), (s.h, R2G + gate, ops[PREV_OUTPUT])):
+    gate_bias = ins[BIAS + gate] if fold_bias and present(ins[BIAS + gate]) else None
+    for source, index, operand, bias in ((s.x, I2G + gate, ops[0], gate_bias),
+                                         (s.h, R2G + gate, ops[PREV_OUTPUT], None)):
         weights = ins[index]
-        bias = ins[BIAS + gate] if fold_bias and source is s.x and present(ins[BIAS + gate]) else None
         effective = zero_point_bias(-operand.zero_point, weights, bias)
         multiplier, shift = _multiplier(_f32_scale(ops[index].scale, operand.scale, inter))
         acc = matmul_accumulate(source, weights, effective, multiplier, shift, 0, acc,

@@ -16,6 +16,7 @@ from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandT
 from runtime.ops import _qlstm_fixed as fx
 from runtime.ops._qlstm_cell import qlstm_step
 from runtime.ops.executor import CpuExecutor
+from runtime.ops.lstm import CellParams, CellWeights, lstm_cell
 from runtime.ops.quantized_lstm import _execute_qlstm, quantized_16bit_lstm_step
 from runtime.ops.registry import OpContext, OpValidationError
 from tests.support.cts_vectors import cts_vector_tests
@@ -181,3 +182,89 @@ def test_qlstm_half_cifg_is_an_op_error_not_a_numpy_error():
                     v[:32], ops[:32], ops[32:])
     with pytest.raises(OpValidationError, match="CIFG"):
         _execute_qlstm(ctx)
+
+
+# --------------------------------------------------------------------------- float oracles
+RNG = np.random.default_rng(11)
+
+
+def _quantize(real, scale, dtype, zero_point=0):
+    info = np.iinfo(dtype)
+    return np.clip(np.round(real / scale) + zero_point, info.min, info.max).astype(dtype)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+@pytest.mark.parametrize("batch, input_size, units", [(2, 3, 4), (1, 4, 4), (3, 5, 2)])
+def test_16bit_lstm_tracks_float_math(batch, input_size, units):
+    """Same fused matmul layout as the kernel, float activations: a few output quanta apart."""
+    w_scale, w_zp = 0.004, 100
+    x = RNG.integers(0, 256, (batch, input_size)).astype(np.uint8)
+    h = RNG.integers(0, 256, (batch, units)).astype(np.uint8)
+    w_in = [RNG.integers(0, 256, (units, input_size)).astype(np.uint8) for _ in range(4)]
+    w_rec = [RNG.integers(0, 256, (units, units)).astype(np.uint8) for _ in range(4)]
+    biases = [RNG.integers(-40000, 40000, units).astype(np.int32) for _ in range(4)]
+    cell = RNG.integers(-4096, 4096, (batch, units)).astype(np.int16)
+    new_cell, out = quantized_16bit_lstm_step(x, w_in, w_rec, biases, cell, h, w_zp,
+                                              w_scale / 128)
+    concat = (np.concatenate([x, h], axis=1).astype(np.float64) - 128) / 128
+    gates = [concat @ ((np.concatenate([r, i], axis=1).astype(np.float64) - w_zp) * w_scale).T
+             + b * w_scale / 128
+             for i, r, b in zip(w_in, w_rec, biases)]
+    gates = [np.clip(g, -8, 8 - 2 ** -12) for g in gates]
+    c_real = (_sigmoid(gates[1]) * cell / 2048 + _sigmoid(gates[0]) * np.tanh(gates[2]))
+    h_real = _sigmoid(gates[3]) * np.tanh(np.clip(c_real, -8, 8))
+    assert np.abs(new_cell / 2048 - c_real).max() < 2e-3
+    assert np.abs(out.astype(np.int64) - np.clip(np.round(h_real * 128) + 128, 0, 255)).max() <= 1
+
+
+W_SCALE, PEEPHOLE_SCALE, CELL_SCALE = 0.5 / 127, 0.5 / 32767, 2.0 ** -11
+
+
+def _qlstm_case(cifg: bool, peephole: bool, projection: bool):
+    """QUANTIZED_LSTM inputs without layer normalisation (gates in Q3.12, cell in Q4.11)."""
+    batch, input_size, units = 2, 3, 4
+    out_size = 2 if projection else units
+    q8 = lambda shape: _quantize(RNG.uniform(-0.5, 0.5, shape), W_SCALE, np.int8)  # noqa: E731
+    ins: list = [None] * 32
+    ops = [Operand(T.TENSOR_INT32)] * 32
+    ins[0] = _quantize(RNG.uniform(-1, 1, (batch, input_size)), 1 / 128, np.int8)
+    ins[18] = _quantize(RNG.uniform(-1, 1, (batch, out_size)), 1 / 128, np.int8)
+    ins[19] = _quantize(RNG.uniform(-1, 1, (batch, units)), CELL_SCALE, np.int16)
+    ops[0] = ops[18] = Operand(T.TENSOR_QUANT8_ASYMM_SIGNED, (), 1 / 128, 0)
+    ops[19] = Operand(T.TENSOR_QUANT16_SYMM, (), CELL_SCALE, 0)
+    for gate in range(1 if cifg else 0, 4):
+        ins[1 + gate], ins[5 + gate] = q8((units, input_size)), q8((units, out_size))
+        ops[1 + gate] = ops[5 + gate] = Operand(T.TENSOR_QUANT8_SYMM, (), W_SCALE, 0)
+        ins[12 + gate] = _quantize(RNG.uniform(-0.5, 0.5, units), W_SCALE / 128, np.int32)
+    for index in ((10, 11) if cifg else (9, 10, 11)) if peephole else ():
+        ins[index] = _quantize(RNG.uniform(-0.5, 0.5, units), PEEPHOLE_SCALE, np.int16)
+        ops[index] = Operand(T.TENSOR_QUANT16_SYMM, (), PEEPHOLE_SCALE, 0)
+    if projection:
+        ins[16] = q8((out_size, units))
+        ops[16] = Operand(T.TENSOR_QUANT8_SYMM, (), W_SCALE, 0)
+        ins[17] = _quantize(RNG.uniform(-0.1, 0.1, out_size), W_SCALE / 128, np.int32)
+    ins[24:32] = [0.0, 0.0, *[2.0 ** -12] * 4, 0, 1 / 128]  # clips, gate scales, hidden zp/scale
+    return ins, ops
+
+
+@pytest.mark.parametrize("cifg", [False, True], ids=["gates", "cifg"])
+@pytest.mark.parametrize("peephole", [False, True], ids=["", "peephole"])
+@pytest.mark.parametrize("projection", [False, True], ids=["", "projection"])
+def test_qlstm_without_layer_norm_tracks_the_float_lstm(cifg, peephole, projection):
+    ins, ops = _qlstm_case(cifg, peephole, projection)
+    output, cell = qlstm_step(ins, ops)
+
+    def deq(index, scale):
+        return None if ins[index] is None else ins[index].astype(np.float32) * np.float32(scale)
+
+    weights = CellWeights(*(deq(i, W_SCALE) for i in range(1, 9)),
+                          *(deq(i, PEEPHOLE_SCALE) for i in range(9, 12)),
+                          *(deq(i, W_SCALE / 128) for i in range(12, 16)),
+                          deq(16, W_SCALE), deq(17, W_SCALE / 128))
+    h_ref, c_ref = lstm_cell(deq(0, 1 / 128), deq(18, 1 / 128), deq(19, CELL_SCALE), weights,
+                             CellParams(activation=4))
+    assert np.abs(cell * CELL_SCALE - c_ref).max() < 4e-3
+    assert np.abs(output / 128 - np.clip(h_ref, -1, 127 / 128)).max() <= 3 / 128
