@@ -2,7 +2,8 @@
 
 Output buffers are sized from the model's output operands; outputs of unknown shape get a
 guess, and on OUTPUT_INSUFFICIENT_SIZE the execution is redone with the shapes reported by
-``get_output_operand_dimensions`` (the NNAPI dynamic-output protocol).
+``get_output_operand_dimensions`` (the NNAPI dynamic-output protocol). ``read_inputs`` /
+``write_outputs`` are ``nnscope run``'s ``--inputs`` / ``--outputs`` files.
 
 Example:
     >>> outputs = compute_arrays(compilation, [image])   # doctest: +SKIP
@@ -73,3 +74,60 @@ def _shaped(execution: Execution, index: int, buffer: np.ndarray) -> np.ndarray:
     dims = _dims(execution, index)
     count = int(np.prod(dims, dtype=np.int64)) if dims else 1
     return buffer.reshape(-1)[:count].reshape(dims)
+
+
+# --------------------------------------------------------------------------- .npz files
+def input_keys(position: int, name: str | None) -> list[str]:
+    """The keys an input may have in an ``--inputs`` file: ``input<i>`` or its tensor name."""
+    return [f"input{position}"] + ([name] if name and name != f"input{position}" else [])
+
+
+def read_inputs(path: str, operands: Sequence, names: Sequence[str | None]) -> list[np.ndarray]:
+    """The arrays of an .npz (keys ``input0``.. or the model's input names) or, for a model with
+    one input, an .npy; checked against the input operands' shapes and types.
+
+    Raises:
+        ValueError: a missing, unknown or ambiguous key, or a wrong shape or type.
+    """
+    arrays = _load_arrays(path)
+    values, used = [], set()
+    for position, (operand, name) in enumerate(zip(operands, names)):
+        present = [key for key in input_keys(position, name) if key in arrays]
+        if len(present) != 1:
+            keys = " or ".join(repr(k) for k in input_keys(position, name))
+            problem = "has both" if present else "has no"
+            raise ValueError(f"{path}: {problem} {keys} for model input {position}")
+        used.add(present[0])
+        values.append(_checked(arrays[present[0]], operand, f"{path}: {present[0]!r}"))
+    unknown = sorted(set(arrays) - used)
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown}; the model has {len(values)} inputs")
+    return values
+
+
+def _load_arrays(path: str) -> dict[str, np.ndarray]:
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            return {"input0": loaded}
+        with loaded:
+            return {key: loaded[key] for key in loaded.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: not an .npz or .npy file of arrays ({error})") from None
+
+
+def _checked(array: np.ndarray, operand, label: str) -> np.ndarray:
+    dtype, dims = numpy_dtype(operand.type), tuple(operand.dimensions)
+    if array.dtype != dtype and not (array.dtype.kind == "f" and dtype.kind == "f"):
+        raise ValueError(f"{label}: {array.dtype} values, the model input is {dtype}")
+    shape_ok = len(array.shape) == len(dims) and all(d in (0, s) for d, s in zip(dims, array.shape))
+    if dims and not shape_ok:
+        raise ValueError(f"{label}: shape {list(array.shape)}, the model input is {list(dims)}")
+    return np.ascontiguousarray(array, dtype)
+
+
+def write_outputs(path: str, arrays: Sequence[np.ndarray]) -> None:
+    """Save the outputs as ``output0``, ``output1``, ... in an .npz."""
+    np.savez(path, **{f"output{i}": array for i, array in enumerate(arrays)})

@@ -6,8 +6,13 @@ and ``[NN_LA_PWU]`` / ``[NN_LA_PBM]`` around the ``[NN_LA_PE]`` executions. A tr
 always recorded: it is exported to the requested files and, as systrace text, summarized by
 ``parse_systrace`` (the same table as AOSP's ``parse_systrace``), followed by latency percentiles.
 
+``--inputs x.npz`` feeds the model given arrays (keys ``input0``, ``input1``, ... or the .tflite
+input tensor names; an .npy for a one-input model) instead of sample data, and ``--outputs
+y.npz`` saves what one more execution on those inputs returns (keys ``output0``, ...).
+
 Example:
     $ nnscope run --executions 10 --warmup 2 --systrace run.html --dot plan.dot --svg plan.svg
+    $ nnscope run model.tflite --inputs x.npz --outputs y.npz --executions 0 --warmup 0
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import numpy as np
 
 import tracing
 from runtime import builtin_models, graphdump
+from runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from runtime.compilation import Compilation
 from runtime.execution import Execution
 from runtime.graphdump import graph_dump
@@ -52,6 +58,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--dot", metavar="FILE.dot", help="write the compiled plan as Graphviz dot")
     parser.add_argument("--svg", metavar="FILE.svg",
                         help="render the compiled plan to SVG (needs Graphviz's dot on PATH)")
+    parser.add_argument("--inputs", metavar="FILE.npz",
+                        help="input arrays (keys input0.. or the .tflite input names; .npy for "
+                             "one input); default: sample data")
+    parser.add_argument("--outputs", metavar="FILE.npz",
+                        help="save the outputs of one execution on the inputs (keys output0..)")
     parser.add_argument("--no-summary", action="store_true", help="skip the timing summary")
     parser.add_argument("--json", action="store_true", help="print latencies as JSON")
     return parser
@@ -64,14 +75,19 @@ def _count(text: str) -> int:
     return value
 
 
-def _load(path: str | None) -> tuple[Model, list[np.ndarray]]:
-    if path is None:
-        model = builtin_models.mobilenet()
-        return model, builtin_models.sample_input(model)
-    from runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader loads on demand
-    hal, _, _ = load_tflite(path)
-    model = Model.from_hal(hal, name=Path(path).stem)
-    return model, builtin_models.sample_input(model)
+def _load(args) -> tuple[Model, list[np.ndarray], list[str]]:
+    """The model, its inputs (sample data or ``--inputs``) and its output names."""
+    if args.model is None:
+        model, input_names, output_names = builtin_models.mobilenet(), [], []
+    else:
+        from runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader on demand
+        hal, input_names, output_names = load_tflite(args.model)
+        model = Model.from_hal(hal, name=Path(args.model).stem)
+    if args.inputs is None:
+        return model, builtin_models.sample_input(model), output_names
+    operands = [model.operands[index] for index in model.inputs]
+    names = input_names or [None] * len(operands)
+    return model, read_inputs(args.inputs, operands, names), output_names
 
 
 def _outputs(model: Model) -> list[np.ndarray]:
@@ -100,7 +116,7 @@ def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, l
     label = Path(args.model).stem if args.model else "mobilenet_v1_0.5_224"
     with tracing.application(Phase.OVERALL, label):
         with tracing.application(Phase.PREPARATION, "build model"):
-            model, inputs = _load(args.model)
+            model, inputs, output_names = _load(args)
         with tracing.application(Phase.COMPILATION, "compile"):
             devices = [get_device(name) for name in args.device] if args.device else None
             compilation = Compilation(model, devices)
@@ -112,6 +128,11 @@ def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, l
                 _execute(compilation, inputs, outputs)
         with tracing.application(Phase.BENCHMARK, "benchmark"):
             latencies = [_execute(compilation, inputs, outputs) for _ in range(args.executions)]
+        if args.outputs:
+            with tracing.application(Phase.EXECUTION, "outputs"):
+                arrays = compute_arrays(compilation, inputs)
+            write_outputs(args.outputs, arrays)
+            args.output_names = output_names or [f"output{i}" for i in range(len(arrays))]
     return model, compilation, latencies
 
 
@@ -198,6 +219,9 @@ def main(args) -> int:
         out.write(f"latency over {stats['executions']} executions: p50 {stats['p50_ms']:.3f} ms, "
                   f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
                   f"mean {stats['mean_ms']:.3f} ms\n")
+    if args.outputs:
+        keys = ", ".join(f"output{i}={name}" for i, name in enumerate(args.output_names))
+        out.write(f"wrote {args.outputs} ({keys})\n")
     for path in written:
         out.write(f"wrote {path}\n")
     print(out.getvalue(), end="")

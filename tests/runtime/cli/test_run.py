@@ -1,0 +1,108 @@
+"""``nnscope run MODEL --inputs x.npz --outputs y.npz``: the face detector's outputs match
+LiteRT's reference on nnapi-reference and across all devices; bad input files and operators
+with no NNAPI form are one-line errors with exit 1."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from runtime.__main__ import main
+from tests.runtime.tflite.litert_helpers import F32, Tensor, build
+from tests.runtime.tflite.test_tflite_loader import BUILTIN
+from tests.support.paths import MODEL_FIXTURES
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"
+REFERENCE = np.load(MODEL_FIXTURES / "face_detection_short_range.litert-reference.npz")
+QUIET = ["--executions", "0", "--warmup", "0", "--no-summary"]
+
+
+def _nnscope(*args):
+    return subprocess.run([sys.executable, "-m", "runtime", *map(str, args)], capture_output=True,
+                          text=True, cwd=REPO, timeout=600)
+
+
+def _assert_matches_reference(path, sample):
+    with np.load(path) as saved:
+        assert sorted(saved.files) == ["output0", "output1"]
+        for position in range(2):
+            expected = REFERENCE[f"output{sample}_{position}"]
+            actual = saved[f"output{position}"]
+            assert actual.shape == expected.shape and actual.dtype == np.float32
+            scale = float(np.abs(expected).max())
+            # Seen: max abs error 5.3e-5 on outputs up to 138 (as in the loader's own test).
+            np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("devices", [["--device", "nnapi-reference"], []],
+                         ids=["nnapi-reference", "all-devices"])
+def test_outputs_match_the_litert_reference(tmp_path, devices):
+    inputs, outputs = tmp_path / "x.npz", tmp_path / "y.npz"
+    np.savez(inputs, input=REFERENCE["input2"])  # keyed by the .tflite input tensor's name
+    done = _nnscope("run", FACE, "--inputs", inputs, "--outputs", outputs, *devices, *QUIET)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {outputs} (output0=regressors, output1=classificators)" in done.stdout
+    _assert_matches_reference(outputs, 2)
+
+
+@pytest.mark.parametrize("form", ["npz_position", "npy"])
+def test_inputs_by_position_or_as_npy(tmp_path, capsys, form):
+    if form == "npy":
+        inputs = tmp_path / "x.npy"
+        np.save(inputs, REFERENCE["input0"].astype(np.float64))  # float64 is taken as float32
+    else:
+        inputs = tmp_path / "x.npz"
+        np.savez(inputs, input0=REFERENCE["input0"])
+    outputs = tmp_path / "y.npz"
+    argv = ["run", str(FACE), "--inputs", str(inputs), "--outputs", str(outputs),
+            "--device", "nnapi-reference", "--executions", "1", "--warmup", "0", "--no-summary"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "latency over 1 executions" in capsys.readouterr().out
+    _assert_matches_reference(outputs, 0)
+
+
+def _bad_inputs(tmp_path, kind):
+    image = REFERENCE["input0"]
+    arrays = {"missing": {"image": image}, "both": {"input": image, "input0": image},
+              "unknown": {"input": image, "extra": image}, "shape": {"input": image[:, :64]},
+              "dtype": {"input": image.astype(np.int32)}}[kind]
+    path = tmp_path / f"{kind}.npz"
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("missing", "has no 'input0' or 'input' for model input 0"),
+    ("both", "has both 'input0' or 'input' for model input 0"),
+    ("unknown", "unknown keys ['extra']; the model has 1 inputs"),
+    ("shape", "'input': shape [1, 64, 128, 3], the model input is [1, 128, 128, 3]"),
+    ("dtype", "'input': int32 values, the model input is float32"),
+])
+def test_bad_input_files_are_one_line_errors(tmp_path, capsys, kind, message):
+    path = _bad_inputs(tmp_path, kind)
+    assert main(["run", str(FACE), "--inputs", str(path), *QUIET]) == 1
+    err = capsys.readouterr().err
+    assert err == f"nnscope: error: {path}: {message}\n"
+
+
+def test_not_an_array_file_is_one_line_error(tmp_path, capsys):
+    path = tmp_path / "x.npz"
+    path.write_text("not arrays")
+    assert main(["run", str(FACE), "--inputs", str(path), *QUIET]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"nnscope: error: {path}: not an .npz or .npy file") and err.count("\n") == 1
+
+
+def test_operator_without_nnapi_form_exits_1_naming_it(tmp_path):
+    tensors = [Tensor((4,), F32) for _ in range(5)]
+    ops = [(BUILTIN.RELU, [0], [1], 0, None), (BUILTIN.RELU6, [1], [2], 0, None),
+           (BUILTIN.LOGISTIC, [2], [3], 0, None), ("foo", [3], [4], 0, None)]
+    path = tmp_path / "m.tflite"
+    path.write_bytes(build(tensors, ops, [0], [4]))
+    done = _nnscope("run", path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"nnscope: error: {path}: operator 3 (CUSTOM 'foo') has no NNAPI form\n"
