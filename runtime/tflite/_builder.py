@@ -109,6 +109,10 @@ class GraphBuilder:
         dims = base.dimensions if dimensions is None else tuple(dimensions)
         return self._append(Operand(base.type, dims, base.scale, base.zero_point))
 
+    def float_temporary(self, dimensions: tuple[int, ...]) -> int:
+        """A new float32 temporary (a requantisation goes through one)."""
+        return self._append(Operand(_T.TENSOR_FLOAT32, tuple(dimensions)))
+
     def fold(self, tensor_index: int, array: np.ndarray, keep_type: bool = False) -> None:
         """Make ``tensor_index`` a constant (it must not have an operand yet): float32, or of
         the tensor's own type and quantisation with ``keep_type``."""

@@ -10,6 +10,7 @@
   TRANSPOSE for ``adj_x`` and a RESHAPE back to the batched shape.
 - DENSIFY: the sparse constant is densified by the reader; its output is a folded constant.
 - SHAPE of a fully known shape: a folded INT32 constant.
+- QUANTIZE of a quantized input (a requantisation): DEQUANTIZE to float32, then QUANTIZE.
 
 Example:
     >>> sorted(LOWERED_CONVERTERS)[:3]
@@ -204,6 +205,17 @@ def _zero_bias(b: GraphBuilder, x: int, w: int, units: int) -> int:
     return b.constant(np.zeros(units), _T.TENSOR_INT32, x_operand.scale * w_operand.scale)
 
 
+def _quantize(b: GraphBuilder, op: TfliteOperator) -> None:
+    """QUANTIZE of a float input; a requantisation (int8/uint8 in) through float32."""
+    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    if b.operands[x].type in _FLOATS:
+        b.add(Op.QUANTIZE, [x], [out])
+        return
+    real = b.float_temporary(b.operands[x].dimensions)
+    b.add(Op.DEQUANTIZE, [x], [real])
+    b.add(Op.QUANTIZE, [real], [out])
+
+
 def _densify(b: GraphBuilder, op: TfliteOperator) -> None:
     value = _constant(b, op, 0, "input")
     b.fold(op.outputs[0], value.reshape(_shape(b, op.outputs[0])), keep_type=True)
@@ -221,5 +233,5 @@ LOWERED_CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = 
     "LEAKY_RELU": _leaky_relu, "SQUARED_DIFFERENCE": _squared_difference, "SQUARE": _square,
     "SPLIT_V": _split_v, "PACK": _pack, "UNPACK": _unpack, "MIRROR_PAD": _mirror_pad,
     "REVERSE_V2": _reverse, "BATCH_MATMUL": _batch_matmul, "DENSIFY": _densify,
-    "SHAPE": _shape_op,
+    "SHAPE": _shape_op, "QUANTIZE": _quantize,
 }

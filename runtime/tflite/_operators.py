@@ -210,7 +210,6 @@ def _l2_normalization(b: GraphBuilder, op: TfliteOperator) -> None:
 #: TFLite builtin operator name -> converter(builder, operator).
 CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     **TENSOR_CONVERTERS,  # comparisons, maths, reductions, slicing (_tensor_operators)
-    **LOWERED_CONVERTERS,  # several NNAPI operations each (_lowered_operators)
     "ADD": _binary(Op.ADD), "MUL": _binary(Op.MUL), "SUB": _binary(Op.SUB),
     "DIV": _binary(Op.DIV),
     "AVERAGE_POOL_2D": _pool(Op.AVERAGE_POOL_2D), "MAX_POOL_2D": _pool(Op.MAX_POOL_2D),
@@ -221,8 +220,9 @@ CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     "SOFTMAX": _softmax, "MEAN": _mean,
     "RELU": _unary(Op.RELU), "RELU6": _unary(Op.RELU6), "RELU_N1_TO_1": _unary(Op.RELU1),
     "LOGISTIC": _unary(Op.LOGISTIC), "TANH": _unary(Op.TANH),
-    "HARD_SWISH": _unary(Op.HARD_SWISH), "QUANTIZE": _unary(Op.QUANTIZE),
+    "HARD_SWISH": _unary(Op.HARD_SWISH),
     "RESIZE_BILINEAR": _resize(Op.RESIZE_BILINEAR),
     "RESIZE_NEAREST_NEIGHBOR": _resize(Op.RESIZE_NEAREST_NEIGHBOR),
     "TRANSPOSE_CONV": _transpose_conv, "L2_NORMALIZATION": _l2_normalization,
+    **LOWERED_CONVERTERS,  # several NNAPI operations each (_lowered_operators)
 }

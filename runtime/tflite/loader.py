@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 
 from runtime.hal.types import HalModel
+from runtime.ops import registry
+from runtime.ops.registry import OpValidationError
 from runtime.tflite._builder import GraphBuilder
 from runtime.tflite._operators import CONVERTERS, UnsupportedOperator
 from runtime.tflite._reader import TfliteGraph, read_graph
@@ -55,13 +57,28 @@ def convert_tflite(data: bytes, label: str = "<bytes>") -> tuple[HalModel, list[
         if operator.name not in CONVERTERS:
             problems.append(f"operator {index} ({operator.label}) has no NNAPI form")
             continue
+        first = len(builder.operations)
         try:
             CONVERTERS[operator.name](builder, operator)
+            _validate(builder, first)
         except UnsupportedOperator as error:
             problems.append(f"operator {index} ({operator.label}): {error} has no NNAPI form")
     if problems:
         raise UnsupportedOperator(f"{label}: {_first(problems)}")
     return builder.finish(), _names(graph, graph.inputs), _names(graph, graph.outputs)
+
+
+def _validate(builder: GraphBuilder, first: int) -> None:
+    """Check the NNAPI operations just emitted against their signatures, so a type or rank
+    NNAPI does not take is reported against the TFLite operator that produced it."""
+    for operation in builder.operations[first:]:
+        record = registry.get(operation.type)
+        inputs = [builder.operands[i] for i in operation.inputs]
+        outputs = [builder.operands[i] for i in operation.outputs]
+        try:
+            record.validate(inputs, outputs)
+        except (OpValidationError, ValueError) as error:
+            raise UnsupportedOperator(f"NNAPI {operation.type.name} ({error})") from None
 
 
 def _first(problems: list[str]) -> str:

@@ -9,7 +9,7 @@ from runtime.hal.types import OperationType, ResultCode
 from runtime.tflite import convert_tflite
 from runtime.tflite._builder import UnsupportedOperator
 from runtime.tflite._sparsity import SparseLevel, Sparsity, densify
-from tests.runtime.tflite.litert_helpers import (F32, I8, I32, Tensor, build, litert_run,
+from tests.runtime.tflite.litert_helpers import (F32, I8, I16, I32, Tensor, build, litert_run,
                                                  nnscope_run)
 from tests.runtime.tflite.test_tflite_loader import BUILTIN, OPTIONS, _options
 
@@ -172,3 +172,13 @@ def test_shape_folds_into_a_constant():
     (actual,) = nnscope_run(data, [x, y])
     (expected,) = litert_run(data, [x, y])
     np.testing.assert_array_equal(actual, expected)
+
+
+def test_a_type_nnapi_does_not_take_is_named_against_the_tflite_operator():
+    q16 = dict(scale=0.1, zero_point=0)
+    tensors = [Tensor((4,), F32), Tensor((4,), F32), Tensor((4,), I16, **q16),
+               Tensor((4,), I16, **q16)]
+    ops = [(BUILTIN.RELU, [0], [1], 0, None), (BUILTIN.RELU, [2], [3], 0, None)]
+    with pytest.raises(UnsupportedOperator, match=r"^m.tflite: operator 1 \(RELU\): NNAPI RELU "
+                       r"\(input 0: expected .*got TENSOR_QUANT16_SYMM\) has no NNAPI form$"):
+        convert_tflite(build(tensors, ops, [0, 2], [1, 3]), "m.tflite")

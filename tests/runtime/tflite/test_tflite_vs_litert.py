@@ -124,6 +124,10 @@ def _case_table():
                          _options("LocalResponseNormalizationOptions", Radius=1, Bias=1.0,
                                   Alpha=0.5, Beta=0.75))
     c["quantize_i8"] = unary(BUILTIN.QUANTIZE, f32(X4.shape), i8(X4.shape, 0.02, -5), X4)
+    c["requantize_u8_to_i8"] = unary(BUILTIN.QUANTIZE, u8(U4.shape, 0.05, 128),
+                                     i8(U4.shape, 0.05, 0), U4)
+    c["requantize_i8_rescale"] = unary(BUILTIN.QUANTIZE, i8(Q4.shape, 0.05, 3),
+                                       i8(Q4.shape, 0.07, -9), Q4)
     c["dequantize_u8"] = unary(BUILTIN.DEQUANTIZE, u8(U4.shape, 0.1, 120), f32(U4.shape), U4)
     c.update(_layer_cases())
     return c
