@@ -28,7 +28,7 @@ import numpy as np
 
 import vlog
 from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType, Operation,
-                               is_scalar, numpy_dtype)
+                               OperationType, is_scalar, numpy_dtype)
 from runtime.ops import control_flow, registry
 from runtime.ops.budget import BudgetExceeded, OutputTooSmall, charge, configured_budget, element_count
 from runtime.ops.prepare import PREPARES
@@ -122,6 +122,9 @@ class CpuExecutor:
         self._outputs = graph.output_indexes
         self._declared = tuple(graph.operands[i].dimensions for i in graph.output_indexes)
         self.steps = tuple(self._plan(graph))
+        # plans that follow from the input shapes alone are checked once per input signature
+        self._static_plans = plans_follow_input_shapes(graph)
+        self._checked_key = None  # the input signature whose plans all passed
         if subgraph is None and model.referenced:
             self._build_family(model)
 
@@ -246,8 +249,18 @@ class CpuExecutor:
             with control_flow.running(control_flow.RunState(_loop_timeout(loop_timeout_ns))):
                 self._run_steps(values, capacities)
         else:
-            self._run_steps(values, capacities)
+            key = self._signature(values, capacities)
+            self._run_steps(values, capacities, key is not None and key == self._checked_key)
+            self._checked_key = key
         return self._collect(values)
+
+    def _signature(self, values: list, capacities: Sequence[int | None] | None) -> tuple | None:
+        """What every step's plan and check depend on (input shapes and scalars, output
+        capacities), or None when a plan may depend on computed values."""
+        if not self._static_plans:
+            return None
+        inputs = tuple(v.shape if type(v) is np.ndarray else v for v in map(values.__getitem__, self._inputs))
+        return inputs, None if capacities is None else tuple(capacities)
 
     def _run_subgraph(self, index: int, inputs: list) -> list:
         """Run referenced subgraph ``index`` (an IF branch, a WHILE condition or body) on
@@ -261,14 +274,16 @@ class CpuExecutor:
             executor._run_steps_observed(values, state.recorder or _NO_RECORDER, state.logging, None)
         return executor._collect(values)
 
-    def _run_steps(self, values: list, capacities: Sequence[int | None] | None) -> None:
+    def _run_steps(self, values: list, capacities: Sequence[int | None] | None,
+                   checked: bool = False) -> None:
+        """Run every step on ``values``; ``checked``: the plans of these inputs passed before."""
         hook = self.forTest_step_hook
         step = None
         try:
             for step in self.steps:
                 ctx = _new_context(OpContext, (step.operation, [values[i] for i in step.inputs],
                                                 step.input_operands, step.output_operands))
-                if step.prepare is not None:
+                if step.prepare is not None and not checked:
                     plan = step.prepare(ctx)
                     if plan is not None:
                         self.check(step, plan, capacities)
@@ -299,13 +314,16 @@ class CpuExecutor:
                 with control_flow.running(state):
                     self._run_steps_observed(values, recorder, logging, capacities)
             else:
-                self._run_steps_observed(values, recorder, logging, capacities)
+                key = self._signature(values, capacities)
+                self._run_steps_observed(values, recorder, logging, capacities,
+                                         key is not None and key == self._checked_key)
+                self._checked_key = key
             return self._collect(values)
         finally:
             append(now())
 
     def _run_steps_observed(self, values: list, recorder: tuple, logging: bool,
-                            capacities: Sequence[int | None] | None) -> None:
+                            capacities: Sequence[int | None] | None, checked: bool = False) -> None:
         append, extend, now = recorder
         for step in self.steps:
             args = [values[i] for i in step.inputs]
@@ -313,7 +331,7 @@ class CpuExecutor:
                 _log_step(step, args)
             ctx = _new_context(OpContext, (step.operation, args, step.input_operands,
                                             step.output_operands))
-            if step.prepare is not None:
+            if step.prepare is not None and not checked:
                 try:
                     plan = step.prepare(ctx)
                     if plan is not None:
@@ -336,6 +354,28 @@ class CpuExecutor:
                          step.index, step.operation.type.name, [_shape(r) for r in results])
             for operand_index in step.frees:
                 values[operand_index] = None
+
+
+#: Operations whose output shapes follow from input values, not shapes.
+_DATA_SHAPED = frozenset({OperationType.BOX_WITH_NMS_LIMIT, OperationType.GENERATE_PROPOSALS,
+                          *control_flow.TYPES})
+
+
+def plans_follow_input_shapes(graph) -> bool:
+    """True when every operation's output shapes and scratch follow from the shapes (and scalar
+    values) of the graph's inputs: no data-shaped operation, and no computed or input
+    TENSOR_INT32 (shapes, paddings, ...) and no computed scalar feeding an operation."""
+    inputs = set(graph.input_indexes)
+    for operation in graph.operations:
+        if operation.type in _DATA_SHAPED:
+            return False
+        for index in operation.inputs:
+            operand = graph.operands[index]
+            if operand.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE, L.NO_VALUE):
+                continue
+            if operand.type == OperandType.TENSOR_INT32 or (is_scalar(operand.type) and index not in inputs):
+                return False
+    return True
 
 
 def _loop_timeout(loop_timeout_ns: int | None) -> int:
