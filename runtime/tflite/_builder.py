@@ -109,6 +109,10 @@ class GraphBuilder:
         dims = base.dimensions if dimensions is None else tuple(dimensions)
         return self._append(Operand(base.type, dims, base.scale, base.zero_point))
 
+    def omitted(self, op_type: OperandType) -> int:
+        """An omitted optional input (NO_VALUE), e.g. an LSTM's absent peephole weights."""
+        return self._append(Operand(op_type, (), lifetime=OperandLifetime.NO_VALUE))
+
     def float_temporary(self, dimensions: tuple[int, ...]) -> int:
         """A new float32 temporary (a requantisation goes through one)."""
         return self._append(Operand(_T.TENSOR_FLOAT32, tuple(dimensions)))

@@ -20,6 +20,7 @@ from runtime.hal.types import FuseCode, OperandType, OperationType as Op
 from runtime.tflite._builder import GraphBuilder, UnsupportedOperator
 from runtime.tflite._reader import TfliteOperator
 from runtime.tflite._lowered_operators import LOWERED_CONVERTERS
+from runtime.tflite._recurrent_operators import RECURRENT_CONVERTERS
 from runtime.tflite._tensor_operators import TENSOR_CONVERTERS
 
 _PADDING = {0: 1, 1: 2}  # tflite.Padding SAME/VALID -> NNAPI PaddingCode SAME/VALID
@@ -225,4 +226,5 @@ CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     "RESIZE_NEAREST_NEIGHBOR": _resize(Op.RESIZE_NEAREST_NEIGHBOR),
     "TRANSPOSE_CONV": _transpose_conv, "L2_NORMALIZATION": _l2_normalization,
     **LOWERED_CONVERTERS,  # several NNAPI operations each (_lowered_operators)
+    **RECURRENT_CONVERTERS,  # RNN, SVDF, LSTM families (_recurrent_operators)
 }

@@ -30,6 +30,7 @@ class Tensor:
     zero_point: object = 0
     axis: int = 0                 # quantized dimension
     sparsity: object = None       # (traversal_order, block_map, [level, ...]) - see _sparsity
+    variable: bool = False        # a TFLite variable tensor (a recurrent cell's state)
 
 
 def build(tensors, operators, inputs, outputs) -> bytes:
@@ -63,6 +64,8 @@ def _tensor(builder, index, tensor: Tensor, buffer_index):
         T.AddQuantization(builder, quant)
     if sparsity is not None:
         T.AddSparsity(builder, sparsity)
+    if tensor.variable:
+        T.AddIsVariable(builder, True)
     return T.End(builder)
 
 
