@@ -135,6 +135,31 @@ class GraphBuilder:
         tensor = self.graph.tensors[tensor_index]
         return tensor.array() if tensor.data is not None else None
 
+    def dequantized(self, tensor_index: int) -> np.ndarray:
+        """The float32 value of a constant: ``(q - zero_point) * scale``, per channel too."""
+        tensor, values = self.graph.tensors[tensor_index], self.value(tensor_index)
+        values = values.astype(np.float32)
+        if not tensor.scales:
+            return values
+        shape = [1] * values.ndim
+        if len(tensor.scales) > 1:
+            shape[tensor.quantized_dimension] = -1
+        zero_points = np.array(tensor.zero_points or [0], np.float32).reshape(shape)
+        return (values - zero_points) * np.array(tensor.scales, np.float32).reshape(shape)
+
+    def fold_hybrid_weights(self, inputs) -> None:
+        """A hybrid operator (a float32 activation, int8/uint8 constant weights) reads its
+        weights as float32 constants, as the NNAPI delegate dequantizes them."""
+        tensors = self.graph.tensors
+        if not any(i >= 0 and tensors[i].type_name == "FLOAT32" and not self.is_constant(i)
+                   for i in inputs):
+            return
+        for i in inputs:
+            if i >= 0 and tensors[i].type_name in ("INT8", "UINT8") and tensors[i].scales and \
+                    i not in self._by_tensor and i not in self._folded and \
+                    self.value(i) is not None:
+                self._folded[i] = (self.dequantized(i), False)
+
     def constant_like(self, tensor_index: int, array: np.ndarray) -> int:
         """A constant with the type and quantisation of TFLite tensor ``tensor_index``."""
         tensor = self.graph.tensors[tensor_index]

@@ -131,18 +131,10 @@ def _pad(b: GraphBuilder, op: TfliteOperator) -> None:
 
 
 def _dequantize(b: GraphBuilder, op: TfliteOperator) -> None:
-    source, constant = b.graph.tensors[op.inputs[0]], b.value(op.inputs[0])
-    if constant is None or op.outputs[0] in b.graph.outputs:
+    if b.value(op.inputs[0]) is None or op.outputs[0] in b.graph.outputs:
         b.add(Op.DEQUANTIZE, [b.tensor(op.inputs[0])], [b.tensor(op.outputs[0])])
         return
-    values = constant.astype(np.float32)
-    if source.scales:
-        shape = [1] * values.ndim
-        if len(source.scales) > 1:
-            shape[source.quantized_dimension] = -1
-        zero_points = np.array(source.zero_points or [0], np.float32).reshape(shape)
-        values = (values - zero_points) * np.array(source.scales, np.float32).reshape(shape)
-    b.fold(op.outputs[0], values)
+    b.fold(op.outputs[0], b.dequantized(op.inputs[0]))
 
 
 def _fully_connected(b: GraphBuilder, op: TfliteOperator) -> None:

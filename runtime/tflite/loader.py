@@ -1,6 +1,7 @@
 """``load_tflite``: a .tflite flatbuffer model as a HalModel plus its input/output names.
 
-Operators are converted in file order (TFLite stores them topologically sorted). Every
+Operators are converted in file order (TFLite stores them topologically sorted); a hybrid
+operator's int8/uint8 constant weights are dequantized to float32 first. Every
 operator without an NNAPI form is collected first, so the one-line error names them all
 (``m.tflite: operator 3 (CUSTOM 'foo') has no NNAPI form``); ``supported_operators()`` lists
 the builtins that have one.
@@ -59,6 +60,7 @@ def convert_tflite(data: bytes, label: str = "<bytes>") -> tuple[HalModel, list[
             continue
         first = len(builder.operations)
         try:
+            builder.fold_hybrid_weights(operator.inputs)
             CONVERTERS[operator.name](builder, operator)
             _validate(builder, first)
         except UnsupportedOperator as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from runtime.tflite import convert_tflite
 from tests.runtime.tflite.litert_helpers import (BOOL, F32, I32, I8, U8, Tensor, build,
                                                  litert_run, nnscope_run)
 from tests.runtime.tflite.test_tflite_loader import BUILTIN, OPTIONS, _options
@@ -241,3 +242,54 @@ def test_operator_matches_litert(name):
             assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
         else:
             np.testing.assert_array_equal(got, want)
+
+
+def _hybrid_case(kind):
+    x = RNG.standard_normal((1, 4, 4, 4)).astype(np.float32)
+    if kind == "fully_connected":
+        w = RNG.integers(-127, 128, (5, 64)).astype(np.int8)
+        tensors = [f32((1, 64)), i8(w.shape, 0.02, 0, w), f32((5,), [0.1, 0, -0.2, 0.3, 1]),
+                   f32((1, 5))]
+        op = (BUILTIN.FULLY_CONNECTED, [0, 1, 2], [3], OPTIONS.FullyConnectedOptions,
+              _options("FullyConnectedOptions", FusedActivationFunction=0))
+        return tensors, [op], [0], [3], [x.reshape(1, 64)]
+    w = RNG.integers(-127, 128, (3, 3, 3, 4)).astype(np.int8)
+    tensors = [f32(x.shape), i8(w.shape, [0.01, 0.02, 0.03], 0, w), f32((3,), [0.5, 0, -1]),
+               f32((1, 4, 4, 3))]
+    op = (BUILTIN.CONV_2D, [0, 1, 2], [3], OPTIONS.Conv2DOptions,
+          _options("Conv2DOptions", Padding=0, StrideW=1, StrideH=1, FusedActivationFunction=0,
+                   DilationWFactor=1, DilationHFactor=1))
+    return tensors, [op], [0], [3], [x]
+
+
+@pytest.mark.parametrize("kind", ["fully_connected", "conv_2d_per_channel"])
+def test_hybrid_weights_are_dequantized(kind):
+    """Float activations with int8 weights: nnscope computes in float32 with dequantized weights
+    (as the NNAPI delegate does); LiteRT's hybrid kernel quantizes the activations to int8 too,
+    so they agree to about one activation quantum (1/127 of the input range) per tap."""
+    tensors, operators, inputs, outputs, feeds = _hybrid_case(kind)
+    data = build(tensors, operators, inputs, outputs)
+    model, *_ = convert_tflite(data)
+    weights = model.main.operands[model.main.operations[0].inputs[1]]
+    assert weights.type.name == "TENSOR_FLOAT32"
+    (expected,) = litert_run(data, feeds)
+    (actual,) = nnscope_run(data, feeds)
+    w = tensors[1]
+    scales = np.asarray(w.scale, np.float32).reshape(-1, *([1] * (w.data.ndim - 1)))
+    reference = _float_reference(kind, feeds[0], w.data.astype(np.float32) * scales, tensors[2].data)
+    np.testing.assert_allclose(actual, reference, rtol=1e-4, atol=1e-4)
+    scale = float(np.abs(expected).max())
+    np.testing.assert_allclose(actual, expected, atol=0.02 * scale)
+
+
+def _float_reference(kind, x, w, bias):
+    bias = np.asarray(bias, np.float32)
+    if kind == "fully_connected":
+        return x @ w.T + bias
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = np.zeros((1, 4, 4, 3), np.float32)
+    for i in range(4):
+        for j in range(4):
+            patch = padded[0, i:i + 3, j:j + 3, :]
+            out[0, i, j] = np.tensordot(w, patch, axes=([1, 2, 3], [0, 1, 2])) + bias
+    return out
