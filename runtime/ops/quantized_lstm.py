@@ -7,7 +7,9 @@ input-to-{input, forget, cell, output} weights [units, input_size] and recurrent
 (scale = weights scale / 128, zero point 0); previous cell state [batch, units] (QUANT16_SYMM,
 scale 2**-11, zero point 0); previous output [batch, units] (like the input). Outputs: cell
 state and output, shaped and quantized like the previous ones. Gates are computed in Q3.12, the
-cell state in Q4.11 and the output as 128 + round(o * tanh(c) * 128).
+cell state in Q4.11 and the output as 128 + round(o * tanh(c) * 128). As in AOSP (whose results
+the CTS vectors hold), each gate is one matmul of the concatenation [input, previous output] with
+the row [recurrent weights | input weights], matched column by column.
 
 QUANTIZED_LSTM: 32 inputs (input, 8 int8 weights, 3 int16 peepholes, 4 int32 biases, projection
 weights and bias, previous output and cell state, 4 int16 layer-norm weights, cell and projection
@@ -17,7 +19,7 @@ See ``_qlstm_cell`` for the arithmetic.
 
 Example:
     >>> import numpy as np
-    >>> x = np.full((1, 1), 128, np.uint8)           # real 0: only the biases drive the gates
+    >>> x = np.full((1, 1), 128, np.uint8)           # all real values 0: every gate sees 0
     >>> w = [np.full((1, 1), 100, np.uint8)] * 4
     >>> r = [np.full((1, 1), 100, np.uint8)] * 4
     >>> b = [np.zeros(1, np.int32)] * 4
@@ -128,7 +130,7 @@ def quantized_16bit_lstm_step(x, input_weights, recurrent_weights, biases, cell,
 
 def _execute_16bit(ctx: OpContext) -> list:
     args = ctx.inputs
-    for index in (*range(13), 13, 14):
+    for index in range(15):
         c.expect(present(args[index]), f"input {index} is required")
     _check_16bit_shapes(args)
     weights = ctx.input_operands[1]
