@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -15,3 +17,19 @@ def write_results(name: str, results: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results))
+
+
+def reusable_execution(compilation, inputs: list) -> tuple:
+    """(execution, output buffers): a reusable Execution of the finished ``compilation`` with
+    ``inputs`` bound and a float32 buffer per model output."""
+    from runtime import Execution  # noqa: PLC0415 - after the benchmark's BLAS settings
+
+    graph = compilation.model.to_hal().main
+    outputs = [np.zeros(graph.operands[i].dimensions, np.float32) for i in graph.output_indexes]
+    execution = Execution(compilation)
+    for index, value in enumerate(inputs):
+        execution.set_input(index, value)
+    for index, buffer in enumerate(outputs):
+        execution.set_output(index, buffer)
+    execution.set_reusable(True)  # computed again and again on purpose
+    return execution, outputs

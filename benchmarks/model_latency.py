@@ -44,7 +44,7 @@ from runtime.manager import cpu_device  # noqa: E402
 from runtime.tflite import load_tflite  # noqa: E402
 from tracing.naming import Layer, Phase, parse_name  # noqa: E402
 
-from _common import write_results  # noqa: E402
+from _common import reusable_execution, write_results  # noqa: E402
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "data" / "models"
 FACE = MODELS / "face_detection_short_range.tflite"
@@ -57,15 +57,7 @@ def nnscope_execution(model: Model, inputs: list[np.ndarray]) -> tuple[Execution
     """A reusable execution of ``model`` on nnapi-reference with ``inputs`` bound."""
     compilation = Compilation.for_devices(model, [cpu_device()])
     compilation.finish()
-    graph = model.to_hal().main
-    outputs = [np.zeros(graph.operands[i].dimensions, np.float32) for i in graph.output_indexes]
-    execution = Execution(compilation)
-    for index, value in enumerate(inputs):
-        execution.set_input(index, value)
-    for index, buffer in enumerate(outputs):
-        execution.set_output(index, buffer)
-    execution.set_reusable(True)
-    return execution, outputs
+    return reusable_execution(compilation, inputs)
 
 
 def litert_interpreter(path: Path, inputs: list[np.ndarray]):

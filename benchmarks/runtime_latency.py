@@ -39,7 +39,7 @@ from runtime.drivers.ipc import bench
 from runtime.manager import cpu_device
 from runtime.builtin_models import mobilenet, sample_input, tiny_add
 
-from _common import write_results
+from _common import reusable_execution, write_results
 
 TARGETS = {"inproc_us": 30.0, "traced_overhead_pct": 20.0, "driver_us": 150.0,
            "driver_vs_raw": 3.0}
@@ -56,14 +56,7 @@ def _prepared_execution(model, device=None):
         compilation = Compilation.for_devices(model, [device or cpu_device()])
     compilation.finish()
     inputs = sample_input(model)
-    graph = model.to_hal().main
-    outputs = [np.zeros(graph.operands[i].dimensions, np.float32) for i in graph.output_indexes]
-    execution = Execution(compilation)
-    for index, value in enumerate(inputs):
-        execution.set_input(index, value)
-    for index, buffer in enumerate(outputs):
-        execution.set_output(index, buffer)
-    execution.set_reusable(True)  # computed again and again on purpose
+    execution, outputs = reusable_execution(compilation, inputs)
     return compilation, execution, inputs, outputs
 
 
