@@ -274,7 +274,10 @@ class Operand:
     channel_quant: ChannelQuant | None = None
 
     def element_count(self) -> int | None:
-        """Number of elements, or None when a dimension is unknown (0)."""
+        """Number of elements, or None when a dimension is unknown (0) or, for a tensor, the rank
+        (no dimensions: NNAPI's unknown rank)."""
+        if not self.dimensions and self.type not in SCALAR_TYPES:
+            return None
         count = 1
         for dim in self.dimensions:
             if dim == 0:
