@@ -10,6 +10,7 @@
   TRANSPOSE for ``adj_x`` and a RESHAPE back to the batched shape.
 - DENSIFY: the sparse constant is densified by the reader; its output is a folded constant.
 - SHAPE of a fully known shape: a folded INT32 constant.
+- STRIDED_SLICE with ellipsis / new-axis masks: one entry per dimension, then a RESHAPE.
 - QUANTIZE of a quantized input (a requantisation): DEQUANTIZE to float32, then QUANTIZE.
 
 Example:
@@ -216,6 +217,66 @@ def _quantize(b: GraphBuilder, op: TfliteOperator) -> None:
     b.add(Op.QUANTIZE, [real], [out])
 
 
+def _strided_slice(b: GraphBuilder, op: TfliteOperator) -> None:
+    """NNAPI STRIDED_SLICE; an ellipsis or new-axis mask (constant begin/end/strides) is first
+    rewritten to one entry per input dimension, new axes then added by a RESHAPE."""
+    o = op.options
+    masks = [int(o.BeginMask()), int(o.EndMask()), int(o.ShrinkAxisMask())] if o else [0, 0, 0]
+    ellipsis, new_axis = (int(o.EllipsisMask()), int(o.NewAxisMask())) if o else (0, 0)
+    if o is not None and getattr(o, "Offset", lambda: False)():
+        raise UnsupportedOperator("STRIDED_SLICE with offset=true")
+    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    if not ellipsis and not new_axis:
+        inputs = [x] + [b.tensor(i) for i in op.inputs[1:4]] + [b.scalar(m) for m in masks]
+        b.add(Op.STRIDED_SLICE, inputs, [out])
+        return
+    spec = [_constant(b, op, k, "begin/end/strides").reshape(-1) for k in (1, 2, 3)]
+    rank = len(_shape(b, op.inputs[0]))
+    begin, end, strides, masks = _canonical_slice(spec, masks, ellipsis, new_axis, rank)
+    sliced_shape = _sliced_shape(_shape(b, op.inputs[0]), begin, end, strides, masks)
+    target = out if sliced_shape == _shape(b, op.outputs[0]) else b.temporary(x, sliced_shape)
+    inputs = [x, _int32(b, begin), _int32(b, end), _int32(b, strides)] + \
+        [b.scalar(m) for m in masks]
+    b.add(Op.STRIDED_SLICE, inputs, [target])
+    if target != out:
+        b.add(Op.RESHAPE, [target, _int32(b, _shape(b, op.outputs[0]))], [out])
+
+
+def _canonical_slice(spec, masks, ellipsis: int, new_axis: int, rank: int):
+    """Per input dimension (begin, end, strides, [begin, end, shrink masks])."""
+    begin, end, strides = [0] * rank, [0] * rank, [1] * rank
+    out_masks, full = [0, 0, 0], [True] * rank
+    dim, count = 0, len(spec[0])
+    for k in range(count):
+        if ellipsis >> k & 1:
+            real_after = sum(1 for j in range(k + 1, count) if not new_axis >> j & 1)
+            dim = rank - real_after  # the ellipsis spans the dimensions up to here
+            continue
+        if new_axis >> k & 1:
+            continue
+        if dim >= rank:
+            raise UnsupportedOperator("STRIDED_SLICE with more entries than dimensions")
+        begin[dim], end[dim], strides[dim] = int(spec[0][k]), int(spec[1][k]), int(spec[2][k])
+        full[dim] = False
+        for m in range(3):
+            out_masks[m] |= (masks[m] >> k & 1) << dim
+        dim += 1
+    for d in range(rank):
+        if full[d]:
+            out_masks[0] |= 1 << d
+            out_masks[1] |= 1 << d
+    return begin, end, strides, out_masks
+
+
+def _sliced_shape(shape, begin, end, strides, masks) -> tuple[int, ...]:
+    index = []
+    for d in range(len(shape)):
+        start = None if masks[0] >> d & 1 else begin[d]
+        stop = None if masks[1] >> d & 1 else end[d]
+        index.append(begin[d] if masks[2] >> d & 1 else slice(start, stop, strides[d]))
+    return tuple(np.broadcast_to(np.float32(0), shape)[tuple(index)].shape)
+
+
 def _densify(b: GraphBuilder, op: TfliteOperator) -> None:
     value = _constant(b, op, 0, "input")
     b.fold(op.outputs[0], value.reshape(_shape(b, op.outputs[0])), keep_type=True)
@@ -233,5 +294,5 @@ LOWERED_CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = 
     "LEAKY_RELU": _leaky_relu, "SQUARED_DIFFERENCE": _squared_difference, "SQUARE": _square,
     "SPLIT_V": _split_v, "PACK": _pack, "UNPACK": _unpack, "MIRROR_PAD": _mirror_pad,
     "REVERSE_V2": _reverse, "BATCH_MATMUL": _batch_matmul, "DENSIFY": _densify,
-    "SHAPE": _shape_op, "QUANTIZE": _quantize,
+    "SHAPE": _shape_op, "QUANTIZE": _quantize, "STRIDED_SLICE": _strided_slice,
 }

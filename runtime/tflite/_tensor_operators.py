@@ -4,8 +4,7 @@ slicing/rearranging builtins (merged into ``_operators.CONVERTERS``).
 Most map one to one. TFLite passes some parameters as constant tensors where NNAPI wants
 scalars (ARG_MAX's axis, EXPAND_DIMS's axis, TOPK_V2's k, SPLIT's axis, PADV2's value, FILL's
 value): a non-constant one is an :class:`~runtime.tflite._builder.UnsupportedOperator`, as are
-options NNAPI cannot express (STRIDED_SLICE ellipsis/new-axis masks, GATHER batch_dims,
-BATCH_TO_SPACE_ND crops, float16 scalars).
+options NNAPI cannot express (GATHER batch_dims, BATCH_TO_SPACE_ND crops, float16 scalars).
 
 Example:
     >>> sorted(TENSOR_CONVERTERS)[:3]
@@ -72,15 +71,6 @@ def _axis_scalar(nnapi_type: Op) -> Callable:
         inputs = [b.tensor(op.inputs[0]), b.scalar(value)]
         b.add(nnapi_type, inputs, [b.tensor(o) for o in op.outputs])
     return convert
-
-
-def _strided_slice(b: GraphBuilder, op: TfliteOperator) -> None:
-    o = op.options
-    masks = (o.BeginMask(), o.EndMask(), o.ShrinkAxisMask()) if o is not None else (0, 0, 0)
-    if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
-        raise _unsupported("STRIDED_SLICE with an ellipsis or new-axis mask")
-    inputs = [b.tensor(i) for i in op.inputs[:4]] + [b.scalar(int(m)) for m in masks]
-    b.add(Op.STRIDED_SLICE, inputs, [b.tensor(op.outputs[0])])
 
 
 def _gather(b: GraphBuilder, op: TfliteOperator) -> None:
@@ -186,7 +176,7 @@ TENSOR_CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     "LSH_PROJECTION": _lsh_projection,
     "ARG_MAX": _axis_scalar(Op.ARGMAX), "ARG_MIN": _axis_scalar(Op.ARGMIN),
     "TOPK_V2": _axis_scalar(Op.TOPK_V2), "EXPAND_DIMS": _axis_scalar(Op.EXPAND_DIMS),
-    "STRIDED_SLICE": _strided_slice, "GATHER": _gather, "SPLIT": _split, "SQUEEZE": _squeeze,
+    "GATHER": _gather, "SPLIT": _split, "SQUEEZE": _squeeze,
     "PADV2": _pad_v2, "BATCH_TO_SPACE_ND": _batch_to_space,
     "DEPTH_TO_SPACE": _block_size(Op.DEPTH_TO_SPACE),
     "SPACE_TO_DEPTH": _block_size(Op.SPACE_TO_DEPTH),

@@ -103,6 +103,15 @@ def _case_table():
         BUILTIN.STRIDED_SLICE, f32(X3.shape), f32((2, 2)), X3, OPTIONS.StridedSliceOptions,
         _options("StridedSliceOptions", BeginMask=1, EndMask=4, ShrinkAxisMask=2),
         extra=[i32([1, 1, 1]), i32([2, 2, 0]), i32([1, 1, 2])])
+    for name, masks, spec, shape in (
+            ("ellipsis", dict(EllipsisMask=1), ([0, 1], [0, 3], [1, 1]), (2, 3, 2)),  # x[..., 1:3]
+            ("new_axis", dict(BeginMask=1, EndMask=1, NewAxisMask=2, ShrinkAxisMask=4),
+             ([0, 0, 1], [0, 0, 2], [1, 1, 1]), (2, 1, 4)),  # x[:, None, 1]
+            ("both", dict(NewAxisMask=1, EllipsisMask=2, BeginMask=4, EndMask=4),
+             ([0, 0, 0], [0, 0, 0], [1, 1, 2]), (1, 2, 3, 2))):  # x[None, ..., ::2]
+        c[f"strided_slice_{name}_f32"] = unary(
+            BUILTIN.STRIDED_SLICE, f32(X3.shape), f32(shape), X3, OPTIONS.StridedSliceOptions,
+            _options("StridedSliceOptions", **masks), extra=[i32(v) for v in spec])
     c["gather_f32"] = unary(BUILTIN.GATHER, f32(X3.shape), f32((2, 3, 3)), X3,
                             OPTIONS.GatherOptions, _options("GatherOptions", Axis=2),
                             extra=[i32([3, 0, 3])])
