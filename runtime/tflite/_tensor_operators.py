@@ -4,7 +4,8 @@ slicing/rearranging builtins (merged into ``_operators.CONVERTERS``).
 Most map one to one. TFLite passes some parameters as constant tensors where NNAPI wants
 scalars (ARG_MAX's axis, EXPAND_DIMS's axis, TOPK_V2's k, SPLIT's axis, PADV2's value, FILL's
 value): a non-constant one is an :class:`~runtime.tflite._builder.UnsupportedOperator`, as are
-options NNAPI cannot express (GATHER batch_dims, BATCH_TO_SPACE_ND crops, float16 scalars).
+options NNAPI cannot express (GATHER batch_dims, float16 scalars); BATCH_TO_SPACE_ND's crops
+become a SLICE.
 
 Example:
     >>> sorted(TENSOR_CONVERTERS)[:3]
@@ -105,10 +106,28 @@ def _pad_v2(b: GraphBuilder, op: TfliteOperator) -> None:
 
 
 def _batch_to_space(b: GraphBuilder, op: TfliteOperator) -> None:
-    if len(op.inputs) > 2 and np.any(_constant(b, op, 2, "crops")):
-        raise _unsupported("BATCH_TO_SPACE_ND with non-zero crops")
+    """NNAPI has no crops: non-zero (constant) crops become a SLICE of the uncropped result."""
+    out = b.tensor(op.outputs[0])
+    crops = _constant(b, op, 2, "crops").reshape(-1, 2) if len(op.inputs) > 2 else None
     inputs = [b.tensor(op.inputs[0]), b.tensor(op.inputs[1])]
-    b.add(Op.BATCH_TO_SPACE_ND, inputs, [b.tensor(op.outputs[0])])
+    if crops is None or not np.any(crops):
+        b.add(Op.BATCH_TO_SPACE_ND, inputs, [out])
+        return
+    x_shape = b.graph.tensors[op.inputs[0]].shape
+    block = _constant(b, op, 1, "block shape").reshape(-1)
+    if len(x_shape) != 4 or len(block) != 2:
+        raise _unsupported("BATCH_TO_SPACE_ND with crops on other than NHWC")
+    full = (x_shape[0] // int(block.prod()), x_shape[1] * int(block[0]),
+            x_shape[2] * int(block[1]), x_shape[3])
+    uncropped = b.temporary(out, full)
+    b.add(Op.BATCH_TO_SPACE_ND, inputs, [uncropped])
+    begin = [0, int(crops[0][0]), int(crops[1][0]), 0]
+    size = list(b.graph.tensors[op.outputs[0]].shape)
+    b.add(Op.SLICE, [uncropped, _int32(b, begin), _int32(b, size)], [out])
+
+
+def _int32(b: GraphBuilder, values) -> int:
+    return b.constant(np.asarray(values, np.int32), OperandType.TENSOR_INT32)
 
 
 def _block_size(nnapi_type: Op) -> Callable:

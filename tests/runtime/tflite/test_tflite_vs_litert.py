@@ -112,6 +112,12 @@ def _case_table():
         c[f"strided_slice_{name}_f32"] = unary(
             BUILTIN.STRIDED_SLICE, f32(X3.shape), f32(shape), X3, OPTIONS.StridedSliceOptions,
             _options("StridedSliceOptions", **masks), extra=[i32(v) for v in spec])
+    batched = RNG.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    c["batch_to_space_crops_f32"] = unary(BUILTIN.BATCH_TO_SPACE_ND, f32(batched.shape),
+                                          f32((1, 5, 4, 2)), batched,
+                                          extra=[i32([2, 2]), i32([[1, 0], [0, 2]])])
+    c["space_to_batch_f32"] = unary(BUILTIN.SPACE_TO_BATCH_ND, f32(X4.shape), f32((4, 3, 2, 4)),
+                                    X4, extra=[i32([2, 2]), i32([[1, 1], [0, 0]])])
     c["gather_f32"] = unary(BUILTIN.GATHER, f32(X3.shape), f32((2, 3, 3)), X3,
                             OPTIONS.GatherOptions, _options("GatherOptions", Axis=2),
                             extra=[i32([3, 0, 3])])
