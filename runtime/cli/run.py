@@ -112,7 +112,9 @@ def _execute(compilation: Compilation, inputs, outputs) -> int:
     return time.perf_counter_ns() - start
 
 
-def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, list[int]]:
+def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, list[int], str]:
+    """Build, compile, warm up and benchmark; with ``--outputs`` also save one execution's
+    outputs (the last value names the saved keys, else "")."""
     label = Path(args.model).stem if args.model else "mobilenet_v1_0.5_224"
     with tracing.application(Phase.OVERALL, label):
         with tracing.application(Phase.PREPARATION, "build model"):
@@ -128,12 +130,18 @@ def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, l
                 _execute(compilation, inputs, outputs)
         with tracing.application(Phase.BENCHMARK, "benchmark"):
             latencies = [_execute(compilation, inputs, outputs) for _ in range(args.executions)]
-        if args.outputs:
-            with tracing.application(Phase.EXECUTION, "outputs"):
-                arrays = compute_arrays(compilation, inputs)
-            write_outputs(args.outputs, arrays)
-            args.output_names = output_names or [f"output{i}" for i in range(len(arrays))]
-    return model, compilation, latencies
+        saved = _save_outputs(args.outputs, compilation, inputs, output_names) \
+            if args.outputs else ""
+    return model, compilation, latencies, saved
+
+
+def _save_outputs(path: str, compilation: Compilation, inputs, names: list[str]) -> str:
+    """One more execution on ``inputs``, saved to ``path``; returns "output0=<name>, ..."."""
+    with tracing.application(Phase.EXECUTION, "outputs"):
+        arrays = compute_arrays(compilation, inputs)
+    write_outputs(path, arrays)
+    names = names or [f"output{i}" for i in range(len(arrays))]
+    return ", ".join(f"output{i}={name}" for i, name in enumerate(names))
 
 
 def percentiles(latencies_ns: list[int]) -> dict[str, float]:
@@ -195,7 +203,7 @@ def main(args) -> int:
     session = tracing.TraceSession()
     session.start()
     try:
-        model, compilation, latencies = _profile(args, session)
+        model, compilation, latencies, saved = _profile(args, session)
     finally:
         manager.shutdown()  # driver processes write their last spans into the session
         session.stop()
@@ -220,8 +228,7 @@ def main(args) -> int:
                   f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
                   f"mean {stats['mean_ms']:.3f} ms\n")
     if args.outputs:
-        keys = ", ".join(f"output{i}={name}" for i, name in enumerate(args.output_names))
-        out.write(f"wrote {args.outputs} ({keys})\n")
+        out.write(f"wrote {args.outputs} ({saved})\n")
     for path in written:
         out.write(f"wrote {path}\n")
     print(out.getvalue(), end="")
