@@ -1,5 +1,5 @@
-"""TFLite recurrent builtins -> NNAPI RNN, UNIDIRECTIONAL_SEQUENCE_RNN, SVDF, LSTM and
-UNIDIRECTIONAL_SEQUENCE_LSTM (float32; merged into ``_operators.CONVERTERS``).
+"""TFLite recurrent builtins -> NNAPI RNN, SVDF, LSTM and the UNIDIRECTIONAL_/BIDIRECTIONAL_
+SEQUENCE_ RNN and LSTM (float32; merged into ``_operators.CONVERTERS``).
 
 TFLite keeps a cell's state in variable tensors that persist between invocations; NNAPI takes
 the state as an input and returns the new one. A state tensor that is not a model input starts
@@ -7,7 +7,7 @@ at zero on every execution (LiteRT's first invocation), and the state outputs NN
 to temporaries. Omitted optional tensors (index -1: CIFG, no peephole, no projection, no layer
 norm) become NNAPI omitted operands. LSTM activation codes are shared (NONE, RELU, RELU6, TANH,
 SIGMOID) and pass through; RNN and SVDF take a FuseCode, so a TANH RNN has no NNAPI form.
-Hybrid or quantized cells, and the bidirectional ones, have no mapping here.
+Hybrid or quantized cells (and the 5-input quantized "basic" LSTM) have no mapping here.
 
 Example:
     >>> sorted(RECURRENT_CONVERTERS)[:2]
@@ -122,8 +122,41 @@ def _sequence_lstm(b: GraphBuilder, op: TfliteOperator) -> None:
     b.add(Op.UNIDIRECTIONAL_SEQUENCE_LSTM, inputs, [b.tensor(op.outputs[0])])
 
 
+def _bidirectional_options(op: TfliteOperator) -> tuple[bool, bool]:
+    o = op.options
+    return (bool(o.MergeOutputs()), bool(o.TimeMajor())) if o is not None else (False, True)
+
+
+def _bidirectional_rnn(b: GraphBuilder, op: TfliteOperator) -> None:
+    """Same input order as NNAPI: input, forward (1-4), backward (5-8), aux (9-11)."""
+    x = _float32_input(b, op)
+    if len(op.inputs) != 12:
+        raise UnsupportedOperator(f"BIDIRECTIONAL_SEQUENCE_RNN with {len(op.inputs)} inputs")
+    merge, time_major = _bidirectional_options(op)
+    states = {4, 8}
+    inputs = [x] + [_state(b, i) if k in states else _optional(b, i)
+                    for k, i in enumerate(op.inputs) if k > 0]
+    inputs += [b.scalar(_activation(op, _FUSE_CODES)), b.scalar(time_major), b.scalar(merge)]
+    b.add(Op.BIDIRECTIONAL_SEQUENCE_RNN, inputs, [b.tensor(o) for o in op.outputs])
+
+
+def _bidirectional_lstm(b: GraphBuilder, op: TfliteOperator) -> None:
+    """TFLite's 48 inputs are NNAPI's first 48; no layer norm (8 omitted operands)."""
+    x = _float32_input(b, op)
+    if len(op.inputs) != 48:
+        raise UnsupportedOperator(f"BIDIRECTIONAL_SEQUENCE_LSTM with {len(op.inputs)} inputs")
+    merge, time_major = _bidirectional_options(op)
+    inputs = [x] + [_state(b, i) if 35 <= k <= 38 else _optional(b, i)
+                    for k, i in enumerate(op.inputs) if k > 0]
+    inputs += _clips(b, op) + [b.scalar(merge), b.scalar(time_major)]
+    inputs += [b.omitted(_F32) for _ in range(8)]
+    b.add(Op.BIDIRECTIONAL_SEQUENCE_LSTM, inputs, [b.tensor(o) for o in op.outputs])
+
+
 #: TFLite builtin operator name -> converter(builder, operator).
 RECURRENT_CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     "RNN": _rnn, "UNIDIRECTIONAL_SEQUENCE_RNN": _sequence_rnn, "SVDF": _svdf, "LSTM": _lstm,
     "UNIDIRECTIONAL_SEQUENCE_LSTM": _sequence_lstm,
+    "BIDIRECTIONAL_SEQUENCE_RNN": _bidirectional_rnn,
+    "BIDIRECTIONAL_SEQUENCE_LSTM": _bidirectional_lstm,
 }

@@ -1,4 +1,4 @@
-"""TFLite RNN, UNIDIRECTIONAL_SEQUENCE_RNN, SVDF, LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM (with
+"""TFLite RNN, SVDF, LSTM and the unidirectional/bidirectional sequence RNN and LSTM (with
 zero-initialised variable state) compute what LiteRT computes on its first invocation."""
 from __future__ import annotations
 
@@ -104,3 +104,41 @@ def test_lstm_and_sequence_lstm(variant):
                        CellClip=0.0, ProjClip=0.0, TimeMajor=True)
     _run_both(g, (BUILTIN.UNIDIRECTIONAL_SEQUENCE_LSTM, ins,
                   OPTIONS.UnidirectionalSequenceLSTMOptions, options), (TIME, BATCH, output), x)
+
+
+def _run_outputs(graph: Graph, op, out_shapes, x):
+    outs = [graph.add(Tensor(tuple(shape))) for shape in out_shapes]
+    data = build(graph.tensors, [(op[0], op[1], outs, op[2], op[3])], [0], outs)
+    expected, actual = litert_run(data, [x]), nnscope_run(data, [x])
+    assert len(actual) == len(expected) == len(out_shapes)
+    for got, want in zip(actual, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("merge", [False, True], ids=["separate", "merged"])
+def test_bidirectional_sequence_rnn(merge):
+    g = Graph((BATCH, TIME, INPUT))
+    def cell():
+        return [g.const(UNITS, INPUT), g.const(UNITS, UNITS), g.const(UNITS), g.state(BATCH, UNITS)]
+    ins = [0, *cell(), *cell(), -1, -1, -1]
+    x = RNG.standard_normal((BATCH, TIME, INPUT)).astype(np.float32)
+    shapes = [(BATCH, TIME, 2 * UNITS)] if merge else [(BATCH, TIME, UNITS)] * 2
+    options = _options("BidirectionalSequenceRNNOptions", TimeMajor=False, MergeOutputs=merge,
+                       FusedActivationFunction=1)
+    _run_outputs(g, (BUILTIN.BIDIRECTIONAL_SEQUENCE_RNN, ins,
+                     OPTIONS.BidirectionalSequenceRNNOptions, options), shapes, x)
+
+
+@pytest.mark.parametrize("merge", [False, True], ids=["separate", "merged"])
+def test_bidirectional_sequence_lstm(merge):
+    g = Graph((TIME, BATCH, INPUT))
+    forward, _ = _lstm_inputs(g, peephole=True)
+    backward, _ = _lstm_inputs(g, cifg=True)
+    # _lstm_inputs ends with the two states; the bidirectional order puts all four at 35-38.
+    ins = [0, *forward[1:18], *backward[1:18], *forward[18:20], *backward[18:20]] + [-1] * 9
+    x = RNG.standard_normal((TIME, BATCH, INPUT)).astype(np.float32)
+    shapes = [(TIME, BATCH, 2 * UNITS)] if merge else [(TIME, BATCH, UNITS)] * 2
+    options = _options("BidirectionalSequenceLSTMOptions", FusedActivationFunction=TANH,
+                       CellClip=0.0, ProjClip=0.0, MergeOutputs=merge, TimeMajor=True)
+    _run_outputs(g, (BUILTIN.BIDIRECTIONAL_SEQUENCE_LSTM, ins,
+                     OPTIONS.BidirectionalSequenceLSTMOptions, options), shapes, x)
