@@ -146,10 +146,25 @@ def _fill(b: GraphBuilder, op: TfliteOperator) -> None:
 
 
 def _select_v2(b: GraphBuilder, op: TfliteOperator) -> None:
-    shapes = {b.graph.tensors[i].shape for i in op.inputs}
-    if len(shapes) != 1:
-        raise _unsupported("SELECT_V2 with broadcasting (NNAPI SELECT needs one shape)")
-    _direct(Op.SELECT)(b, op)
+    """NNAPI SELECT needs one shape: a smaller input is broadcast first, by LOGICAL_OR with
+    false (the condition) or ADD of a zero of its own type and quantisation (the values)."""
+    out_shape = b.graph.tensors[op.outputs[0]].shape
+    inputs = [_broadcast(b, i, out_shape) for i in op.inputs]
+    b.add(Op.SELECT, inputs, [b.tensor(op.outputs[0])])
+
+
+def _broadcast(b: GraphBuilder, tensor_index: int, shape: tuple[int, ...]) -> int:
+    x = b.tensor(tensor_index)
+    if b.graph.tensors[tensor_index].shape == tuple(shape):
+        return x
+    operand, result = b.operands[x], b.temporary(x, shape)
+    if operand.type == OperandType.TENSOR_BOOL8:
+        b.add(Op.LOGICAL_OR, [x, b.constant(np.zeros(shape, bool), operand.type)], [result])
+        return result
+    zero = np.full(shape, operand.zero_point)
+    zeros = b.constant(zero, operand.type, operand.scale, operand.zero_point)
+    b.add(Op.ADD, [x, zeros, b.scalar(0)], [result])
+    return result
 
 
 def _local_response_normalization(b: GraphBuilder, op: TfliteOperator) -> None:

@@ -118,6 +118,14 @@ def _case_table():
                                           extra=[i32([2, 2]), i32([[1, 0], [0, 2]])])
     c["space_to_batch_f32"] = unary(BUILTIN.SPACE_TO_BATCH_ND, f32(X4.shape), f32((4, 3, 2, 4)),
                                     X4, extra=[i32([2, 2]), i32([[1, 1], [0, 0]])])
+    c["select_v2_broadcast_f32"] = (
+        [Tensor((2, 1, 4), BOOL), f32((3, 1)), f32(X3.shape), f32(X3.shape)],
+        [(BUILTIN.SELECT_V2, [0, 1, 2], [3], 0, None)], [0, 1, 2], [3],
+        [X3[:, :1] > 0, np.float32([[1], [2], [3]]), X3])
+    c["select_v2_broadcast_i8"] = (
+        [Tensor((1, 4, 4, 1), BOOL), i8(Q4.shape, 0.1, 2), i8((1,), 0.1, 2, [7]),
+         i8(Q4.shape, 0.1, 2)],
+        [(BUILTIN.SELECT_V2, [0, 1, 2], [3], 0, None)], [0, 1], [3], [Q4[..., :1] > 0, Q4])
     c["gather_f32"] = unary(BUILTIN.GATHER, f32(X3.shape), f32((2, 3, 3)), X3,
                             OPTIONS.GatherOptions, _options("GatherOptions", Axis=2),
                             extra=[i32([3, 0, 3])])
