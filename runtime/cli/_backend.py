@@ -84,7 +84,8 @@ def input_keys(position: int, name: str | None) -> list[str]:
 
 def read_inputs(path: str, operands: Sequence, names: Sequence[str | None]) -> list[np.ndarray]:
     """The arrays of an .npz (keys ``input0``.. or the model's input names) or, for a model with
-    one input, an .npy; checked against the input operands' shapes and types.
+    one input, an .npy; checked against the input operands' shapes and types (float arrays are
+    converted to the input's float type, integers to its integer type when they fit).
 
     Raises:
         ValueError: a missing, unknown or ambiguous key, or a wrong shape or type.
@@ -120,12 +121,21 @@ def _load_arrays(path: str) -> dict[str, np.ndarray]:
 
 def _checked(array: np.ndarray, operand, label: str) -> np.ndarray:
     dtype, dims = numpy_dtype(operand.type), tuple(operand.dimensions)
-    if array.dtype != dtype and not (array.dtype.kind == "f" and dtype.kind == "f"):
+    if array.dtype != dtype and not (array.dtype.kind == "f" and dtype.kind == "f") and \
+            not _integers_fit(array, dtype):
         raise ValueError(f"{label}: {array.dtype} values, the model input is {dtype}")
     shape_ok = len(array.shape) == len(dims) and all(d in (0, s) for d, s in zip(dims, array.shape))
     if dims and not shape_ok:
         raise ValueError(f"{label}: shape {list(array.shape)}, the model input is {list(dims)}")
     return np.ascontiguousarray(array, dtype)
+
+
+def _integers_fit(array: np.ndarray, dtype: np.dtype) -> bool:
+    """Integers that ``dtype`` holds exactly (int64 token ids for an INT32 input)."""
+    if array.dtype.kind not in "iu" or dtype.kind not in "iu":
+        return False
+    info = np.iinfo(dtype)
+    return array.size == 0 or (int(array.min()) >= info.min and int(array.max()) <= info.max)
 
 
 def write_outputs(path: str, arrays: Sequence[np.ndarray]) -> None:

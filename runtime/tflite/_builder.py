@@ -182,7 +182,11 @@ class GraphBuilder:
         op_type = operand_type(tensor)
         scale, zero_point, channel_quant = _quant_params(tensor, op_type)
         if tensor.data is not None:
-            return self.constant(tensor.array(), op_type, scale, zero_point, channel_quant)
+            array = tensor.array()
+            if tensor.type_name == "INT64" and array.size and \
+                    (array.min() < -2**31 or array.max() >= 2**31):
+                raise UnsupportedOperator(f"INT64 constant {tensor.name!r} outside the INT32 range")
+            return self.constant(array, op_type, scale, zero_point, channel_quant)
         lifetime = (OperandLifetime.SUBGRAPH_INPUT if index in self.graph.inputs else
                     OperandLifetime.SUBGRAPH_OUTPUT if index in self.graph.outputs else
                     OperandLifetime.TEMPORARY_VARIABLE)

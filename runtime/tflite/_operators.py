@@ -138,6 +138,8 @@ def _dequantize(b: GraphBuilder, op: TfliteOperator) -> None:
 
 
 def _fully_connected(b: GraphBuilder, op: TfliteOperator) -> None:
+    if op.options is not None and op.options.WeightsFormat() != 0:
+        raise UnsupportedOperator("FULLY_CONNECTED with shuffled weights")
     units = _shape(b, op.inputs[1])[0]
     inputs = [b.tensor(op.inputs[0]), b.tensor(op.inputs[1]), _bias(b, op, units),
               b.scalar(_fuse(op))]

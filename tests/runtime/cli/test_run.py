@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from runtime.__main__ import main
+from runtime.cli._backend import read_inputs
+from runtime.hal.types import Operand, OperandType
 from tests.runtime.tflite.litert_helpers import F32, Tensor, build
 from tests.runtime.tflite.test_tflite_loader import BUILTIN
 from tests.support.paths import MODEL_FIXTURES
@@ -106,3 +108,14 @@ def test_operator_without_nnapi_form_exits_1_naming_it(tmp_path):
     done = _nnscope("run", path)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"nnscope: error: {path}: operator 3 (CUSTOM 'foo') has no NNAPI form\n"
+
+
+def test_integer_inputs_convert_only_when_they_fit(tmp_path):
+    ids = Operand(OperandType.TENSOR_INT32, (3,))
+    path = tmp_path / "ids.npz"
+    np.savez(path, ids=np.int64([0, 7, 2**31 - 1]))
+    (values,) = read_inputs(str(path), [ids], ["ids"])
+    assert values.dtype == np.int32 and values.tolist() == [0, 7, 2**31 - 1]
+    np.savez(path, ids=np.int64([0, 7, 2**31]))
+    with pytest.raises(ValueError, match="'ids': int64 values, the model input is int32"):
+        read_inputs(str(path), [ids], ["ids"])

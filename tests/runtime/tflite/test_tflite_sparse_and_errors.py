@@ -9,7 +9,7 @@ from runtime.hal.types import OperationType, ResultCode
 from runtime.tflite import convert_tflite
 from runtime.tflite._builder import UnsupportedOperator
 from runtime.tflite._sparsity import SparseLevel, Sparsity, densify
-from tests.runtime.tflite.litert_helpers import (F32, I8, I16, I32, Tensor, build, litert_run,
+from tests.runtime.tflite.litert_helpers import (F32, I8, I16, I32, I64, Tensor, build, litert_run,
                                                  nnscope_run)
 from tests.runtime.tflite.test_tflite_loader import BUILTIN, OPTIONS, _options
 
@@ -182,3 +182,10 @@ def test_a_type_nnapi_does_not_take_is_named_against_the_tflite_operator():
     with pytest.raises(UnsupportedOperator, match=r"^m.tflite: operator 1 \(RELU\): NNAPI RELU "
                        r"\(input 0: expected .*got TENSOR_QUANT16_SYMM\) has no NNAPI form$"):
         convert_tflite(build(tensors, ops, [0, 2], [1, 3]), "m.tflite")
+
+
+def test_int64_constant_beyond_int32_is_named():
+    tensors = [Tensor((2,), I64), Tensor((2,), I64, [1, 2**40]), Tensor((2,), I64)]
+    with pytest.raises(UnsupportedOperator, match=r"operator 0 \(ADD\): INT64 constant 't1' "
+                                                  "outside the INT32 range has no NNAPI form"):
+        convert_tflite(build(tensors, [(BUILTIN.ADD, [0, 1], [2], 0, None)], [0], [2]))
