@@ -1,6 +1,7 @@
 """``nnscope run MODEL --inputs x.npz --outputs y.npz``: the face detector's outputs match
-LiteRT's reference on nnapi-reference and across all devices; bad input files and operators
-with no NNAPI form are one-line errors with exit 1."""
+LiteRT's reference, and a small int8 image model LiteRT's outputs, on nnapi-reference, through
+a driver process and across all devices; bad input files and operators with no NNAPI form are
+one-line errors with exit 1."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,8 @@ import pytest
 from runtime.__main__ import main
 from runtime.cli._backend import read_inputs
 from runtime.hal.types import Operand, OperandType
-from tests.runtime.tflite.litert_helpers import F32, Tensor, build
+from tests.runtime.tflite.int8_image_model import INPUT_SHAPE, int8_image_model
+from tests.runtime.tflite.litert_helpers import F32, Tensor, build, litert_run
 from tests.runtime.tflite.test_tflite_loader import BUILTIN
 from tests.support.paths import MODEL_FIXTURES
 
@@ -119,3 +121,19 @@ def test_integer_inputs_convert_only_when_they_fit(tmp_path):
     np.savez(path, ids=np.int64([0, 7, 2**31]))
     with pytest.raises(ValueError, match="'ids': int64 values, the model input is int32"):
         read_inputs(str(path), [ids], ["ids"])
+
+
+@pytest.mark.parametrize("devices", [["--device", "nnapi-reference"], ["--device", "sample-all"],
+                                     []], ids=["nnapi-reference", "sample-all", "all-devices"])
+def test_int8_image_model_matches_litert(tmp_path, devices):
+    data = int8_image_model()
+    model, inputs, outputs = tmp_path / "int8.tflite", tmp_path / "x.npz", tmp_path / "y.npz"
+    model.write_bytes(data)
+    x = np.random.default_rng(1).uniform(-1, 1, INPUT_SHAPE).astype(np.float32)
+    np.savez(inputs, input0=x)
+    done = _nnscope("run", model, "--inputs", inputs, "--outputs", outputs, *devices, *QUIET)
+    assert done.returncode == 0, done.stderr
+    (expected,) = litert_run(data, [x])
+    with np.load(outputs) as saved:
+        # Softmax probabilities in steps of 1/256: at most one step apart.
+        assert np.abs(saved["output0"] - expected).max() <= 1 / 256 + 1e-7
