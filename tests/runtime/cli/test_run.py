@@ -98,7 +98,8 @@ def test_not_an_array_file_is_one_line_error(tmp_path, capsys):
     path.write_text("not arrays")
     assert main(["run", str(FACE), "--inputs", str(path), *QUIET]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"nnscope: error: {path}: not an .npz or .npy file") and err.count("\n") == 1
+    assert err.startswith(f"nnscope: error: {path}: not an .npz or .npy file")
+    assert err.count("\n") == 1
 
 
 def test_operator_without_nnapi_form_exits_1_naming_it(tmp_path):

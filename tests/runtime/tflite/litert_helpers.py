@@ -41,7 +41,8 @@ def build(tensors, operators, inputs, outputs) -> bytes:
     for index, tensor in enumerate(tensors):
         buffer_index = 0
         if tensor.data is not None:
-            payload = builder.CreateByteVector(np.asarray(tensor.data, DTYPES[tensor.type]).tobytes())
+            values = np.asarray(tensor.data, DTYPES[tensor.type])
+            payload = builder.CreateByteVector(values.tobytes())
             B.Start(builder)
             B.AddData(builder, payload)
             buffers.append(B.End(builder))

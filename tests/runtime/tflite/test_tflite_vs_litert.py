@@ -193,8 +193,8 @@ def _layer_cases():
                                  [np.int32([4, 0, 2])])
     c["embedding_lookup_f32"][0][0] = Tensor((3,), I32)
     keys = np.int32([1, 3, 4, 7, 9])  # sorted, as both kernels binary-search
-    c["hashtable_lookup_f32"] = ([Tensor((4,), I32), Tensor((5,), I32, keys), f32(table.shape, table),
-                                  f32((4, 3)), Tensor((4,), U8)],
+    c["hashtable_lookup_f32"] = ([Tensor((4,), I32), Tensor((5,), I32, keys),
+                                  f32(table.shape, table), f32((4, 3)), Tensor((4,), U8)],
                                  [(BUILTIN.HASHTABLE_LOOKUP, [0, 1, 2], [3, 4], 0, None)], [0],
                                  [3, 4], [np.int32([9, 2, 1, 7])])
     hashes = RNG.standard_normal((3, 4)).astype(np.float32)
@@ -299,7 +299,8 @@ def test_hybrid_weights_are_dequantized(kind):
     (actual,) = nnscope_run(data, feeds)
     w = tensors[1]
     scales = np.asarray(w.scale, np.float32).reshape(-1, *([1] * (w.data.ndim - 1)))
-    reference = _float_reference(kind, feeds[0], w.data.astype(np.float32) * scales, tensors[2].data)
+    dequantized = w.data.astype(np.float32) * scales
+    reference = _float_reference(kind, feeds[0], dequantized, tensors[2].data)
     np.testing.assert_allclose(actual, reference, rtol=1e-4, atol=1e-4)
     scale = float(np.abs(expected).max())
     np.testing.assert_allclose(actual, expected, atol=0.02 * scale)
