@@ -65,3 +65,13 @@ def pytest_addoption(parser):
                     help="run the random-graph test on seeds 0..N-1 (default 500)")
     group.addoption("--random-graph-seed", type=int, default=None, metavar="SEED",
                     help="run the random-graph test on this one seed")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The per-operation CTS tables that tests/runtime/cts/test_cts_full.py recorded."""
+    tables = [value for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
+              for name, value in getattr(report, "user_properties", ()) if name == "cts_table"]
+    if tables:
+        terminalreporter.section("CTS per operation (passed, failed, skipped)")
+        for table in sorted(tables):
+            terminalreporter.write_line(table)
