@@ -74,6 +74,10 @@ class Report:
     def failures(self) -> list[TestResult]:
         return [r for r in self.results if r.status == FAILED]
 
+    def verdicts(self) -> dict[str, str]:
+        """Status by test name (to compare two runs of the same vectors)."""
+        return {result.name: result.status for result in self.results}
+
     def to_dict(self) -> dict:
         return {"summary": self.summary(),
                 "perOperation": {op: dict(c) for op, c in self.per_operation().items()},

@@ -135,6 +135,13 @@ class GraphBuilder:
         tensor = self.graph.tensors[tensor_index]
         return tensor.array() if tensor.data is not None else None
 
+    def constant_input(self, op, position: int, what: str) -> np.ndarray:
+        """The constant value of ``op``'s input ``position`` (its ``what``, for the error)."""
+        value = self.value(op.inputs[position])
+        if value is None:
+            raise UnsupportedOperator(f"{op.name} with a non-constant {what}")
+        return value
+
     def dequantized(self, tensor_index: int) -> np.ndarray:
         """The float32 value of a constant: ``(q - zero_point) * scale``, per channel too."""
         tensor, values = self.graph.tensors[tensor_index], self.value(tensor_index)

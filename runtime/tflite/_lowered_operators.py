@@ -39,13 +39,6 @@ def _int32(b: GraphBuilder, values) -> int:
     return b.constant(np.asarray(values, np.int32).reshape(-1), _T.TENSOR_INT32)
 
 
-def _constant(b: GraphBuilder, op: TfliteOperator, position: int, what: str) -> np.ndarray:
-    value = b.value(op.inputs[position])
-    if value is None:
-        raise UnsupportedOperator(f"{op.name} with a non-constant {what}")
-    return value
-
-
 def _axis(axis: int, rank: int) -> int:
     return int(axis) + rank if axis < 0 else int(axis)
 
@@ -92,7 +85,7 @@ def _square(b: GraphBuilder, op: TfliteOperator) -> None:
 
 def _split_v(b: GraphBuilder, op: TfliteOperator) -> None:
     shape = _shape(b, op.inputs[0])
-    axis = _axis(int(_constant(b, op, 2, "axis").reshape(-1)[0]), len(shape))
+    axis = _axis(int(b.constant_input(op, 2, "axis").reshape(-1)[0]), len(shape))
     x, begin = b.tensor(op.inputs[0]), [0] * len(shape)
     for output in op.outputs:
         size = list(_shape(b, output))
@@ -144,7 +137,7 @@ def _gather_chain(b: GraphBuilder, x: int, out: int, index_per_axis: dict[int, n
 
 def _mirror_pad(b: GraphBuilder, op: TfliteOperator) -> None:
     shape = _shape(b, op.inputs[0])
-    paddings = _constant(b, op, 1, "paddings").reshape(len(shape), 2)
+    paddings = b.constant_input(op, 1, "paddings").reshape(len(shape), 2)
     symmetric = op.options is not None and op.options.Mode() == 1  # 0 REFLECT, 1 SYMMETRIC
     shift = 0 if symmetric else 1
     index_per_axis = {}
@@ -162,7 +155,7 @@ def _mirror_pad(b: GraphBuilder, op: TfliteOperator) -> None:
 
 def _reverse(b: GraphBuilder, op: TfliteOperator) -> None:
     shape = _shape(b, op.inputs[0])
-    axes = {_axis(int(a), len(shape)) for a in _constant(b, op, 1, "axis").reshape(-1)}
+    axes = {_axis(int(a), len(shape)) for a in b.constant_input(op, 1, "axis").reshape(-1)}
     index_per_axis = {axis: np.arange(shape[axis] - 1, -1, -1) for axis in axes}
     _gather_chain(b, b.tensor(op.inputs[0]), b.tensor(op.outputs[0]), index_per_axis)
 
@@ -230,7 +223,7 @@ def _strided_slice(b: GraphBuilder, op: TfliteOperator) -> None:
         inputs = [x] + [b.tensor(i) for i in op.inputs[1:4]] + [b.scalar(m) for m in masks]
         b.add(Op.STRIDED_SLICE, inputs, [out])
         return
-    spec = [_constant(b, op, k, "begin/end/strides").reshape(-1) for k in (1, 2, 3)]
+    spec = [b.constant_input(op, k, "begin/end/strides").reshape(-1) for k in (1, 2, 3)]
     rank = len(_shape(b, op.inputs[0]))
     begin, end, strides, masks = _canonical_slice(spec, masks, ellipsis, new_axis, rank)
     sliced_shape = _sliced_shape(_shape(b, op.inputs[0]), begin, end, strides, masks)
@@ -278,7 +271,7 @@ def _sliced_shape(shape, begin, end, strides, masks) -> tuple[int, ...]:
 
 
 def _densify(b: GraphBuilder, op: TfliteOperator) -> None:
-    value = _constant(b, op, 0, "input")
+    value = b.constant_input(op, 0, "input")
     b.fold(op.outputs[0], value.reshape(_shape(b, op.outputs[0])), keep_type=True)
 
 

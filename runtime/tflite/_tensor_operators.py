@@ -28,13 +28,6 @@ def _unsupported(message: str) -> Exception:
     return UnsupportedOperator(message)
 
 
-def _constant(b: GraphBuilder, op: TfliteOperator, position: int, what: str) -> np.ndarray:
-    value = b.value(op.inputs[position])
-    if value is None:
-        raise _unsupported(f"{op.name} with a non-constant {what}")
-    return value
-
-
 def _not_float16(b: GraphBuilder, op: TfliteOperator) -> None:
     if b.operands[b.tensor(op.inputs[0])].type == _FLOAT16:
         raise _unsupported(f"{op.name} on float16 (its NNAPI scalar parameter would be FLOAT16)")
@@ -68,7 +61,7 @@ def _reduce(nnapi_type: Op) -> Callable:
 def _axis_scalar(nnapi_type: Op) -> Callable:
     """(input, constant axis/k tensor) -> (input, INT32 scalar): ARG_MAX/MIN, EXPAND_DIMS, TOPK."""
     def convert(b: GraphBuilder, op: TfliteOperator) -> None:
-        value = int(_constant(b, op, 1, "axis").reshape(-1)[0])
+        value = int(b.constant_input(op, 1, "axis").reshape(-1)[0])
         inputs = [b.tensor(op.inputs[0]), b.scalar(value)]
         b.add(nnapi_type, inputs, [b.tensor(o) for o in op.outputs])
     return convert
@@ -84,7 +77,7 @@ def _gather(b: GraphBuilder, op: TfliteOperator) -> None:
 
 
 def _split(b: GraphBuilder, op: TfliteOperator) -> None:
-    axis = int(_constant(b, op, 0, "axis").reshape(-1)[0])
+    axis = int(b.constant_input(op, 0, "axis").reshape(-1)[0])
     inputs = [b.tensor(op.inputs[1]), b.scalar(axis), b.scalar(len(op.outputs))]
     b.add(Op.SPLIT, inputs, [b.tensor(o) for o in op.outputs])
 
@@ -99,7 +92,7 @@ def _squeeze(b: GraphBuilder, op: TfliteOperator) -> None:
 
 def _pad_v2(b: GraphBuilder, op: TfliteOperator) -> None:
     _not_float16(b, op)
-    value = _constant(b, op, 2, "pad value").reshape(-1)[0]
+    value = b.constant_input(op, 2, "pad value").reshape(-1)[0]
     scalar = float(value) if value.dtype.kind == "f" else int(value)
     inputs = [b.tensor(op.inputs[0]), b.tensor(op.inputs[1]), b.scalar(scalar)]
     b.add(Op.PAD_V2, inputs, [b.tensor(op.outputs[0])])
@@ -108,13 +101,13 @@ def _pad_v2(b: GraphBuilder, op: TfliteOperator) -> None:
 def _batch_to_space(b: GraphBuilder, op: TfliteOperator) -> None:
     """NNAPI has no crops: non-zero (constant) crops become a SLICE of the uncropped result."""
     out = b.tensor(op.outputs[0])
-    crops = _constant(b, op, 2, "crops").reshape(-1, 2) if len(op.inputs) > 2 else None
+    crops = b.constant_input(op, 2, "crops").reshape(-1, 2) if len(op.inputs) > 2 else None
     inputs = [b.tensor(op.inputs[0]), b.tensor(op.inputs[1])]
     if crops is None or not np.any(crops):
         b.add(Op.BATCH_TO_SPACE_ND, inputs, [out])
         return
     x_shape = b.graph.tensors[op.inputs[0]].shape
-    block = _constant(b, op, 1, "block shape").reshape(-1)
+    block = b.constant_input(op, 1, "block shape").reshape(-1)
     if len(x_shape) != 4 or len(block) != 2:
         raise _unsupported("BATCH_TO_SPACE_ND with crops on other than NHWC")
     full = (x_shape[0] // int(block.prod()), x_shape[1] * int(block[0]),
@@ -138,7 +131,7 @@ def _block_size(nnapi_type: Op) -> Callable:
 
 
 def _fill(b: GraphBuilder, op: TfliteOperator) -> None:
-    value = _constant(b, op, 1, "value").reshape(-1)[0]
+    value = b.constant_input(op, 1, "value").reshape(-1)[0]
     if value.dtype == np.float16:
         raise _unsupported("FILL with a float16 value")
     scalar = float(value) if value.dtype.kind == "f" else int(value)

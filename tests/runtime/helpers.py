@@ -104,22 +104,24 @@ class AddOnlyDevice(CpuDevice):
         return [op.type == Op.ADD for op in model.main.operations]
 
 
-def mixed_model() -> Model:
+def mixed_model(width: int = 4, unknown: bool = False) -> Model:
     """Float and quant8 work joined by QUANTIZE/DEQUANTIZE, for partitioning across drivers:
     ``out = dequantize(quantize(x + c) + q) * y`` (float ADD, QUANTIZE, quant ADD, DEQUANTIZE,
-    float MUL). Quantization: scale 0.5, zero point 128."""
-    model = Model("mixed")
-    x = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
-    y = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
-    q = model.add_operand(T.TENSOR_QUANT8_ASYMM, (1, 4), scale=0.5, zero_point=128)
-    c = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
+    float MUL) on [1, width] inputs. Quantization: scale 0.5, zero point 128. ``unknown``: every
+    temporary and the output declared [0, 0] (shapes known only at execution)."""
+    model = Model("mixed-unknown" if unknown else "mixed")
+    shape = (1, width)
+    inner = (0, 0) if unknown else shape
+    x, y = (model.add_operand(T.TENSOR_FLOAT32, shape) for _ in range(2))
+    q = model.add_operand(T.TENSOR_QUANT8_ASYMM, shape, scale=0.5, zero_point=128)
+    c = model.add_operand(T.TENSOR_FLOAT32, shape)
     act = model.add_operand(T.INT32)
-    a = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
-    qa = model.add_operand(T.TENSOR_QUANT8_ASYMM, (1, 4), scale=0.5, zero_point=128)
-    qs = model.add_operand(T.TENSOR_QUANT8_ASYMM, (1, 4), scale=0.5, zero_point=128)
-    f = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
-    out = model.add_operand(T.TENSOR_FLOAT32, (1, 4))
-    model.set_operand_value(c, np.full((1, 4), 1.0, np.float32))
+    a = model.add_operand(T.TENSOR_FLOAT32, inner)
+    qa, qs = (model.add_operand(T.TENSOR_QUANT8_ASYMM, inner, scale=0.5, zero_point=128)
+              for _ in range(2))
+    f = model.add_operand(T.TENSOR_FLOAT32, inner)
+    out = model.add_operand(T.TENSOR_FLOAT32, inner)
+    model.set_operand_value(c, np.full(shape, 1.0, np.float32))
     model.set_operand_value(act, 0)
     model.add_operation(Op.ADD, [x, c, act], [a])
     model.add_operation(Op.QUANTIZE, [a], [qa])

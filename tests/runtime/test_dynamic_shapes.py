@@ -10,7 +10,7 @@ from runtime import Compilation, Execution, Model, NnError, ResultCode, manager
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
 from runtime.hal.types import OperandType as T, OperationType as Op
-from tests.runtime.helpers import mixed_expected
+from tests.runtime.helpers import mixed_expected, mixed_model
 from tests.support.log_capture import captured_log
 
 RNG = np.random.default_rng(10)
@@ -107,32 +107,6 @@ def test_unknown_rank_output_reports_its_rank(device):
     compilation.free()
 
 
-def _unknown_mixed_model(width: int) -> Model:
-    """``dequantize(quantize(x + c) + q) * y`` (as ``helpers.mixed_model``) with every temporary
-    and the output declared [0, 0]: float ADD, QUANTIZE, quant ADD, DEQUANTIZE, float MUL."""
-    model = Model("mixed-unknown")
-    shape, unknown = (1, width), (0, 0)
-    x, y = (model.add_operand(T.TENSOR_FLOAT32, shape) for _ in range(2))
-    q = model.add_operand(T.TENSOR_QUANT8_ASYMM, shape, scale=0.5, zero_point=128)
-    c = model.add_operand(T.TENSOR_FLOAT32, shape)
-    act = model.add_operand(T.INT32)
-    a = model.add_operand(T.TENSOR_FLOAT32, unknown)
-    qa, qs = (model.add_operand(T.TENSOR_QUANT8_ASYMM, unknown, scale=0.5, zero_point=128)
-              for _ in range(2))
-    f = model.add_operand(T.TENSOR_FLOAT32, unknown)
-    out = model.add_operand(T.TENSOR_FLOAT32, unknown)
-    model.set_operand_value(c, np.full(shape, 1.0, np.float32))
-    model.set_operand_value(act, 0)
-    model.add_operation(Op.ADD, [x, c, act], [a])
-    model.add_operation(Op.QUANTIZE, [a], [qa])
-    model.add_operation(Op.ADD, [qa, q, act], [qs])
-    model.add_operation(Op.DEQUANTIZE, [qs], [f])
-    model.add_operation(Op.MUL, [f, y, act], [out])
-    model.identify_inputs_and_outputs([x, y, q], [out])
-    model.finish()
-    return model
-
-
 @pytest.fixture
 def float_and_quant(drivers):
     """``manager.devices()`` = the float-fast and quant drivers; the CPU is only the fallback."""
@@ -143,7 +117,7 @@ def float_and_quant(drivers):
 
 @pytest.mark.parametrize("width", [4, 40_000])  # temporaries under, then over the 64 KiB guess
 def test_unknown_shape_temporaries_cross_driver_processes(float_and_quant, width):
-    compilation = Compilation(_unknown_mixed_model(width))
+    compilation = Compilation(mixed_model(width, unknown=True))
     compilation.finish()
     assert [(s.device.name, s.operations) for s in compilation.plan.steps] == [
         ("sample-float-fast", (0,)), ("nnapi-reference", (1,)), ("sample-quant", (2,)),
@@ -166,7 +140,7 @@ def test_unknown_shape_temporaries_cross_driver_processes(float_and_quant, width
 
 
 def test_too_small_model_output_after_partitioned_steps(float_and_quant):
-    compilation = Compilation(_unknown_mixed_model(6))
+    compilation = Compilation(mixed_model(6, unknown=True))
     compilation.finish()
     execution = Execution(compilation)
     for index, value in enumerate((np.ones((1, 6), np.float32), np.ones((1, 6), np.float32),

@@ -9,7 +9,6 @@ from runtime import Compilation, Model, manager
 from runtime.__main__ import main as cli_main
 from runtime.cli.cts import make_backend
 from runtime.cts import harness, loader
-from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
 from runtime.hal.types import HalModel
 
@@ -53,23 +52,10 @@ def test_outputs_are_unknown_with_rank_kept_and_aosp_exclusions_run_static():
     assert dynamic and all(t.spec == "V1_2/split_quant8_2" for t in dynamic)
 
 
-@pytest.fixture(scope="module")
-def sample_all():
-    device = RemoteDevice("sample-all", timeout_s=60.0)
-    manager.forTest_set_devices([CpuDevice(), device])
-    yield device
-    manager.forTest_reset()
-    device.shutdown()
-
-
-def _verdicts(report: harness.Report) -> dict[str, str]:
-    return {result.name: result.status for result in report.results}
-
-
 def _check(report: harness.Report, static: harness.Report) -> None:
     counts = report.counts()
     assert counts[harness.FAILED] == 0 and counts[harness.SKIPPED] == 0, harness.format_table(report)
-    assert _verdicts(report) == _verdicts(static)
+    assert report.verdicts() == static.verdicts()
     dynamic = [r for r in report.results if not r.message.startswith(harness.STATIC_FORM)]
     assert len(dynamic) >= 150 and len(report.results) - len(dynamic) >= 8
 
@@ -99,7 +85,7 @@ def test_partitioned_across_devices(float_and_quant):
                                                  "V1_2/box_with_nms_limit_linear.json.gz")]
     static = harness.run_vectors(paths)  # the CpuExecutor, static shapes
     report = harness.run_vectors(paths, make_backend(None), unknown_output_shapes=True)
-    assert report.counts()[harness.FAILED] == 0 and _verdicts(report) == _verdicts(static)
+    assert report.counts()[harness.FAILED] == 0 and report.verdicts() == static.verdicts()
     assert any(r.name == "quantize_zero_sized" and r.status == harness.PASSED for r in report.results)
     [test] = [t for t in loader.load_file(paths[0]) if t.name == "quantize_zero_sized"]
     compilation = Compilation(Model.from_hal(harness.with_unknown_output_shapes(test.model)))

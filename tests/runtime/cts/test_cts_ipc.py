@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import manager
 from runtime.cli.cts import make_backend
 from runtime.cts import harness, loader
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
 
 #: Per subset: its vector files, the fewest vectors that must pass, the fewest expected failures.
 SUBSETS = {
@@ -37,19 +34,6 @@ SUBSETS = {
 }
 
 
-@pytest.fixture(scope="module")
-def sample_all():
-    device = RemoteDevice("sample-all", timeout_s=60.0)
-    manager.forTest_set_devices([CpuDevice(), device])
-    yield device
-    manager.forTest_reset()
-    device.shutdown()
-
-
-def _verdicts(report: harness.Report) -> dict[str, str]:
-    return {result.name: result.status for result in report.results}
-
-
 @pytest.mark.parametrize("subset", sorted(SUBSETS))
 def test_subset_through_ipc_matches_the_reference(sample_all, subset):
     names, least_passed, least_rejected = SUBSETS[subset]
@@ -57,7 +41,7 @@ def test_subset_through_ipc_matches_the_reference(sample_all, subset):
     through_ipc = harness.run_vectors(paths, make_backend("sample-all"))
     reference = harness.run_vectors(paths, make_backend("nnapi-reference"))
     assert sample_all.pid is not None and sample_all.process.alive()
-    assert _verdicts(through_ipc) == _verdicts(reference)
+    assert through_ipc.verdicts() == reference.verdicts()
     counts = through_ipc.counts()
     assert counts[harness.FAILED] == 0 and counts[harness.SKIPPED] == 0, \
         harness.format_table(through_ipc)
