@@ -52,6 +52,7 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 FULL_IM2COL_BYTES = 16 << 20
 #: DEPTHWISE_CONV_2D outputs up to this many pixels are one einsum (fewer numpy calls).
 SMALL_DEPTHWISE_PIXELS = 256
+_TAP_BLOCK_ELEMENTS = 48 * 1024  # output elements per block of depthwise taps (192 KiB float32)
 
 
 # --------------------------------------------------------------------------- quantized maths
@@ -181,8 +182,7 @@ def depthwise_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Wind
 
 def _depthwise_taps(x: np.ndarray, w: np.ndarray, window: Window, multiplier: int) -> np.ndarray:
     """sum over filter taps of (shifted x) * w[tap]: on a small output one einsum over the
-    window view; otherwise one multiply and one add per tap, the first written straight into
-    the result."""
+    window view; otherwise one multiply and one add per tap and block of output rows."""
     out_hw = checked_output_hw(window, x.shape[1:3])
     if multiplier != 1:
         x = np.repeat(x, multiplier, axis=3)
@@ -192,16 +192,24 @@ def _depthwise_taps(x: np.ndarray, w: np.ndarray, window: Window, multiplier: in
     if window.stride[1] == 1:
         taps, weights = _row_taps(padded, w, window, out_hw)
     else:
-        taps = (view for _, _, view in window_taps(padded, window, out_hw))
+        taps = [view for _, _, view in window_taps(padded, window, out_hw)]
         weights = w[0].reshape(-1, w.shape[3])
-    out, product = None, None
-    for view, weight in zip(taps, weights):
-        if out is None:
-            out = np.multiply(view, weight)
-            product = np.empty_like(out)
-        else:
-            out += np.multiply(view, weight, out=product)
-    return out.reshape(x.shape[0], *out_hw, w.shape[3])
+    return _sum_of_taps(taps, weights).reshape(x.shape[0], *out_hw, w.shape[3])
+
+
+def _sum_of_taps(taps: list, weights) -> np.ndarray:
+    """sum of taps[k] * weights[k] over [N, OH, ...] views, a block of output rows at a time
+    (a block and its product stay in a core's L2 cache: twice as fast on 64x64 maps)."""
+    out = np.empty(taps[0].shape, np.result_type(taps[0], weights))
+    block = max(1, _TAP_BLOCK_ELEMENTS // (out[:, 0].size or 1))
+    product = np.empty((out.shape[0], min(block, out.shape[1]), *out.shape[2:]), out.dtype)
+    for y in range(0, out.shape[1], block):
+        target = out[:, y:y + block]
+        scratch = product[:, :target.shape[1]]
+        np.multiply(taps[0][:, y:y + block], weights[0], out=target)
+        for view, weight in zip(taps[1:], weights[1:]):
+            target += np.multiply(view[:, y:y + block], weight, out=scratch)
+    return out
 
 
 def _window_view(padded: np.ndarray, window: Window, out_hw: Sequence[int]) -> np.ndarray:
@@ -225,9 +233,9 @@ def _row_taps(padded: np.ndarray, w: np.ndarray, window: Window, out_hw: Sequenc
     batch, height, width, channels = padded.shape
     rows = np.ascontiguousarray(padded).reshape(batch, height, width * channels)
     span = out_hw[1] * channels
-    taps = (rows[:, i * dh:i * dh + (out_hw[0] - 1) * sh + 1:sh,
+    taps = [rows[:, i * dh:i * dh + (out_hw[0] - 1) * sh + 1:sh,
                  j * dw * channels:j * dw * channels + span]
-            for i in range(window.kernel[0]) for j in range(window.kernel[1]))
+            for i in range(window.kernel[0]) for j in range(window.kernel[1])]
     return taps, np.tile(w[0], (1, 1, out_hw[1])).reshape(-1, span)
 
 
