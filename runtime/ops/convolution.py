@@ -53,7 +53,6 @@ FULL_IM2COL_BYTES = 16 << 20
 #: DEPTHWISE_CONV_2D outputs up to this many pixels are one einsum (fewer numpy calls).
 SMALL_DEPTHWISE_PIXELS = 256
 _TAP_BLOCK_ELEMENTS = 48 * 1024  # output elements per block of depthwise taps (192 KiB float32)
-_TILED_BIAS_ELEMENTS = 16 * 1024  # results from this size get their bias added tiled
 
 
 # --------------------------------------------------------------------------- quantized maths
@@ -128,7 +127,9 @@ def _exact_int(values: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- NHWC kernels
 def conv2d_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window) -> np.ndarray:
     """Float CONV_2D on NHWC ``x`` with filter [OC, KH, KW, IC] (im2col + one matmul)."""
-    return add_channel_bias(_conv_matmul(x, w, window), bias)
+    out = _conv_matmul(x, w, window)
+    out += bias  # the matmul's own result: added in place
+    return out
 
 
 def _conv_matmul(x: np.ndarray, w: np.ndarray, window: Window) -> np.ndarray:
@@ -158,18 +159,6 @@ def _conv_matmul(x: np.ndarray, w: np.ndarray, window: Window) -> np.ndarray:
     return out.reshape(batch, out_h, out_w, out_c)
 
 
-def add_channel_bias(out: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """``out`` (a kernel's own NHWC result) plus a per-channel bias, in place: over rows of
-    W * C elements with the bias tiled, numpy's inner loop is long instead of C."""
-    batch, height, width, channels = out.shape
-    if out.size < _TILED_BIAS_ELEMENTS or not out.flags.c_contiguous or bias.shape != (channels,):
-        out += bias  # small: tiling would cost more than it saves
-        return out
-    rows = out.reshape(batch * height, width * channels)
-    rows += np.tile(bias, width)
-    return out
-
-
 def full_im2col_bytes(window: Window, x_shape: Sequence[int], out_hw: Sequence[int]) -> int:
     """Bytes of the whole im2col matrix (float64 at worst) for an NHWC input of ``x_shape``."""
     return 8 * x_shape[0] * out_hw[0] * out_hw[1] * window.kernel[0] * window.kernel[1] * x_shape[3]
@@ -186,7 +175,9 @@ def _conv_one_matmul(padded: np.ndarray, w: np.ndarray, window: Window,
 def depthwise_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window,
                     multiplier: int) -> np.ndarray:
     """Float DEPTHWISE_CONV_2D on NHWC ``x`` with filter [1, KH, KW, IC * multiplier]."""
-    return add_channel_bias(_depthwise_taps(x, w, window, multiplier), bias)
+    out = _depthwise_taps(x, w, window, multiplier)
+    out += bias
+    return out
 
 
 def _depthwise_taps(x: np.ndarray, w: np.ndarray, window: Window, multiplier: int) -> np.ndarray:
