@@ -181,19 +181,18 @@ def depthwise_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Wind
 
 
 def _depthwise_taps(x: np.ndarray, w: np.ndarray, window: Window, multiplier: int) -> np.ndarray:
-    """sum over filter taps of (shifted x) * w[tap]: on a small output one einsum over the
-    window view; otherwise one multiply and one add per tap and block of output rows."""
+    """sum over filter taps of (shifted x) * w[tap]: one einsum over rows for a stride-1-wide
+    window or a small output; otherwise one multiply and one add per tap and block of rows."""
     out_hw = checked_output_hw(window, x.shape[1:3])
     if multiplier != 1:
         x = np.repeat(x, multiplier, axis=3)
     padded = pad_nhwc(x, window, 0)
+    if window.stride[1] == 1:
+        return _row_einsum(padded, w, window, out_hw).reshape(x.shape[0], *out_hw, w.shape[3])
     if out_hw[0] * out_hw[1] <= SMALL_DEPTHWISE_PIXELS:
         return np.einsum("nhwijc,ijc->nhwc", _window_view(padded, window, out_hw), w[0])
-    if window.stride[1] == 1:
-        taps, weights = _row_taps(padded, w, window, out_hw)
-    else:
-        taps = [view for _, _, view in window_taps(padded, window, out_hw)]
-        weights = w[0].reshape(-1, w.shape[3])
+    taps = [view for _, _, view in window_taps(padded, window, out_hw)]
+    weights = w[0].reshape(-1, w.shape[3])
     return _sum_of_taps(taps, weights).reshape(x.shape[0], *out_hw, w.shape[3])
 
 
@@ -226,17 +225,18 @@ def _window_view(padded: np.ndarray, window: Window, out_hw: Sequence[int]) -> n
     return view
 
 
-def _row_taps(padded: np.ndarray, w: np.ndarray, window: Window, out_hw: Sequence[int]):
-    """Taps of a stride-1-wide window as [N, OH, OW * C] views whose rows are contiguous (numpy
-    then loops over OW * C elements, not C), with the filter tiled to match."""
+def _row_einsum(padded: np.ndarray, w: np.ndarray, window: Window, out_hw: Sequence[int]) -> np.ndarray:
+    """Depthwise taps of a stride-1-wide window as one einsum over a [KH, KW, N, OH, OW * C]
+    view of the input rows (each tap's rows are contiguous) and the filter tiled to OW * C:
+    numpy then multiplies and adds tap by tap over long rows (~2.5x the per-tap ufuncs)."""
     (sh, _), (dh, dw) = window.stride, window.dilation
-    batch, height, width, channels = padded.shape
-    rows = np.ascontiguousarray(padded).reshape(batch, height, width * channels)
-    span = out_hw[1] * channels
-    taps = [rows[:, i * dh:i * dh + (out_hw[0] - 1) * sh + 1:sh,
-                 j * dw * channels:j * dw * channels + span]
-            for i in range(window.kernel[0]) for j in range(window.kernel[1])]
-    return taps, np.tile(w[0], (1, 1, out_hw[1])).reshape(-1, span)
+    rows = np.ascontiguousarray(padded)
+    batch, height, width, channels = rows.shape
+    item, row = rows.itemsize, width * channels
+    shape = (*window.kernel, batch, out_hw[0], out_hw[1] * channels)
+    strides = (dh * row * item, dw * channels * item, height * row * item, sh * row * item, item)
+    view = np.ndarray(shape, rows.dtype, rows, 0, strides)
+    return np.einsum("ijnhs,ijs->nhs", view, np.tile(w[0], (1, 1, out_hw[1])))
 
 
 # --------------------------------------------------------------------------- execute
