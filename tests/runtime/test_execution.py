@@ -98,8 +98,9 @@ def test_start_compute_rejects_an_unset_input_at_the_call():
     execution.start_compute().wait()
 
 
-def test_device_error_comes_out_of_wait():
-    model = Model("omit")
+def _doubling_model(name: str) -> Model:
+    """``out = x + x`` on [1, 2] floats."""
+    model = Model(name)
     x = model.add_operand(T.TENSOR_FLOAT32, (1, 2))
     act = model.add_operand(T.INT32)
     out = model.add_operand(T.TENSOR_FLOAT32, (1, 2))
@@ -107,6 +108,11 @@ def test_device_error_comes_out_of_wait():
     model.add_operation(Op.ADD, [x, x, act], [out])
     model.identify_inputs_and_outputs([x], [out])
     model.finish()
+    return model
+
+
+def test_device_error_comes_out_of_wait():
+    model = _doubling_model("omit")
     execution = Execution(_compiled(model))
     execution.set_input(0, None)
     execution.set_output(0, np.zeros((1, 2), np.float32))
@@ -197,14 +203,7 @@ def test_inputs_and_outputs_from_memory():
 
 
 def test_omitted_optional_input():
-    model = Model("pad")
-    x = model.add_operand(T.TENSOR_FLOAT32, (1, 2))
-    act = model.add_operand(T.INT32)
-    out = model.add_operand(T.TENSOR_FLOAT32, (1, 2))
-    model.set_operand_value(act, 0)
-    model.add_operation(Op.ADD, [x, x, act], [out])
-    model.identify_inputs_and_outputs([x], [out])
-    model.finish()
+    model = _doubling_model("pad")
     execution = Execution(_compiled(model))
     execution.set_input(0, None)  # accepted as omitted; ADD then fails at run time with a message
     execution.set_output(0, np.zeros((1, 2), np.float32))
