@@ -2,39 +2,70 @@
 
 ``Execution.start_compute()`` runs the execution on a worker thread and returns an Event;
 ``wait()`` blocks until it is done and raises the execution's :class:`NnError`, if any.
+``Execution.start_compute_with_dependencies()`` returns an Event backed by a sync fence (an
+eventfd, see :mod:`runtime._fenced`): :meth:`Event.get_sync_fence_fd` hands out a pollable
+duplicate, and :meth:`Event.from_sync_fence_fd` wraps a caller's fence fd as an Event. As NNAPI,
+an Event from ``start_compute`` is not backed by a fence (``get_sync_fence_fd`` is BAD_DATA).
 
 Example:
-    >>> event = Event.start(lambda: None)
+    >>> event = Event.start(lambda: None, fenced=True)
     >>> event.wait()
-    >>> event.done
-    True
+    >>> fd = event.get_sync_fence_fd()   # the caller owns fd
+    >>> Event.from_sync_fence_fd(fd).wait(); os.close(fd); event.free()
 """
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from typing import Callable
 
 import tracing
+from runtime import _fenced
 from runtime._checks import real
 from runtime.api import NnError, ResultCode
 from tracing import Phase
 
 
 class Event:
-    """A running or finished asynchronous computation."""
+    """A running or finished asynchronous computation, or a sync fence to wait for."""
 
     def __init__(self) -> None:
         self._done = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._fence: int | None = None  # the sync-fence fd this Event owns
+        self._closer: weakref.finalize | None = None
 
     @classmethod
-    def start(cls, work: Callable[[], None], name: str = "nn-execution") -> Event:
-        """Run ``work`` on a new thread; the Event completes when it returns or raises."""
+    def start(cls, work: Callable[[], None], name: str = "nn-execution", fenced: bool = False) -> Event:
+        """Run ``work`` on a new thread; the Event completes when it returns or raises. With
+        ``fenced``, the Event owns a sync fence signalled when the work ends."""
         event = cls()
+        if fenced:
+            event._own_fence(_fenced.new_fence())
         event._thread = threading.Thread(target=event._run, args=(work,), name=name, daemon=True)
         event._thread.start()
         return event
+
+    @classmethod
+    @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksEvent_createFromSyncFenceFd")
+    def from_sync_fence_fd(cls, sync_fence_fd: int) -> Event:
+        """An Event that completes when ``sync_fence_fd`` becomes readable (POLLERR, or an
+        nnscope fence signalled with an error, makes ``wait()`` raise OP_FAILED). The fd is
+        duplicated: the caller keeps and closes its own.
+
+        Raises:
+            NnError: UNEXPECTED_NULL for None; BAD_DATA for a non-integer, an fd <= 0 (as AOSP)
+                or one that is not open.
+        """
+        event = cls()
+        event._own_fence(_fenced.dup(sync_fence_fd, "createFromSyncFenceFd"))
+        return event
+
+    def _own_fence(self, fd: int) -> None:
+        self._fence = fd
+        self._closer = weakref.finalize(self, os.close, fd)
 
     def _run(self, work: Callable[[], None]) -> None:
         try:
@@ -43,10 +74,14 @@ class Event:
             self._error = error
         finally:
             self._done.set()
+            if self._fence is not None:
+                _fenced.signal(self._fence, ok=self._error is None)
 
     @property
     def done(self) -> bool:
-        """True once the computation finished (successfully or not)."""
+        """True once the computation finished (successfully or not) or the fence signalled."""
+        if self._thread is None and self._fence is not None:
+            return _fenced.state(self._fence, 0) != _fenced.ACTIVE
         return self._done.is_set()
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksEvent_wait")
@@ -57,19 +92,62 @@ class Event:
             timeout: Seconds to wait at most; None waits forever.
 
         Raises:
-            NnError: the execution's error; MISSED_DEADLINE_TRANSIENT if ``timeout`` ran out.
+            NnError: the execution's error (OP_FAILED for a fence signalled with an error);
+                MISSED_DEADLINE_TRANSIENT if ``timeout`` ran out.
         """
         if timeout is not None and (real(timeout, "Event.wait", "timeout") < 0):
             raise NnError(ResultCode.BAD_DATA, f"Event.wait: negative timeout {timeout}")
+        failure = self.failure(timeout)
+        if failure is not None:
+            raise failure
+
+    def failure(self, timeout: float | None) -> NnError | None:
+        """Wait up to ``timeout`` seconds; the error the Event ended with, or None for success.
+
+        A timeout that runs out is MISSED_DEADLINE_TRANSIENT."""
+        if self._thread is None and self._fence is not None:
+            return self._fence_failure(timeout)
         if not self._done.wait(timeout):
-            raise NnError(ResultCode.MISSED_DEADLINE_TRANSIENT, f"Event.wait: not done after {timeout} s")
+            return NnError(ResultCode.MISSED_DEADLINE_TRANSIENT, f"Event.wait: not done after {timeout} s")
         error = self._error
         if isinstance(error, NnError):
-            raise NnError(error.code, error.message)
+            return NnError(error.code, error.message)
         if error is not None:
-            raise NnError(ResultCode.OP_FAILED, f"execution failed: {type(error).__name__}: {error}")
+            return NnError(ResultCode.OP_FAILED, f"execution failed: {type(error).__name__}: {error}")
+        return None
+
+    def _fence_failure(self, timeout: float | None) -> NnError | None:
+        closer = self._closer
+        if closer is None or not closer.alive:
+            return NnError(ResultCode.BAD_STATE, "Event.wait: the event was freed")
+        fence_state = _fenced.state(self._fence, timeout)
+        if fence_state == _fenced.ACTIVE:
+            return NnError(ResultCode.MISSED_DEADLINE_TRANSIENT, f"Event.wait: fence not signalled after {timeout} s")
+        if fence_state == _fenced.ERROR:
+            return NnError(ResultCode.OP_FAILED, f"Event.wait: sync fence {self._fence} signalled an error")
+        return None
+
+    @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksEvent_getSyncFenceFd")
+    def get_sync_fence_fd(self) -> int:
+        """A new fd of this Event's sync fence, readable once the Event is done; the caller
+        owns it and must ``os.close`` it (ANeuralNetworksEvent_getSyncFenceFd).
+
+        Raises:
+            NnError: BAD_DATA when the Event is not backed by a sync fence (``start_compute``'s
+                events, as NNAPI) or was freed.
+        """
+        closer = self._closer
+        if self._fence is None or closer is None or not closer.alive:
+            raise NnError(ResultCode.BAD_DATA, "getSyncFenceFd: the event is not backed by a sync fence"
+                          + ("" if self._fence is None else " (it was freed)"))
+        return os.dup(self._fence)
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksEvent_free")
     def free(self) -> None:
-        """Wait for the computation and release the event (ANeuralNetworksEvent_free)."""
-        self._done.wait()
+        """Wait for the computation and release the event and its fence (ANeuralNetworksEvent_free)."""
+        if self._thread is not None:
+            self._thread.join()  # the worker signals the fence after done: close after it
+        elif self._closer is not None and self._closer.alive:
+            _fenced.state(self._fence, None)
+        if self._closer is not None:
+            self._closer()

@@ -21,12 +21,11 @@ from __future__ import annotations
 import mmap
 from typing import Sequence
 
-import numpy as np
-
 import tracing
 import vlog
 from runtime import _checks as checks
 from runtime import _execargs as args
+from runtime import _fenced
 from runtime import _steps
 from runtime._lifecycle import ExecutionState
 from runtime.api import NnError, ResultCode
@@ -37,7 +36,6 @@ from runtime.hal.errors import result_code_from_status
 from runtime.hal.types import ErrorStatus, Operand
 from runtime.hal.validate import argument_problem
 from runtime.memory import Memory
-from timing import NS_PER_US, Duration
 from tracing import Layer, Phase
 from tracing.naming import format_name
 from tracing.tracer import hot_recorder
@@ -83,6 +81,7 @@ class Execution:
         self._loop_timeout_ns = LOOP_TIMEOUT_DEFAULT_NS
         self._state = ExecutionState()
         self._result: ExecutionResult | None = None
+        self._fenced_timing = None
 
     # ------------------------------------------------------------------ arguments
     @tracing.runtime(Phase.INPUTS_AND_OUTPUTS, "ANeuralNetworksExecution_setInput")
@@ -266,6 +265,27 @@ class Execution:
         request = self._start("startCompute")
         return Event.start(lambda: self._run(request))
 
+    @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startComputeWithDependencies")
+    def start_compute_with_dependencies(self, events: Sequence[Event], duration_ns: int = 0) -> Event:
+        """Start once all ``events`` signalled, the caller not waiting; returns an Event backed
+        by a sync fence. ``duration_ns`` (0 = none) limits the run after the fences signal.
+        Errors: see :mod:`runtime._fenced` (BAD_DATA for a duration unless on one device)."""
+        call = "startComputeWithDependencies"
+        dependencies = _fenced.dependencies(events, call, Event)
+        if checks.duration(duration_ns, call):
+            self._require_single_device(call)
+        request = self._start(call)
+        _fenced.check_outputs_specified(self._out_operands, request.outputs, call, self._state.cancel)
+        deadline = deadline_after(self._timeout_ns)
+        return Event.start(lambda: self._run_fenced(request, dependencies, duration_ns, deadline), fenced=True)
+
+    def _run_fenced(self, request: Request, dependencies, duration_ns: int, deadline: int | None) -> None:
+        waited = _fenced.wait_for(dependencies, self._state.complete)
+        try:
+            self._run(request, _fenced.earlier(deadline, deadline_after(duration_ns)))
+        finally:
+            self._fenced_timing = _fenced.fenced_timing(self._result and self._result.timing, waited)
+
     def _start(self, call: str) -> Request:
         """Enter computation with a checked request (an unset argument leaves it unstarted)."""
         self._state.begin(call)
@@ -274,12 +294,12 @@ class Execution:
         except BaseException:
             self._state.cancel()
             raise
-        self._result = None
+        self._result = self._fenced_timing = None
         return request
 
-    def _run(self, request: Request) -> None:
+    def _run(self, request: Request, deadline: int | None = None) -> None:
         try:
-            deadline = deadline_after(self._timeout_ns)
+            deadline = deadline or deadline_after(self._timeout_ns)
             result, failed = _steps.run_plan(self._plan, request, self._measure, deadline)
             self._result = result
             if result.status != _NONE:
@@ -325,9 +345,8 @@ class Execution:
         """A measured duration in **nanoseconds**, or None when the device did not report it.
 
         As ``ANeuralNetworksExecution_getDuration``: the driver measures microseconds (HAL
-        ``Timing``, ``UINT64_MAX`` when unknown) and the runtime reports them times 1000.
-        ``Duration.ON_HARDWARE`` / ``IN_DRIVER`` (the fenced codes read the same values for
-        a non-fenced execution).
+        ``Timing``) and the runtime reports them times 1000. The FENCED_* codes time a fenced
+        run from when its fences signalled (a non-fenced run reports the same values).
 
         Raises:
             NnError: BAD_STATE unless timing was measured and the execution completed without
@@ -338,13 +357,9 @@ class Execution:
             raise NnError(ResultCode.BAD_STATE, "getDuration: the execution ended with an error")
         if not self._measure:
             raise NnError(ResultCode.BAD_STATE, "getDuration: needs set_measure_timing(True)")
-        if not _known_duration(duration):
+        if not _fenced.known_duration(duration):
             raise NnError(ResultCode.BAD_DATA, f"getDuration: unknown duration code {duration!r}")
-        timing = self._result.timing
-        if timing is None:
-            return None
-        value = timing.get(Duration(int(duration) % 2))  # a non-fenced run reports the same fenced durations
-        return None if value is None else value * NS_PER_US
+        return _fenced.duration_ns(self._result.timing, self._fenced_timing, duration)
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_getOutputOperandDimensions")
     def get_output_operand_dimensions(self, index: int) -> tuple[int, ...]:
@@ -379,11 +394,3 @@ class Execution:
         with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_free"):
             self._request = None
             self._pools = [_EMPTY] * len(self._args)
-
-
-def _known_duration(code) -> bool:
-    if isinstance(code, (bool, np.bool_)) or not isinstance(code, (int, np.integer)):
-        return False
-    return int(code) in set(Duration)
-
-
