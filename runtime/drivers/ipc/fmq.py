@@ -1,0 +1,308 @@
+"""Fast message queue (FMQ): a single-producer single-consumer ring of bytes in shared memory.
+
+One :class:`FmqChannel` carries messages in one direction. Its memfd (sealed like every pool in
+:mod:`runtime.drivers.ipc.shm`, so it can never shrink under a mapping) holds a small header,
+with the write and read indices on their own cache lines, followed by ``capacity`` bytes of ring.
+A message is a u32 length and its bytes; one larger than the ring streams through it in pieces.
+Indices are free-running u64 byte counts; a position is ``index % capacity``, so no copy can
+leave the ring, and the reader and writer check ``0 <= write - read <= capacity`` on every access
+(a peer that scribbles on the header gets :class:`FmqCorrupt`, never an out-of-range read).
+
+Wake-up: two Linux eventfds, one per direction of waiting. The writer bumps ``data_event`` after
+publishing bytes; the reader bumps ``space_event`` after freeing some. A blocked side polls its
+eventfd, so it sleeps in the kernel instead of spinning, and an eventfd is a counter, so a signal
+sent before the waiter sleeps is not lost. Why not a futex on the shared header as AOSP does:
+Python has no futex call, while an eventfd is pollable (timeouts come for free, and one can join
+a ``select`` with the driver socket) and crosses the socket with SCM_RIGHTS like the memfd.
+Every blocking call takes a timeout, so a dead peer never hangs a caller (:class:`FmqTimeout`).
+
+Indices are stored with single aligned 8-byte writes (a ``memoryview.cast('Q')`` item), which
+x86-64 and arm64 make atomic; each side publishes its index only after copying the bytes.
+
+Example:
+    >>> channel = FmqChannel.create(64)
+    >>> channel.write(b"frame")
+    True
+    >>> channel.read(timeout=1.0)
+    b'frame'
+    >>> channel.read(block=False) is None
+    True
+    >>> peer = FmqChannel.attach(*[os.dup(fd) for fd in channel.fds])   # in the other process
+    >>> peer.close(); channel.close()
+"""
+from __future__ import annotations
+
+import os
+import select
+import struct
+import time
+
+from runtime.drivers.ipc.codec import CodecError
+from runtime.drivers.ipc.shm import MappingError, map_fd, sealed_memfd
+
+MAGIC = 0x514D464E  # "NFMQ"
+VERSION = 1
+HEADER_SIZE = 192  # magic/version/capacity | write index (byte 64) | read index (byte 128)
+MIN_CAPACITY = 16
+#: Largest message a reader accepts unless told otherwise (a length above it is corruption).
+DEFAULT_MAX_MESSAGE = 64 << 20
+_LEN = struct.Struct("<I")
+_INFO = struct.Struct("<IIQ")
+_WRITE, _READ = 64 // 8, 128 // 8  # u64 slots of the header
+_MASK = (1 << 64) - 1
+
+
+class FmqError(RuntimeError):
+    """A channel that cannot be used (bad arguments, broken by a timeout mid-message)."""
+
+
+class FmqTimeout(FmqError, TimeoutError):
+    """A blocking read or write found no peer progress before its timeout."""
+
+
+class FmqCorrupt(CodecError):
+    """The shared header or a length prefix is inconsistent (a broken or hostile peer)."""
+
+
+class FmqChannel:
+    """One direction of a fast message queue; see the module docstring.
+
+    Attributes:
+        fd: The memfd of the ring (header + ``capacity`` bytes).
+        fds: ``(fd, data_event_fd, space_event_fd)``: what the peer passes to :meth:`attach`.
+        capacity: Ring size in bytes.
+    """
+
+    def __init__(self, region, fds: tuple[int, int, int], capacity: int, max_message: int):
+        self._region = region
+        self.fds = fds
+        self.fd = fds[0]
+        self.capacity = capacity
+        self.max_message = max_message
+        self._index = region.view[:HEADER_SIZE].cast("Q")
+        self._ring = region.view[HEADER_SIZE:HEADER_SIZE + capacity]
+        self._data_poll = _poller(fds[1])
+        self._space_poll = _poller(fds[2])
+        self._body: bytearray | None = None  # a message being received in pieces
+        self._filled = 0
+        self._broken = False
+
+    @classmethod
+    def create(cls, capacity: int, max_message: int = DEFAULT_MAX_MESSAGE) -> FmqChannel:
+        """A new empty channel with a ring of ``capacity`` bytes (this side owns the fds)."""
+        if not MIN_CAPACITY <= capacity <= 1 << 40:
+            raise ValueError(f"capacity {capacity} outside [{MIN_CAPACITY}, 2**40]")
+        fd = sealed_memfd("nnscope-fmq", HEADER_SIZE + capacity)
+        events = (os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK),
+                  os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK))
+        region = map_fd(fd, 0, HEADER_SIZE + capacity)
+        _INFO.pack_into(region.view, 0, MAGIC, VERSION, capacity)
+        return cls(region, (fd, *events), capacity, max_message)
+
+    @classmethod
+    def attach(cls, fd: int, data_event_fd: int, space_event_fd: int,
+               max_message: int = DEFAULT_MAX_MESSAGE) -> FmqChannel:
+        """Map a channel received from the peer; takes ownership of the three fds.
+
+        Raises:
+            FmqCorrupt: not a sealed memfd, or a header that does not match the file.
+        """
+        try:
+            size = os.fstat(fd).st_size
+            region = map_fd(fd, 0, size)
+        except (OSError, MappingError) as error:
+            raise FmqCorrupt(f"cannot map the FMQ: {error}") from None
+        magic, version, capacity = _INFO.unpack_from(region.view, 0) if size >= HEADER_SIZE else (0, 0, 0)
+        if (magic, version) != (MAGIC, VERSION) or capacity < MIN_CAPACITY \
+                or capacity != size - HEADER_SIZE:
+            region.close()
+            raise FmqCorrupt(f"not an FMQ of this version ({size} bytes, magic {magic:#x})")
+        return cls(region, (fd, data_event_fd, space_event_fd), capacity, max_message)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write(self, data, block: bool = True, timeout: float | None = None) -> bool:
+        """Queue one message. Non-blocking: False when it does not fit whole right now.
+
+        Blocking: waits for room (up to ``timeout`` seconds, None = forever); a message larger
+        than the ring streams through it as the reader frees space.
+
+        Raises:
+            FmqTimeout: no room in time. If part of the message had gone out, the channel is
+                broken (later writes raise FmqError).
+            FmqError: message above ``max_message``, broken channel, or a non-blocking write of
+                a message that can never fit the ring.
+        """
+        if self._broken:
+            raise FmqError("channel broken by an earlier timeout mid-message")
+        size = len(data)
+        if size > self.max_message:
+            raise FmqError(f"message of {size} bytes exceeds max_message {self.max_message}")
+        total = _LEN.size + size
+        if not block:
+            if total > self.capacity:
+                raise FmqError(f"{total} bytes never fit a {self.capacity}-byte ring at once")
+            if total > self._free():
+                return False
+            self._send(_LEN.pack(size) + bytes(data))
+            return True
+        deadline = _deadline(timeout)
+        if total <= self.capacity:
+            self._wait_room(total, deadline)
+            self._send(_LEN.pack(size) + bytes(data))
+            return True
+        self._stream(memoryview(_LEN.pack(size) + bytes(data)), deadline)
+        return True
+
+    def _stream(self, src: memoryview, deadline: float | None) -> None:
+        self._wait_room(_LEN.size, deadline)  # the length prefix always goes out whole
+        sent = 0
+        while sent < len(src):
+            try:
+                room = self._wait_room(1, deadline)
+            except FmqTimeout:
+                self._broken = True
+                raise FmqTimeout(f"peer stalled after {sent} of {len(src)} bytes; "
+                                 "channel broken") from None
+            piece = src[sent:sent + room]
+            self._send(piece)
+            sent += len(piece)
+
+    def _wait_room(self, need: int, deadline: float | None) -> int:
+        while (room := self._free()) < need:
+            _wait(self._space_poll, self.fds[2], deadline, "room in the ring")
+        return room
+
+    def _free(self) -> int:
+        return self.capacity - self._used()
+
+    def _send(self, data) -> None:
+        write = self._index[_WRITE]
+        _copy_in(self._ring, write % self.capacity, data)
+        self._index[_WRITE] = (write + len(data)) & _MASK
+        _signal(self.fds[1])
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(self, block: bool = True, timeout: float | None = None) -> bytes | None:
+        """The next message; None when non-blocking and no whole message is there yet.
+
+        Raises:
+            FmqTimeout: blocking and no whole message within ``timeout`` seconds (bytes of a
+                streamed message already taken are kept; the next read resumes it).
+            FmqCorrupt: inconsistent indices or a length above ``max_message``.
+        """
+        deadline = None if not block else _deadline(timeout)
+        while (message := self._take()) is None:
+            if not block:
+                return None
+            _wait(self._data_poll, self.fds[1], deadline, "a message")
+        return message
+
+    def _take(self) -> bytes | None:
+        available = self._used()
+        read = self._index[_READ]
+        if self._body is None:
+            if available < _LEN.size:
+                return None
+            (size,) = _LEN.unpack(_copy_out(self._ring, read % self.capacity, _LEN.size))
+            if size > self.max_message:
+                raise FmqCorrupt(f"message length {size} exceeds max_message {self.max_message}")
+            if available >= _LEN.size + size:  # whole message: one copy
+                message = _copy_out(self._ring, (read + _LEN.size) % self.capacity, size)
+                self._release(read, _LEN.size + size)
+                return message
+            self._body, self._filled = bytearray(size), 0
+            read = self._release(read, _LEN.size)
+            available -= _LEN.size
+        piece = min(available, len(self._body) - self._filled)
+        if piece:
+            _copy_into(self._ring, read % self.capacity, memoryview(self._body)[self._filled:][:piece])
+            self._filled += piece
+            self._release(read, piece)
+        if self._filled < len(self._body):
+            return None
+        message, self._body = bytes(self._body), None
+        return message
+
+    def _release(self, read: int, count: int) -> int:
+        read = (read + count) & _MASK
+        self._index[_READ] = read
+        _signal(self.fds[2])
+        return read
+
+    def _used(self) -> int:
+        used = (self._index[_WRITE] - self._index[_READ]) & _MASK
+        if used > self.capacity:
+            raise FmqCorrupt(f"indices claim {used} bytes in a {self.capacity}-byte ring")
+        return used
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Unmap the ring and close the three fds (idempotent)."""
+        if self.fd < 0:
+            return
+        self._index.release()
+        self._ring.release()
+        self._region.close()
+        for fd in self.fds:
+            os.close(fd)
+        self.fd, self.fds = -1, (-1, -1, -1)
+
+    def __enter__(self) -> FmqChannel:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _poller(fd: int):
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return poller
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + max(timeout, 0.0)
+
+
+def _wait(poller, event_fd: int, deadline: float | None, what: str) -> None:
+    """Sleep on ``event_fd`` until it is signalled (then reset it) or ``deadline`` passes."""
+    if deadline is None:
+        poller.poll()
+    else:
+        left = deadline - time.monotonic()
+        if left <= 0 or not poller.poll(max(1, int(left * 1000 + 0.999))):
+            raise FmqTimeout(f"no {what} from the peer in time")
+    try:
+        os.eventfd_read(event_fd)
+    except BlockingIOError:
+        pass  # consumed already; the caller rechecks the indices anyway
+
+
+def _signal(event_fd: int) -> None:
+    try:
+        os.eventfd_write(event_fd, 1)
+    except BlockingIOError:
+        pass  # counter saturated: the waiter is woken anyway
+
+
+def _copy_in(ring: memoryview, pos: int, data) -> None:
+    first = min(len(data), len(ring) - pos)
+    ring[pos:pos + first] = data[:first]
+    if first < len(data):
+        ring[:len(data) - first] = data[first:]
+
+
+def _copy_out(ring: memoryview, pos: int, count: int) -> bytes:
+    first = min(count, len(ring) - pos)
+    if first == count:
+        return bytes(ring[pos:pos + count])
+    return bytes(ring[pos:]) + bytes(ring[:count - first])
+
+
+def _copy_into(ring: memoryview, pos: int, target: memoryview) -> None:
+    first = min(len(target), len(ring) - pos)
+    target[:first] = ring[pos:pos + first]
+    target[first:] = ring[:len(target) - first]

@@ -1,0 +1,238 @@
+"""AOSP's ``FmqRequestDatum`` / ``FmqResultDatum`` sequences as fixed-size packed records.
+
+A burst request or result travels through an :class:`~runtime.drivers.ipc.fmq.FmqChannel` as
+one message: a sequence of 20-byte datums, each ``<B tag, B flag, 2 pad, 16 payload bytes>``,
+in the order AOSP's ``ExecutionBurstUtils`` serializes them (HAL 1.2 ``types.hal``):
+
+request: ``PACKET(size, inputs, outputs, pools)``, per input ``INPUT(has_no_value; pool index,
+offset, length, rank)`` + ``rank`` x ``INPUT_DIM``, the same for outputs, ``pools`` x
+``POOL(slot)``, ``MEASURE(flag)``;
+result: ``PACKET(size, status, operands)``, per output ``OPERAND(is_sufficient; rank)`` +
+``rank`` x ``DIM``, ``TIMING(on device, in driver)``.
+
+No pickle: the decoders only unpack integers. They check every field against the bytes received
+(whole datums, the declared packet size, counts against the datums left, tags in order, ranks,
+pool indexes below the pool count, non-negative unique slots, regions inside u32, zero padding,
+known status, consistent timing) and raise :class:`CodecError` for anything else, so a malformed
+message is a failed request, never a read outside it.
+
+Example:
+    >>> request = BurstRequest((RequestArgument(False, 0, 0, 16, (1, 4)),),
+    ...                        (RequestArgument(False, 1, 0, 16, (1, 4)),), (3, 7), True)
+    >>> decode_request(encode_request(request)) == request
+    True
+"""
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from runtime.drivers.ipc.codec import CodecError, enum_value
+from runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
+from runtime.hal.types import ErrorStatus
+from timing import Timing
+
+DATUM = struct.Struct("<BBHIIII")  # tag, flag, padding (zero), four fields
+_TIMING = struct.Struct("<BBHQQ")
+DATUM_SIZE = DATUM.size
+MAX_RANK = 32  # as the driver's prepare-time limit (runtime.drivers.ipc._guard.MAX_RANK)
+MAX_DATUMS = 1 << 20
+_U32_MAX = (1 << 32) - 1
+_I32_MAX = (1 << 31) - 1
+
+
+class RequestTag(enum.IntEnum):
+    PACKET = 0
+    INPUT = 1
+    INPUT_DIM = 2
+    OUTPUT = 3
+    OUTPUT_DIM = 4
+    POOL = 5
+    MEASURE = 6
+
+
+class ResultTag(enum.IntEnum):
+    PACKET = 0
+    OPERAND = 1
+    DIM = 2
+    TIMING = 3
+
+
+@dataclass(frozen=True, slots=True)
+class BurstRequest:
+    """One burst execution: operand regions refer to ``slots`` by position (pool index)."""
+
+    inputs: tuple[RequestArgument, ...]
+    outputs: tuple[RequestArgument, ...]
+    slots: tuple[int, ...]
+    measure_timing: bool = False
+
+
+# -- encoding ----------------------------------------------------------------------------
+
+def encode_request(request: BurstRequest) -> bytes:
+    """Serialize ``request`` (raises CodecError when it breaks a rule the decoder checks)."""
+    body = [*_arguments(request.inputs, RequestTag.INPUT, RequestTag.INPUT_DIM),
+            *_arguments(request.outputs, RequestTag.OUTPUT, RequestTag.OUTPUT_DIM),
+            *(DATUM.pack(RequestTag.POOL, 0, 0, _u32(slot, _I32_MAX), 0, 0, 0) for slot in request.slots),
+            DATUM.pack(RequestTag.MEASURE, int(bool(request.measure_timing)), 0, 0, 0, 0, 0)]
+    packet = DATUM.pack(RequestTag.PACKET, 0, 0, len(body) + 1, len(request.inputs),
+                        len(request.outputs), len(request.slots))
+    data = packet + b"".join(body)
+    decode_request(data)  # the encoder never emits what the reader would refuse
+    return data
+
+
+def _arguments(arguments, info_tag, dim_tag):
+    for argument in arguments:
+        yield DATUM.pack(info_tag, int(argument.has_no_value), 0, _u32(argument.pool_index),
+                         _u32(argument.offset), _u32(argument.length), len(argument.dimensions))
+        yield from (DATUM.pack(dim_tag, 0, 0, _u32(dim), 0, 0, 0) for dim in argument.dimensions)
+
+
+def encode_result(result: ExecutionResult) -> bytes:
+    """Serialize a burst execution's status, output shapes and timing (None: unknown; both
+    durations unknown decode as None)."""
+    timing = result.timing if result.timing is not None else Timing()
+    body = []
+    for shape in result.output_shapes:
+        rank = len(shape.dimensions)
+        body.append(DATUM.pack(ResultTag.OPERAND, int(shape.is_sufficient), 0, rank, 0, 0, 0))
+        body.extend(DATUM.pack(ResultTag.DIM, 0, 0, _u32(dim), 0, 0, 0) for dim in shape.dimensions)
+    body.append(_TIMING.pack(ResultTag.TIMING, 0, 0, timing.time_on_device, timing.time_in_driver))
+    packet = DATUM.pack(ResultTag.PACKET, 0, 0, len(body) + 1, int(result.status),
+                        len(result.output_shapes), 0)
+    data = packet + b"".join(body)
+    decode_result(data)
+    return data
+
+
+def _u32(value: int, limit: int = _U32_MAX) -> int:
+    if not 0 <= value <= limit:
+        raise CodecError(f"{value} does not fit the datum field [0, {limit}]")
+    return value
+
+
+# -- decoding ----------------------------------------------------------------------------
+
+class _Datums:
+    """Walks a message datum by datum; every read is checked against the datums present."""
+
+    def __init__(self, data, tags) -> None:
+        self.view = memoryview(data).cast("B")
+        if len(self.view) % DATUM_SIZE or not self.view:
+            raise CodecError(f"{len(self.view)} bytes is not a whole number of {DATUM_SIZE}-byte datums")
+        self.count = len(self.view) // DATUM_SIZE
+        if self.count > MAX_DATUMS:
+            raise CodecError(f"{self.count} datums exceed {MAX_DATUMS}")
+        self.tags, self.index = tags, 0
+
+    def left(self) -> int:
+        return self.count - self.index
+
+    def take(self, tag, layout: struct.Struct = DATUM) -> tuple:
+        if self.index >= self.count:
+            raise CodecError(f"sequence ends before datum {self.index} ({tag.name})")
+        found, flag, padding, *fields = layout.unpack_from(self.view, self.index * DATUM_SIZE)
+        if found != tag:
+            raise CodecError(f"datum {self.index}: tag {found} where {tag.name} belongs")
+        _zero(padding, f"datum {self.index} padding")
+        self.index += 1
+        return (flag, *fields)
+
+    def counted(self, n: int, what: str) -> int:
+        if n > self.left():
+            raise CodecError(f"{n} {what} declared, {self.left()} datums left")
+        return n
+
+    def end(self) -> None:
+        if self.index != self.count:
+            raise CodecError(f"{self.count - self.index} datums after the end of the packet")
+
+
+def decode_request(data) -> BurstRequest:
+    """Parse and validate a request message. Raises CodecError for malformed data."""
+    datums = _Datums(data, RequestTag)
+    flag, size, n_inputs, n_outputs, n_pools = datums.take(RequestTag.PACKET)
+    _zero(flag, "packet flag")
+    if size != datums.count:
+        raise CodecError(f"packet size {size}, {datums.count} datums received")
+    inputs = _read_arguments(datums, datums.counted(n_inputs, "inputs"), n_pools,
+                             RequestTag.INPUT, RequestTag.INPUT_DIM)
+    outputs = _read_arguments(datums, datums.counted(n_outputs, "outputs"), n_pools,
+                              RequestTag.OUTPUT, RequestTag.OUTPUT_DIM)
+    slots = tuple(_read_slot(datums) for _ in range(datums.counted(n_pools, "pools")))
+    if len(set(slots)) != len(slots):
+        raise CodecError("a memory slot appears twice in one request")
+    measure, *rest = datums.take(RequestTag.MEASURE)
+    if measure > 1:
+        raise CodecError(f"measure timing flag {measure}")
+    _zero(max(rest), "measure datum")
+    datums.end()
+    return BurstRequest(inputs, outputs, slots, bool(measure))
+
+
+def _read_arguments(datums: _Datums, count: int, n_pools: int, info_tag, dim_tag) -> tuple:
+    arguments = []
+    for position in range(count):
+        no_value, pool, offset, length, rank = datums.take(info_tag)
+        where = f"{info_tag.name.lower()} {position}"
+        if no_value > 1:
+            raise CodecError(f"{where}: has_no_value flag {no_value}")
+        if no_value:
+            _zero(pool | offset | length, f"{where} location (no value)")
+        elif pool >= n_pools:
+            raise CodecError(f"{where}: pool index {pool} with {n_pools} pools")
+        if offset + length > _U32_MAX:
+            raise CodecError(f"{where}: region [{offset}, {offset + length}) overflows u32")
+        if rank > MAX_RANK:
+            raise CodecError(f"{where}: rank {rank} exceeds {MAX_RANK}")
+        dims = tuple(_read_dim(datums, dim_tag) for _ in range(datums.counted(rank, "dimensions")))
+        arguments.append(RequestArgument(bool(no_value), pool, offset, length, dims))
+    return tuple(arguments)
+
+
+def _read_dim(datums: _Datums, tag) -> int:
+    flag, value, *rest = datums.take(tag)
+    _zero(flag | max(rest), f"{tag.name} datum")
+    return value
+
+
+def _read_slot(datums: _Datums) -> int:
+    flag, slot, *rest = datums.take(RequestTag.POOL)
+    _zero(flag | max(rest), "pool datum")
+    if slot > _I32_MAX:
+        raise CodecError(f"memory slot {slot - (1 << 32)} is negative")
+    return slot
+
+
+def decode_result(data) -> ExecutionResult:
+    """Parse and validate a result message. Raises CodecError for malformed data."""
+    datums = _Datums(data, ResultTag)
+    flag, size, status, n_operands, spare = datums.take(ResultTag.PACKET)
+    _zero(flag | spare, "packet datum")
+    if size != datums.count:
+        raise CodecError(f"packet size {size}, {datums.count} datums received")
+    status = enum_value(ErrorStatus, status)
+    shapes = []
+    for position in range(datums.counted(n_operands, "output shapes")):
+        sufficient, rank, *rest = datums.take(ResultTag.OPERAND)
+        if sufficient > 1 or rank > MAX_RANK:
+            raise CodecError(f"output shape {position}: flag {sufficient}, rank {rank}")
+        _zero(max(rest), "operand datum")
+        dims = tuple(_read_dim(datums, ResultTag.DIM) for _ in range(datums.counted(rank, "dimensions")))
+        shapes.append(OutputShape(dims, bool(sufficient)))
+    flag, on_device, in_driver = datums.take(ResultTag.TIMING, _TIMING)
+    _zero(flag, "timing flag")
+    datums.end()
+    try:
+        timing = Timing(on_device, in_driver)
+    except ValueError as error:
+        raise CodecError(f"timing: {error}") from None
+    return ExecutionResult(status, tuple(shapes), timing if timing != Timing() else None)
+
+
+def _zero(value: int, what: str) -> None:
+    if value:
+        raise CodecError(f"{what} has non-zero unused bits")
