@@ -72,17 +72,17 @@ class Event:
             work()
         except BaseException as error:  # noqa: BLE001 - handed to the waiter
             self._error = error
-        finally:
-            self._done.set()
+        finally:  # the fence first: wait() returning means the fence is signalled
             if self._fence is not None:
                 _fenced.signal(self._fence, ok=self._error is None)
+            self._done.set()
 
     @property
     def done(self) -> bool:
         """True once the computation finished (successfully or not) or the fence signalled."""
-        if self._thread is None and self._fence is not None:
-            return _fenced.state(self._fence, 0) != _fenced.ACTIVE
-        return self._done.is_set()
+        if self._done.is_set() or self._closer is None or not self._closer.alive:
+            return self._done.is_set()
+        return _fenced.state(self._fence, 0) != _fenced.ACTIVE  # exactly when the fence signals
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksEvent_wait")
     def wait(self, timeout: float | None = None) -> None:
@@ -146,8 +146,9 @@ class Event:
     def free(self) -> None:
         """Wait for the computation and release the event and its fence (ANeuralNetworksEvent_free)."""
         if self._thread is not None:
-            self._thread.join()  # the worker signals the fence after done: close after it
+            self._done.wait()
         elif self._closer is not None and self._closer.alive:
             _fenced.state(self._fence, None)
+            self._done.set()
         if self._closer is not None:
             self._closer()
