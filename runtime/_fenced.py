@@ -53,7 +53,7 @@ def dup(fd, call: str) -> int:
     try:
         return os.dup(fd)
     except OSError as error:
-        raise checks.bad(call, f"sync_fence_fd {fd} is not an open file descriptor ({error.strerror})") from None
+        raise checks.bad(call, f"sync_fence_fd {fd} is not open ({error.strerror})") from None
 
 
 def state(fd: int, timeout: float | None) -> str:
@@ -133,7 +133,8 @@ def fenced_timing(timing: Timing | None, waited_ns: int) -> FencedTiming | None:
     if timing is None:
         return None
     in_driver = timing.in_driver
-    launched = Timing.from_us(timing.on_device, None if in_driver is None else in_driver + waited_ns // NS_PER_US)
+    in_driver = None if in_driver is None else in_driver + waited_ns // NS_PER_US
+    launched = Timing.from_us(timing.on_device, in_driver)
     return FencedTiming(launched, timing)
 
 

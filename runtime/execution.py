@@ -267,17 +267,19 @@ class Execution:
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startComputeWithDependencies")
     def start_compute_with_dependencies(self, events: Sequence[Event], duration_ns: int = 0) -> Event:
-        """Start once all ``events`` signalled, the caller not waiting; returns an Event backed
-        by a sync fence. ``duration_ns`` (0 = none) limits the run after the fences signal.
-        Errors: see :mod:`runtime._fenced` (BAD_DATA for a duration unless on one device)."""
+        """Start once all ``events`` signalled, the caller not waiting; returns an Event backed by a
+        sync fence. ``duration_ns`` (0 = none) limits the run after the fences signal. Raises NnError
+        as start_compute; UNEXPECTED_NULL/BAD_DATA for bad events; OP_FAILED for one already failed or
+        an unspecified output shape; BAD_DATA for a duration unless on one device. ``wait()`` raises
+        OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when time runs out."""
         call = "startComputeWithDependencies"
-        dependencies = _fenced.dependencies(events, call, Event)
+        deps = _fenced.dependencies(events, call, Event)
         if checks.duration(duration_ns, call):
             self._require_single_device(call)
         request = self._start(call)
         _fenced.check_outputs_specified(self._out_operands, request.outputs, call, self._state.cancel)
         deadline = deadline_after(self._timeout_ns)
-        return Event.start(lambda: self._run_fenced(request, dependencies, duration_ns, deadline), fenced=True)
+        return Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline), fenced=True)
 
     def _run_fenced(self, request: Request, dependencies, duration_ns: int, deadline: int | None) -> None:
         waited = _fenced.wait_for(dependencies, self._state.complete)
