@@ -9,9 +9,12 @@ leave the ring, and the reader and writer check ``0 <= write - read <= capacity`
 (a peer that scribbles on the header gets :class:`FmqCorrupt`, never an out-of-range read).
 
 Wake-up: two Linux eventfds, one per direction of waiting. The writer bumps ``data_event`` after
-publishing bytes; the reader bumps ``space_event`` after freeing some. A blocked side polls its
-eventfd, so it sleeps in the kernel instead of spinning, and an eventfd is a counter, so a signal
-sent before the waiter sleeps is not lost. Why not a futex on the shared header as AOSP does:
+publishing bytes; the reader bumps ``space_event`` after freeing some, but only while the writer
+has raised its wants-space flag in the header (a full ring is rare; this saves a syscall per
+message). A blocked side polls its eventfd, so it sleeps in the kernel instead of spinning, and an
+eventfd is a counter, so a signal sent before the waiter sleeps is not lost. (Python has no
+memory fence, so the flag's wake-up could in theory be lost to store/load reordering; a writer
+waiting for space therefore rechecks every 10 ms.) Why not a futex on the shared header as AOSP does:
 Python has no futex call, while an eventfd is pollable (timeouts come for free, and one can join
 a ``select`` with the driver socket) and crosses the socket with SCM_RIGHTS like the memfd.
 Every blocking call takes a timeout, so a dead peer never hangs a caller (:class:`FmqTimeout`).
@@ -42,13 +45,15 @@ from runtime.drivers.ipc.shm import MappingError, map_fd, sealed_memfd
 
 MAGIC = 0x514D464E  # "NFMQ"
 VERSION = 1
-HEADER_SIZE = 192  # magic/version/capacity | write index (byte 64) | read index (byte 128)
+#: magic/version/capacity | write index (byte 64) | read index (128), writer-wants-space flag (136)
+HEADER_SIZE = 192
 MIN_CAPACITY = 16
 #: Largest message a reader accepts unless told otherwise (a length above it is corruption).
 DEFAULT_MAX_MESSAGE = 64 << 20
 _LEN = struct.Struct("<I")
 _INFO = struct.Struct("<IIQ")
-_WRITE, _READ = 64 // 8, 128 // 8  # u64 slots of the header
+_WRITE, _READ, _SPACE_WANTED = 64 // 8, 128 // 8, 136 // 8  # u64 slots of the header
+_SLICE_S = 0.01  # longest sleep of a writer waiting for space between rechecks
 _MASK = (1 << 64) - 1
 
 
@@ -122,7 +127,7 @@ class FmqChannel:
     # -- writing ---------------------------------------------------------------------------
 
     def write(self, data, block: bool = True, timeout: float | None = None) -> bool:
-        """Queue one message. Non-blocking: False when it does not fit whole right now.
+        """Queue one message (bytes-like). Non-blocking: False when it does not fit whole now.
 
         Blocking: waits for room (up to ``timeout`` seconds, None = forever); a message larger
         than the ring streams through it as the reader frees space.
@@ -133,28 +138,38 @@ class FmqChannel:
             FmqError: message above ``max_message``, broken channel, or a non-blocking write of
                 a message that can never fit the ring.
         """
-        if self._broken:
-            raise FmqError("channel broken by an earlier timeout mid-message")
+        if not isinstance(data, (bytes, bytearray)):
+            data = memoryview(data).cast("B")
         size = len(data)
-        if size > self.max_message:
-            raise FmqError(f"message of {size} bytes exceeds max_message {self.max_message}")
         total = _LEN.size + size
-        if not block:
-            if total > self.capacity:
-                raise FmqError(f"{total} bytes never fit a {self.capacity}-byte ring at once")
-            if total > self._free():
+        if self._broken or size > self.max_message or total > self.capacity:
+            return self._write_large(data, block, timeout)
+        index, capacity = self._index, self.capacity
+        write = index[_WRITE]
+        if total > capacity - self._used():
+            if not block:
                 return False
-            self._send(_LEN.pack(size) + bytes(data))
-            return True
-        deadline = _deadline(timeout)
-        if total <= self.capacity:
-            self._wait_room(total, deadline)
-            self._send(_LEN.pack(size) + bytes(data))
-            return True
-        self._stream(memoryview(_LEN.pack(size) + bytes(data)), deadline)
+            self._wait_room(total, _deadline(timeout))
+        position = write % capacity
+        if position + total <= capacity:  # the usual case: one contiguous copy
+            _LEN.pack_into(self._ring, position, size)
+            self._ring[position + _LEN.size:position + total] = data
+        else:
+            _copy_in(self._ring, position, _LEN.pack(size) + bytes(data))
+        index[_WRITE] = (write + total) & _MASK
+        _signal(self.fds[1])
         return True
 
-    def _stream(self, src: memoryview, deadline: float | None) -> None:
+    def _write_large(self, data, block: bool, timeout: float | None) -> bool:
+        if self._broken:
+            raise FmqError("channel broken by an earlier timeout mid-message")
+        if len(data) > self.max_message:
+            raise FmqError(f"message of {len(data)} bytes exceeds max_message {self.max_message}")
+        if not block:
+            raise FmqError(f"{len(data) + _LEN.size} bytes never fit a {self.capacity}-byte ring "
+                           "at once; use a blocking write")
+        src = memoryview(_LEN.pack(len(data)) + bytes(data))
+        deadline = _deadline(timeout)
         self._wait_room(_LEN.size, deadline)  # the length prefix always goes out whole
         sent = 0
         while sent < len(src):
@@ -164,23 +179,25 @@ class FmqChannel:
                 self._broken = True
                 raise FmqTimeout(f"peer stalled after {sent} of {len(src)} bytes; "
                                  "channel broken") from None
+            write = self._index[_WRITE]
             piece = src[sent:sent + room]
-            self._send(piece)
+            _copy_in(self._ring, write % self.capacity, piece)
+            self._index[_WRITE] = (write + len(piece)) & _MASK
+            _signal(self.fds[1])
             sent += len(piece)
+        return True
 
     def _wait_room(self, need: int, deadline: float | None) -> int:
-        while (room := self._free()) < need:
-            _wait(self._space_poll, self.fds[2], deadline, "room in the ring")
+        """Sleep until ``need`` bytes are free. The reader signals space only while the
+        writer's flag is up; a wake-up lost to store/load reordering costs one poll slice."""
+        while (room := self.capacity - self._used()) < need:
+            self._index[_SPACE_WANTED] = 1
+            try:
+                if self.capacity - self._used() < need:
+                    _wait(self._space_poll, self.fds[2], deadline, "room in the ring", _SLICE_S)
+            finally:
+                self._index[_SPACE_WANTED] = 0
         return room
-
-    def _free(self) -> int:
-        return self.capacity - self._used()
-
-    def _send(self, data) -> None:
-        write = self._index[_WRITE]
-        _copy_in(self._ring, write % self.capacity, data)
-        self._index[_WRITE] = (write + len(data)) & _MASK
-        _signal(self.fds[1])
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -192,32 +209,42 @@ class FmqChannel:
                 streamed message already taken are kept; the next read resumes it).
             FmqCorrupt: inconsistent indices or a length above ``max_message``.
         """
-        deadline = None if not block else _deadline(timeout)
+        message = self._take()
+        if message is not None or not block:
+            return message
+        deadline = _deadline(timeout)
         while (message := self._take()) is None:
-            if not block:
-                return None
             _wait(self._data_poll, self.fds[1], deadline, "a message")
         return message
 
     def _take(self) -> bytes | None:
         available = self._used()
-        read = self._index[_READ]
-        if self._body is None:
-            if available < _LEN.size:
-                return None
-            (size,) = _LEN.unpack(_copy_out(self._ring, read % self.capacity, _LEN.size))
-            if size > self.max_message:
-                raise FmqCorrupt(f"message length {size} exceeds max_message {self.max_message}")
-            if available >= _LEN.size + size:  # whole message: one copy
-                message = _copy_out(self._ring, (read + _LEN.size) % self.capacity, size)
-                self._release(read, _LEN.size + size)
-                return message
+        if self._body is not None:
+            return self._take_piece(available)
+        if available < _LEN.size:
+            return None
+        read, capacity = self._index[_READ], self.capacity
+        position = read % capacity
+        if position + _LEN.size <= capacity:
+            (size,) = _LEN.unpack_from(self._ring, position)
+        else:
+            (size,) = _LEN.unpack(_copy_out(self._ring, position, _LEN.size))
+        if size > self.max_message:
+            raise FmqCorrupt(f"message length {size} exceeds max_message {self.max_message}")
+        if available < _LEN.size + size:  # a message streaming in: take it piece by piece
             self._body, self._filled = bytearray(size), 0
-            read = self._release(read, _LEN.size)
-            available -= _LEN.size
+            self._release(read, _LEN.size)
+            return self._take_piece(available - _LEN.size)
+        message = _copy_out(self._ring, (position + _LEN.size) % capacity, size)
+        self._release(read, _LEN.size + size)
+        return message
+
+    def _take_piece(self, available: int) -> bytes | None:
         piece = min(available, len(self._body) - self._filled)
         if piece:
-            _copy_into(self._ring, read % self.capacity, memoryview(self._body)[self._filled:][:piece])
+            read = self._index[_READ]
+            target = memoryview(self._body)[self._filled:self._filled + piece]
+            _copy_into(self._ring, read % self.capacity, target)
             self._filled += piece
             self._release(read, piece)
         if self._filled < len(self._body):
@@ -225,11 +252,10 @@ class FmqChannel:
         message, self._body = bytes(self._body), None
         return message
 
-    def _release(self, read: int, count: int) -> int:
-        read = (read + count) & _MASK
-        self._index[_READ] = read
-        _signal(self.fds[2])
-        return read
+    def _release(self, read: int, count: int) -> None:
+        self._index[_READ] = (read + count) & _MASK
+        if self._index[_SPACE_WANTED]:
+            _signal(self.fds[2])
 
     def _used(self) -> int:
         used = (self._index[_WRITE] - self._index[_READ]) & _MASK
@@ -267,14 +293,16 @@ def _deadline(timeout: float | None) -> float | None:
     return None if timeout is None else time.monotonic() + max(timeout, 0.0)
 
 
-def _wait(poller, event_fd: int, deadline: float | None, what: str) -> None:
-    """Sleep on ``event_fd`` until it is signalled (then reset it) or ``deadline`` passes."""
-    if deadline is None:
-        poller.poll()
-    else:
-        left = deadline - time.monotonic()
-        if left <= 0 or not poller.poll(max(1, int(left * 1000 + 0.999))):
-            raise FmqTimeout(f"no {what} from the peer in time")
+def _wait(poller, event_fd: int, deadline: float | None, what: str, slice_s: float | None = None) -> None:
+    """Sleep on ``event_fd`` until it is signalled (then reset it), ``slice_s`` passes (then
+    return: the caller rechecks), or ``deadline`` passes (FmqTimeout)."""
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        raise FmqTimeout(f"no {what} from the peer in time")
+    if slice_s is not None and (left is None or slice_s < left):
+        left = slice_s
+    if not poller.poll(None if left is None else max(1, int(left * 1000 + 0.999))):
+        return
     try:
         os.eventfd_read(event_fd)
     except BlockingIOError:
