@@ -138,15 +138,18 @@ class FmqChannel:
             FmqError: message above ``max_message``, broken channel, or a non-blocking write of
                 a message that can never fit the ring.
         """
-        if not isinstance(data, (bytes, bytearray)):
+        if type(data) is not bytes and not isinstance(data, bytearray):
             data = memoryview(data).cast("B")
         size = len(data)
         total = _LEN.size + size
-        if self._broken or size > self.max_message or total > self.capacity:
-            return self._write_large(data, block, timeout)
         index, capacity = self._index, self.capacity
+        if self._broken or size > self.max_message or total > capacity:
+            return self._write_large(data, block, timeout)
         write = index[_WRITE]
-        if total > capacity - self._used():
+        used = (write - index[_READ]) & _MASK
+        if total > capacity - used:
+            if used > capacity:
+                raise FmqCorrupt(f"indices claim {used} bytes in a {capacity}-byte ring")
             if not block:
                 return False
             self._wait_room(total, _deadline(timeout))
@@ -209,12 +212,35 @@ class FmqChannel:
                 streamed message already taken are kept; the next read resumes it).
             FmqCorrupt: inconsistent indices or a length above ``max_message``.
         """
-        message = self._take()
+        message = self._take_whole()
+        if message is None:
+            message = self._take()
         if message is not None or not block:
             return message
-        deadline = _deadline(timeout)
-        while (message := self._take()) is None:
-            _wait(self._data_poll, self.fds[1], deadline, "a message")
+        deadline, data_poll, data_fd = _deadline(timeout), self._data_poll, self.fds[1]
+        while True:
+            _wait(data_poll, data_fd, deadline, "a message")
+            message = self._take_whole()
+            if message is not None or (message := self._take()) is not None:
+                return message
+
+    def _take_whole(self) -> bytes | None:
+        """The usual case, kept short: a whole message that does not wrap (else None)."""
+        index, capacity = self._index, self.capacity
+        read = index[_READ]
+        available = (index[_WRITE] - read) & _MASK
+        if self._body is not None or not _LEN.size <= available <= capacity:
+            return None
+        start = read % capacity + _LEN.size
+        if start > capacity:
+            return None
+        (size,) = _LEN.unpack_from(self._ring, start - _LEN.size)
+        if size > available - _LEN.size or start + size > capacity or size > self.max_message:
+            return None
+        message = self._ring[start:start + size].tobytes()
+        index[_READ] = (read + _LEN.size + size) & _MASK
+        if index[_SPACE_WANTED]:
+            _signal(self.fds[2])
         return message
 
     def _take(self) -> bytes | None:
