@@ -107,22 +107,25 @@ class FmqChannel:
     @classmethod
     def attach(cls, fd: int, data_event_fd: int, space_event_fd: int,
                max_message: int = DEFAULT_MAX_MESSAGE) -> FmqChannel:
-        """Map a channel received from the peer; takes ownership of the three fds.
+        """Map a channel received from the peer; takes ownership of the three fds (closed by
+        :meth:`close`, or at once when this raises).
 
         Raises:
             FmqCorrupt: not a sealed memfd, or a header that does not match the file.
         """
+        fds = (fd, data_event_fd, space_event_fd)
         try:
             size = os.fstat(fd).st_size
             region = map_fd(fd, 0, size)
         except (OSError, MappingError) as error:
+            _close_all(fds)
             raise FmqCorrupt(f"cannot map the FMQ: {error}") from None
-        magic, version, capacity = _INFO.unpack_from(region.view, 0) if size >= HEADER_SIZE else (0, 0, 0)
-        if (magic, version) != (MAGIC, VERSION) or capacity < MIN_CAPACITY \
-                or capacity != size - HEADER_SIZE:
+        magic, version, capacity = _INFO.unpack_from(region.view) if size >= HEADER_SIZE else (0, 0, 0)
+        if (magic, version) != (MAGIC, VERSION) or not MIN_CAPACITY <= capacity == size - HEADER_SIZE:
             region.close()
+            _close_all(fds)
             raise FmqCorrupt(f"not an FMQ of this version ({size} bytes, magic {magic:#x})")
-        return cls(region, (fd, data_event_fd, space_event_fd), capacity, max_message)
+        return cls(region, fds, capacity, max_message)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -244,26 +247,21 @@ class FmqChannel:
         return message
 
     def _take(self) -> bytes | None:
+        """Any other case: a wrapped message, or one streaming in (taken piece by piece)."""
         available = self._used()
-        if self._body is not None:
-            return self._take_piece(available)
-        if available < _LEN.size:
-            return None
-        read, capacity = self._index[_READ], self.capacity
-        position = read % capacity
-        if position + _LEN.size <= capacity:
-            (size,) = _LEN.unpack_from(self._ring, position)
-        else:
-            (size,) = _LEN.unpack(_copy_out(self._ring, position, _LEN.size))
-        if size > self.max_message:
-            raise FmqCorrupt(f"message length {size} exceeds max_message {self.max_message}")
-        if available < _LEN.size + size:  # a message streaming in: take it piece by piece
+        if self._body is None:
+            if available < _LEN.size:
+                return None
+            read = self._index[_READ]
+            header = memoryview(bytearray(_LEN.size))
+            _copy_into(self._ring, read % self.capacity, header)
+            (size,) = _LEN.unpack(header)
+            if size > self.max_message:
+                raise FmqCorrupt(f"message length {size} exceeds max_message {self.max_message}")
             self._body, self._filled = bytearray(size), 0
             self._release(read, _LEN.size)
-            return self._take_piece(available - _LEN.size)
-        message = _copy_out(self._ring, (position + _LEN.size) % capacity, size)
-        self._release(read, _LEN.size + size)
-        return message
+            available -= _LEN.size
+        return self._take_piece(available)
 
     def _take_piece(self, available: int) -> bytes | None:
         piece = min(available, len(self._body) - self._filled)
@@ -298,8 +296,7 @@ class FmqChannel:
         self._index.release()
         self._ring.release()
         self._region.close()
-        for fd in self.fds:
-            os.close(fd)
+        _close_all(self.fds)
         self.fd, self.fds = -1, (-1, -1, -1)
 
     def __enter__(self) -> FmqChannel:
@@ -307,6 +304,14 @@ class FmqChannel:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _close_all(fds) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _poller(fd: int):
@@ -347,13 +352,6 @@ def _copy_in(ring: memoryview, pos: int, data) -> None:
     ring[pos:pos + first] = data[:first]
     if first < len(data):
         ring[:len(data) - first] = data[first:]
-
-
-def _copy_out(ring: memoryview, pos: int, count: int) -> bytes:
-    first = min(count, len(ring) - pos)
-    if first == count:
-        return bytes(ring[pos:pos + count])
-    return bytes(ring[pos:]) + bytes(ring[:count - first])
 
 
 def _copy_into(ring: memoryview, pos: int, target: memoryview) -> None:
