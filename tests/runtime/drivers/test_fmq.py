@@ -127,8 +127,10 @@ def test_blocking_read_times_out_asleep_when_nobody_writes():
 def test_blocking_write_times_out_when_nobody_reads():
     with FmqChannel.create(32) as channel:
         channel.write(bytes(28))
+        cpu = time.process_time()
         with pytest.raises(FmqTimeout):
-            channel.write(b"more", timeout=0.2)
+            channel.write(b"more", timeout=0.3)
+        assert time.process_time() - cpu < 0.1  # slept in 10 ms poll slices, did not spin
         assert channel.write(b"", block=False) is False  # a clean timeout: still usable
         assert channel.read() == bytes(28)
 
@@ -199,8 +201,12 @@ def test_attach_refuses_what_is_not_an_fmq():
     pool.close()
     unsealed = os.memfd_create("plain")
     os.ftruncate(unsealed, 4096)
+    events = os.eventfd(0), os.eventfd(0)
     with pytest.raises(FmqCorrupt, match="sealed"):
-        FmqChannel.attach(unsealed, os.eventfd(0), os.eventfd(0))
+        FmqChannel.attach(unsealed, *events)
+    for fd in (unsealed, *events):  # attach owns the fds: closed although it refused them
+        with pytest.raises(OSError):
+            os.fstat(fd)
 
 
 # -- datum codec -------------------------------------------------------------------------
