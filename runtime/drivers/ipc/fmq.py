@@ -215,11 +215,12 @@ class FmqChannel:
                 streamed message already taken are kept; the next read resumes it).
             FmqCorrupt: inconsistent indices or a length above ``max_message``.
         """
-        message = self._take_whole()
-        if message is None:
-            message = self._take()
-        if message is not None or not block:
-            return message
+        if self._index[_WRITE] != self._index[_READ] or self._body is not None:
+            message = self._take_whole()
+            if message is not None or (message := self._take()) is not None:
+                return message
+        if not block:
+            return None
         deadline, data_poll, data_fd = _deadline(timeout), self._data_poll, self.fds[1]
         while True:
             _wait(data_poll, data_fd, deadline, "a message")
