@@ -122,7 +122,8 @@ class Event:
             return NnError(ResultCode.BAD_STATE, "Event.wait: the event was freed")
         fence_state = _fenced.state(self._fence, timeout)
         if fence_state == _fenced.ACTIVE:
-            return NnError(ResultCode.MISSED_DEADLINE_TRANSIENT, f"Event.wait: fence not signalled after {timeout} s")
+            return NnError(ResultCode.MISSED_DEADLINE_TRANSIENT,
+                           f"Event.wait: fence not signalled after {timeout} s")
         if fence_state == _fenced.ERROR:
             return NnError(ResultCode.OP_FAILED, f"Event.wait: sync fence {self._fence} signalled an error")
         return None
