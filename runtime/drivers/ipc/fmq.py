@@ -42,6 +42,7 @@ import time
 
 from runtime.drivers.ipc.codec import CodecError
 from runtime.drivers.ipc.shm import MappingError, map_fd, sealed_memfd
+from runtime.drivers.ipc.transport import close_fds
 
 MAGIC = 0x514D464E  # "NFMQ"
 VERSION = 1
@@ -118,12 +119,12 @@ class FmqChannel:
             size = os.fstat(fd).st_size
             region = map_fd(fd, 0, size)
         except (OSError, MappingError) as error:
-            _close_all(fds)
+            close_fds(fds)
             raise FmqCorrupt(f"cannot map the FMQ: {error}") from None
         magic, version, capacity = _INFO.unpack_from(region.view) if size >= HEADER_SIZE else (0, 0, 0)
         if (magic, version) != (MAGIC, VERSION) or not MIN_CAPACITY <= capacity == size - HEADER_SIZE:
             region.close()
-            _close_all(fds)
+            close_fds(fds)
             raise FmqCorrupt(f"not an FMQ of this version ({size} bytes, magic {magic:#x})")
         return cls(region, fds, capacity, max_message)
 
@@ -297,7 +298,7 @@ class FmqChannel:
         self._index.release()
         self._ring.release()
         self._region.close()
-        _close_all(self.fds)
+        close_fds(self.fds)
         self.fd, self.fds = -1, (-1, -1, -1)
 
     def __enter__(self) -> FmqChannel:
@@ -305,14 +306,6 @@ class FmqChannel:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _close_all(fds) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 def _poller(fd: int):
