@@ -257,6 +257,17 @@ def requantize(values: np.ndarray, source: Operand, target: Operand) -> np.ndarr
     return quantize(real, target)
 
 
+def same_type_binary(allowed):
+    """A validator of two same-typed inputs (of ``allowed`` types) and one output of that type."""
+    def validate(inputs, outputs) -> None:
+        expect_count(inputs, 2, "inputs")
+        expect_count(outputs, 1, "outputs")
+        in_type = expect_type(inputs, 0, allowed)
+        expect_same_type(inputs, 1, in_type)
+        expect_same_type(outputs, 0, in_type, "output")
+    return validate
+
+
 def checked_paddings(x: np.ndarray, paddings) -> np.ndarray:
     """PAD/PAD_V2's input 1 as a [rank, 2] array, checked against ``x``."""
     paddings = np.asarray(paddings).reshape(-1, 2)

@@ -45,14 +45,6 @@ def _validate_elu(inputs, outputs) -> None:
     c.expect_same_type(outputs, 0, in_type, "output")
 
 
-def _validate_prelu(inputs, outputs) -> None:
-    c.expect_count(inputs, 2, "inputs")
-    c.expect_count(outputs, 1, "outputs")
-    in_type = c.expect_type(inputs, 0, _TYPES)
-    c.expect_same_type(inputs, 1, in_type)
-    c.expect_same_type(outputs, 0, in_type, "output")
-
-
 def _validate_log_softmax(inputs, outputs) -> None:
     c.expect_count(inputs, 3, "inputs")
     c.expect_count(outputs, 1, "outputs")
@@ -123,5 +115,5 @@ def execute_log_softmax(ctx: OpContext) -> list:
 _FAMILY = "nonlinear"
 register(OperationType.HARD_SWISH, _FAMILY, _validate_hard_swish, execute_hard_swish)
 register(OperationType.ELU, _FAMILY, _validate_elu, execute_elu)
-register(OperationType.PRELU, _FAMILY, _validate_prelu, execute_prelu)
+register(OperationType.PRELU, _FAMILY, c.same_type_binary(_TYPES), execute_prelu)
 register(OperationType.LOG_SOFTMAX, _FAMILY, _validate_log_softmax, execute_log_softmax)

@@ -46,16 +46,6 @@ def _validate_unary(allowed):
     return validate
 
 
-def _validate_binary(allowed):
-    def validate(inputs, outputs) -> None:
-        c.expect_count(inputs, 2, "inputs")
-        c.expect_count(outputs, 1, "outputs")
-        in_type = c.expect_type(inputs, 0, allowed)
-        c.expect_same_type(inputs, 1, in_type)
-        c.expect_same_type(outputs, 0, in_type, "output")
-    return validate
-
-
 def _validate_cast(inputs, outputs) -> None:
     c.expect_count(inputs, 1, "inputs")
     c.expect_count(outputs, 1, "outputs")
@@ -163,9 +153,9 @@ for _type, _func in ((OperationType.EXP, np.exp), (OperationType.LOG, np.log),
 register(OperationType.ABS, _FAMILY, _validate_unary(_SIGNED_TYPES), _signed_unary_kernel(np.abs))
 register(OperationType.NEG, _FAMILY, _validate_unary(_SIGNED_TYPES),
          _signed_unary_kernel(np.negative))
-register(OperationType.POW, _FAMILY, _validate_binary(_FLOATS), execute_pow)
-register(OperationType.MAXIMUM, _FAMILY, _validate_binary(_MINMAX_TYPES), _minmax_kernel(np.maximum))
-register(OperationType.MINIMUM, _FAMILY, _validate_binary(_MINMAX_TYPES), _minmax_kernel(np.minimum))
+register(OperationType.POW, _FAMILY, c.same_type_binary(_FLOATS), execute_pow)
+register(OperationType.MAXIMUM, _FAMILY, c.same_type_binary(_MINMAX_TYPES), _minmax_kernel(np.maximum))
+register(OperationType.MINIMUM, _FAMILY, c.same_type_binary(_MINMAX_TYPES), _minmax_kernel(np.minimum))
 register(OperationType.CAST, _FAMILY, _validate_cast, execute_cast)
 register(OperationType.RANK, _FAMILY, _validate_rank, execute_rank)
 register(OperationType.FILL, _FAMILY, _validate_fill, execute_fill)
