@@ -161,9 +161,11 @@ def _spatial_plan(ctx: OpContext) -> OutputPlan:
     out_c = w.shape[3] if depthwise else w.shape[0]
     top, bottom, left, right = window.pads
     padded = batch * (x.shape[1] + top + bottom) * (x.shape[2] + left + right) * channels
-    columns = 0 if depthwise else batch * (x.shape[1] + top + bottom) * out_w * window.kernel[1] * channels
-    if not depthwise and full_im2col_bytes(window, x.shape, (out_h, out_w)) <= FULL_IM2COL_BYTES:
-        columns = full_im2col_bytes(window, x.shape, (out_h, out_w)) // _WIDE  # the whole matrix
+    columns = 0
+    if not depthwise:
+        whole = full_im2col_bytes(window, x.shape, (out_h, out_w))
+        columns = whole // _WIDE if whole <= FULL_IM2COL_BYTES else \
+            batch * (x.shape[1] + top + bottom) * out_w * window.kernel[1] * channels
     product = batch * out_h * out_w * out_c  # depthwise's per-tap product / the matmul's part
     return OutputPlan([(batch, out_h, out_w, out_c)], _WIDE * (padded + columns + 2 * product))
 
