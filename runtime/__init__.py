@@ -22,6 +22,7 @@ Example:
 """
 from runtime.api import (BadDataError, BadStateError, NnError, OpFailedError,
                          OutputInsufficientSizeError, UnexpectedNullError)
+from runtime.burst import Burst
 from runtime.compilation import Compilation
 from runtime.event import Event
 from runtime.execution import Execution
@@ -34,7 +35,7 @@ from runtime.model import Model
 from timing import Duration
 
 __all__ = [
-    "Model", "Compilation", "Execution", "Event", "Memory", "devices", "get_device", "graph_dump",
+    "Model", "Compilation", "Execution", "Burst", "Event", "Memory", "devices", "get_device", "graph_dump",
     "NN_GRAPHDUMP", "NnError", "BadDataError", "BadStateError", "OpFailedError",
     "OutputInsufficientSizeError", "UnexpectedNullError", "ResultCode", "OperandType",
     "OperationType", "FuseCode", "PaddingCode", "Preference", "Priority", "Duration",

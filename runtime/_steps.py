@@ -25,16 +25,18 @@ _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on P
 _NONE = ErrorStatus.NONE
 
 
-def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
-             deadline_ns: int | None) -> tuple[ExecutionResult, ExecutionStep | None]:
+def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: int | None,
+             prepared_of=None) -> tuple[ExecutionResult, ExecutionStep | None]:
     """Run every step; return the result and the failing step (None on success).
 
-    A simple plan's only step is the execution itself: it gets no ``StepExecutor::compute``
-    span of its own (it would coincide with the caller's ``ANeuralNetworksExecution_compute``);
-    each step of a compound plan does."""
+    ``prepared_of(step)`` is what executes a step (default: its prepared model; a burst gives
+    its controllers). A simple plan's only step is the execution itself: it gets no
+    ``StepExecutor::compute`` span of its own (it would coincide with the caller's
+    ``ANeuralNetworksExecution_compute``); each step of a compound plan does."""
     if plan.simple:
         step = plan.steps[0]
-        result = _execute_single(step.prepared, request, measure, deadline_ns)
+        prepared = step.prepared if prepared_of is None else prepared_of(step)
+        result = _execute_single(prepared, request, measure, deadline_ns)
         if result.status == _NONE:
             return result, None
         if _fallback.allowed(plan, step, result):
@@ -42,7 +44,7 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool,
                 cpu, request, measure, deadline_ns))
             result = retried or result
         return result, (None if result.status == ErrorStatus.NONE else step)
-    result, failed = _run_compound(plan, request, deadline_ns)
+    result, failed = _run_compound(plan, request, deadline_ns, prepared_of or _own_prepared)
     if failed is not None and _fallback.allowed(plan, failed, result):
         result = _fallback.full(plan, request, measure, deadline_ns) or result
         failed = None if result.status == ErrorStatus.NONE else failed
@@ -101,13 +103,17 @@ def _size(operand: Operand, dims: tuple[int, ...]) -> int:
     return Operand(operand.type, dims).byte_size() or 0
 
 
-def _run_compound(plan: ExecutionPlan, request: Request,
-                  deadline_ns: int | None) -> tuple[ExecutionResult, ExecutionStep | None]:
+def _own_prepared(step: ExecutionStep):
+    return step.prepared
+
+
+def _run_compound(plan: ExecutionPlan, request: Request, deadline_ns: int | None,
+                  prepared_of) -> tuple[ExecutionResult, ExecutionStep | None]:
     temps = _Temporaries(plan, request)
     shapes = [OutputShape(plan.model.main.operands[i].dimensions) for i in plan.model.main.output_indexes]
     for step in plan.steps:
         with tracing.runtime(_EXECUTION, "StepExecutor::compute"):
-            result = _run_step(step, step.prepared, temps, deadline_ns)
+            result = _run_step(step, prepared_of(step), temps, deadline_ns)
         if _fallback.allowed(plan, step, result):
             result = _fallback.partial(plan, step, lambda cpu: _run_step(
                 step, cpu, temps, deadline_ns)) or result

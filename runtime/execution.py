@@ -29,6 +29,7 @@ from runtime import _fenced
 from runtime import _steps
 from runtime._lifecycle import ExecutionState
 from runtime.api import NnError, ResultCode
+from runtime.burst import Burst
 from runtime.compilation import Compilation, deadline_after
 from runtime.event import Event
 from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
@@ -255,6 +256,23 @@ class Execution:
         finally:
             append(now())
 
+    def burst_compute(self, burst: Burst) -> None:
+        """Run synchronously through ``burst`` (ANeuralNetworksExecution_burstCompute).
+
+        Raises:
+            NnError: as :meth:`compute`; UNEXPECTED_NULL for None, BAD_DATA for something that is
+                not a Burst or a burst of another compilation, BAD_STATE for a freed or busy burst.
+        """
+        with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_burstCompute"):
+            checks.not_null(burst, "burstCompute", "burst")
+            if not isinstance(burst, Burst):
+                raise checks.bad("burstCompute", f"expected a Burst, got {type(burst).__name__}")
+            burst.begin(self, "burstCompute")
+            try:
+                self._run(self._start("burstCompute"), prepared_of=burst.prepared_for)
+            finally:
+                burst.end()
+
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startCompute")
     def start_compute(self) -> Event:
         """Start computing on a worker thread; ``Event.wait()`` returns or raises like compute().
@@ -299,10 +317,10 @@ class Execution:
         self._result = self._fenced_timing = None
         return request
 
-    def _run(self, request: Request, deadline: int | None = None) -> None:
+    def _run(self, request: Request, deadline: int | None = None, prepared_of=None) -> None:
         try:
             deadline = deadline or deadline_after(self._timeout_ns)
-            result, failed = _steps.run_plan(self._plan, request, self._measure, deadline)
+            result, failed = _steps.run_plan(self._plan, request, self._measure, deadline, prepared_of)
             self._result = result
             if result.status != _NONE:
                 raise self._error(result, failed)

@@ -55,6 +55,7 @@ class Memory:
         self.prot = prot
         self._view = memoryview(mapping)[delta:delta + size]
         self._sealed = False
+        self._free_listeners: list = []
 
     @property
     def sealed(self) -> bool:
@@ -172,11 +173,21 @@ class Memory:
     def freed(self) -> bool:
         return self._view is None
 
+    def add_free_listener(self, listener) -> None:
+        """Call ``listener()`` (a ``weakref.WeakMethod`` taking this Memory) at :meth:`free`:
+        a burst that cached this memory in a slot frees the slot in the driver."""
+        self._free_listeners.append(listener)
+
     def free(self) -> None:
         """Unmap and close (ANeuralNetworksMemory_free); views still alive keep the map open."""
         with tracing.runtime(Phase.TERMINATION, "ANeuralNetworksMemory_free"):
             if self._view is None:
                 return
+            listeners, self._free_listeners = self._free_listeners, []
+            for listener in listeners:
+                method = listener()
+                if method is not None:
+                    method(self)
             try:
                 self._view.release()
             except BufferError:

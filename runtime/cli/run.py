@@ -28,6 +28,7 @@ import numpy as np
 
 import tracing
 from runtime import builtin_models, graphdump
+from runtime.burst import Burst
 from runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from runtime.compilation import Compilation
 from runtime.execution import Execution
@@ -65,6 +66,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="save the outputs of one execution on the inputs (keys output0..)")
     parser.add_argument("--no-summary", action="store_true", help="skip the timing summary")
     parser.add_argument("--json", action="store_true", help="print latencies as JSON")
+    parser.add_argument("--burst", action="store_true",
+                        help="run the executions as one burst (FMQ channels to each driver)")
     return parser
 
 
@@ -99,7 +102,7 @@ def _outputs(model: Model) -> list[np.ndarray]:
     return buffers
 
 
-def _execute(compilation: Compilation, inputs, outputs) -> int:
+def _execute(compilation: Compilation, inputs, outputs, burst: Burst | None = None) -> int:
     start = time.perf_counter_ns()
     with tracing.application(Phase.EXECUTION, "execution"):
         execution = Execution(compilation)
@@ -107,7 +110,10 @@ def _execute(compilation: Compilation, inputs, outputs) -> int:
             execution.set_input(index, value)
         for index, buffer in enumerate(outputs):
             execution.set_output(index, buffer)
-        execution.start_compute().wait()  # startCompute + Event_wait: what parse_systrace times
+        if burst is not None:
+            execution.burst_compute(burst)
+        else:
+            execution.start_compute().wait()  # startCompute + Event_wait: what parse_systrace times
         execution.free()
     return time.perf_counter_ns() - start
 
@@ -125,14 +131,23 @@ def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, l
             compilation.set_preference(PREFERENCES[args.preference])
             compilation.finish()
         outputs = _outputs(model)
+        burst = _burst(compilation) if args.burst else None
         with tracing.application(Phase.WARMUP, "warmup"):
             for _ in range(args.warmup):
-                _execute(compilation, inputs, outputs)
+                _execute(compilation, inputs, outputs, burst)
         with tracing.application(Phase.BENCHMARK, "benchmark"):
-            latencies = [_execute(compilation, inputs, outputs) for _ in range(args.executions)]
+            latencies = [_execute(compilation, inputs, outputs, burst) for _ in range(args.executions)]
+        if burst is not None:
+            with tracing.application(Phase.TERMINATION, "free burst"):
+                burst.free()
         saved = _save_outputs(args.outputs, compilation, inputs, output_names) \
             if args.outputs else ""
     return model, compilation, latencies, saved
+
+
+def _burst(compilation: Compilation) -> Burst:
+    with tracing.application(Phase.PREPARATION, "burst"):
+        return Burst(compilation)
 
 
 def _save_outputs(path: str, compilation: Compilation, inputs, names: list[str]) -> str:

@@ -44,7 +44,7 @@ class Connection:
     """One client connection: its channel, decode state, pools, client and pending output."""
 
     __slots__ = ("channel", "state", "pools", "client", "pid", "outbox", "stuck_since", "dead",
-                 "launched")
+                 "launched", "bursts")
 
     def __init__(self, channel: Channel, client, pid: int, budget: _guard.FdBudget):
         self.channel = channel
@@ -56,6 +56,7 @@ class Connection:
         self.stuck_since = 0.0
         self.dead = False
         self.launched = None  # the decoded request of an async execute being launched
+        self.bursts: dict = {}  # burst id -> burst_server.BurstServer
 
     def send(self, msg_type: int, request_id: int, payload) -> None:
         """Send now, or queue behind what the peer has not taken yet."""
@@ -85,6 +86,9 @@ class Connection:
             self.dead = True
 
     def close(self) -> None:
+        for burst in self.bursts.values():
+            burst.stop()
+        self.bursts.clear()
         self._unbind()
         self.state.close()
         while self.outbox:

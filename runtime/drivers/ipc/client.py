@@ -268,6 +268,12 @@ class RemoteDevice(Device):
                     return message
                 give_up = give_up or time.monotonic() + limit  # later waits share one budget
 
+    def declare_dead(self, why: str):
+        """Kill the driver process (it stopped answering) and raise HalError(DEAD_OBJECT)."""
+        with self._lock:
+            self.process.kill()
+            self._mark_dead(why)
+
     def _timed_out(self, deadline_ns: int | None, limit: float):
         if deadline_ns is not None and time.monotonic_ns() >= deadline_ns:
             self._drop_channel()  # a late reply must not be read as the next call's

@@ -66,6 +66,10 @@ class FmqTimeout(FmqError, TimeoutError):
     """A blocking read or write found no peer progress before its timeout."""
 
 
+class FmqPeerGone(FmqError):
+    """A watched fd (the peer's connection hanging up, a stop signal) fired while waiting."""
+
+
 class FmqCorrupt(CodecError):
     """The shared header or a length prefix is inconsistent (a broken or hostile peer)."""
 
@@ -127,6 +131,14 @@ class FmqChannel:
             close_fds(fds)
             raise FmqCorrupt(f"not an FMQ of this version ({size} bytes, magic {magic:#x})")
         return cls(region, fds, capacity, max_message)
+
+    def watch(self, fd: int, events: int = select.POLLIN) -> None:
+        """Also wake a blocked read or write when ``fd`` signals ``events`` or hangs up (an FMQ
+        cannot tell whether its peer is alive: watch its connection with ``select.POLLRDHUP``,
+        or a stop eventfd); the call then raises :class:`FmqPeerGone` unless a message or room
+        arrived too. The caller keeps ``fd`` open while watched."""
+        self._data_poll.register(fd, events)
+        self._space_poll.register(fd, events)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -200,8 +212,10 @@ class FmqChannel:
         while (room := self.capacity - self._used()) < need:
             self._index[_SPACE_WANTED] = 1
             try:
-                if self.capacity - self._used() < need:
-                    _wait(self._space_poll, self.fds[2], deadline, "room in the ring", _SLICE_S)
+                if self.capacity - self._used() < need and \
+                        _wait(self._space_poll, self.fds[2], deadline, "room in the ring", _SLICE_S) \
+                        and self.capacity - self._used() < need:
+                    raise FmqPeerGone("the peer is gone (watched fd fired) while waiting for room")
             finally:
                 self._index[_SPACE_WANTED] = 0
         return room
@@ -224,10 +238,12 @@ class FmqChannel:
             return None
         deadline, data_poll, data_fd = _deadline(timeout), self._data_poll, self.fds[1]
         while True:
-            _wait(data_poll, data_fd, deadline, "a message")
+            gone = _wait(data_poll, data_fd, deadline, "a message")
             message = self._take_whole()
             if message is not None or (message := self._take()) is not None:
                 return message
+            if gone:
+                raise FmqPeerGone("the peer is gone (watched fd fired) while waiting for a message")
 
     def _take_whole(self) -> bytes | None:
         """The usual case, kept short: a whole message that does not wrap (else None)."""
@@ -318,20 +334,23 @@ def _deadline(timeout: float | None) -> float | None:
     return None if timeout is None else time.monotonic() + max(timeout, 0.0)
 
 
-def _wait(poller, event_fd: int, deadline: float | None, what: str, slice_s: float | None = None) -> None:
+def _wait(poller, event_fd: int, deadline: float | None, what: str, slice_s: float | None = None) -> bool:
     """Sleep on ``event_fd`` until it is signalled (then reset it), ``slice_s`` passes (then
-    return: the caller rechecks), or ``deadline`` passes (FmqTimeout)."""
+    return: the caller rechecks), or ``deadline`` passes (FmqTimeout). True when a watched fd
+    fired."""
     left = None if deadline is None else deadline - time.monotonic()
     if left is not None and left <= 0:
         raise FmqTimeout(f"no {what} from the peer in time")
     if slice_s is not None and (left is None or slice_s < left):
         left = slice_s
-    if not poller.poll(None if left is None else max(1, int(left * 1000 + 0.999))):
-        return
+    ready = poller.poll(None if left is None else max(1, int(left * 1000 + 0.999)))
+    if not ready:
+        return False
     try:
         os.eventfd_read(event_fd)
     except BlockingIOError:
         pass  # consumed already; the caller rechecks the indices anyway
+    return len(ready) > 1 or ready[0][0] != event_fd
 
 
 def _signal(event_fd: int) -> None:

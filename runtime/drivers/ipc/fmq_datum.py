@@ -59,6 +59,14 @@ class ResultTag(enum.IntEnum):
     TIMING = 3
 
 
+class CallbackTag(enum.IntEnum):
+    """``IBurstCallback.getMemories(slots)`` asked on the result channel: a driver that lacks
+    the pools of some slots asks for them before it answers the request."""
+
+    GET_MEMORIES = 0x10
+    SLOT = 0x11
+
+
 @dataclass(frozen=True, slots=True)
 class BurstRequest:
     """One burst execution: operand regions refer to ``slots`` by position (pool index)."""
@@ -231,6 +239,31 @@ def decode_result(data) -> ExecutionResult:
     except ValueError as error:
         raise CodecError(f"timing: {error}") from None
     return ExecutionResult(status, tuple(shapes), timing if timing != Timing() else None)
+
+
+def encode_memory_request(slots) -> bytes:
+    """The driver's ``getMemories(slots)`` callback message (slots: distinct, non-negative)."""
+    body = [DATUM.pack(CallbackTag.SLOT, 0, 0, _u32(slot, _I32_MAX), 0, 0, 0) for slot in slots]
+    return DATUM.pack(CallbackTag.GET_MEMORIES, 0, 0, len(body), 0, 0, 0) + b"".join(body)
+
+
+def decode_memory_request(data) -> tuple[int, ...] | None:
+    """The slots of a ``getMemories`` message; None when ``data`` is not one (a result).
+    Raises CodecError for a malformed one."""
+    if len(data) < DATUM_SIZE or data[0] != CallbackTag.GET_MEMORIES:
+        return None
+    datums = _Datums(data, CallbackTag)
+    flag, count, *rest = datums.take(CallbackTag.GET_MEMORIES)
+    _zero(flag | max(rest), "getMemories datum")
+    slots = []
+    for _ in range(datums.counted(count, "slots")):
+        flag, slot, *rest = datums.take(CallbackTag.SLOT)
+        _zero(flag | max(rest), "slot datum")
+        slots.append(slot)
+    datums.end()
+    if not slots or len(set(slots)) != len(slots) or max(slots) > _I32_MAX:
+        raise CodecError(f"getMemories asks for slots {slots[:8]}")
+    return tuple(slots)
 
 
 def _zero(value: int, what: str) -> None:

@@ -22,6 +22,7 @@ from runtime.drivers.base import PreparedModel
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc._trace import Phase
+from runtime.drivers.ipc.burst_client import BurstController
 from runtime.drivers.ipc.codec import Reader
 from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute, flat_bytes
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
@@ -96,6 +97,10 @@ class RemotePreparedModel(PreparedModel):
                     return ExecutionCallback(self, 0, request, inline, staged, deadline_ns, _MISSED)
                 check_status(bytes(message.payload), "execute")
                 return ExecutionCallback(self, message.request_id, request, inline, staged, deadline_ns)
+
+    def configure_execution_burst(self) -> BurstController:
+        """IPreparedModel.configureExecutionBurst (HalError when the driver refuses)."""
+        return BurstController.configure(self)
 
     def release(self) -> None:
         if self._released:

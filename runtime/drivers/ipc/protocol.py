@@ -59,6 +59,10 @@ class MsgType(enum.IntEnum):
     SHUTDOWN = 13
     SET_TRACE_DIR = 14  # join (or, with an empty path, leave) the runtime's trace session
     EXECUTE_SYNC_MEMO = 15  # executeSynchronously repeating a memoized request (execution_codec)
+    CONFIGURE_BURST = 16  # IPreparedModel.configureExecutionBurst: two FMQs (burst_server)
+    BURST_MEMORIES = 17  # the runtime's answer to the driver's IBurstCallback.getMemories
+    BURST_FREE_MEMORY = 18  # IBurstContext.freeMemory(slot)
+    BURST_RELEASE = 19  # the runtime's burst is gone: stop its listener thread
     NOTIFY = 0x100
 
 
@@ -79,6 +83,10 @@ HIDL_NAMES = {
     MsgType.PING: ("IDevice", "ping"),
     MsgType.SHUTDOWN: ("IDevice", "shutdown"),
     MsgType.SET_TRACE_DIR: ("IDevice", "setTraceDirectory"),
+    MsgType.CONFIGURE_BURST: ("IPreparedModel", "configureExecutionBurst"),
+    MsgType.BURST_MEMORIES: ("IBurstCallback", "getMemories"),
+    MsgType.BURST_FREE_MEMORY: ("IBurstContext", "freeMemory"),
+    MsgType.BURST_RELEASE: ("IBurstContext", "release"),
 }
 
 

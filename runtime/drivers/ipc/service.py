@@ -24,12 +24,13 @@ import contextlib
 import os
 import socket
 import struct
+import threading
 import time
 from typing import NamedTuple
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _guard, _trace
+from runtime.drivers.ipc import _guard, _trace, burst_server
 from runtime.drivers.ipc._serve import Connection, ServeLoop
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
@@ -54,13 +55,17 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
            MsgType.EXECUTE_SYNC: Phase.EXECUTION, MsgType.EXECUTE: Phase.EXECUTION,
            MsgType.EXECUTE_SYNC_MEMO: Phase.EXECUTION,
            MsgType.RELEASE_MODEL: Phase.TERMINATION, MsgType.SHUTDOWN: Phase.TERMINATION,
-           MsgType.FREE_POOLS: Phase.EXECUTION}
+           MsgType.FREE_POOLS: Phase.EXECUTION, MsgType.CONFIGURE_BURST: Phase.PREPARATION,
+           MsgType.BURST_MEMORIES: Phase.EXECUTION, MsgType.BURST_FREE_MEMORY: Phase.EXECUTION,
+           MsgType.BURST_RELEASE: Phase.TERMINATION}
 
 
 #: Process/resource lifecycle messages that are no HAL method: no ``HIDL::...::server`` mark
 #: (parse_systrace would read such a mark as Initialization), only the ``[NN_LD_..]`` scope.
+#: The burst calls go without one too: a HIDL name would classify them by its words, not by phase.
 _LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING, MsgType.SHUTDOWN,
-                        MsgType.SET_TRACE_DIR})
+                        MsgType.SET_TRACE_DIR, MsgType.CONFIGURE_BURST, MsgType.BURST_MEMORIES,
+                        MsgType.BURST_FREE_MEMORY, MsgType.BURST_RELEASE})
 _NO_MARK = contextlib.nullcontext()
 _EXECUTE = int(MsgType.EXECUTE)  # plain ints: enum attribute lookups cost on every message
 _monotonic_ns = time.monotonic_ns
@@ -111,6 +116,9 @@ class DriverService:
         self.budget = _guard.FdBudget.for_this_process()
         self.clients = _guard.Clients(self.budget)
         self._running = True
+        #: Held while a prepared model runs: the socket loop and burst threads share the models.
+        self.exec_lock = threading.Lock()
+        self.next_burst_id = 0
         self._label = "SampleDriver"
         self._vlog = vlog.is_on("driver")  # the mask is read once, at import
         self._cpuexe_vlog = vlog.is_on("cpuexe")
@@ -123,6 +131,10 @@ class DriverService:
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
             MsgType.SET_TRACE_DIR: self._trace_dir,
+            **{t: _bound(self, f) for t, f in ((MsgType.CONFIGURE_BURST, burst_server.configure),
+                                              (MsgType.BURST_MEMORIES, burst_server.memories),
+                                              (MsgType.BURST_FREE_MEMORY, burst_server.free_memory),
+                                              (MsgType.BURST_RELEASE, burst_server.release))},
         }
         self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],
                                  _PHASES.get(t, Phase.INITIALIZATION), f"{self._label}::{HIDL_NAMES[t][1]}")
@@ -263,10 +275,15 @@ class DriverService:
         if message.fds:
             connection.pools.begin()
         decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
-        result = self._run(connection.client.models, decoded, start)
+        with self.exec_lock:
+            result = self._run(connection.client.models, decoded, start)
         return _OK + encode_result(result, decoded.request, decoded.inline_outputs)
 
     def _execute_memo(self, connection, message, start) -> bytes:
+        with self.exec_lock:
+            return self._execute_repeat(connection, message, start)
+
+    def _execute_repeat(self, connection, message, start) -> bytes:
         """A repeat of a memoized request: refill its inline pools, run the same Request object
         (validated when the prepared model first bound it), answer compactly when nothing but
         the output bytes changed."""
@@ -311,9 +328,7 @@ class DriverService:
             raise CodecError(f"unknown prepared model {decoded.model_id}")
         result = prepared.execute(decoded.request, decoded.measure, decoded.deadline_ns)
         if result.timing is not None:  # time in driver covers decoding too
-            in_driver = max((time.monotonic_ns() - start) // 1000, result.timing.time_in_driver)
-            result = ExecutionResult(result.status, result.output_shapes,
-                                     type(result.timing)(result.timing.time_on_device, in_driver))
+            result = burst_server.with_driver_time(result, start)
         return result
 
     def _execute_async(self, connection: Connection, message, start: int) -> None:
@@ -330,7 +345,7 @@ class DriverService:
         if decoded is None:
             return _trace.flush()
         models = connection.client.models
-        with _trace.driver(Phase.EXECUTION, f"{self._label}::asyncExecute"):
+        with _trace.driver(Phase.EXECUTION, f"{self._label}::asyncExecute"), self.exec_lock:
             payload = self._guarded(lambda: _OK + encode_result(
                 self._run(models, decoded, start), decoded.request, decoded.inline_outputs))
         with _trace.hidl("IExecutionCallback", "notify", "client"):
@@ -380,6 +395,11 @@ class DriverService:
     def _shutdown(self, connection, message, start) -> bytes:
         self._running = False
         return _OK
+
+
+def _bound(service: DriverService, handler):
+    """A socket handler of another module, called like the service's own."""
+    return lambda connection, message, start: handler(service, connection, message)
 
 
 def _reraise():

@@ -1,0 +1,104 @@
+"""``Burst``: a sequence of executions of one compilation (ANeuralNetworksBurst).
+
+Creating a burst configures one burst channel per driver step of the compilation's plan
+(``IPreparedModel.configureExecutionBurst``: request and result FMQs in shared memory and a
+listener thread in the driver; see :mod:`runtime.drivers.ipc.burst_client`). Steps on in-process
+devices (the CPU) run as in ``compute()``. A driver that cannot configure a burst leaves its
+step on the ordinary execute path, as AOSP's runtime does. ``Execution.burst_compute(burst)``
+runs an execution through the burst, one at a time per burst.
+
+Example:
+    >>> with Burst(compilation) as burst:                        # doctest: +SKIP
+    ...     for frame in frames:
+    ...         execution.burst_compute(burst)
+"""
+from __future__ import annotations
+
+import threading
+
+import tracing
+import vlog
+from runtime import _checks as checks
+from runtime.api import NnError, ResultCode
+from runtime.compilation import Compilation
+from runtime.hal.errors import HalError
+from tracing import Phase
+
+_LABEL = "BurstBuilder"
+
+
+class Burst:
+    """A burst object for ``compilation`` (finished). Use :meth:`free` or ``with``.
+
+    Raises:
+        NnError: UNEXPECTED_NULL for None, BAD_DATA for something that is not a Compilation,
+            BAD_STATE for an unfinished compilation.
+    """
+
+    @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksBurst_create")
+    def __init__(self, compilation: Compilation):
+        call = "Burst_create"
+        checks.not_null(compilation, call, "compilation")
+        if not isinstance(compilation, Compilation):
+            raise checks.bad(call, f"expected a Compilation, got {type(compilation).__name__}")
+        compilation.check_executable(call)
+        self.compilation = compilation
+        self._controllers = {step.index: _configure(step) for step in compilation.plan.steps}
+        self._busy = threading.Lock()
+        self._freed = False
+
+    @property
+    def controllers(self) -> dict:
+        """Step index -> the step's burst controller (None: the step runs without a burst)."""
+        return dict(self._controllers)
+
+    def prepared_for(self, step):
+        """What runs ``step`` in this burst: its controller, or its prepared model."""
+        return self._controllers.get(step.index) or step.prepared
+
+    def begin(self, execution, call: str) -> None:
+        """Enter one execution. NnError: BAD_DATA for another compilation's execution,
+        BAD_STATE when freed or running another execution."""
+        if execution.compilation is not self.compilation:
+            raise checks.bad(call, "the burst and the execution come from different compilations")
+        if self._freed:
+            raise NnError(ResultCode.BAD_STATE, f"{call}: the burst was freed")
+        if not self._busy.acquire(blocking=False):
+            raise NnError(ResultCode.BAD_STATE, f"{call}: the burst is running another execution")
+
+    def end(self) -> None:
+        self._busy.release()
+
+    def free(self) -> None:
+        """Release the burst channels (ANeuralNetworksBurst_free); idempotent."""
+        with tracing.runtime(Phase.TERMINATION, "ANeuralNetworksBurst_free"):
+            if self._freed:
+                return
+            self._freed = True
+            for controller in self._controllers.values():
+                if controller is not None:
+                    controller.release()
+
+    def __enter__(self) -> Burst:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+
+def _configure(step):
+    configure = getattr(step.prepared, "configure_execution_burst", None)
+    if configure is None:
+        return None
+    launch = getattr(step.device, "launch", None)
+    if launch is not None:
+        launch()  # a running driver joins a trace session started since
+    try:
+        controller = configure()
+    except HalError as error:
+        vlog.log("execution", _LABEL, "step %d on %s: no burst (%s); it runs without one",
+                 step.index, step.device.name, error)
+        return None
+    vlog.log("execution", _LABEL, "step %d on %s: burst %d", step.index, step.device.name,
+             controller.burst_id)
+    return controller

@@ -1,0 +1,322 @@
+"""Runtime side of bursts (AOSP ``ExecutionBurstController``): executions over two FMQs.
+
+:meth:`RemotePreparedModel.configure_execution_burst` creates two
+:class:`~runtime.drivers.ipc.fmq.FmqChannel` rings and hands their fds to the driver, which
+starts a listener thread (:mod:`runtime.drivers.ipc.burst_server`). :meth:`BurstController.execute`
+then has the interface of ``PreparedModel.execute``: it writes the request's datums into the
+request ring and reads the result ring, with no socket call on the way.
+
+Pools travel by **slot**: the :class:`SlotTable` gives each shared pool (a ``Memory`` or a
+``SharedPool``) a slot for the burst's life, the same pool always the same slot; the driver asks
+for the pools of slots it has not mapped (``IBurstCallback.getMemories``, answered here over the
+socket with their fds) and keeps them. Buffers that are not shared memory (numpy arrays) are
+staged through one shared pool of the burst. Freeing a ``Memory`` tells every burst that gave it
+a slot (``IBurstContext.freeMemory``).
+
+Liveness: an FMQ cannot tell whether its peer lives, so the result ring also watches the driver's
+socket; a driver that dies mid-execution gives DEAD_OBJECT at once (the runtime then falls back
+as for ``compute()``), one that hangs past the device timeout is killed and gives DEAD_OBJECT.
+Executions with a deadline or a non-default loop timeout (the burst datums carry neither) go
+through ``executeSynchronously``, as does everything after the burst broke.
+
+Example::
+
+    burst = prepared.configure_execution_burst()
+    result = burst.execute(request, measure_timing=True)
+    burst.release()
+"""
+from __future__ import annotations
+
+import select
+import struct
+import weakref
+
+import vlog
+from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc._reply import check_status
+from runtime.drivers.ipc._trace import Phase
+from runtime.drivers.ipc.encoder import flat_bytes, is_shared
+from runtime.drivers.ipc.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
+from runtime.drivers.ipc.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
+                                           encode_request)
+from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.shm import SharedPool
+from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus
+from runtime.hal.validate import pool_buffer
+from runtime.ops.control_flow import LOOP_TIMEOUT_DEFAULT_NS
+
+#: Bytes of each ring (AOSP sizes them for 1024 datums; ours hold that and stream the rest).
+RING_BYTES = 64 * 1024
+_ALIGN = 64
+_U32 = struct.Struct("<I")
+_SLOT_ENTRY = struct.Struct("<IQQ")
+_LABEL = "ExecutionBurstController"
+_DEAD = ErrorStatus.DEAD_OBJECT
+
+
+class SlotTable:
+    """Slots of the shared pools one burst has used: the same pool keeps its slot; freed slots
+    are reused. ``generation`` changes whenever a slot stops naming its pool."""
+
+    def __init__(self) -> None:
+        self._by_pool: dict[int, tuple[object, int]] = {}
+        self._pools: dict[int, object] = {}
+        self._free: list[int] = []
+        self.generation = 0
+
+    def slot_for(self, pool) -> tuple[int, bool]:
+        """(slot, is_new) of ``pool``."""
+        entry = self._by_pool.get(id(pool))
+        if entry is not None:
+            return entry[1], False
+        slot = self._free.pop() if self._free else len(self._pools)
+        self._by_pool[id(pool)] = (pool, slot)
+        self._pools[slot] = pool
+        return slot, True
+
+    def pool(self, slot: int):
+        return self._pools.get(slot)
+
+    def forget(self, pool) -> int | None:
+        """Drop ``pool``; its slot (None if it had none)."""
+        entry = self._by_pool.pop(id(pool), None)
+        if entry is None:
+            return None
+        del self._pools[entry[1]]
+        self._free.append(entry[1])
+        self.generation += 1
+        return entry[1]
+
+
+class _Encoded:
+    """One request as burst datums: the message, and the copies in and out of staging."""
+
+    __slots__ = ("request", "measure", "generation", "message", "copy_in", "copy_out")
+
+    def __init__(self, request, measure, generation, message, copy_in, copy_out):
+        self.request, self.measure, self.generation = request, measure, generation
+        self.message, self.copy_in, self.copy_out = message, copy_in, copy_out
+
+
+class BurstController:
+    """IBurstContext of one prepared model in a driver process; see the module docstring."""
+
+    def __init__(self, prepared, burst_id: int, channels: tuple, connection) -> None:
+        self.prepared = prepared
+        self.device = prepared.device
+        self.burst_id = burst_id
+        self.requests, self.results = channels
+        self.results.watch(connection.sock.fileno(), select.POLLRDHUP)
+        self._connection = connection
+        self.slots = SlotTable()
+        self._staging: SharedPool | None = None
+        self._encoded: _Encoded | None = None
+        self._reply: tuple = (None, None)  # (result message, ExecutionResult) of the last run
+        self.broken: str | None = None
+
+    @classmethod
+    def configure(cls, prepared) -> BurstController:
+        """configureExecutionBurst: two rings, their fds to the driver, its listener started.
+
+        Raises:
+            HalError: the driver refused (or died: DEAD_OBJECT).
+        """
+        channels = (FmqChannel.create(RING_BYTES), FmqChannel.create(RING_BYTES))
+        try:
+            with _trace.ipc(Phase.PREPARATION, "configureExecutionBurst"):
+                message = prepared.device.transact(
+                    MsgType.CONFIGURE_BURST, _U32.pack(prepared.model_id),
+                    [*channels[0].fds, *channels[1].fds])
+                burst_id = check_status(bytes(message.payload), "configureExecutionBurst").u32()
+            return cls(prepared, burst_id, channels, prepared.device.channel)
+        except BaseException:
+            for channel in channels:
+                channel.close()
+            raise
+
+    # ------------------------------------------------------------------ executing
+    def execute(self, request: Request, measure_timing: bool = False,
+                deadline_ns: int | None = None) -> ExecutionResult:
+        """Run ``request`` through the burst (or executeSynchronously, see the module docstring)."""
+        if deadline_ns is not None or self.broken is not None or self.device.channel is not self._connection \
+                or (request.loop_timeout_ns or LOOP_TIMEOUT_DEFAULT_NS) != LOOP_TIMEOUT_DEFAULT_NS:
+            return self.prepared.execute(request, measure_timing, deadline_ns)
+        encoded = self._encoded
+        if encoded is None or encoded.request is not request or encoded.measure != measure_timing \
+                or encoded.generation != self.slots.generation:
+            encoded = self._encode(request, measure_timing)
+        for source, target in encoded.copy_in:
+            target[:] = source
+        if _trace.enabled():
+            with _trace.ipc(Phase.EXECUTION, f"{_LABEL}::compute"):
+                with _trace.hidl("IBurstContext", "executeBurst", "client"):
+                    result = self._exchange(encoded.message)
+        else:
+            result = self._exchange(encoded.message)
+        if result.status == ErrorStatus.NONE:
+            for source, target in encoded.copy_out:
+                target[:] = source
+        return result
+
+    def _exchange(self, message: bytes) -> ExecutionResult:
+        """Send one request, serve getMemories calls, return the decoded result."""
+        try:
+            self.requests.write(message, timeout=self.device.timeout_s)
+            while True:
+                reply = self.results.read(timeout=self.device.timeout_s)
+                slots = decode_memory_request(reply)
+                if slots is None:
+                    break
+                self._send_memories(slots)
+        except FmqPeerGone:
+            return self._break("the driver's connection closed mid-burst")
+        except FmqTimeout:
+            self._kill_driver()
+            return self._break(f"no burst result within {self.device.timeout_s:g}s; driver killed")
+        except (FmqError, HalError) as error:  # FmqCorrupt is a CodecError, not an FmqError
+            return self._break(f"burst failed: {error}")
+        except ValueError as error:
+            return self._break(f"malformed burst reply: {error}")
+        last_reply, result = self._reply
+        if reply != last_reply:
+            try:
+                result = decode_result(reply)
+            except ValueError as error:
+                return self._break(f"malformed burst result: {error}")
+            self._reply = (reply, result)
+        return result
+
+    def _encode(self, request: Request, measure: bool) -> _Encoded:
+        slots, positions, staged = [], {}, {}
+        for position, pool in enumerate(request.pools):
+            if is_shared(pool):
+                slot, _ = self.slots.slot_for(pool)
+                positions[position] = (len(slots), 0)
+                slots.append(slot)
+        staging_size = self._stage_layout(request, staged)
+        if staged:
+            pool = self._staging_pool(staging_size)
+            slot, _ = self.slots.slot_for(pool)
+            for position, offset in staged.items():
+                positions[position] = (len(slots), offset)
+            slots.append(slot)
+        copy_in = [(_bytes(request.pools[p])[a.offset:a.offset + a.length], self._staged_view(positions[p], a))
+                   for a in request.inputs if (p := a.pool_index) in staged and not a.has_no_value]
+        copy_out = [(self._staged_view(positions[p], a), _bytes(request.pools[p])[a.offset:a.offset + a.length])
+                    for a in request.outputs if (p := a.pool_index) in staged]
+        burst = BurstRequest(_moved(request.inputs, positions), _moved(request.outputs, positions),
+                             tuple(slots), measure)
+        self._encoded = _Encoded(request, measure, self.slots.generation, encode_request(burst),
+                                 copy_in, copy_out)
+        return self._encoded
+
+    @staticmethod
+    def _stage_layout(request: Request, staged: dict) -> int:
+        """Offsets in the staging pool of the non-shared pools the arguments use; total size."""
+        size = 0
+        used = {a.pool_index for a in (*request.inputs, *request.outputs) if not a.has_no_value}
+        for position in sorted(used):
+            pool = request.pools[position]
+            if not is_shared(pool):
+                staged[position] = size
+                size += -(-_bytes(pool).nbytes // _ALIGN) * _ALIGN
+        return size
+
+    def _staged_view(self, placed: tuple, argument: RequestArgument) -> memoryview:
+        start = placed[1] + argument.offset
+        return self._staging.view[start:start + argument.length]
+
+    def _staging_pool(self, size: int) -> SharedPool:
+        """The burst's staging pool, replaced by a larger one when ``size`` does not fit."""
+        if self._staging is None or self._staging.size < size:
+            if self._staging is not None:
+                self._free_pool(self._staging)
+                self._staging.close()
+            self._staging = SharedPool(max(size, 4096), "nnscope-burst-staging")
+        return self._staging
+
+    # ------------------------------------------------------------------ memories
+    def _send_memories(self, slots: tuple) -> None:
+        """Answer getMemories(slots) over the socket with the pools' fds (none if one is
+        unknown: the driver then fails the request)."""
+        pools = [self.slots.pool(slot) for slot in slots]
+        entries, fds = [], []
+        if all(pool is not None for pool in pools):
+            entries = [_SLOT_ENTRY.pack(slot, pool.offset, pool.size) for slot, pool in zip(slots, pools)]
+            fds = [pool.fd for pool in pools]
+            for pool in pools:
+                _watch_free(pool, self)
+        payload = _U32.pack(self.burst_id) + _U32.pack(len(entries)) + b"".join(entries)
+        with _trace.ipc(Phase.EXECUTION, f"{_LABEL}::getMemories"):
+            message = self.device.transact(MsgType.BURST_MEMORIES, payload, fds)
+        check_status(bytes(message.payload), "getMemories")
+
+    def memory_freed(self, pool) -> None:
+        """A ``Memory`` this burst gave a slot was freed: IBurstContext.freeMemory(slot)."""
+        self._free_pool(pool)
+
+    def _free_pool(self, pool) -> None:
+        slot = self.slots.forget(pool)
+        if slot is None or self.broken is not None:
+            return
+        try:
+            self.device.transact(MsgType.BURST_FREE_MEMORY, struct.pack("<II", self.burst_id, slot),
+                                 timeout_s=5.0)
+        except (HalError, ValueError, OSError) as error:
+            vlog.log("execution", _LABEL, "freeMemory(%d): %s", slot, error)
+        except Exception as error:  # noqa: BLE001 - DeadlineExpired: the driver will be found dead
+            vlog.log("execution", _LABEL, "freeMemory(%d): %s", slot, type(error).__name__)
+
+    # ------------------------------------------------------------------ lifetime
+    def _break(self, why: str) -> ExecutionResult:
+        self.broken = why
+        vlog.log("execution", _LABEL, "burst %d of %s: %s", self.burst_id, self.device.name, why)
+        return ExecutionResult(_DEAD)
+
+    def _kill_driver(self) -> None:
+        try:
+            self.device.declare_dead(f"no burst result within {self.device.timeout_s:g}s")
+        except HalError:
+            pass
+
+    def release(self) -> None:
+        """Tell the driver to end the burst, then close the rings and the staging pool."""
+        if self.requests.fd < 0:
+            return
+        if self.broken is None and self.device.channel is self._connection:
+            try:
+                self.device.transact(MsgType.BURST_RELEASE, _U32.pack(self.burst_id), timeout_s=5.0)
+            except Exception as error:  # noqa: BLE001 - a dead driver has ended it already
+                vlog.log("execution", _LABEL, "release: %s", error)
+        self.broken = self.broken or "released"
+        for channel in (self.requests, self.results):
+            channel.close()
+        if self._staging is not None:
+            self._staging.close()
+            self._staging = None
+
+
+def _moved(arguments, positions: dict) -> tuple:
+    """``arguments`` with pool indexes and offsets re-pointed at the burst's pools."""
+    moved = []
+    for argument in arguments:
+        if argument.has_no_value:
+            moved.append(RequestArgument(True, 0, 0, 0, argument.dimensions))
+            continue
+        index, base = positions[argument.pool_index]
+        moved.append(RequestArgument(False, index, base + argument.offset, argument.length,
+                                     argument.dimensions))
+    return tuple(moved)
+
+
+def _watch_free(pool, controller: BurstController) -> None:
+    """Have ``pool`` (a ``Memory``) tell ``controller`` when it is freed."""
+    add = getattr(pool, "add_free_listener", None)
+    if add is not None:
+        add(weakref.WeakMethod(controller.memory_freed))
+
+
+def _bytes(pool) -> memoryview:
+    return flat_bytes(memoryview(pool_buffer(pool)))

@@ -1,0 +1,298 @@
+"""Driver side of bursts (AOSP ``ExecutionBurstServer``): one listener thread per burst.
+
+``IPreparedModel.configureExecutionBurst`` arrives over the socket with the six fds of two FMQs
+(:mod:`runtime.drivers.ipc.fmq`): requests from the runtime, results back to it. The listener
+thread reads each request (an ``FmqRequestDatum`` sequence, validated by
+:func:`~runtime.drivers.ipc.fmq_datum.decode_request`), maps the pools of slots it has not cached
+by asking the runtime (``IBurstCallback.getMemories``: a message on the result channel, answered
+over the socket with the fds), runs the prepared model on the cached pools and writes the
+``FmqResultDatum`` sequence. A request whose bytes repeat the previous one (and whose slots were
+not freed since) runs the same HAL ``Request`` object, so the prepared model's binding
+(validation, numpy views) is reused. Pools stay mapped per slot until
+``IBurstContext.freeMemory(slot)``, the burst's release, or its connection closing.
+
+A malformed message gets an INVALID_ARGUMENT result and the thread goes on; a ring whose shared
+indices are broken ends the burst. The thread and the socket loop share the service's execution
+lock, so a prepared model never runs twice at once.
+
+Example (the socket handlers ``DriverService`` routes)::
+
+    configure(service, connection, message)   # CONFIGURE_BURST -> burst id, thread started
+    free_memory(service, connection, message) # BURST_FREE_MEMORY(burst id, slot)
+"""
+from __future__ import annotations
+
+import os
+import queue
+import struct
+import threading
+import time
+
+import vlog
+from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc._trace import Phase
+from runtime.drivers.ipc.codec import CodecError, Reader
+from runtime.drivers.ipc.fmq import FmqChannel, FmqCorrupt, FmqError
+from runtime.drivers.ipc.fmq_datum import (decode_request, encode_memory_request,
+                                           encode_result)
+from runtime.drivers.ipc.shm import map_fd
+from runtime.hal.device_types import ExecutionResult, Request
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus
+
+#: Bursts one connection may hold at once, and pool slots one burst may keep mapped.
+MAX_BURSTS_PER_CONNECTION = 64
+MAX_SLOTS = 1024
+#: Seconds the listener waits for the runtime's getMemories answer, or to write a result.
+CALLBACK_TIMEOUT_S = 30.0
+_OK = struct.pack("<I", 0)
+_U32 = struct.Struct("<I")
+_MEMORY = struct.Struct("<IQQ")  # slot, offset, size
+_LABEL = "ExecutionBurstServer"
+_INVALID = encode_result(ExecutionResult(ErrorStatus.INVALID_ARGUMENT))
+_EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+
+
+class BurstServer:
+    """One burst of one prepared model on one connection; see the module docstring."""
+
+    def __init__(self, service, client, burst_id: int, prepared, channels: tuple):
+        self.service = service
+        self.client = client
+        self.burst_id = burst_id
+        self.prepared = prepared
+        self.requests, self.results = channels
+        self.slots: dict[int, object] = {}  # slot -> MappedRegion
+        self.maps = 0  # pools mapped over the burst's life (each slot once until freed)
+        self.asked: tuple | None = None  # slots of the getMemories call awaiting its answer
+        self._answers: queue.SimpleQueue = queue.SimpleQueue()
+        self._last: tuple = (None, None, False)  # (message, HAL Request, measure) of the last run
+        self._encoded: tuple = (None, None)  # (ExecutionResult, its bytes)
+        self._stop = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        for channel in channels:
+            channel.watch(self._stop)
+        self.thread = threading.Thread(target=self._listen, name=f"{_LABEL}-{burst_id}", daemon=True)
+
+    # ------------------------------------------------------------------ listener thread
+    def _listen(self) -> None:
+        while True:
+            try:
+                message = self.requests.read()
+            except FmqCorrupt as error:
+                self._log("burst %d: request ring broken (%s); burst ends", self.burst_id, error)
+                return
+            except FmqError:
+                return  # stopped: released, or the connection closed
+            reply = self._serve(message)
+            if _trace.enabled():
+                _trace.flush()  # before the answer: the runtime may end the session on it
+            try:
+                self.results.write(reply, timeout=CALLBACK_TIMEOUT_S)
+            except FmqError:
+                return
+
+    def _serve(self, message: bytes) -> bytes:
+        if not _trace.enabled():
+            return self._answer(message)
+        with _trace.hidl("IBurstContext", "executeBurst", "server"):
+            with _trace.driver(Phase.EXECUTION, f"{_LABEL}::execute"):
+                return self._answer(message)
+
+    def _answer(self, message: bytes) -> bytes:
+        start = time.monotonic_ns()
+        try:
+            with self.service.exec_lock:
+                request, measure = self._request_for(message)
+                result = self.prepared.execute(request, measure, None)
+            if result.timing is not None:  # time in driver covers decoding too
+                result = with_driver_time(result, start)
+        except (CodecError, HalError) as error:
+            self._log("burst %d: request rejected: %s", self.burst_id, error)
+            status = getattr(error, "status", ErrorStatus.INVALID_ARGUMENT)
+            return _INVALID if status == ErrorStatus.INVALID_ARGUMENT else \
+                encode_result(ExecutionResult(status))
+        last_result, encoded = self._encoded
+        if result is not last_result:
+            encoded = encode_result(result)
+            self._encoded = (result, encoded)
+        return encoded
+
+    def _request_for(self, message: bytes) -> tuple[Request, bool]:
+        """The HAL Request of a message (the previous one's object when the bytes repeat)."""
+        last_message, request, measure = self._last
+        if message == last_message:
+            return request, measure
+        burst = decode_request(message)
+        missing = [slot for slot in burst.slots if slot not in self.slots]
+        if missing:
+            self._fetch(missing)
+        pools = tuple(self.slots[slot].view for slot in burst.slots)
+        request = Request(burst.inputs, burst.outputs, pools)
+        self._last = (message, request, burst.measure_timing)
+        return request, burst.measure_timing
+
+    def _fetch(self, missing: list) -> None:
+        """IBurstCallback.getMemories: ask the runtime for the pools of ``missing`` slots (the
+        execution lock is released while waiting: the socket loop maps the answer)."""
+        if len(self.slots) + len(missing) > MAX_SLOTS:
+            raise HalError(_EXHAUSTED, f"burst would map more than {MAX_SLOTS} pools")
+        self.asked = tuple(missing)
+        self.service.exec_lock.release()
+        try:
+            self.results.write(encode_memory_request(missing), timeout=CALLBACK_TIMEOUT_S)
+            regions = self._answers.get(timeout=CALLBACK_TIMEOUT_S)
+        except (FmqError, queue.Empty):
+            regions = None
+        finally:
+            self.service.exec_lock.acquire()
+            self.asked = None
+        if not regions:
+            raise CodecError(f"getMemories({missing}) was not answered with their pools")
+        self.slots.update(regions)
+        self.maps += len(regions)
+        self._log("burst %d: mapped slots %s", self.burst_id, sorted(regions))
+
+    # ------------------------------------------------------------------ from the socket loop
+    def deliver(self, regions: dict | None) -> None:
+        self._answers.put(regions)
+
+    def free_slot(self, slot: int) -> None:
+        """IBurstContext.freeMemory: unmap ``slot`` (the caller holds the execution lock)."""
+        region = self.slots.pop(slot, None)
+        if region is None:
+            raise CodecError(f"burst {self.burst_id} has no memory in slot {slot}")
+        self._forget_binding()
+        region.close()
+        self.service.budget.give_for(self.client, 1)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """End the burst: wake and join the thread, unmap every slot, close the rings."""
+        os.eventfd_write(self._stop, 1)
+        self._answers.put(None)
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(CALLBACK_TIMEOUT_S)
+        self._forget_binding()
+        for region in self.slots.values():
+            region.close()
+        self.service.budget.give_for(self.client, len(self.slots))
+        self.slots.clear()
+        for channel in (self.requests, self.results):
+            channel.close()
+        os.close(self._stop)
+
+    def _forget_binding(self) -> None:
+        """Drop the cached Request (and the prepared model's binding of it): its numpy views
+        would keep freed pools mapped."""
+        request = self._last[1]
+        self._last = (None, None, False)
+        cached = getattr(self.prepared, "_cache", None)
+        if request is not None and cached and cached[0] is request:
+            self.prepared._cache = (None, None)
+
+    def _log(self, fmt: str, *args) -> None:
+        vlog.log("driver", _LABEL, fmt, *args)
+
+
+def with_driver_time(result: ExecutionResult, start_ns: int) -> ExecutionResult:
+    """``result`` with its time in driver counted from ``start_ns`` (decoding included)."""
+    in_driver = max((time.monotonic_ns() - start_ns) // 1000, result.timing.time_in_driver)
+    return ExecutionResult(result.status, result.output_shapes,
+                           type(result.timing)(result.timing.time_on_device, in_driver))
+
+
+# ---------------------------------------------------------------------- socket handlers
+def configure(service, connection, message) -> bytes:
+    """configureExecutionBurst(model id) with six fds: the request and the result FMQ."""
+    r = Reader(message.payload)
+    model_id = r.u32()
+    r.end()
+    prepared = connection.client.models.get(model_id)
+    if prepared is None:
+        raise CodecError(f"unknown prepared model {model_id}")
+    if len(message.fds) != 6:
+        raise CodecError(f"configureExecutionBurst needs 6 fds (two FMQs), {len(message.fds)} were sent")
+    if len(connection.bursts) >= MAX_BURSTS_PER_CONNECTION:
+        raise HalError(_EXHAUSTED, f"{MAX_BURSTS_PER_CONNECTION} bursts open on this connection")
+    channels = _attach(message.fds)
+    service.next_burst_id += 1
+    burst = BurstServer(service, connection.client, service.next_burst_id, prepared, channels)
+    connection.bursts[burst.burst_id] = burst
+    burst.start()
+    vlog.log("driver", _LABEL, "configureExecutionBurst: burst %d of model %d", burst.burst_id, model_id)
+    return _OK + _U32.pack(burst.burst_id)
+
+
+def _attach(fds: list) -> tuple:
+    copies = [os.dup(fd) for fd in fds]
+    requests = FmqChannel.attach(*copies[:3])
+    try:
+        return requests, FmqChannel.attach(*copies[3:])
+    except BaseException:
+        requests.close()
+        raise
+
+
+def memories(service, connection, message) -> bytes:
+    """The runtime's answer to getMemories: (burst id, count, count x (slot, offset, size)) and
+    one fd per slot; the slots must be exactly those asked for. Count 0: it has none of them."""
+    r = Reader(message.payload)
+    burst = _burst(connection, r.u32())
+    entries = [r._take(_MEMORY) for _ in range(r.count(_MEMORY.size))]
+    r.end()
+    if burst.asked is None:
+        raise CodecError(f"burst {burst.burst_id} asked for no memories")
+    if entries and (tuple(slot for slot, _, _ in entries) != burst.asked or len(message.fds) != len(entries)):
+        burst.deliver(None)
+        raise CodecError(f"getMemories answer does not match the slots asked for {burst.asked}")
+    try:
+        burst.deliver(_map(service, connection.client, entries, message.fds) if entries else None)
+    except BaseException:
+        burst.deliver(None)
+        raise
+    return _OK
+
+
+def _map(service, client, entries: list, fds: list) -> dict:
+    if not service.budget.take_for(client, len(entries)):
+        raise HalError(_EXHAUSTED, "too many pools mapped for this client")
+    regions = {}
+    try:
+        for (slot, offset, size), fd in zip(entries, fds):
+            regions[slot] = map_fd(fd, offset, size)
+    except BaseException:
+        for region in regions.values():
+            region.close()
+        service.budget.give_for(client, len(entries))
+        raise
+    return regions
+
+
+def free_memory(service, connection, message) -> bytes:
+    """IBurstContext.freeMemory(burst id, slot)."""
+    r = Reader(message.payload)
+    burst = _burst(connection, r.u32())
+    slot = r.u32()
+    r.end()
+    with service.exec_lock:
+        burst.free_slot(slot)
+    return _OK
+
+
+def release(service, connection, message) -> bytes:
+    """The runtime dropped its burst (IBurstContext's last reference)."""
+    r = Reader(message.payload)
+    burst = _burst(connection, r.u32())
+    r.end()
+    del connection.bursts[burst.burst_id]
+    burst.stop()
+    return _OK
+
+
+def _burst(connection, burst_id: int) -> BurstServer:
+    burst = connection.bursts.get(burst_id)
+    if burst is None:
+        raise CodecError(f"unknown burst {burst_id}")
+    return burst
