@@ -121,3 +121,19 @@ def test_the_tolerance_is_only_the_last_digit():
     for wrong in ("Runtime   1.35   -   n/a\n", "Runtime   1.25   -   -\n", "Runtime   1.25\n"):
         with pytest.raises(AssertionError):
             assert_same_but_last_digit(wrong, table)
+
+
+def _row(table: str, layer: str) -> list:
+    return _cells(next(line for line in table.splitlines() if line.startswith(layer)))
+
+
+def test_a_burst_run_reads_back_with_ipc_and_driver_execution_time(tmp_path):
+    """``nnscope run --burst``: the FMQ exchange is IPC time, the listener thread's work is
+    Driver time, and the export reads back with the run's own summary."""
+    trace = tmp_path / "burst.json"
+    stdout = _nnscope_run("--burst", "--trace", str(trace))
+    table = _parse_systrace(trace)
+    assert_same_but_last_digit(_run_summary(table), _run_summary(stdout))
+    ipc, driver = _row(table, "IPC"), _row(table, "Driver")
+    execution_total = 7  # the "Ex. total" column (layer name, six phases before it)
+    assert ipc[execution_total] > 0 and driver[execution_total] > 0, table
