@@ -11,7 +11,9 @@ Through a driver process: the tiny model compiled for ``sample-all`` only (its o
 ``Compilation.for_devices``), compute() median and p99, next to the raw round trip of a small
 record to an echo process over the same transport (``runtime.drivers.ipc.bench``), measured in
 interleaved rounds of the same run. Targets: driver compute() median <= 150 us and <= 3x the
-raw round trip. The headline figures leave CPU placement to the scheduler, which may keep a
+raw round trip. In the same rounds, ``burst_compute()`` through one burst (FMQ rings, the
+driver's listener thread) next to the raw round trip of a small message over two FMQs with
+eventfd wake-ups (the floor); targets: burst <= 2x that floor and <= 0.6x driver compute(). The headline figures leave CPU placement to the scheduler, which may keep a
 ping-ponging pair on one CPU (then both processes' caches go cold at each switch) or put the two
 on different CPUs; with two CPUs or more both pairs are also measured pinned alike, on different
 CPUs and on one CPU (``driver_placements``). The built-in model is also timed per device (and on
@@ -22,7 +24,8 @@ Usage:
 
 Prints human-readable lines, writes ``benchmarks/results/runtime_latency.json`` and prints the
 same JSON object as the last line (keys include ``inproc_us``, ``inproc_traced_us``,
-``driver_us``, ``raw_roundtrip_us`` and ``builtin_per_device_ms``).
+``driver_us``, ``raw_roundtrip_us``, ``burst_us``, ``fmq_roundtrip_us`` and
+``builtin_per_device_ms``).
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ import time
 import numpy as np
 
 import tracing
-from runtime import Compilation, Execution, NnError, manager
+from runtime import Burst, Compilation, Execution, NnError, manager
 from runtime.drivers.ipc import bench
 from runtime.manager import cpu_device
 from runtime.builtin_models import mobilenet, sample_input, tiny_add
@@ -42,7 +45,7 @@ from runtime.builtin_models import mobilenet, sample_input, tiny_add
 from _common import reusable_execution, write_results
 
 TARGETS = {"inproc_us": 30.0, "traced_overhead_pct": 20.0, "driver_us": 150.0,
-           "driver_vs_raw": 3.0}
+           "driver_vs_raw": 3.0, "burst_vs_fmq": 2.0, "burst_vs_driver": 0.6}
 #: Devices the built-in model is timed on (those that cannot run all of it are reported as such).
 BUILTIN_DEVICES = ("nnapi-reference", "sample-all", "sample-float-fast", "sample-minimal")
 
@@ -66,6 +69,16 @@ def _time_compute(execution, runs: int) -> list[int]:
     for _ in range(runs):
         start = clock()
         execution.compute()
+        samples.append(clock() - start)
+    return samples
+
+
+def _time_burst(execution, burst, runs: int) -> list[int]:
+    clock = time.perf_counter_ns
+    samples = []
+    for _ in range(runs):
+        start = clock()
+        execution.burst_compute(burst)
         samples.append(clock() - start)
     return samples
 
@@ -139,34 +152,53 @@ def measure_builtin(runs: int) -> dict:
 
 
 def measure_driver(runs: int, rounds: int) -> dict:
-    """Tiny ADD compute() through a ``sample-all`` process vs the raw transport round trip,
-    in ``rounds`` interleaved batches (medians per batch, then over batches): as the scheduler
-    places the processes, then (with two CPUs or more) with both pairs pinned alike, client and
-    peer on different CPUs (``cross``) and on one CPU (``same``)."""
+    """Tiny ADD through a ``sample-all`` process, compute() (socket) and burst_compute() (FMQ),
+    next to the raw round trips of the same transports (socket echo, FMQ echo), in ``rounds``
+    interleaved batches (medians per batch, then over batches): as the scheduler places the
+    processes, then (with two CPUs or more) with both pairs pinned alike, client and peer on
+    different CPUs (``cross``) and on one CPU (``same``)."""
     manager.forTest_reset()  # fresh driver processes, started by this measurement
     device = manager.get_device("sample-all")
-    _, execution, _, _ = _prepared_execution(tiny_add(), device)
+    compilation, execution, _, _ = _prepared_execution(tiny_add(), device)
+    burst = Burst(compilation)
     _time_compute(execution, 1000)  # warm the driver, the encoders and the pools
+    _time_burst(execution, burst, 1000)
     placements = {"unpinned": None}
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) >= 2:
         placements.update(cross=({cpus[0]}, {cpus[1]}), same=({cpus[0]}, {cpus[0]}))
-    samples: dict = {name: ([], []) for name in placements}
+    samples: dict = {name: {key: [] for key in _DRIVER_KEYS} for name in placements}
     for _ in range(rounds):
         for name, pins in placements.items():
             with _pinned(pins, device.pid):
-                _time_compute(execution, 100)  # settle after a move
-                samples[name][0].append(_stats(_time_compute(execution, runs)))
-                samples[name][1].append(bench.raw_round_trip(
-                    iterations=runs, warmup=100, peer_cpus=pins and pins[1]).median_us)
-    results = {}
-    for name, (driver, raw) in samples.items():
-        driver_med, driver_p99 = (float(x) for x in np.median(driver, axis=0))
-        raw_med = float(np.median(raw))
-        results[name] = {"driver_us": round(driver_med, 2), "driver_p99_us": round(driver_p99, 2),
-                         "raw_roundtrip_us": round(raw_med, 2),
-                         "driver_vs_raw": round(driver_med / raw_med, 2)}
+                _round(samples[name], execution, burst, runs, pins and pins[1])
+    burst.free()
+    results = {name: _driver_figures(figures) for name, figures in samples.items()}
     return {**results.pop("unpinned"), "driver_rounds": rounds, "driver_placements": results}
+
+
+_DRIVER_KEYS = ("driver", "burst", "raw", "fmq")
+
+
+def _round(samples: dict, execution, burst, runs: int, peer_cpus) -> None:
+    _time_compute(execution, 100)  # settle after a move
+    samples["driver"].append(_stats(_time_compute(execution, runs)))
+    samples["burst"].append(_stats(_time_burst(execution, burst, runs)))
+    samples["raw"].append(bench.raw_round_trip(iterations=runs, warmup=100, peer_cpus=peer_cpus).median_us)
+    poll_s = burst.controllers[0].poll_s  # the floor waits as the burst's controller does
+    samples["fmq"].append(bench.fmq_round_trip(iterations=runs, warmup=100, peer_cpus=peer_cpus,
+                                               poll_s=poll_s).median_us)
+
+
+def _driver_figures(figures: dict) -> dict:
+    driver_med, driver_p99 = (float(x) for x in np.median(figures["driver"], axis=0))
+    burst_med, burst_p99 = (float(x) for x in np.median(figures["burst"], axis=0))
+    raw, fmq = float(np.median(figures["raw"])), float(np.median(figures["fmq"]))
+    return {"driver_us": round(driver_med, 2), "driver_p99_us": round(driver_p99, 2),
+            "raw_roundtrip_us": round(raw, 2), "driver_vs_raw": round(driver_med / raw, 2),
+            "burst_us": round(burst_med, 2), "burst_p99_us": round(burst_p99, 2),
+            "fmq_roundtrip_us": round(fmq, 2), "burst_vs_fmq": round(burst_med / fmq, 2),
+            "burst_vs_driver": round(burst_med / driver_med, 2)}
 
 
 @contextlib.contextmanager
@@ -223,9 +255,13 @@ def main() -> None:
     print(f"tiny ADD compute() via sample-all process: median {results['driver_us']} us "
           f"(p99 {results['driver_p99_us']}); raw round trip {results['raw_roundtrip_us']} us; "
           f"ratio {results['driver_vs_raw']}x")
+    print(f"tiny ADD burst_compute() via sample-all: median {results['burst_us']} us "
+          f"(p99 {results['burst_p99_us']}); FMQ round trip {results['fmq_roundtrip_us']} us; "
+          f"{results['burst_vs_fmq']}x the FMQ floor, {results['burst_vs_driver']}x compute()")
     for name, figures in results["driver_placements"].items():
         print(f"  pinned {name}-CPU: driver {figures['driver_us']} us, raw {figures['raw_roundtrip_us']} us, "
-              f"ratio {figures['driver_vs_raw']}x")
+              f"ratio {figures['driver_vs_raw']}x; burst {figures['burst_us']} us, "
+              f"FMQ {figures['fmq_roundtrip_us']} us, {figures['burst_vs_fmq']}x / {figures['burst_vs_driver']}x")
     results.update(measure_builtin_per_device(max(1, args.builtin_runs // 2)))
     print(f"{results['builtin_model']} per device (ms): {results['builtin_per_device_ms']}")
     results["targets"] = TARGETS

@@ -3,7 +3,8 @@
 Creating a burst configures one burst channel per driver step of the compilation's plan
 (``IPreparedModel.configureExecutionBurst``: request and result FMQs in shared memory and a
 listener thread in the driver; see :mod:`runtime.drivers.ipc.burst_client`). Steps on in-process
-devices (the CPU) run as in ``compute()``. A driver that cannot configure a burst leaves its
+devices (the CPU) run as in ``compute()``. With ``Preference.LOW_POWER`` the runtime never
+polls a result ring; otherwise it polls briefly before it sleeps (``NNSCOPE_BURST_POLL_US``). A driver that cannot configure a burst leaves its
 step on the ordinary execute path, as AOSP's runtime does. ``Execution.burst_compute(burst)``
 runs an execution through the burst, one at a time per burst.
 
@@ -22,6 +23,7 @@ from runtime import _checks as checks
 from runtime.api import NnError, ResultCode
 from runtime.compilation import Compilation
 from runtime.hal.errors import HalError
+from runtime.hal.types import Preference
 from tracing import Phase
 
 _LABEL = "BurstBuilder"
@@ -43,7 +45,8 @@ class Burst:
             raise checks.bad(call, f"expected a Compilation, got {type(compilation).__name__}")
         compilation.check_executable(call)
         self.compilation = compilation
-        self._controllers = {step.index: _configure(step) for step in compilation.plan.steps}
+        low_power = compilation.preference == Preference.LOW_POWER
+        self._controllers = {step.index: _configure(step, low_power) for step in compilation.plan.steps}
         self._busy = threading.Lock()
         self._freed = False
 
@@ -86,7 +89,7 @@ class Burst:
         self.free()
 
 
-def _configure(step):
+def _configure(step, low_power: bool):
     configure = getattr(step.prepared, "configure_execution_burst", None)
     if configure is None:
         return None
@@ -94,7 +97,7 @@ def _configure(step):
     if launch is not None:
         launch()  # a running driver joins a trace session started since
     try:
-        controller = configure()
+        controller = configure(low_power)
     except HalError as error:
         vlog.log("execution", _LABEL, "step %d on %s: no burst (%s); it runs without one",
                  step.index, step.device.name, error)

@@ -26,6 +26,9 @@ import time
 from typing import NamedTuple
 
 from runtime.drivers.ipc.protocol import REPLY, MsgType
+
+#: Ring size of the FMQ floor (that of a burst's rings).
+FMQ_RING_BYTES = 64 * 1024
 from runtime.drivers.ipc.service import listen
 from runtime.drivers.ipc.transport import Channel, PeerClosed
 
@@ -62,13 +65,56 @@ def raw_round_trip(iterations: int = 1000, payload_size: int = 64, warmup: int =
                 samples.append(clock() - start)
         channel.close()
     finally:
-        try:
-            proc.wait(5.0)  # the echo side exits when the connection closes
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)  # the echo side exits when the connection closes
         shutil.rmtree(directory, ignore_errors=True)
     return summarize(samples)
+
+
+def fmq_round_trip(iterations: int = 1000, payload_size: int = 64, warmup: int = 100,
+                   timeout_s: float = 30.0, peer_cpus: set[int] | None = None,
+                   poll_s: float = 0.0) -> RoundTrip:
+    """The same over two FMQs with eventfd wake-ups (the channels of a burst): the floor of a
+    burst execution. This side polls the answer ring for ``poll_s`` before sleeping, the echo
+    side sleeps, as a burst's controller and driver do. An empty message stops the echo."""
+    from runtime.drivers.ipc.fmq import FmqChannel  # noqa: PLC0415
+
+    out, back = FmqChannel.create(FMQ_RING_BYTES), FmqChannel.create(FMQ_RING_BYTES)
+    fds = [*out.fds, *back.fds]
+    proc = subprocess.Popen([sys.executable, "-m", "runtime.drivers.ipc.bench", "--fmq-echo",
+                             ",".join(map(str, fds))], pass_fds=fds, stdin=subprocess.DEVNULL)
+    try:
+        if peer_cpus:
+            os.sched_setaffinity(proc.pid, peer_cpus)
+        payload, samples, clock = bytes(payload_size), [], time.perf_counter_ns
+        for i in range(warmup + iterations):
+            start = clock()
+            out.write(payload, timeout=timeout_s)
+            back.read(timeout=timeout_s, poll_s=poll_s)
+            if i >= warmup:
+                samples.append(clock() - start)
+        out.write(b"", timeout=timeout_s)
+    finally:
+        _stop(proc)
+        out.close()
+        back.close()
+    return summarize(samples)
+
+
+def fmq_echo(fds: list[int]) -> None:
+    """The echo side of :func:`fmq_round_trip` (until an empty message)."""
+    from runtime.drivers.ipc.fmq import FmqChannel  # noqa: PLC0415
+
+    inbox, outbox = FmqChannel.attach(*fds[:3]), FmqChannel.attach(*fds[3:6])
+    while message := inbox.read(timeout=60.0):
+        outbox.write(message, timeout=60.0)
+
+
+def _stop(proc) -> None:
+    try:
+        proc.wait(5.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def execute_latency(driver: str = "sample-all", iterations: int = 1000, warmup: int = 100,
@@ -154,11 +200,15 @@ def echo(path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runtime.drivers.ipc.bench")
     parser.add_argument("--echo", metavar="PATH", help="run the echo side on PATH")
+    parser.add_argument("--fmq-echo", metavar="FDS", help="run the FMQ echo side on six fds")
     parser.add_argument("-n", type=int, default=1000, help="iterations")
     parser.add_argument("--driver", default="sample-all", help="driver for the execute latency")
     args = parser.parse_args(argv)
     if args.echo:
         echo(args.echo)
+        return 0
+    if args.fmq_echo:
+        fmq_echo([int(fd) for fd in args.fmq_echo.split(",")])
         return 0
     raw = raw_round_trip(args.n)
     inline = execute_latency(args.driver, args.n)

@@ -13,6 +13,11 @@ socket with their fds) and keeps them. Buffers that are not shared memory (numpy
 staged through one shared pool of the burst. Freeing a ``Memory`` tells every burst that gave it
 a slot (``IBurstContext.freeMemory``).
 
+Waiting: the controller watches the result ring for a short polling window (as AOSP's
+controller, unless the compilation prefers low power), then sleeps on the eventfd wake-up; the
+driver's listener always sleeps between requests (a poll there only pays off for back-to-back
+benchmark loops, and would keep a driver core busy between camera frames).
+
 Liveness: an FMQ cannot tell whether its peer lives, so the result ring also watches the driver's
 socket; a driver that dies mid-execution gives DEAD_OBJECT at once (the runtime then falls back
 as for ``compute()``), one that hangs past the device timeout is killed and gives DEAD_OBJECT.
@@ -27,6 +32,7 @@ Example::
 """
 from __future__ import annotations
 
+import os
 import select
 import struct
 import weakref
@@ -49,6 +55,9 @@ from runtime.ops.control_flow import LOOP_TIMEOUT_DEFAULT_NS
 
 #: Bytes of each ring (AOSP sizes them for 1024 datums; ours hold that and stream the rest).
 RING_BYTES = 64 * 1024
+#: How long the controller watches the result ring before it sleeps on the wake-up (AOSP's
+#: burst polling window; 0 when the compilation prefers low power). ``NNSCOPE_BURST_POLL_US``.
+DEFAULT_POLL_US = 50
 _ALIGN = 64
 _U32 = struct.Struct("<I")
 _SLOT_ENTRY = struct.Struct("<IQQ")
@@ -103,8 +112,9 @@ class _Encoded:
 class BurstController:
     """IBurstContext of one prepared model in a driver process; see the module docstring."""
 
-    def __init__(self, prepared, burst_id: int, channels: tuple, connection) -> None:
+    def __init__(self, prepared, burst_id: int, channels: tuple, connection, poll_s: float) -> None:
         self.prepared = prepared
+        self.poll_s = poll_s
         self.device = prepared.device
         self.burst_id = burst_id
         self.requests, self.results = channels
@@ -117,8 +127,9 @@ class BurstController:
         self.broken: str | None = None
 
     @classmethod
-    def configure(cls, prepared) -> BurstController:
-        """configureExecutionBurst: two rings, their fds to the driver, its listener started.
+    def configure(cls, prepared, low_power: bool = False) -> BurstController:
+        """configureExecutionBurst: two rings, their fds to the driver, its listener started;
+        ``low_power``: never poll the result ring (sleep until the driver's wake-up).
 
         Raises:
             HalError: the driver refused (or died: DEAD_OBJECT).
@@ -130,7 +141,8 @@ class BurstController:
                     MsgType.CONFIGURE_BURST, _U32.pack(prepared.model_id),
                     [*channels[0].fds, *channels[1].fds])
                 burst_id = check_status(bytes(message.payload), "configureExecutionBurst").u32()
-            return cls(prepared, burst_id, channels, prepared.device.channel)
+            return cls(prepared, burst_id, channels, prepared.device.channel,
+                       0.0 if low_power else polling_window_s())
         except BaseException:
             for channel in channels:
                 channel.close()
@@ -165,7 +177,7 @@ class BurstController:
         try:
             self.requests.write(message, timeout=self.device.timeout_s)
             while True:
-                reply = self.results.read(timeout=self.device.timeout_s)
+                reply = self.results.read(timeout=self.device.timeout_s, poll_s=self.poll_s)
                 slots = decode_memory_request(reply)
                 if slots is None:
                     break
@@ -296,6 +308,17 @@ class BurstController:
         if self._staging is not None:
             self._staging.close()
             self._staging = None
+
+
+def polling_window_s() -> float:
+    """The controller's polling window in seconds (``NNSCOPE_BURST_POLL_US``, default 50 us;
+    none when this process may use only one CPU: the poll would hold off the driver)."""
+    if len(os.sched_getaffinity(0)) < 2:
+        return 0.0
+    try:
+        return max(0, int(os.environ.get("NNSCOPE_BURST_POLL_US", DEFAULT_POLL_US))) / 1e6
+    except ValueError:
+        return DEFAULT_POLL_US / 1e6
 
 
 def _moved(arguments, positions: dict) -> tuple:

@@ -222,8 +222,11 @@ class FmqChannel:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def read(self, block: bool = True, timeout: float | None = None) -> bytes | None:
+    def read(self, block: bool = True, timeout: float | None = None, poll_s: float = 0.0) -> bytes | None:
         """The next message; None when non-blocking and no whole message is there yet.
+
+        ``poll_s``: before going to sleep, watch the ring for that long (a polling window: the
+        message is taken without waiting for the wake-up, at the price of a busy CPU).
 
         Raises:
             FmqTimeout: blocking and no whole message within ``timeout`` seconds (bytes of a
@@ -236,6 +239,8 @@ class FmqChannel:
                 return message
         if not block:
             return None
+        if poll_s > 0 and self._poll_ring(poll_s):
+            return self.read(block=False)
         deadline, data_poll, data_fd = _deadline(timeout), self._data_poll, self.fds[1]
         while True:
             gone = _wait(data_poll, data_fd, deadline, "a message")
@@ -244,6 +249,15 @@ class FmqChannel:
                 return message
             if gone:
                 raise FmqPeerGone("the peer is gone (watched fd fired) while waiting for a message")
+
+    def _poll_ring(self, seconds: float) -> bool:
+        """Watch the write index for up to ``seconds``; True once bytes arrived."""
+        index, read, clock = self._index, self._index[_READ], time.perf_counter
+        end = clock() + seconds
+        while index[_WRITE] == read:
+            if clock() > end:
+                return False
+        return True
 
     def _take_whole(self) -> bytes | None:
         """The usual case, kept short: a whole message that does not wrap (else None)."""

@@ -98,9 +98,9 @@ class RemotePreparedModel(PreparedModel):
                 check_status(bytes(message.payload), "execute")
                 return ExecutionCallback(self, message.request_id, request, inline, staged, deadline_ns)
 
-    def configure_execution_burst(self) -> BurstController:
+    def configure_execution_burst(self, low_power: bool = False) -> BurstController:
         """IPreparedModel.configureExecutionBurst (HalError when the driver refuses)."""
-        return BurstController.configure(self)
+        return BurstController.configure(self, low_power)
 
     def release(self) -> None:
         if self._released:

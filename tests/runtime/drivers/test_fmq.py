@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.drivers.ipc.codec import CodecError
-from runtime.drivers.ipc.fmq import (HEADER_SIZE, FmqChannel, FmqCorrupt, FmqError, FmqTimeout)
+from runtime.drivers.ipc.fmq import (HEADER_SIZE, FmqChannel, FmqCorrupt, FmqError, FmqPeerGone,
+                                     FmqTimeout)
 from runtime.drivers.ipc.fmq_datum import (DATUM_SIZE, BurstRequest, decode_request, decode_result,
                                            encode_request, encode_result)
 from runtime.drivers.ipc.shm import SharedPool
@@ -171,6 +172,33 @@ def test_second_process_sleeps_while_waiting(echo_peer):
     assert from_peer.read(timeout=10) == b"wake"
     assert peer_cpu < 0.1
     to_peer.write(b"quit", timeout=10)
+
+
+def test_polling_reads_take_answers_and_sleep_after_the_window(echo_peer):
+    to_peer, from_peer, _ = echo_peer
+    to_peer.write(b"first", timeout=10)
+    from_peer.read(timeout=10)
+    assert from_peer.read(timeout=10, poll_s=1e-3) == b"first"
+    for size in (0, 64, 3000):
+        to_peer.write(bytes(size), timeout=10)
+        assert from_peer.read(timeout=10, poll_s=1e-3) == bytes(size)
+    cpu = time.process_time()
+    with pytest.raises(FmqTimeout):  # nothing comes: the window passes, then it sleeps
+        from_peer.read(timeout=0.5, poll_s=0.01)
+    assert time.process_time() - cpu < 0.15
+    to_peer.write(b"quit", timeout=10)
+
+
+def test_a_watched_fd_wakes_a_blocked_read():
+    channel, stop = FmqChannel.create(64), os.eventfd(0, os.EFD_CLOEXEC)
+    channel.watch(stop)
+    threading.Timer(0.05, os.eventfd_write, (stop, 1)).start()
+    with pytest.raises(FmqPeerGone):
+        channel.read(timeout=10)
+    channel.write(b"still there")  # a message that arrived wins over the watched fd
+    assert channel.read(timeout=1) == b"still there"
+    channel.close()
+    os.close(stop)
 
 
 def test_dead_peer_gives_a_timeout_not_a_hang(echo_peer):
