@@ -1,5 +1,7 @@
 """CPU fallback at execution: a driver process killed in the middle of a run of executions
-(SIGKILL) still gives correct outputs, and the fallback shows in the trace and the VLOG."""
+(SIGKILL) still gives correct outputs, and the fallback shows in the trace and the VLOG. Only
+the execution that met the dead driver falls back: the next one restarts it
+(tests/runtime/test_driver_restart.py)."""
 from __future__ import annotations
 
 import os
@@ -64,7 +66,7 @@ def test_killed_driver_of_a_simple_plan(devices, execution_log):
             return (np.full((2, 3), run, np.float32), np.arange(6, dtype=np.float32).reshape(2, 3))
         _kill_mid_run(compilation, victim, make_inputs, lambda x, y: (x + 0.5) * y + 0.5, (2, 3))
     names = [span.name for span in session.collect().spans()]
-    assert names.count("[NN_LR_PE]ExecutionBuilder::cpuFallbackPartial") == RUNS - KILL_AT
+    assert names.count("[NN_LR_PE]ExecutionBuilder::cpuFallbackPartial") == 1
     assert "[NN_LR_PE]StepExecutor::computeOnCpuFallback" in names
     assert any("step 0 on sample-float-fast failed; cpuFallbackPartial" in l for l in execution_log)
     assert any(l.startswith("DEAD_OBJECT: driver sample-float-fast") for l in execution_log)
@@ -83,7 +85,7 @@ def test_killed_driver_of_one_step_of_a_compound_plan(devices, execution_log):
             return x, np.float32([[2.0, -1.0, 0.5, 1.0]]), np.uint8([[130, 120 + run, 128, 140]])
         _kill_mid_run(compilation, victim, make_inputs, mixed_expected, (1, 4))
     names = [span.name for span in session.collect().spans()]
-    assert names.count("[NN_LR_PE]ExecutionBuilder::cpuFallbackPartial") == RUNS - KILL_AT
+    assert names.count("[NN_LR_PE]ExecutionBuilder::cpuFallbackPartial") == 1
     assert any("on sample-quant failed; cpuFallbackPartial" in l for l in execution_log)
 
 

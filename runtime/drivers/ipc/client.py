@@ -7,7 +7,8 @@ The process starts on first use and stops at :meth:`RemoteDevice.shutdown` (also
 ``HalError(DEAD_OBJECT)`` as soon as its socket closes; one that stops answering for
 ``timeout_s`` is killed and reported the same way; an execution whose deadline passes returns
 MISSED_DEADLINE_TRANSIENT. Deadlines are ``time.monotonic_ns()`` values (CLOCK_MONOTONIC, the same
-clock in both processes). A dead device stays dead: create a new ``RemoteDevice`` to restart.
+clock in both processes). A dead driver is restarted on next use (:meth:`RemoteDevice.restart`,
+with the backoff of ``_restart``); its prepared models then prepare again on the new process.
 
 Example::
 
@@ -24,10 +25,12 @@ import struct
 import threading
 import time
 
+import vlog
 from runtime.drivers.base import Device
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._process import DriverProcess
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status
+from runtime.drivers.ipc._restart import Backoff
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import Reader, Writer, decode_capabilities, encode_model
 from runtime.drivers.ipc.encoder import PoolCache, is_shared
@@ -70,6 +73,9 @@ class RemoteDevice(Device):
         self._atexit = False
         self._connected = False  # connected to this process at least once
         self._trace_dir: str | None = None  # the trace session directory the driver writes to
+        self.generation = 0  # bumped by each restart: prepared models re-prepare on the new process
+        self.backoff = Backoff()
+        self._shut_down = False
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -122,7 +128,7 @@ class RemoteDevice(Device):
                              deadline_ns)
         finally:
             _close(keep)
-        return RemotePreparedModel(self, r.u32(), model)
+        return RemotePreparedModel(self, r.u32(), model, (preference, priority, cache_dir, token))
 
     def forget_pool(self, pool) -> None:
         """Stop caching a shared request pool (e.g. a freed ``Memory``); the driver unmaps it
@@ -140,7 +146,33 @@ class RemoteDevice(Device):
                     pass
             self._drop_channel()
             self._dead = self._dead or "device was shut down"
+            self._shut_down = True
             self.process.stop()
+
+    def restart(self) -> bool:
+        """Start a new driver process if this one died and the backoff allows (the device
+        manager's restart on next use); True when a driver process runs afterwards."""
+        with self._lock:
+            if self._dead is None:
+                return True
+            now = time.monotonic()
+            if self._shut_down or not self.backoff.may_restart(now):
+                return False
+            with _trace.ipc(Phase.INITIALIZATION, "VersionedIDevice::recover"):
+                self.process.stop(grace_s=0.5)
+                self.process = DriverProcess(self.name)
+                self._dead, self._connected, self._info = None, False, {}
+                self.pools, self._stash = PoolCache(), {}
+                self.generation += 1
+                self.backoff.started(now)
+                self.backoff.restarts += 1
+                try:
+                    self.ensure_started()
+                except HalError:
+                    return False
+            vlog.log("manager", "VersionedInterfaces", "driver %s restarted (restart %d, pid %s)",
+                     self.name, self.backoff.restarts, self.pid)
+            return True
 
     # ------------------------------------------------------------------ transport
     def _simple(self, msg_type: MsgType, phase: Phase, payload=b"", fds=(), deadline_ns=None) -> Reader:
@@ -290,6 +322,8 @@ class RemoteDevice(Device):
         self._mark_dead(why if not self.process.alive() else f"{why} (driver still running)")
 
     def _mark_dead(self, why: str):
+        if self._dead is None:
+            self.backoff.died(time.monotonic())
         self._dead = why
         self._drop_channel()
         raise HalError(_DEAD, f"driver {self.name}: {why}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 
+import vlog
 from runtime.drivers.base import PreparedModel
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status
@@ -44,10 +45,12 @@ _trace_enabled = _trace.enabled
 class RemotePreparedModel(PreparedModel):
     """A model prepared in a driver process; ``model_id`` names it there."""
 
-    def __init__(self, device, model_id: int, model: HalModel):
+    def __init__(self, device, model_id: int, model: HalModel, prepare_args: tuple = ()):
         self.device = device
         self.model_id = model_id
         self.model = model
+        self.prepare_args = prepare_args  # (preference, priority, cache dir, token)
+        self.generation = device.generation
         self.staging: list = []  # per pool position: SharedPool standing in for a large buffer
         self._memo = EncodeMemo()  # the last request's encoding, for repeated executions
         self._released = False
@@ -55,6 +58,8 @@ class RemotePreparedModel(PreparedModel):
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
         """executeSynchronously; raises HalError(DEAD_OBJECT) when the driver is gone."""
+        if self.device._dead is not None or self.generation != self.device.generation:
+            self._recover()
         if not _trace_enabled():  # one check per call: no scopes to open
             return self._execute(request, measure_timing, deadline_ns)
         with _trace.ipc(Phase.EXECUTION, "executeSynchronously"):
@@ -88,6 +93,8 @@ class RemotePreparedModel(PreparedModel):
     def execute_async(self, request: Request, measure_timing: bool = False,
                       deadline_ns: int | None = None) -> ExecutionCallback:
         """execute with a callback; the launch status is checked here (HalError on failure)."""
+        if self.device._dead is not None or self.generation != self.device.generation:
+            self._recover()
         with _trace.ipc(Phase.EXECUTION, "execute"):
             with _trace.hidl("IPreparedModel", "execute", "client"):
                 payload, fds, inline, staged = self._encode(request, measure_timing, deadline_ns)
@@ -97,6 +104,19 @@ class RemotePreparedModel(PreparedModel):
                     return ExecutionCallback(self, 0, request, inline, staged, deadline_ns, _MISSED)
                 check_status(bytes(message.payload), "execute")
                 return ExecutionCallback(self, message.request_id, request, inline, staged, deadline_ns)
+
+    def _recover(self) -> None:
+        """The driver died: have it restarted (if its backoff allows) and prepare this model on
+        the new process. Left as is when it stays dead (the call then gives DEAD_OBJECT)."""
+        device = self.device
+        if not device.restart() or self.generation == device.generation:
+            return
+        with _trace.ipc(Phase.INITIALIZATION, "VersionedIPreparedModel::recover"):
+            fresh = device.prepare_model(self.model, *self.prepare_args)
+        self.model_id, self.generation, self._memo = fresh.model_id, device.generation, EncodeMemo()
+        fresh._released = True  # its model id is now this object's
+        vlog.log("manager", "VersionedInterfaces", "model prepared again on restarted driver %s "
+                 "(model %d)", device.name, self.model_id)
 
     def configure_execution_burst(self, low_power: bool = False) -> BurstController:
         """IPreparedModel.configureExecutionBurst (HalError when the driver refuses)."""
