@@ -25,7 +25,7 @@ import tracing
 import vlog
 from runtime import _checks as checks
 from runtime import _execargs as args
-from runtime import _fenced
+from runtime import _fenced, _fenced_remote
 from runtime import _steps
 from runtime._lifecycle import ExecutionState
 from runtime.api import NnError, ResultCode
@@ -279,7 +279,14 @@ class Execution:
         request = self._start(call)
         _fenced.check_outputs_specified(self._out_operands, request.outputs, call, self._state.cancel)
         deadline = deadline_after(self._timeout_ns)
-        return Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline), fenced=True)
+        event = _fenced_remote.start(self._plan, request, deps, self._measure, duration_ns, deadline,
+                                     self._out_operands, self._fenced_done)  # the driver's executeFenced
+        return event or Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline), fenced=True)
+
+    def _fenced_done(self, result: ExecutionResult, fenced_timing) -> None:
+        """Record the outcome of a fenced run on a driver and complete the computation."""
+        self._result, self._fenced_timing = result, fenced_timing
+        self._state.complete()
 
     def _run_fenced(self, request: Request, dependencies, duration_ns: int, deadline: int | None) -> None:
         waited = _fenced.wait_for(dependencies, self._state.complete)

@@ -59,6 +59,8 @@ class MsgType(enum.IntEnum):
     SHUTDOWN = 13
     SET_TRACE_DIR = 14  # join (or, with an empty path, leave) the runtime's trace session
     EXECUTE_SYNC_MEMO = 15  # executeSynchronously repeating a memoized request (execution_codec)
+    EXECUTE_FENCED = 16  # executeFenced: wait fences in, a sync fence out (fenced_server)
+    FENCED_INFO = 17  # IFencedExecutionCallback.getExecutionInfo
     NOTIFY = 0x100
 
 
@@ -79,6 +81,8 @@ HIDL_NAMES = {
     MsgType.PING: ("IDevice", "ping"),
     MsgType.SHUTDOWN: ("IDevice", "shutdown"),
     MsgType.SET_TRACE_DIR: ("IDevice", "setTraceDirectory"),
+    MsgType.EXECUTE_FENCED: ("IPreparedModel", "executeFenced"),
+    MsgType.FENCED_INFO: ("IFencedExecutionCallback", "getExecutionInfo"),
 }
 
 

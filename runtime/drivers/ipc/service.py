@@ -36,6 +36,7 @@ from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model,
                                        enum_value)
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
                                                  KNOWS_SHAPES, decode_execute, encode_result)
+from runtime.drivers.ipc.fenced_server import FencedServer
 from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import MappingError, map_fd
 from runtime.hal.device_types import ExecutionResult
@@ -54,7 +55,7 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
            MsgType.EXECUTE_SYNC: Phase.EXECUTION, MsgType.EXECUTE: Phase.EXECUTION,
            MsgType.EXECUTE_SYNC_MEMO: Phase.EXECUTION,
            MsgType.RELEASE_MODEL: Phase.TERMINATION, MsgType.SHUTDOWN: Phase.TERMINATION,
-           MsgType.FREE_POOLS: Phase.EXECUTION}
+           MsgType.FREE_POOLS: Phase.EXECUTION, MsgType.FENCED_INFO: Phase.EXECUTION}
 
 
 #: Process/resource lifecycle messages that are no HAL method: no ``HIDL::...::server`` mark
@@ -63,6 +64,7 @@ _LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING,
                         MsgType.SET_TRACE_DIR})
 _NO_MARK = contextlib.nullcontext()
 _EXECUTE = int(MsgType.EXECUTE)  # plain ints: enum attribute lookups cost on every message
+_EXECUTE_FENCED = int(MsgType.EXECUTE_FENCED)
 _monotonic_ns = time.monotonic_ns
 _trace_enabled = _trace.enabled
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
@@ -114,6 +116,7 @@ class DriverService:
         self._label = "SampleDriver"
         self._vlog = vlog.is_on("driver")  # the mask is read once, at import
         self._cpuexe_vlog = vlog.is_on("cpuexe")
+        self._fenced = FencedServer(self)  # executeFenced: replies itself (with the sync fence fd)
         self._handlers = {
             MsgType.GET_CAPABILITIES: self._capabilities, MsgType.GET_SUPPORTED_OPERATIONS: self._supported,
             MsgType.GET_TYPE: self._type, MsgType.GET_VERSION_STRING: self._version,
@@ -122,7 +125,7 @@ class DriverService:
             MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.EXECUTE_SYNC_MEMO: self._execute_memo,
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
-            MsgType.SET_TRACE_DIR: self._trace_dir,
+            MsgType.SET_TRACE_DIR: self._trace_dir, MsgType.FENCED_INFO: self._fenced.info,
         }
         self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],
                                  _PHASES.get(t, Phase.INITIALIZATION), f"{self._label}::{HIDL_NAMES[t][1]}")
@@ -152,6 +155,8 @@ class DriverService:
             return self._execute_async(connection, message, start)
         route = self._routes.get(msg_type)
         if route is None:
+            if msg_type == _EXECUTE_FENCED:
+                return self._fenced.execute(connection, message, start)
             return self._reply(connection, msg_type & 0x7FFF, message.request_id, error_reply(
                 ErrorStatus.INVALID_ARGUMENT, f"unknown message type {msg_type}"))
         handler, interface, method, phase, detail = route
