@@ -76,10 +76,10 @@ class FencedJob:
         finally:
             close_fds(self.waits)
             self.state.close()
+            _trace.flush()  # before the fence: a client that saw it finds the spans written
             self.done = True
             signal(self.fence, self.status == _NONE)
             os.close(self.fence)
-            _trace.flush()
 
     def _work(self) -> tuple[ErrorStatus, str]:
         deadline = self.decoded.deadline_ns
