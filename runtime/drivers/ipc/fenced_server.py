@@ -46,8 +46,12 @@ INFO = struct.Struct("<IIQQQQ")
 MAX_WAIT_FENCES = 16
 #: Fenced executions one connection may have running at once (RESOURCE_EXHAUSTED beyond).
 MAX_RUNNING = 8
+#: Fenced executions the whole driver may have running at once.
+MAX_RUNNING_TOTAL = 64
 #: Finished callbacks kept per connection for getExecutionInfo (the oldest is forgotten).
 MAX_KEPT = 64
+#: How often (seconds) a worker waiting for fences checks that its client is still connected.
+CLIENT_CHECK_S = 0.25
 _OK = struct.pack("<I", 0)  # the reply's status NONE
 _NONE = ErrorStatus.NONE
 
@@ -56,8 +60,9 @@ class FencedJob:
     """One fenced execution: its wait fences, decoded request, sync fence and outcome."""
 
     def __init__(self, prepared, decoded, state: DecodeState, waits: list, duration_ns: int | None,
-                 launched_ns: int, label: str):
+                 launched_ns: int, label: str, connection):
         self.prepared, self.decoded, self.state = prepared, decoded, state
+        self.connection = connection  # a job whose client is gone stops waiting for its fences
         self.waits, self.duration_ns, self.launched_ns = waits, duration_ns, launched_ns
         self.label = label
         self.fence = new_fence()  # signalled, then closed, by the worker (the client has a dup)
@@ -84,12 +89,13 @@ class FencedJob:
     def _work(self) -> tuple[ErrorStatus, str]:
         deadline = self.decoded.deadline_ns
         for position, fd in enumerate(self.waits):
-            left = None if deadline is None else (deadline - time.monotonic_ns()) / 1e9
-            state = wait(fd, left)
+            state = self._wait(fd, deadline)
             if state == ACTIVE:
                 return ErrorStatus.MISSED_DEADLINE_TRANSIENT, f"deadline passed waiting for wait_for[{position}]"
             if state == ERROR:
                 return ErrorStatus.GENERAL_FAILURE, f"wait_for[{position}] signalled an error"
+            if state is None:
+                return ErrorStatus.GENERAL_FAILURE, "the client disconnected before the fences signalled"
         fenced_ns = time.monotonic_ns()
         if self.duration_ns is not None:
             after = fenced_ns + self.duration_ns
@@ -101,6 +107,17 @@ class FencedJob:
         if self.decoded.measure:
             self._time(result.timing, fenced_ns, time.monotonic_ns())
         return _NONE, ""
+
+    def _wait(self, fd: int, deadline: int | None) -> str | None:
+        """The fence's state: ACTIVE once the deadline passed, None once the client is gone."""
+        while True:
+            left = None if deadline is None else max(0.0, (deadline - time.monotonic_ns()) / 1e9)
+            state = wait(fd, CLIENT_CHECK_S if left is None else min(left, CLIENT_CHECK_S))
+            if state != ACTIVE or (deadline is not None and time.monotonic_ns() >= deadline):
+                return state
+            connection = self.connection
+            if connection.dead or connection.channel.sock.fileno() < 0:
+                return None
 
     def _time(self, timing, fenced_ns: int, end_ns: int) -> None:
         on_device = None if timing is None else timing.on_device
@@ -159,6 +176,9 @@ class FencedServer:
         if sum(not job.done for job in self._jobs_of(connection).values()) >= MAX_RUNNING:
             raise HalError(ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT,
                            f"{MAX_RUNNING} fenced executions already running on this connection")
+        if sum(not job.done for jobs in self._jobs.values() for job in jobs.values()) >= MAX_RUNNING_TOTAL:
+            raise HalError(ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT,
+                           f"{MAX_RUNNING_TOTAL} fenced executions already running in this driver")
         state = DecodeState()
         try:
             decoded = decode_execute(r, state, fds[wait_count:])
@@ -170,7 +190,7 @@ class FencedServer:
             state.close()
             raise
         return FencedJob(prepared, decoded, state, waits, None if duration < 0 else duration, start,
-                         self.label)
+                         self.label, connection)
 
     def info(self, connection, message, start: int) -> bytes:
         """getExecutionInfo of a callback this connection launched."""
