@@ -13,11 +13,17 @@ outputs). Otherwise :func:`start` returns None and the in-process path runs it:
   call, not after the fences, as the in-process path does; pass it in a shared ``Memory``);
 - a launch the driver refuses, or a dead driver (the in-process path then falls back to the CPU).
 
+A driver that dies after the launch, before it reported, is left behind the same way: the relay
+runs the in-process path (which waits for the dependencies and falls back to the CPU as compute()).
+
 A failed dependency makes the driver report GENERAL_FAILURE, read as OP_FAILED; an expired
 ``duration_ns`` after the fences is MISSED_DEADLINE_TRANSIENT.
 
+It works with the Execution's internals: ``_plan``, ``_measure``, ``_out_operands``,
+``_fenced_done(result, fenced_timing)`` (record and complete) and ``_run_fenced`` (in-process).
+
 Example:
-    >>> event = start(plan, request, deps, measure, 0, None, out_operands, done)  # doctest: +SKIP
+    >>> event = start(execution, request, deps, duration_ns=0, deadline=None)  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ from runtime.api import NnError, from_hal_error
 from runtime.drivers.ipc import fenced_client
 from runtime.drivers.ipc.encoder import is_shared
 from runtime.drivers.ipc.prepared import RemotePreparedModel
-from runtime.drivers.ipc.syncfence import ACTIVE, ERROR, is_eventfd, wait
+from runtime.drivers.ipc.syncfence import ACTIVE, is_eventfd, wait
 from runtime.drivers.ipc.transport import close_fds
 from runtime.event import Event
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request
@@ -42,10 +48,10 @@ LIVENESS_S = 0.25
 _DEAD = ErrorStatus.DEAD_OBJECT
 
 
-def start(plan, request: Request, dependencies: Sequence[Event], measure: bool, duration_ns: int,
-          deadline: int | None, out_operands, done: Callable) -> Event | None:
-    """Launch on the driver and return the Event, or None for the in-process path. ``done``
-    receives (ExecutionResult, FencedTiming or None) and completes the execution."""
+def start(execution, request: Request, dependencies: Sequence[Event], duration_ns: int,
+          deadline: int | None) -> Event | None:
+    """Launch on the driver and return the Event, or None for the in-process path."""
+    plan, measure = execution._plan, execution._measure
     prepared = plan.steps[0].prepared if plan.simple else None
     if not isinstance(prepared, RemotePreparedModel):
         return None
@@ -66,9 +72,9 @@ def start(plan, request: Request, dependencies: Sequence[Event], measure: bool, 
         return None
     finally:
         close_fds(fences)
-    shapes = _shapes(request, out_operands)
-    return Event.start(lambda: _finish(prepared.device, fence, callback, request, copies, shapes, measure,
-                                       done), name="nn-fenced-relay", fenced=True)
+    relay = _Relay(execution, prepared.device, request, copies, lambda: execution._run_fenced(
+        request, dependencies, duration_ns, deadline))
+    return Event.start(lambda: relay.run(fence, callback), name="nn-fenced-relay", fenced=True)
 
 
 def _fences(dependencies) -> list | None:
@@ -90,29 +96,56 @@ def _shapes(request: Request, out_operands) -> tuple:
                  for arg, operand in zip(request.outputs, out_operands))
 
 
-def _finish(device, fence: int, callback, request: Request, copies: list, shapes: tuple,
-            measure: bool, done: Callable) -> None:
-    """The relay: wait for the driver's fence, read the outcome, copy outputs, complete."""
-    result, timing = ExecutionResult(ErrorStatus.GENERAL_FAILURE), None
-    try:
-        if _wait_for_driver(device, fence) == _DEAD:
-            raise NnError(result_code_from_status(_DEAD), f"executeFenced: driver {device.name} died")
+class _Relay:
+    """Completes one driver-run fenced execution in the runtime (on the Event's thread)."""
+
+    def __init__(self, execution, device, request: Request, copies: list, in_process: Callable[[], None]):
+        self.execution, self.device, self.request = execution, device, request
+        self.copies, self.in_process = copies, in_process
+
+    def run(self, fence: int, callback) -> None:
+        """Wait for the driver's fence, read the outcome, copy outputs, complete."""
         try:
-            info = callback.get_execution_info()
-        except HalError as error:
-            raise from_hal_error(error, f"executeFenced on {device.name}") from None
+            info = self._outcome(fence, callback)
+        except BaseException:
+            self._complete(ExecutionResult(ErrorStatus.GENERAL_FAILURE), None)
+            raise
+        finally:
+            os.close(fence)
+        if info is None:  # the driver died: run it in-process (CPU fallback included)
+            fenced_client.close_copies(self.copies)
+            vlog.log("execution", "ExecutionBuilder", "executeFenced: driver %s died; running it in-process",
+                     self.device.name)
+            return self.in_process()
         if info.status != ErrorStatus.NONE:
-            result = ExecutionResult(info.status)
-            raise NnError(result_code_from_status(info.status), f"executeFenced on {device.name}: "
+            self._complete(ExecutionResult(info.status), None)
+            raise NnError(result_code_from_status(info.status), f"executeFenced on {self.device.name}: "
                           f"{info.status.name}: {info.message}")
-        fenced_client.copy_back(request, copies)
+        try:
+            fenced_client.copy_back(self.request, self.copies)
+        except BaseException:
+            self._complete(ExecutionResult(ErrorStatus.GENERAL_FAILURE), None)
+            raise
+        measure = self.execution._measure
         launched = fenced_client.timing_or_none(info.launched) if measure else None
-        result = ExecutionResult(ErrorStatus.NONE, shapes, launched)
-        timing = FencedTiming(info.launched, info.fenced) if measure else None
-    finally:
-        os.close(fence)
-        fenced_client.close_copies(copies)
-        done(result, timing)
+        shapes = _shapes(self.request, self.execution._out_operands)
+        self._complete(ExecutionResult(ErrorStatus.NONE, shapes, launched),
+                       FencedTiming(info.launched, info.fenced) if measure else None)
+
+    def _outcome(self, fence: int, callback):
+        """getExecutionInfo once the fence signalled; None when the driver died first."""
+        if _wait_for_driver(self.device, fence) == _DEAD:
+            return None
+        try:
+            return callback.get_execution_info()
+        except HalError as error:
+            if error.status == _DEAD:
+                return None
+            raise from_hal_error(error, f"executeFenced on {self.device.name}") from None
+
+    def _complete(self, result: ExecutionResult, timing) -> None:
+        fenced_client.close_copies(self.copies)
+        self.execution._fenced_done(result, timing)
 
 
 def _wait_for_driver(device, fence: int):
@@ -120,6 +153,6 @@ def _wait_for_driver(device, fence: int):
     while True:
         state = wait(fence, LIVENESS_S)
         if state != ACTIVE:
-            return ERROR if state == ERROR else state
+            return state
         if not device.process.alive():
             return _DEAD

@@ -271,7 +271,8 @@ class Execution:
         sync fence. ``duration_ns`` (0 = none) limits the run after the fences signal. Raises NnError
         as start_compute; UNEXPECTED_NULL/BAD_DATA for bad events; OP_FAILED for one already failed or
         an unspecified output shape; BAD_DATA for a duration unless on one device. ``wait()`` raises
-        OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when time runs out."""
+        OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when time runs out. A single step
+        on a driver runs through its HAL executeFenced (see runtime._fenced_remote)."""
         call = "startComputeWithDependencies"
         deps = _fenced.dependencies(events, call, Event)
         if checks.duration(duration_ns, call):
@@ -279,8 +280,7 @@ class Execution:
         request = self._start(call)
         _fenced.check_outputs_specified(self._out_operands, request.outputs, call, self._state.cancel)
         deadline = deadline_after(self._timeout_ns)
-        event = _fenced_remote.start(self._plan, request, deps, self._measure, duration_ns, deadline,
-                                     self._out_operands, self._fenced_done)  # the driver's executeFenced
+        event = _fenced_remote.start(self, request, deps, duration_ns, deadline)  # a driver's executeFenced
         return event or Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline), fenced=True)
 
     def _fenced_done(self, result: ExecutionResult, fenced_timing) -> None:

@@ -203,6 +203,26 @@ def test_all_four_durations_come_from_the_driver(two_drivers, gate, launches):
     mx.free()
 
 
+def test_a_driver_killed_before_it_reported_leaves_the_run_to_the_cpu(fresh_device, gate, launches):
+    device = fresh_device("sample-float-fast", timeout_s=30.0)
+    manager.forTest_set_devices([device])  # Compilation(model): the driver, the CPU as fallback
+    try:
+        compilation = Compilation(add_model(SHAPE))
+        compilation.finish()
+        x = np.random.default_rng(5).standard_normal(SHAPE).astype(np.float32)
+        mx, out = _shared(x), np.zeros(SHAPE, np.float32)
+        event = _add(compilation, mx, mx, out).start_compute_with_dependencies([gate.event])
+        assert launches == ["sample-float-fast"]
+        device.process.kill()
+        gate.open()
+        event.wait(timeout=30)
+        np.testing.assert_allclose(out, _reference(x, x), rtol=1e-6)
+        event.free()
+        mx.free()
+    finally:
+        manager.forTest_reset()
+
+
 def test_plain_inputs_behind_a_pending_fence_run_in_process_and_stay_right(two_drivers, gate, launches):
     """Plain buffers would be read at the call by a driver: the in-process path reads them after
     the fences, so a chain through numpy arrays still computes on fresh values."""
