@@ -146,7 +146,8 @@ class Event:
     def fence_dup(self) -> int | None:
         """Internal (no API span): a new fd of this Event's live sync fence, else None."""
         closer = self._closer
-        return os.dup(self._fence) if self._fence is not None and closer is not None and closer.alive else None
+        live = self._fence is not None and closer is not None and closer.alive
+        return os.dup(self._fence) if live else None
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksEvent_free")
     def free(self) -> None:

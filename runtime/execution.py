@@ -281,7 +281,8 @@ class Execution:
         _fenced.check_outputs_specified(self._out_operands, request.outputs, call, self._state.cancel)
         deadline = deadline_after(self._timeout_ns)
         event = _fenced_remote.start(self, request, deps, duration_ns, deadline)  # a driver's executeFenced
-        return event or Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline), fenced=True)
+        return event or Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline),
+                                    fenced=True)
 
     def _fenced_done(self, result: ExecutionResult, fenced_timing) -> None:
         """Record the outcome of a fenced run on a driver and complete the computation."""

@@ -96,11 +96,13 @@ def execute_fenced(prepared, request: Request, wait_for: Sequence[int], measure:
             try:
                 if staged:  # a large plain input: send its bytes through the staging memfd
                     _stage(request, staging, staged)
-                head = LAUNCH.pack(len(wait_for), -1 if timeout_after_fence_ns is None else timeout_after_fence_ns)
+                after = -1 if timeout_after_fence_ns is None else timeout_after_fence_ns
+                head = LAUNCH.pack(len(wait_for), after)
                 message = prepared.device.transact(MsgType.EXECUTE_FENCED, head + payload,
                                                    [*wait_for, *pool_fds])
             except DeadlineExpired:
-                raise HalError(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "executeFenced: deadline passed") from None
+                raise HalError(ErrorStatus.MISSED_DEADLINE_TRANSIENT,
+                               "executeFenced: deadline passed") from None
             finally:
                 for pool in staging:
                     if pool is not None:

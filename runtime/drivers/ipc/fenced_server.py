@@ -91,7 +91,8 @@ class FencedJob:
         for position, fd in enumerate(self.waits):
             state = self._wait(fd, deadline)
             if state == ACTIVE:
-                return ErrorStatus.MISSED_DEADLINE_TRANSIENT, f"deadline passed waiting for wait_for[{position}]"
+                return (ErrorStatus.MISSED_DEADLINE_TRANSIENT,
+                        f"deadline passed waiting for wait_for[{position}]")
             if state == ERROR:
                 return ErrorStatus.GENERAL_FAILURE, f"wait_for[{position}] signalled an error"
             if state is None:

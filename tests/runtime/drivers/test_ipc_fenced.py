@@ -278,8 +278,9 @@ def test_fenced_run_spans_read_in_parse_systrace(two_drivers, tmp_path):
         parent = parents.get((span.pid, span.tid, span.parent))
         names.setdefault(span.name, set()).add((span.pid == device.pid, parent.name if parent else None))
     assert (False, "[NN_LI_PE]executeFenced") in names["HIDL::IPreparedModel::executeFenced::client"]
-    assert (True, "HIDL::IPreparedModel::executeFenced::server") in names["[NN_LD_PE]SampleDriver::executeFenced"]
-    assert (True, None) in names["[NN_LD_PE]SampleDriver::executeFenced"]  # the worker thread's run
+    run = names["[NN_LD_PE]SampleDriver::executeFenced"]
+    assert (True, "HIDL::IPreparedModel::executeFenced::server") in run  # the launch
+    assert (True, None) in run  # the worker thread's run
     assert (True, "[NN_LD_PE]SampleDriver::executeFenced") in names["[NN_LC_PE]CpuExecutor::run"]
     assert (False, "[NN_LI_PE]getExecutionInfo") in names[
         "HIDL::IFencedExecutionCallback::getExecutionInfo::client"]
@@ -287,3 +288,4 @@ def test_fenced_run_spans_read_in_parse_systrace(two_drivers, tmp_path):
     [summary] = parse_systrace.summarize(str(tmp_path / "fenced.html"))
     assert summary.complete
     assert summary.times["PE"]["LI"] > 0 and summary.times["PE"]["LD"] > 0
+    assert summary.execution_counts["PO"] == 2  # one per executeFenced::server
