@@ -29,6 +29,7 @@ import struct
 import threading
 import time
 
+import vlog
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
@@ -153,6 +154,9 @@ class FencedServer:
                 launched = self.service._guarded(self._launch, connection, message, start)
         if isinstance(launched, FencedJob):
             callback_id = self._keep(connection, launched)
+            if self.service._vlog:
+                vlog.log("driver", self.service._label, "executeFenced(%s): %d wait fences, callback %d",
+                         self.service.device.name, len(launched.waits), callback_id)
             reply_fd = os.dup(launched.fence)
             launched.start()
             send_with_fds(connection, REPLY | MsgType.EXECUTE_FENCED, message.request_id,
