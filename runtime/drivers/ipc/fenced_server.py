@@ -81,11 +81,19 @@ class FencedJob:
             self.status, self.message = ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}"
         finally:
             close_fds(self.waits)
+            self._unbind()
             self.state.close()
             _trace.flush()  # before the fence: a client that saw it finds the spans written
             self.done = True
             signal(self.fence, self.status == _NONE)
             os.close(self.fence)
+
+    def _unbind(self) -> None:
+        """Make the model forget this job's request (as ``Connection._unbind``), so that closing
+        the job's pools unmaps them now rather than at the model's next execution."""
+        cached = getattr(self.prepared, "_cache", None)  # cpu.CpuPreparedModel's last binding
+        if cached and cached[0] is self.decoded.request:
+            self.prepared._cache = (None, None)
 
     def _work(self) -> tuple[ErrorStatus, str]:
         deadline = self.decoded.deadline_ns
