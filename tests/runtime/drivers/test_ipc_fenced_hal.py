@@ -11,7 +11,7 @@ import pytest
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice, fenced_client
 from runtime.drivers.ipc.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.fenced_server import LAUNCH, MAX_WAIT_FENCES
+from runtime.drivers.ipc.fenced_server import LAUNCH, MAX_RUNNING, MAX_WAIT_FENCES
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.drivers.ipc.syncfence import ACTIVE, DONE, ERROR, FAILED, count, wait
 from runtime.drivers.ipc.transport import Channel
@@ -222,3 +222,53 @@ def test_a_job_whose_client_disconnects_stops_waiting_and_frees_its_fds(driver, 
     os.close(fence)
     pool.close()
     assert _settled_fds(device.pid, before) == before
+
+
+def test_bit_flipped_launches_never_break_the_driver(driver, gate):
+    """Seeded bit flips in a valid executeFenced: each is refused (INVALID_ARGUMENT) or runs to a
+    status its fence reports; the driver serves on without leaking an fd."""
+    device, prepared, model = driver
+    os.eventfd_write(gate, 1)  # an open gate: launched jobs finish at once
+    body, fds, pool = _body(prepared)
+    valid = bytearray(LAUNCH.pack(1, -1) + body)
+    before = _open_fds(device.pid)
+    rng = np.random.default_rng(7)
+    outcomes = set()
+    for _ in range(150):
+        payload = bytearray(valid)
+        for bit in rng.integers(0, len(payload) * 8, int(rng.integers(1, 4))):
+            payload[bit // 8] ^= 1 << (bit % 8)
+        message = device.transact(MsgType.EXECUTE_FENCED, bytes(payload), [gate, *fds])
+        status = ErrorStatus(struct.unpack_from("<I", message.payload)[0])
+        if status == ErrorStatus.NONE:
+            [fence] = message.fds
+            callback = fenced_client.FencedCallback(device, struct.unpack_from("<I", message.payload, 4)[0])
+            state, result = _finish(fence, callback)
+            assert state in (DONE, ERROR) and (state == DONE) == (result.status == ErrorStatus.NONE)
+            outcomes.add(("launched", result.status))
+        else:
+            assert status == INVALID and not message.fds
+            outcomes.add(("refused", status))
+    assert ("refused", INVALID) in outcomes and ("launched", ErrorStatus.NONE) in outcomes
+    pool.close()
+    assert _settled_fds(device.pid, before) == before
+    inputs = _inputs(9)
+    request, shared, (out,) = make_request(model, inputs, shared=True)
+    state, result = _finish(*fenced_client.execute_fenced(prepared, request, []))
+    assert state == DONE and result.status == ErrorStatus.NONE
+    np.testing.assert_array_equal(out, _reference(model, inputs))
+    shared.close()
+
+
+def test_too_many_running_on_one_connection_is_resource_exhausted(driver, gate):
+    _, prepared, model = driver
+    request, pool, _ = make_request(model, _inputs(10), shared=True)
+    running = [fenced_client.execute_fenced(prepared, request, [gate]) for _ in range(MAX_RUNNING)]
+    with pytest.raises(HalError) as info:
+        fenced_client.execute_fenced(prepared, request, [gate])
+    assert info.value.status == ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+    os.eventfd_write(gate, 1)
+    assert all(_finish(fence, callback)[1].status == ErrorStatus.NONE for fence, callback in running)
+    state, _ = _finish(*fenced_client.execute_fenced(prepared, request, [gate]))  # room again
+    assert state == DONE
+    pool.close()
