@@ -80,10 +80,12 @@ def execute_fenced(prepared, request: Request, wait_for: Sequence[int], measure:
                    timeout_after_fence_ns: int | None = None) -> tuple[int, FencedCallback]:
     """``executeFenced`` on a ``RemotePreparedModel``: (sync fence fd the caller owns, callback).
 
-    ``wait_for`` fds stay the caller's. Every output must lie in a shared pool (see
+    ``wait_for`` fds (eventfds) stay the caller's. Every output must lie in a shared pool (see
     :func:`shared_request`). Raises HalError: the driver's launch status, DEAD_OBJECT when it is
-    gone; ValueError for an output outside shared memory.
+    gone; ValueError for an output outside shared memory or a ``wait_for`` fd that is no eventfd.
     """
+    if not all(is_eventfd(fd) for fd in wait_for):  # a bad fd must not fail the socket send
+        raise ValueError("executeFenced: every wait_for fd must be a sync fence (an open eventfd)")
     if loop_timeout_ns is not None:
         request = dataclasses.replace(request, loop_timeout_ns=loop_timeout_ns)
     if any(not is_shared(request.pools[arg.pool_index]) for arg in request.outputs if not arg.has_no_value):

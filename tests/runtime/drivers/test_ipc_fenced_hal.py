@@ -114,11 +114,19 @@ def test_the_deadline_bounds_the_wait_for_fences(driver, gate):
     pool.close()
 
 
-def test_an_output_outside_shared_memory_is_refused_at_the_client(driver):
+def test_a_plain_output_or_a_foreign_fence_is_refused_at_the_client(driver):
     _, prepared, model = driver
     request, _, _ = make_request(model, _inputs(5))  # a bytearray pool
     with pytest.raises(ValueError, match="shared memory"):
         fenced_client.execute_fenced(prepared, request, [])
+    read_end, write_end = os.pipe()
+    shared_request, pool, _ = make_request(model, _inputs(5), shared=True)
+    for not_a_fence in (read_end, 999_999):
+        with pytest.raises(ValueError, match="eventfd"):
+            fenced_client.execute_fenced(prepared, shared_request, [not_a_fence])
+    os.close(read_end)
+    os.close(write_end)
+    pool.close()
     shared, copies = fenced_client.shared_request(request)
     state, result = _finish(*fenced_client.execute_fenced(prepared, shared, []))
     assert state == DONE and result.status == ErrorStatus.NONE
