@@ -74,3 +74,14 @@ def as_buffer(buffer, operand: Operand, writable: bool, where: str):
     if writable and view.readonly:
         raise checks.bad(where, "buffer is read-only")
     return view
+
+
+def insufficient_message(shapes, operands, arguments, operand_indexes) -> str:
+    """What OUTPUT_INSUFFICIENT_SIZE says: each output too small, the shape and bytes it needs."""
+    parts = []
+    for index, shape in enumerate(shapes):
+        if not shape.is_sufficient:
+            needed = Operand(operands[index].type, tuple(shape.dimensions)).byte_size()
+            parts.append(f"output {index} (operand {operand_indexes[index]}) needs shape "
+                         f"{list(shape.dimensions)} ({needed} bytes), buffer has {arguments[index].length} bytes")
+    return "; ".join(parts) or "an output buffer is too small"

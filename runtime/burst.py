@@ -15,6 +15,7 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import tracing
@@ -58,6 +59,20 @@ class Burst:
     def prepared_for(self, step):
         """What runs ``step`` in this burst: its controller, or its prepared model."""
         return self._controllers.get(step.index) or step.prepared
+
+    @staticmethod
+    @contextlib.contextmanager
+    def entered(burst, execution, call: str):
+        """Hold ``burst`` for one execution (checks as :meth:`begin`; UNEXPECTED_NULL for None,
+        BAD_DATA for something that is not a Burst)."""
+        checks.not_null(burst, call, "burst")
+        if not isinstance(burst, Burst):
+            raise checks.bad(call, f"expected a Burst, got {type(burst).__name__}")
+        burst.begin(execution, call)
+        try:
+            yield burst
+        finally:
+            burst.end()
 
     def begin(self, execution, call: str) -> None:
         """Enter one execution. NnError: BAD_DATA for another compilation's execution,

@@ -143,6 +143,12 @@ class Event:
                           + ("" if self._fence is None else " (it was freed)"))
         return os.dup(self._fence)
 
+    def fence_dup(self) -> int | None:
+        """Internal (no API span): a new fd of this Event's live sync fence, else None."""
+        closer = self._closer
+        live = self._fence is not None and closer is not None and closer.alive
+        return os.dup(self._fence) if live else None
+
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksEvent_free")
     def free(self) -> None:
         """Wait for the computation and release the event and its fence (ANeuralNetworksEvent_free)."""

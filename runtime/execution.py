@@ -25,7 +25,7 @@ import tracing
 import vlog
 from runtime import _checks as checks
 from runtime import _execargs as args
-from runtime import _fenced
+from runtime import _fenced, _fenced_remote
 from runtime import _steps
 from runtime._lifecycle import ExecutionState
 from runtime.api import NnError, ResultCode
@@ -34,7 +34,7 @@ from runtime.compilation import Compilation, deadline_after
 from runtime.event import Event
 from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
 from runtime.hal.errors import result_code_from_status
-from runtime.hal.types import ErrorStatus, Operand
+from runtime.hal.types import ErrorStatus
 from runtime.hal.validate import argument_problem
 from runtime.memory import Memory
 from tracing import Layer, Phase
@@ -263,15 +263,9 @@ class Execution:
             NnError: as :meth:`compute`; UNEXPECTED_NULL for None, BAD_DATA for something that is
                 not a Burst or a burst of another compilation, BAD_STATE for a freed or busy burst.
         """
-        with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_burstCompute"):
-            checks.not_null(burst, "burstCompute", "burst")
-            if not isinstance(burst, Burst):
-                raise checks.bad("burstCompute", f"expected a Burst, got {type(burst).__name__}")
-            burst.begin(self, "burstCompute")
-            try:
-                self._run(self._start("burstCompute"), prepared_of=burst.prepared_for)
-            finally:
-                burst.end()
+        with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_burstCompute"), \
+                Burst.entered(burst, self, "burstCompute"):
+            self._run(self._start("burstCompute"), prepared_of=burst.prepared_for)
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startCompute")
     def start_compute(self) -> Event:
@@ -289,7 +283,8 @@ class Execution:
         sync fence. ``duration_ns`` (0 = none) limits the run after the fences signal. Raises NnError
         as start_compute; UNEXPECTED_NULL/BAD_DATA for bad events; OP_FAILED for one already failed or
         an unspecified output shape; BAD_DATA for a duration unless on one device. ``wait()`` raises
-        OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when time runs out."""
+        OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when time runs out. A single step
+        on a driver runs through its HAL executeFenced (see runtime._fenced_remote)."""
         call = "startComputeWithDependencies"
         deps = _fenced.dependencies(events, call, Event)
         if checks.duration(duration_ns, call):
@@ -297,7 +292,14 @@ class Execution:
         request = self._start(call)
         _fenced.check_outputs_specified(self._out_operands, request.outputs, call, self._state.cancel)
         deadline = deadline_after(self._timeout_ns)
-        return Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline), fenced=True)
+        event = _fenced_remote.start(self, request, deps, duration_ns, deadline)  # a driver's executeFenced
+        return event or Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline),
+                                    fenced=True)
+
+    def _fenced_done(self, result: ExecutionResult, fenced_timing) -> None:
+        """Record the outcome of a fenced run on a driver and complete the computation."""
+        self._result, self._fenced_timing = result, fenced_timing
+        self._state.complete()
 
     def _run_fenced(self, request: Request, dependencies, duration_ns: int, deadline: int | None) -> None:
         waited = _fenced.wait_for(dependencies, self._state.complete)
@@ -349,15 +351,9 @@ class Execution:
         return NnError(code, f"{where}: {result.status.name}" + (f": {detail}" if detail else ""))
 
     def _insufficient_message(self, result: ExecutionResult) -> str:
-        parts = []
-        for index, shape in enumerate(result.output_shapes):
-            if not shape.is_sufficient:
-                operand = self._out_operands[index]
-                needed = Operand(operand.type, tuple(shape.dimensions)).byte_size()
-                arg = self._args[len(self._in_operands) + index]
-                parts.append(f"output {index} (operand {self._operand_index('output', index)}) needs "
-                             f"shape {list(shape.dimensions)} ({needed} bytes), buffer has {arg.length} bytes")
-        return "; ".join(parts) or "an output buffer is too small"
+        n_in = len(self._in_operands)
+        return args.insufficient_message(result.output_shapes, self._out_operands, self._args[n_in:],
+                                         [self._operand_index("output", i) for i in range(len(self._out_operands))])
 
     # ------------------------------------------------------------------ results
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_getDuration")

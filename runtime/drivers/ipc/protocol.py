@@ -63,6 +63,8 @@ class MsgType(enum.IntEnum):
     BURST_MEMORIES = 17  # the runtime's answer to the driver's IBurstCallback.getMemories
     BURST_FREE_MEMORY = 18  # IBurstContext.freeMemory(slot)
     BURST_RELEASE = 19  # the runtime's burst is gone: stop its listener thread
+    EXECUTE_FENCED = 20  # executeFenced: wait fences in, a sync fence out (fenced_server)
+    FENCED_INFO = 21  # IFencedExecutionCallback.getExecutionInfo
     NOTIFY = 0x100
 
 
@@ -87,6 +89,8 @@ HIDL_NAMES = {
     MsgType.BURST_MEMORIES: ("IBurstCallback", "getMemories"),
     MsgType.BURST_FREE_MEMORY: ("IBurstContext", "freeMemory"),
     MsgType.BURST_RELEASE: ("IBurstContext", "release"),
+    MsgType.EXECUTE_FENCED: ("IPreparedModel", "executeFenced"),
+    MsgType.FENCED_INFO: ("IFencedExecutionCallback", "getExecutionInfo"),
 }
 
 

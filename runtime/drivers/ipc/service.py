@@ -37,6 +37,7 @@ from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model,
                                        enum_value)
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
                                                  KNOWS_SHAPES, decode_execute, encode_result)
+from runtime.drivers.ipc.fenced_server import FencedServer
 from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import MappingError, map_fd
 from runtime.hal.device_types import ExecutionResult
@@ -57,7 +58,8 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
            MsgType.RELEASE_MODEL: Phase.TERMINATION, MsgType.SHUTDOWN: Phase.TERMINATION,
            MsgType.FREE_POOLS: Phase.EXECUTION, MsgType.CONFIGURE_BURST: Phase.PREPARATION,
            MsgType.BURST_MEMORIES: Phase.EXECUTION, MsgType.BURST_FREE_MEMORY: Phase.EXECUTION,
-           MsgType.BURST_RELEASE: Phase.TERMINATION}
+           MsgType.BURST_RELEASE: Phase.TERMINATION,
+           MsgType.FENCED_INFO: Phase.EXECUTION}
 
 
 #: Process/resource lifecycle messages that are no HAL method: no ``HIDL::...::server`` mark
@@ -68,6 +70,7 @@ _LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING,
                         MsgType.BURST_FREE_MEMORY, MsgType.BURST_RELEASE})
 _NO_MARK = contextlib.nullcontext()
 _EXECUTE = int(MsgType.EXECUTE)  # plain ints: enum attribute lookups cost on every message
+_EXECUTE_FENCED = int(MsgType.EXECUTE_FENCED)
 _monotonic_ns = time.monotonic_ns
 _trace_enabled = _trace.enabled
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
@@ -122,6 +125,7 @@ class DriverService:
         self._label = "SampleDriver"
         self._vlog = vlog.is_on("driver")  # the mask is read once, at import
         self._cpuexe_vlog = vlog.is_on("cpuexe")
+        self._fenced = FencedServer(self)  # executeFenced: replies itself (with the sync fence fd)
         self._handlers = {
             MsgType.GET_CAPABILITIES: self._capabilities, MsgType.GET_SUPPORTED_OPERATIONS: self._supported,
             MsgType.GET_TYPE: self._type, MsgType.GET_VERSION_STRING: self._version,
@@ -130,7 +134,7 @@ class DriverService:
             MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.EXECUTE_SYNC_MEMO: self._execute_memo,
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
-            MsgType.SET_TRACE_DIR: self._trace_dir,
+            MsgType.SET_TRACE_DIR: self._trace_dir, MsgType.FENCED_INFO: self._fenced.info,
             **{t: _bound(self, f) for t, f in ((MsgType.CONFIGURE_BURST, burst_server.configure),
                                               (MsgType.BURST_MEMORIES, burst_server.memories),
                                               (MsgType.BURST_FREE_MEMORY, burst_server.free_memory),
@@ -164,6 +168,8 @@ class DriverService:
             return self._execute_async(connection, message, start)
         route = self._routes.get(msg_type)
         if route is None:
+            if msg_type == _EXECUTE_FENCED:
+                return self._fenced.execute(connection, message, start)
             return self._reply(connection, msg_type & 0x7FFF, message.request_id, error_reply(
                 ErrorStatus.INVALID_ARGUMENT, f"unknown message type {msg_type}"))
         handler, interface, method, phase, detail = route

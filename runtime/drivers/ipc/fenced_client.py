@@ -1,0 +1,173 @@
+"""Runtime side of ``IPreparedModel.executeFenced`` and ``IFencedExecutionCallback``.
+
+:func:`execute_fenced` sends the request with its ``wait_for`` sync fences (eventfds, SCM_RIGHTS)
+and returns the driver's sync fence fd, signalled when the execution is done (1 ok, 2 error), plus
+a :class:`FencedCallback` whose :meth:`~FencedCallback.get_execution_info` asks the driver for the
+status and the two timings once the fence signalled. The driver writes outputs after the call
+returned, so every pool an output lives in must be shared memory: :func:`shared_request` puts a
+request's other pools into fresh memfds and :func:`copy_back` copies output regions out of them.
+The wire format is in ``fenced_server``.
+
+Example::
+
+    shared, copies = shared_request(request)
+    fence, callback = execute_fenced(prepared, shared, [dependency_fd], measure=True)
+    syncfence.wait(fence, None)
+    info = callback.get_execution_info()      # status, launched and fenced Timing
+    copy_back(request, copies); os.close(fence)
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import NamedTuple, Sequence
+
+from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc._reply import DeadlineExpired, check_status
+from runtime.drivers.ipc._trace import Phase
+from runtime.drivers.ipc.encoder import PoolCache, encode_execute, flat_bytes, is_shared
+from runtime.drivers.ipc.fenced_server import LAUNCH
+from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.syncfence import is_eventfd
+from runtime.drivers.ipc.transport import close_fds
+from runtime.hal.device_types import Request
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus
+from runtime.hal.validate import pool_buffer
+from timing import NO_TIMING, Timing
+
+_INFO_BODY = struct.Struct("<I4Q")
+_U32 = struct.Struct("<I")
+
+
+class ExecutionInfo(NamedTuple):
+    """``getExecutionInfo``: status, launched and fenced Timing (NO_TIMING when unknown), message."""
+
+    status: ErrorStatus
+    launched: Timing
+    fenced: Timing
+    message: str = ""
+
+
+class FencedCallback:
+    """IFencedExecutionCallback of one fenced execution in a driver process."""
+
+    def __init__(self, device, callback_id: int):
+        self.device = device
+        self.callback_id = callback_id
+
+    def get_execution_info(self) -> ExecutionInfo:
+        """Status and timings; call once the sync fence signalled. Raises HalError when the
+        driver is gone or answers with an error."""
+        with _trace.ipc(Phase.EXECUTION, "getExecutionInfo"):
+            with _trace.hidl("IFencedExecutionCallback", "getExecutionInfo", "client"):
+                message = self.device.transact(MsgType.FENCED_INFO, _U32.pack(self.callback_id))
+                r = check_status(bytes(message.payload), "getExecutionInfo")
+                status, *values = r._take(_INFO_BODY)
+                text = r.text()
+                r.end()
+        try:
+            status = ErrorStatus(status)
+            launched, fenced = Timing(values[0], values[1]), Timing(values[2], values[3])
+        except ValueError as error:
+            raise HalError(ErrorStatus.GENERAL_FAILURE, f"getExecutionInfo: bad reply: {error}") from None
+        return ExecutionInfo(status, launched, fenced, text)
+
+
+def execute_fenced(prepared, request: Request, wait_for: Sequence[int], measure: bool = False,
+                   deadline_ns: int | None = None, loop_timeout_ns: int | None = None,
+                   timeout_after_fence_ns: int | None = None) -> tuple[int, FencedCallback]:
+    """``executeFenced`` on a ``RemotePreparedModel``: (sync fence fd the caller owns, callback).
+
+    ``wait_for`` fds (eventfds) stay the caller's. Every output must lie in a shared pool (see
+    :func:`shared_request`). Raises HalError: the driver's launch status, DEAD_OBJECT when it is
+    gone; ValueError for an output outside shared memory or a ``wait_for`` fd that is no eventfd.
+    """
+    if not all(is_eventfd(fd) for fd in wait_for):  # a bad fd must not fail the socket send
+        raise ValueError("executeFenced: every wait_for fd must be a sync fence (an open eventfd)")
+    if loop_timeout_ns is not None:
+        request = dataclasses.replace(request, loop_timeout_ns=loop_timeout_ns)
+    if any(not is_shared(request.pools[arg.pool_index]) for arg in request.outputs if not arg.has_no_value):
+        raise ValueError("executeFenced: every output must be in shared memory (see shared_request)")
+    with _trace.ipc(Phase.EXECUTION, "executeFenced"):
+        with _trace.hidl("IPreparedModel", "executeFenced", "client"):
+            staging: list = []
+            payload, pool_fds, _, staged = encode_execute(prepared.model_id, request, measure, deadline_ns,
+                                                          PoolCache(), staging)
+            try:
+                if staged:  # a large plain input: send its bytes through the staging memfd
+                    _stage(request, staging, staged)
+                after = -1 if timeout_after_fence_ns is None else timeout_after_fence_ns
+                head = LAUNCH.pack(len(wait_for), after)
+                message = prepared.device.transact(MsgType.EXECUTE_FENCED, head + payload,
+                                                   [*wait_for, *pool_fds])
+            except DeadlineExpired:
+                raise HalError(ErrorStatus.MISSED_DEADLINE_TRANSIENT,
+                               "executeFenced: deadline passed") from None
+            finally:
+                for pool in staging:
+                    if pool is not None:
+                        pool.close()
+            return _launched(prepared.device, message)
+
+
+def _launched(device, message) -> tuple[int, FencedCallback]:
+    fds = list(message.fds)
+    try:
+        r = check_status(bytes(message.payload), "executeFenced")
+        callback_id = r.u32()
+        r.end()
+        if len(fds) != 1 or not is_eventfd(fds[0]):
+            raise HalError(ErrorStatus.GENERAL_FAILURE, "executeFenced: the reply carries no sync fence")
+    except BaseException:
+        close_fds(fds)
+        raise
+    return fds[0], FencedCallback(device, callback_id)
+
+
+def _stage(request: Request, staging: list, staged: list) -> None:
+    for position in staged:
+        data = _bytes(request.pools[position])
+        staging[position].view[:len(data)] = data
+
+
+def shared_request(request: Request) -> tuple[Request, list]:
+    """``request`` with every non-empty pool that is not shared memory replaced by a memfd copy;
+    returns (the new request, [(pool position, SharedPool)]) — close the pools when done."""
+    copies, pools = [], list(request.pools)
+    try:
+        for position, pool in enumerate(pools):
+            if not is_shared(pool):
+                data = _bytes(pool)
+                if len(data):
+                    pools[position] = copy = SharedPool.from_bytes(data, "nnscope-fenced")
+                    copies.append((position, copy))
+    except BaseException:
+        close_copies(copies)
+        raise
+    return dataclasses.replace(request, pools=tuple(pools)), copies
+
+
+def copy_back(request: Request, copies: list) -> None:
+    """Copy the output regions of the memfd copies back into ``request``'s own pools."""
+    by_position = dict(copies)
+    for arg in request.outputs:
+        copy = by_position.get(arg.pool_index)
+        if copy is not None and not arg.has_no_value:
+            end = arg.offset + arg.length
+            _bytes(request.pools[arg.pool_index])[arg.offset:end] = copy.view[arg.offset:end]
+
+
+def close_copies(copies: list) -> None:
+    for _, copy in copies:
+        copy.close()
+
+
+def timing_or_none(timing: Timing) -> Timing | None:
+    """None for a Timing with nothing measured."""
+    return None if timing == NO_TIMING else timing
+
+
+def _bytes(pool) -> memoryview:
+    return flat_bytes(memoryview(pool_buffer(pool)))

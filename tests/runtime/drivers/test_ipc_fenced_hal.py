@@ -1,0 +1,282 @@
+"""HAL ``IPreparedModel.executeFenced`` on a real driver process: sync fences in and out over
+SCM_RIGHTS, ``getExecutionInfo``, and malformed requests sent straight over the socket (each
+INVALID_ARGUMENT, the driver serving on without leaking an fd)."""
+import os
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from runtime.drivers.cpu import CpuDevice
+from runtime.drivers.ipc import RemoteDevice, fenced_client
+from runtime.drivers.ipc.encoder import PoolCache, encode_execute
+from runtime.drivers.ipc.fenced_server import LAUNCH, MAX_RUNNING, MAX_WAIT_FENCES
+from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.syncfence import ACTIVE, DONE, ERROR, FAILED, count, wait
+from runtime.drivers.ipc.transport import Channel
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus
+from tests.runtime.drivers._hal import add_model, make_request
+from timing import NO_TIMING
+
+INVALID = ErrorStatus.INVALID_ARGUMENT
+
+
+@pytest.fixture(scope="module")
+def driver():
+    """(device, prepared ADD model, HAL model) on a driver process of this module alone."""
+    device = RemoteDevice("sample-all", timeout_s=30.0)
+    model = add_model((4,))
+    yield device, device.prepare_model(model), model
+    device.shutdown()
+
+
+@pytest.fixture
+def gate():
+    fd = os.eventfd(0, os.EFD_CLOEXEC)
+    yield fd
+    os.close(fd)
+
+
+def _inputs(seed: int):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(4).astype(np.float32) for _ in range(2)]
+
+
+def _reference(model, inputs) -> np.ndarray:
+    """The nnapi-reference CPU device's output."""
+    request, _, (out,) = make_request(model, inputs)
+    assert CpuDevice().prepare_model(model).execute(request).status == ErrorStatus.NONE
+    return out.copy()
+
+
+def _finish(fence: int, callback, timeout: float = 30.0):
+    state = wait(fence, timeout)
+    os.close(fence)
+    return state, callback.get_execution_info()
+
+
+def test_driver_waits_for_the_fences_then_signals_its_own(driver, gate):
+    device, prepared, model = driver
+    inputs = _inputs(1)
+    request, pool, (out,) = make_request(model, inputs, shared=True)
+    fence, callback = fenced_client.execute_fenced(prepared, request, [gate], measure=True)
+    assert wait(fence, 0.1) == ACTIVE and not out.any()
+    with pytest.raises(HalError, match="still running") as info:
+        callback.get_execution_info()
+    assert info.value.status == ErrorStatus.GENERAL_FAILURE
+    time.sleep(0.05)
+    os.eventfd_write(gate, 1)
+    state, result = _finish(fence, callback)
+    assert state == DONE and result.status == ErrorStatus.NONE
+    np.testing.assert_array_equal(out, _reference(model, inputs))
+    assert result.launched.on_device == result.fenced.on_device is not None
+    assert result.launched.in_driver - result.fenced.in_driver >= 40_000  # us: the wait for the gate
+    assert callback.get_execution_info() == result  # asked again: the same answer
+    pool.close()
+
+
+def test_unmeasured_timing_reads_as_unknown(driver):
+    _, prepared, model = driver
+    request, pool, (out,) = make_request(model, _inputs(2), shared=True)
+    state, result = _finish(*fenced_client.execute_fenced(prepared, request, [], measure=False))
+    assert state == DONE and result.status == ErrorStatus.NONE
+    assert result.launched == result.fenced == NO_TIMING
+    assert fenced_client.timing_or_none(result.launched) is None and result.fenced.in_driver is None
+    pool.close()
+
+
+def test_a_failed_wait_fence_fails_the_execution_and_its_fence(driver, gate):
+    _, prepared, model = driver
+    request, pool, (out,) = make_request(model, _inputs(3), shared=True)
+    failed = os.eventfd(0, os.EFD_CLOEXEC)
+    fence, callback = fenced_client.execute_fenced(prepared, request, [gate, failed], measure=True)
+    os.eventfd_write(gate, 1)
+    os.eventfd_write(failed, FAILED)
+    os.close(failed)
+    waited = wait(fence, 30)
+    assert waited == ERROR and count(fence) == FAILED
+    _, result = _finish(fence, callback)
+    assert result.status == ErrorStatus.GENERAL_FAILURE and "wait_for[1] signalled an error" in result.message
+    assert result.launched == NO_TIMING and not out.any()
+    pool.close()
+
+
+def test_the_deadline_bounds_the_wait_for_fences(driver, gate):
+    _, prepared, model = driver
+    request, pool, (out,) = make_request(model, _inputs(4), shared=True)
+    fence, callback = fenced_client.execute_fenced(prepared, request, [gate],
+                                                   deadline_ns=time.monotonic_ns() + 50_000_000)
+    state, result = _finish(fence, callback)  # the gate never opens
+    assert state == ERROR and result.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
+    assert not out.any()
+    pool.close()
+
+
+def test_a_plain_output_or_a_foreign_fence_is_refused_at_the_client(driver):
+    _, prepared, model = driver
+    request, _, _ = make_request(model, _inputs(5))  # a bytearray pool
+    with pytest.raises(ValueError, match="shared memory"):
+        fenced_client.execute_fenced(prepared, request, [])
+    read_end, write_end = os.pipe()
+    shared_request, pool, _ = make_request(model, _inputs(5), shared=True)
+    for not_a_fence in (read_end, 999_999):
+        with pytest.raises(ValueError, match="eventfd"):
+            fenced_client.execute_fenced(prepared, shared_request, [not_a_fence])
+    os.close(read_end)
+    os.close(write_end)
+    pool.close()
+    shared, copies = fenced_client.shared_request(request)
+    state, result = _finish(*fenced_client.execute_fenced(prepared, shared, []))
+    assert state == DONE and result.status == ErrorStatus.NONE
+    fenced_client.copy_back(request, copies)
+    fenced_client.close_copies(copies)
+
+
+# ---------------------------------------------------------------------- malformed requests
+def _status(device, msg_type, payload, fds=()) -> ErrorStatus:
+    """The driver's reply status (the fds of a successful launch are closed here)."""
+    message = device.transact(msg_type, payload, list(fds))
+    for fd in message.fds:
+        os.close(fd)
+    return ErrorStatus(struct.unpack_from("<I", message.payload)[0])
+
+
+def _body(prepared, model_id=None):
+    """(execute payload, pool fds, pool) of a valid shared-memory request."""
+    request, pool, _ = make_request(prepared.model, _inputs(6), shared=True)
+    payload, fds, _, _ = encode_execute(prepared.model_id if model_id is None else model_id, request,
+                                        False, None, PoolCache(), [])
+    return payload, fds, pool
+
+
+def _malformed_cases(prepared, gate):
+    body, (pool_fd,), pool = _body(prepared)
+    unknown_model, _, other = _body(prepared, model_id=9999)
+    read_end, write_end = os.pipe()
+    launch = LAUNCH.pack
+    cases = {
+        "more fences declared than fds": (launch(3, -1) + body, [gate, pool_fd]),
+        "a pipe as fence": (launch(1, -1) + body, [read_end, pool_fd]),
+        "a memfd as fence": (launch(1, -1) + body, [pool_fd, pool_fd]),
+        "a fence read as a pool": (launch(0, -1) + body, [gate, pool_fd]),
+        "a pool fd missing": (launch(1, -1) + body, [gate]),
+        "too many fences": (launch(MAX_WAIT_FENCES + 1, -1) + body,
+                            [gate] * (MAX_WAIT_FENCES + 1) + [pool_fd]),
+        "negative timeout_after_fence": (launch(1, -5) + body, [gate, pool_fd]),
+        "truncated head": (b"\x01\x00\x00", [gate]),
+        "unknown model": (launch(1, -1) + unknown_model, [gate, pool_fd]),
+        "trailing bytes": (launch(1, -1) + body + b"\x00", [gate, pool_fd]),
+        "garbage after the head": (launch(1, -1) + bytes(range(7, 90)), [gate]),
+    }
+    return cases, (pool, other, read_end, write_end)
+
+
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _settled_fds(pid: int, expected: int) -> int:
+    """The driver's fd count once it is back to ``expected`` (worker threads close theirs last)."""
+    for _ in range(100):
+        now = _open_fds(pid)
+        if now == expected:
+            return now
+        time.sleep(0.01)
+    return now
+
+
+def test_malformed_execute_fenced_is_invalid_argument_and_the_driver_serves_on(driver, gate):
+    device, prepared, model = driver
+    _finish(*fenced_client.execute_fenced(prepared, make_request(model, _inputs(7), shared=True)[0], []))
+    before = _open_fds(device.pid)
+    cases, keep = _malformed_cases(prepared, gate)
+    answers = {name: _status(device, MsgType.EXECUTE_FENCED, payload, fds)
+               for name, (payload, fds) in cases.items()}
+    assert answers == {name: INVALID for name in cases}
+    for name, payload in (("unknown callback", struct.pack("<I", 4242)), ("truncated", b"\x01"),
+                          ("trailing bytes", struct.pack("<IB", 1, 0))):
+        assert _status(device, MsgType.FENCED_INFO, payload) == INVALID, name
+    rng = np.random.default_rng(20261123)
+    for _ in range(100):  # seeded garbage: random heads, bodies and fence counts
+        payload = rng.integers(0, 256, int(rng.integers(0, 200)), dtype=np.uint8).tobytes()
+        assert _status(device, MsgType.EXECUTE_FENCED, payload, [gate] * int(rng.integers(0, 3))) == INVALID
+    for item in keep[:2]:
+        item.close()
+    os.close(keep[2])
+    os.close(keep[3])
+    assert _settled_fds(device.pid, before) == before  # nothing leaked in the driver
+    inputs = _inputs(8)
+    request, pool, (out,) = make_request(model, inputs, shared=True)
+    state, result = _finish(*fenced_client.execute_fenced(prepared, request, [], measure=True))
+    assert state == DONE and result.status == ErrorStatus.NONE
+    np.testing.assert_array_equal(out, _reference(model, inputs))
+    assert device.capabilities() is not None
+    pool.close()
+
+
+def test_a_job_whose_client_disconnects_stops_waiting_and_frees_its_fds(driver, gate):
+    device, prepared, _ = driver
+    before = _open_fds(device.pid)
+    body, fds, pool = _body(prepared)
+    channel = Channel.connect(device.process.socket_path, 10.0)
+    channel.send(MsgType.EXECUTE_FENCED, 1, LAUNCH.pack(1, -1) + body, [gate, *fds])
+    launched = channel.recv(10.0)
+    assert struct.unpack_from("<I", launched.payload)[0] == ErrorStatus.NONE and len(launched.fds) == 1
+    fence = launched.fds[0]
+    channel.close()  # gone while the driver waits for a gate that never opens
+    assert wait(fence, 10.0) == ERROR  # the job gave up
+    os.close(fence)
+    pool.close()
+    assert _settled_fds(device.pid, before) == before
+
+
+def test_bit_flipped_launches_never_break_the_driver(driver, gate):
+    """Seeded bit flips in a valid executeFenced: each is refused (INVALID_ARGUMENT) or runs to a
+    status its fence reports; the driver serves on without leaking an fd."""
+    device, prepared, model = driver
+    os.eventfd_write(gate, 1)  # an open gate: launched jobs finish at once
+    body, fds, pool = _body(prepared)
+    valid = bytearray(LAUNCH.pack(1, -1) + body)
+    before = _open_fds(device.pid)
+    rng = np.random.default_rng(7)
+    outcomes = set()
+    for _ in range(150):
+        payload = bytearray(valid)
+        for bit in rng.integers(0, len(payload) * 8, int(rng.integers(1, 4))):
+            payload[bit // 8] ^= 1 << (bit % 8)
+        message = device.transact(MsgType.EXECUTE_FENCED, bytes(payload), [gate, *fds])
+        status = ErrorStatus(struct.unpack_from("<I", message.payload)[0])
+        if status == ErrorStatus.NONE:
+            [fence] = message.fds
+            callback = fenced_client.FencedCallback(device, struct.unpack_from("<I", message.payload, 4)[0])
+            state, result = _finish(fence, callback)
+            assert state in (DONE, ERROR) and (state == DONE) == (result.status == ErrorStatus.NONE)
+            outcomes.add(("launched", result.status))
+        else:
+            assert status == INVALID and not message.fds
+            outcomes.add(("refused", status))
+    assert ("refused", INVALID) in outcomes and ("launched", ErrorStatus.NONE) in outcomes
+    pool.close()
+    assert _settled_fds(device.pid, before) == before
+    inputs = _inputs(9)
+    request, shared, (out,) = make_request(model, inputs, shared=True)
+    state, result = _finish(*fenced_client.execute_fenced(prepared, request, []))
+    assert state == DONE and result.status == ErrorStatus.NONE
+    np.testing.assert_array_equal(out, _reference(model, inputs))
+    shared.close()
+
+
+def test_too_many_running_on_one_connection_is_resource_exhausted(driver, gate):
+    _, prepared, model = driver
+    request, pool, _ = make_request(model, _inputs(10), shared=True)
+    running = [fenced_client.execute_fenced(prepared, request, [gate]) for _ in range(MAX_RUNNING)]
+    with pytest.raises(HalError) as info:
+        fenced_client.execute_fenced(prepared, request, [gate])
+    assert info.value.status == ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+    os.eventfd_write(gate, 1)
+    assert all(_finish(fence, callback)[1].status == ErrorStatus.NONE for fence, callback in running)
+    state, _ = _finish(*fenced_client.execute_fenced(prepared, request, [gate]))  # room again
+    assert state == DONE
+    pool.close()
