@@ -15,7 +15,6 @@ Example:
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 
 import tracing
@@ -61,18 +60,12 @@ class Burst:
         return self._controllers.get(step.index) or step.prepared
 
     @staticmethod
-    @contextlib.contextmanager
-    def entered(burst, execution, call: str):
-        """Hold ``burst`` for one execution (checks as :meth:`begin`; UNEXPECTED_NULL for None,
-        BAD_DATA for something that is not a Burst)."""
+    def enter(burst, execution, call: str) -> None:
+        """:meth:`begin` on ``burst``; UNEXPECTED_NULL for None, BAD_DATA for a non-Burst."""
         checks.not_null(burst, call, "burst")
         if not isinstance(burst, Burst):
             raise checks.bad(call, f"expected a Burst, got {type(burst).__name__}")
         burst.begin(execution, call)
-        try:
-            yield burst
-        finally:
-            burst.end()
 
     def begin(self, execution, call: str) -> None:
         """Enter one execution. NnError: BAD_DATA for another compilation's execution,

@@ -263,9 +263,12 @@ class Execution:
             NnError: as :meth:`compute`; UNEXPECTED_NULL for None, BAD_DATA for something that is
                 not a Burst or a burst of another compilation, BAD_STATE for a freed or busy burst.
         """
-        with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_burstCompute"), \
-                Burst.entered(burst, self, "burstCompute"):
-            self._run(self._start("burstCompute"), prepared_of=burst.prepared_for)
+        with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_burstCompute"):
+            Burst.enter(burst, self, "burstCompute")
+            try:
+                self._run(self._start("burstCompute"), prepared_of=burst.prepared_for)
+            finally:
+                burst.end()
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startCompute")
     def start_compute(self) -> Event:
