@@ -30,7 +30,7 @@ from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType, P
 from runtime.hal.validate import merge_dimensions, pool_buffer, validate_request
 from runtime.ops import control_flow
 from runtime.ops.budget import BudgetExceeded, OutputTooSmall
-from runtime.ops.control_flow import LoopTimeout
+from runtime.ops.control_flow import DeadlinePassed, LoopTimeout
 from timing import Timing
 from tracing import Phase, tracer
 
@@ -91,12 +91,12 @@ class CpuPreparedModel(PreparedModel):
             logging = vlog.is_on("cpuexe")
             loop_timeout = request.loop_timeout_ns
             if recorder is None and not logging:
-                results = self.executor.run(binding.inputs, binding.capacities, loop_timeout)
+                results = self.executor.run(binding.inputs, binding.capacities, loop_timeout, deadline_ns)
             else:
                 results = self.executor.run_observed(binding.inputs, recorder, logging,
-                                                     binding.capacities, loop_timeout)
+                                                     binding.capacities, loop_timeout, deadline_ns)
             device_end = _now() if measure else 0
-        except LoopTimeout as error:
+        except (LoopTimeout, DeadlinePassed) as error:
             return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, str(error))
         except BudgetExceeded as error:
             return self._fail(ErrorStatus.RESOURCE_EXHAUSTED_PERSISTENT, str(error))

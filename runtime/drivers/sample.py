@@ -33,6 +33,8 @@ _FLOAT = frozenset({T.TENSOR_FLOAT32})
 _QUANT = frozenset({T.TENSOR_QUANT8_ASYMM})
 _INDEX = frozenset({T.TENSOR_INT32})
 _BOOL = frozenset({T.TENSOR_BOOL8})  # comparison results, SELECT conditions
+#: Estimated nanoseconds per operation at exec_time 1.0, before a model has run.
+_NS_PER_OPERATION = 20_000
 
 
 @dataclass(frozen=True)
@@ -60,17 +62,60 @@ SAMPLES = {c.name: c for c in (
 )}
 
 
+class Load:
+    """The executions running on one sample driver: when the last of them should end."""
+
+    __slots__ = ("running", "busy_until_ns")
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.busy_until_ns = 0
+
+    def pending_ns(self, now: int) -> int:
+        return max(0, self.busy_until_ns - now) if self.running else 0
+
+
 class SamplePreparedModel(CpuPreparedModel):
     """The reference CPU prepared model (request binding, timing, tracing of ``cpu.py``), with
-    AOSP's mapping of a kernel failure caused by an omitted input to INVALID_ARGUMENT."""
+    AOSP's mapping of a kernel failure caused by an omitted input to INVALID_ARGUMENT, and a
+    deadline policy: the run's duration is estimated (from its earlier runs, else from the
+    advertised performance); a deadline that even an idle driver cannot make is declined with
+    MISSED_DEADLINE_PERSISTENT, one missed only because of the work already running with
+    MISSED_DEADLINE_TRANSIENT; a deadline passed before the start, or passing during the run
+    (which stops at the next operation boundary), gives MISSED_DEADLINE_TRANSIENT."""
+
+    def __init__(self, model: HalModel, executor, perf: PerformanceInfo, load: Load):
+        super().__init__(model, executor)
+        self.load = load
+        self.mean_ns = len(model.main.operations) * _NS_PER_OPERATION * perf.exec_time
 
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
-        result = CpuPreparedModel.execute(self, request, measure_timing, deadline_ns)
-        if result.status and result.status == ErrorStatus.GENERAL_FAILURE \
-                and any(a.has_no_value for a in request.inputs):
+        if deadline_ns is not None:
+            declined = self._decline(deadline_ns)
+            if declined is not None:
+                return declined
+        load, start = self.load, time.monotonic_ns()
+        load.running += 1
+        load.busy_until_ns = max(load.busy_until_ns, start + int(self.mean_ns))
+        try:
+            result = CpuPreparedModel.execute(self, request, measure_timing, deadline_ns)
+        finally:
+            load.running -= 1
+        if not result.status:
+            self.mean_ns += (time.monotonic_ns() - start - self.mean_ns) / 4
+        elif result.status == ErrorStatus.GENERAL_FAILURE and any(a.has_no_value for a in request.inputs):
             return ExecutionResult(ErrorStatus.INVALID_ARGUMENT)
         return result
+
+    def _decline(self, deadline_ns: int) -> ExecutionResult | None:
+        now = time.monotonic_ns()
+        left, needed = deadline_ns - now, int(self.mean_ns)
+        if left <= 0 or (needed <= left and needed + self.load.pending_ns(now) <= left):
+            return None  # passed already: the CPU model reports it (TRANSIENT, as fenced runs want)
+        status = ErrorStatus.MISSED_DEADLINE_PERSISTENT if needed > left else ErrorStatus.MISSED_DEADLINE_TRANSIENT
+        return self._fail(status, f"needs about {needed / 1e6:.3g} ms (+{self.load.pending_ns(now) / 1e6:.3g} "
+                                  f"ms of running work), {max(left, 0) / 1e6:.3g} ms left before the deadline")
 
 
 class SampleDriver(Device):
@@ -85,6 +130,7 @@ class SampleDriver(Device):
         self.version = config.version
         #: Bytes one operation may allocate (None: ``runtime.ops.budget.configured_budget()``).
         self.budget_bytes: int | None = None
+        self.load = Load()
 
     def capabilities(self) -> Capabilities:
         perf = self.config.perf
@@ -134,4 +180,4 @@ class SampleDriver(Device):
             executor = CpuExecutor(model, self.budget_bytes)
         except (OpValidationError, ValueError, TypeError, IndexError, KeyError) as error:
             raise invalid(f"model rejected by the CPU executor: {error}") from None
-        return SamplePreparedModel(model, executor)
+        return SamplePreparedModel(model, executor, self.config.perf, self.load)

@@ -47,6 +47,16 @@ class LoopTimeout(Exception):
     """A WHILE loop ran past the loop timeout (reported as MISSED_DEADLINE_TRANSIENT)."""
 
 
+class DeadlinePassed(Exception):
+    """An execution's deadline passed between two operations (MISSED_DEADLINE_TRANSIENT)."""
+
+
+def check_deadline(deadline_ns: int, step: int) -> None:
+    """Raise DeadlinePassed before operation ``step`` once ``deadline_ns`` (monotonic) passed."""
+    if time.monotonic_ns() > deadline_ns:
+        raise DeadlinePassed(f"deadline passed before operation {step}")
+
+
 class RunState(NamedTuple):
     """What a run of a model with control flow passes down to its subgraphs."""
 

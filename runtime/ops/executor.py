@@ -32,6 +32,7 @@ from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandT
 from runtime.ops import control_flow, registry
 from runtime.ops.budget import BudgetExceeded, OutputTooSmall, charge, configured_budget, element_count
 from runtime.ops.prepare import PREPARES
+from runtime.ops.static_plans import plans_follow_input_shapes
 from runtime.ops.registry import OpContext, OpValidationError
 from tracing import Layer, Phase
 from tracing.naming import SWITCH, format_name
@@ -236,21 +237,23 @@ class CpuExecutor:
 
     def run(self, inputs: Sequence[np.ndarray | None],
             capacities: Sequence[int | None] | None = None,
-            loop_timeout_ns: int | None = None) -> list[np.ndarray]:
+            loop_timeout_ns: int | None = None, deadline_ns: int | None = None) -> list[np.ndarray]:
         """Compute the outputs (in ``main.output_indexes`` order) for ``inputs``; ``capacities``
         are the bytes of each output's buffer (see :meth:`check`); ``loop_timeout_ns`` bounds
-        each WHILE loop (None: the 2 s default).
+        each WHILE loop (None: the 2 s default); past ``deadline_ns`` (monotonic) the run stops
+        at the next operation boundary.
 
         Raises:
             control_flow.LoopTimeout: a WHILE loop ran past the loop timeout.
+            control_flow.DeadlinePassed: the deadline passed between two operations.
         """
         values = self._bind_inputs(inputs)
         if self.has_control_flow:
             with control_flow.running(control_flow.RunState(_loop_timeout(loop_timeout_ns))):
-                self._run_steps(values, capacities)
+                self._run_steps(values, capacities, False, deadline_ns)
         else:
             key = self._signature(values, capacities)
-            self._run_steps(values, capacities, key is not None and key == self._checked_key)
+            self._run_steps(values, capacities, key is not None and key == self._checked_key, deadline_ns)
             self._checked_key = key
         return self._collect(values)
 
@@ -275,12 +278,14 @@ class CpuExecutor:
         return executor._collect(values)
 
     def _run_steps(self, values: list, capacities: Sequence[int | None] | None,
-                   checked: bool = False) -> None:
+                   checked: bool = False, deadline_ns: int | None = None) -> None:
         """Run every step on ``values``; ``checked``: the plans of these inputs passed before."""
         hook = self.forTest_step_hook
         step = None
         try:
             for step in self.steps:
+                if deadline_ns is not None:
+                    control_flow.check_deadline(deadline_ns, step.index)
                 ctx = _new_context(OpContext, (step.operation, [values[i] for i in step.inputs],
                                                 step.input_operands, step.output_operands))
                 if step.prepare is not None and not checked:
@@ -298,7 +303,7 @@ class CpuExecutor:
 
     def run_observed(self, inputs: Sequence[np.ndarray | None], recorder: tuple | None,
                      logging: bool, capacities: Sequence[int | None] | None = None,
-                     loop_timeout_ns: int | None = None) -> list[np.ndarray]:
+                     loop_timeout_ns: int | None = None, deadline_ns: int | None = None) -> list[np.ndarray]:
         """:meth:`run` with observation: with a ``recorder`` (this thread's
         :func:`tracing.tracer.hot_recorder`), inside ``[NN_LC_PE]CpuExecutor::run`` with a
         TRANSFORMATION scope and a ``[SW]`` COMPUTATION switch per operation (those of IF/WHILE
@@ -312,20 +317,23 @@ class CpuExecutor:
             if self.has_control_flow:
                 state = control_flow.RunState(_loop_timeout(loop_timeout_ns), recorder, logging)
                 with control_flow.running(state):
-                    self._run_steps_observed(values, recorder, logging, capacities)
+                    self._run_steps_observed(values, recorder, logging, capacities, False, deadline_ns)
             else:
                 key = self._signature(values, capacities)
                 self._run_steps_observed(values, recorder, logging, capacities,
-                                         key is not None and key == self._checked_key)
+                                         key is not None and key == self._checked_key, deadline_ns)
                 self._checked_key = key
             return self._collect(values)
         finally:
             append(now())
 
     def _run_steps_observed(self, values: list, recorder: tuple, logging: bool,
-                            capacities: Sequence[int | None] | None, checked: bool = False) -> None:
+                            capacities: Sequence[int | None] | None, checked: bool = False,
+                            deadline_ns: int | None = None) -> None:
         append, extend, now = recorder
         for step in self.steps:
+            if deadline_ns is not None:
+                control_flow.check_deadline(deadline_ns, step.index)
             args = [values[i] for i in step.inputs]
             if logging:
                 _log_step(step, args)
@@ -354,28 +362,6 @@ class CpuExecutor:
                          step.index, step.operation.type.name, [_shape(r) for r in results])
             for operand_index in step.frees:
                 values[operand_index] = None
-
-
-#: Operations whose output shapes follow from input values, not shapes.
-_DATA_SHAPED = frozenset({OperationType.BOX_WITH_NMS_LIMIT, OperationType.GENERATE_PROPOSALS,
-                          *control_flow.TYPES})
-
-
-def plans_follow_input_shapes(graph) -> bool:
-    """True when every operation's output shapes and scratch follow from the shapes (and scalar
-    values) of the graph's inputs: no data-shaped operation, and no computed or input
-    TENSOR_INT32 (shapes, paddings, ...) and no computed scalar feeding an operation."""
-    inputs = set(graph.input_indexes)
-    for operation in graph.operations:
-        if operation.type in _DATA_SHAPED:
-            return False
-        for index in operation.inputs:
-            operand = graph.operands[index]
-            if operand.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE, L.NO_VALUE):
-                continue
-            if operand.type == OperandType.TENSOR_INT32 or (is_scalar(operand.type) and index not in inputs):
-                return False
-    return True
 
 
 def _loop_timeout(loop_timeout_ns: int | None) -> int:
