@@ -1,0 +1,129 @@
+"""``nnscope bench --stress``: MLTS-style crash tests, each case in a child process.
+
+Per model: ``normal`` (the default plan, nothing injected), ``driver-killed`` (SIGKILL to the
+driver running the most operations of the plan, half-way through the executions) and
+``driver-stopped`` (SIGSTOP to it: the driver stops answering). The child
+(:mod:`runtime.cli._bench_child`) runs in its own process group with its driver processes.
+
+Outcomes: the child's own SUCCESS or FAILURE; HANG when it has not finished within
+``(run seconds + 30) * hang_scale`` (the whole process group is then killed); CRASH when it
+died (a signal, or an exit without a result). The parent never waits longer than the budget.
+The runtime falls back to the CPU when a driver dies, so a killed driver is usually SUCCESS;
+a stopped driver is HANG unless the budget outlasts the driver timeout
+(``runtime.drivers.ipc.client.DEFAULT_TIMEOUT_S``), after which the runtime recovers too.
+
+Example:
+    >>> case = StressCase("driver-killed", "tiny_add", "sample-minimal")   # doctest: +SKIP
+    >>> run_case(case, Settings(10, 1), hang_scale=1.0, run_s=0.1)["outcome"]  # doctest: +SKIP
+    'SUCCESS'
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.cli._bench_child import CASES, NORMAL
+from runtime.cli._bench_run import ALL, Settings
+
+HANG_GRACE_S = 30.0
+"""MLTS's allowance beyond the run's own duration before a case is a HANG."""
+
+
+@dataclass(frozen=True)
+class StressCase:
+    case: str
+    model: str  # the spec: built-in name or .tflite path
+    device: str  # ALL for the normal case, else the driver signalled
+
+
+def target_driver(plan_steps, allowed: set[str] | None) -> str | None:
+    """The driver (not the CPU fallback) with the most operations in the plan's steps."""
+    from runtime.manager import CPU_DEVICE_NAME  # noqa: PLC0415
+    counts: dict[str, int] = {}
+    for step in plan_steps:
+        name = step.device.name
+        if name != CPU_DEVICE_NAME and (allowed is None or name in allowed):
+            counts[name] = counts.get(name, 0) + len(step.operations)
+    return max(counts, key=counts.get) if counts else None
+
+
+def plan_cases(spec: str, target: str | None) -> list[StressCase]:
+    """The cases of one model; without a driver in its plan, only the normal case."""
+    cases = [StressCase(NORMAL, spec, ALL)]
+    if target is not None:
+        cases += [StressCase(name, spec, target) for name in CASES if name != NORMAL]
+    return cases
+
+
+def budget_s(run_s: float, hang_scale: float) -> float:
+    return (run_s + HANG_GRACE_S) * hang_scale
+
+
+def _command(case: StressCase, settings: Settings, result: Path) -> list[str]:
+    command = [sys.executable, "-m", "runtime.cli._bench_child", str(result), case.case,
+               case.model, str(settings.executions), str(settings.warmup)]
+    if settings.duration_s is not None:
+        command += ["--duration", repr(settings.duration_s)]
+    if case.device != ALL:
+        command += ["--target", case.device]
+    return command
+
+
+def run_case(case: StressCase, settings: Settings, hang_scale: float, run_s: float) -> dict:
+    """Run one case in a child process; the ``stress`` entry of the bench JSON."""
+    limit = budget_s(run_s, hang_scale)
+    with tempfile.TemporaryDirectory(prefix="nnscope-stress-") as scratch:
+        result, log = Path(scratch) / "result.json", Path(scratch) / "stderr.txt"
+        start = time.monotonic()
+        with open(log, "wb") as stderr:
+            child = subprocess.Popen(_command(case, settings, result), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=stderr,
+                                     start_new_session=True)
+            try:
+                child.wait(timeout=limit)
+                hung = False
+            except subprocess.TimeoutExpired:
+                hung = True
+            finally:
+                _kill_group(child)
+        seconds = time.monotonic() - start
+        outcome, detail = _classify(child.returncode, hung, result, log, limit, run_s, hang_scale)
+    return {"case": case.case, "model": Path(case.model).stem if case.model.endswith(".tflite")
+            else case.model, "device": case.device, "outcome": outcome,
+            "seconds": round(seconds, 3), "detail": detail}
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (the child and its driver processes) and reap it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    child.wait()
+
+
+def _classify(code: int, hung: bool, result: Path, log: Path, limit: float, run_s: float,
+              hang_scale: float) -> tuple[str, str]:
+    if hung:
+        return "HANG", (f"no result within {limit:.1f} s ((run {run_s:.1f} s + "
+                        f"{HANG_GRACE_S:g} s) x {hang_scale:g}); its processes were killed")
+    if code < 0:
+        return "CRASH", f"child died of {signal.Signals(-code).name}{_last_line(log)}"
+    try:
+        reported = json.loads(result.read_text(encoding="utf-8"))
+        return str(reported["outcome"]), str(reported["detail"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "CRASH", f"child exited with status {code} without a result{_last_line(log)}"
+
+
+def _last_line(log: Path) -> str:
+    lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+             if line.strip()]
+    return f": {lines[-1].strip()[:200]}" if lines else ""
