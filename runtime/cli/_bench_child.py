@@ -4,12 +4,13 @@
 [--target DRIVER]`` compiles MODEL with the default plan (every device, CPU fallback on),
 warms up, then times EXECUTIONS executions; half-way through, ``driver-killed`` sends SIGKILL
 and ``driver-stopped`` SIGSTOP to the DRIVER process. It then checks the outputs of one more
-execution against the ``nnapi-reference`` outputs (a fault must not change them) and writes ``{"outcome": "SUCCESS"|"FAILURE", "detail": ...}``
-(JSON) to RESULT. A process that dies writes nothing: the parent calls that a CRASH, and one
-that does not finish in time a HANG.
+execution against the ``nnapi-reference`` outputs (a fault must not change them) and writes
+``{"outcome": "SUCCESS"|"FAILURE", "detail": ...}`` (JSON) to RESULT. A process that dies
+writes nothing: the parent calls that a CRASH, and one that does not finish in time a HANG.
 
 Example:
-    $ python -m runtime.cli._bench_child /tmp/r.json driver-killed tiny_add 10 1 --target sample-minimal
+    $ python -m runtime.cli._bench_child /tmp/r.json driver-killed tiny_add 10 1 \\
+          --target sample-minimal
 """
 from __future__ import annotations
 

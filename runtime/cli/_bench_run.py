@@ -9,8 +9,9 @@ run with a share of the model (that is what the ``all`` row shows).
 Each result is a dict of the ``results`` list of the bench JSON (docs/bench-schema.md).
 
 Example:
-    >>> result = measure(load_model("tiny_add"), "nnapi-reference", Settings(5, 1), reference)  # doctest: +SKIP
-    >>> result["status"], len(result["latency_ms"]["samples"])                                   # doctest: +SKIP
+    >>> model = load_model("tiny_add")                                        # doctest: +SKIP
+    >>> result = measure(model, "sample-all", Settings(5, 1), reference_outputs(model))  # doctest: +SKIP
+    >>> result["status"], len(result["latency_ms"]["samples"])                # doctest: +SKIP
     ('ok', 5)
 """
 from __future__ import annotations
@@ -91,7 +92,7 @@ def run_executions(compilation: Compilation, inputs, outputs, count: int,
     latencies: list[int] = []
     end = time.monotonic() + duration_s if duration_s is not None else None
     with runtime.Burst(compilation) if burst else contextlib.nullcontext() as session:
-        while (len(latencies) < count) if end is None else (not latencies or time.monotonic() < end):
+        while _more(len(latencies), count, end):
             start = time.perf_counter_ns()
             execution = Execution(compilation)
             for index, value in enumerate(inputs):
@@ -106,6 +107,10 @@ def run_executions(compilation: Compilation, inputs, outputs, count: int,
             latencies.append(time.perf_counter_ns() - start)
             tick(1)
     return latencies
+
+
+def _more(done: int, count: int, end: float | None) -> bool:
+    return done < count if end is None else (done == 0 or time.monotonic() < end)
 
 
 def latency_stats(latencies_ns: list[int]) -> dict:

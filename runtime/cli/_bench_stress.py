@@ -41,6 +41,7 @@ class StressCase:
     case: str
     model: str  # the spec: built-in name or .tflite path
     device: str  # ALL for the normal case, else the driver signalled
+    name: str = ""  # the model's name, as in the bench results (default: the spec)
 
 
 def target_driver(plan_steps, allowed: set[str] | None) -> str | None:
@@ -54,11 +55,11 @@ def target_driver(plan_steps, allowed: set[str] | None) -> str | None:
     return max(counts, key=counts.get) if counts else None
 
 
-def plan_cases(spec: str, target: str | None) -> list[StressCase]:
+def plan_cases(spec: str, name: str, target: str | None) -> list[StressCase]:
     """The cases of one model; without a driver in its plan, only the normal case."""
-    cases = [StressCase(NORMAL, spec, ALL)]
+    cases = [StressCase(NORMAL, spec, ALL, name)]
     if target is not None:
-        cases += [StressCase(name, spec, target) for name in CASES if name != NORMAL]
+        cases += [StressCase(case, spec, target, name) for case in CASES if case != NORMAL]
     return cases
 
 
@@ -95,8 +96,8 @@ def run_case(case: StressCase, settings: Settings, hang_scale: float, run_s: flo
                 _kill_group(child)
         seconds = time.monotonic() - start
         outcome, detail = _classify(child.returncode, hung, result, log, limit, run_s, hang_scale)
-    return {"case": case.case, "model": Path(case.model).stem if case.model.endswith(".tflite")
-            else case.model, "device": case.device, "outcome": outcome,
+    return {"case": case.case, "model": case.name or case.model, "device": case.device,
+            "outcome": outcome,
             "seconds": round(seconds, 3), "detail": detail}
 
 

@@ -24,10 +24,11 @@ import subprocess
 import sys
 import tempfile
 
-from runtime import manager
+from runtime import builtin_models, manager
 from runtime.cli import _bench_progress as progress
 from runtime.cli._bench_models import load_model, model_specs, reference_outputs
-from runtime.cli._bench_run import ALL, BurstsUnavailable, Settings, bursts_available, measure
+from runtime.cli._bench_run import (ALL, BurstsUnavailable, Settings, bursts_available,
+                                    compile_for, measure)
 from runtime.cli._bench_stress import plan_cases, run_case, target_driver
 
 SCHEMA, VERSION = "nnscope-bench", 1
@@ -113,10 +114,10 @@ def _stress(specs, bench_models, devices, results, settings, args) -> list[dict]
     allowed = {d for d in devices if d != ALL} if args.device else None
     cases = []
     for spec, bench_model in zip(specs, bench_models):
-        from runtime.cli._bench_run import compile_for  # noqa: PLC0415
         compilation = compile_for(bench_model, ALL)
         cases += [(case, _run_seconds(results, bench_model.name, settings))
-                  for case in plan_cases(spec, target_driver(compilation.plan.steps, allowed))]
+                  for case in plan_cases(spec, bench_model.name,
+                                           target_driver(compilation.plan.steps, allowed))]
         compilation.free()
     manager.shutdown()  # the children start their own drivers
     outcomes = []
@@ -135,8 +136,18 @@ def _run_seconds(results: list[dict], model: str, settings: Settings) -> float:
     for result in results:
         if result["model"] == model and result["device"] == ALL and result["status"] == "ok":
             latency = result["latency_ms"]
-            return (result["compile_ms"] + latency["mean"] * (settings.warmup + settings.executions)) / 1e3
+            executions = settings.warmup + settings.executions
+            return (result["compile_ms"] + latency["mean"] * executions) / 1e3
     return 0.0
+
+
+def _start_drivers() -> None:
+    """Start every driver process and make a first call to it (a driver loads its operations
+    then): start-up is not compile time."""
+    manager.start_devices(manager.devices())
+    probe = builtin_models.tiny_add().to_hal()
+    for device in manager.devices():
+        device.supported_operations(probe)
 
 
 def run(args) -> dict:
@@ -145,12 +156,14 @@ def run(args) -> dict:
     devices = _device_names(args.device)
     specs = model_specs(args.models)
     bench_models = [load_model(spec) for spec in specs]
-    total = None if args.duration else len(bench_models) * len(devices) * (args.warmup + args.executions)
-    manager.start_devices(manager.devices())  # driver start-up is not compile time
+    per_run = args.warmup + args.executions
+    total = None if args.duration else len(bench_models) * len(devices) * per_run
+    _start_drivers()
     try:
         with progress.bar(total, "bench") as bar:
             results = _benchmark(bench_models, devices, settings, bar)
-        stress = _stress(specs, bench_models, devices, results, settings, args) if args.stress else []
+        stress = _stress(specs, bench_models, devices, results, settings, args) \
+            if args.stress else []
     finally:
         manager.shutdown()
     return {"schema": SCHEMA, "version": VERSION,
