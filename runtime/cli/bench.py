@@ -29,9 +29,8 @@ from runtime.cli import _bench_progress as progress
 from runtime.cli._bench_models import load_model, model_specs, reference_outputs
 from runtime.cli._bench_run import (ALL, BurstsUnavailable, Settings, bursts_available,
                                     compile_for, measure)
+from runtime.cli._bench_schema import SCHEMA, VERSION, read_bench
 from runtime.cli._bench_stress import plan_cases, run_case, target_driver
-
-SCHEMA, VERSION = "nnscope-bench", 1
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -111,7 +110,7 @@ def _benchmark(bench_models, devices: list[str], settings: Settings, bar) -> lis
 
 
 def _stress(specs, bench_models, devices, results, settings, args) -> list[dict]:
-    allowed = {d for d in devices if d != ALL} if args.device else None
+    allowed = {d for d in devices if d not in (ALL, manager.CPU_DEVICE_NAME)} or None
     cases = []
     for spec, bench_model in zip(specs, bench_models):
         compilation = compile_for(bench_model, ALL)
@@ -141,12 +140,13 @@ def _run_seconds(results: list[dict], model: str, settings: Settings) -> float:
     return 0.0
 
 
-def _start_drivers() -> None:
-    """Start every driver process and make a first call to it (a driver loads its operations
-    then): start-up is not compile time."""
-    manager.start_devices(manager.devices())
+def _start_drivers(names: list[str]) -> None:
+    """Start the driver processes the run uses and make a first call to each (a driver loads
+    its operations then): start-up is not compile time."""
+    used = [d for d in manager.devices() if ALL in names or d.name in names]
+    manager.start_devices(used)
     probe = builtin_models.tiny_add().to_hal()
-    for device in manager.devices():
+    for device in used:
         device.supported_operations(probe)
 
 
@@ -158,7 +158,7 @@ def run(args) -> dict:
     bench_models = [load_model(spec) for spec in specs]
     per_run = args.warmup + args.executions
     total = None if args.duration else len(bench_models) * len(devices) * per_run
-    _start_drivers()
+    _start_drivers(devices)
     try:
         with progress.bar(total, "bench") as bar:
             results = _benchmark(bench_models, devices, settings, bar)
@@ -227,3 +227,4 @@ def _write_json(document: dict, path: str) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(document, handle, indent=1, allow_nan=False)
         handle.write("\n")
+    read_bench(path)  # what we write must read back
