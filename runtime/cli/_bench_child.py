@@ -5,8 +5,10 @@
 warms up, then times EXECUTIONS executions; half-way through, ``driver-killed`` sends SIGKILL
 and ``driver-stopped`` SIGSTOP to the DRIVER process. It then checks the outputs of one more
 execution against the ``nnapi-reference`` outputs (a fault must not change them) and writes
-``{"outcome": "SUCCESS"|"FAILURE", "detail": ...}`` (JSON) to RESULT. A process that dies
-writes nothing: the parent calls that a CRASH, and one that does not finish in time a HANG.
+``{"outcome": "SUCCESS"|"FAILURE", "detail": ...}`` (JSON) to RESULT. It creates
+``RESULT.started`` when set-up is done and the run begins (the parent's HANG clock starts
+then). A process that dies writes nothing: the parent calls that a CRASH, and one that does not
+finish in time a HANG.
 
 Example:
     $ python -m runtime.cli._bench_child /tmp/r.json driver-killed tiny_add 10 1 \\
@@ -59,8 +61,9 @@ class _Fault:
 
 
 def run_case(case: str, spec: str, executions: int, warmup: int, duration_s: float | None,
-             target: str | None) -> dict:
-    """The case's outcome (SUCCESS or FAILURE) and a one-line detail."""
+             target: str | None, on_start=lambda: None) -> dict:
+    """The case's outcome (SUCCESS or FAILURE) and a one-line detail; ``on_start`` is called
+    when set-up (loading, compiling) is done and the run (warm-up, executions) begins."""
     bench_model = load_model(spec)
     kind, expected = reference_outputs(bench_model, litert=False)  # faults must not change outputs
     compilation = compile_for(bench_model, ALL)
@@ -68,6 +71,7 @@ def run_case(case: str, spec: str, executions: int, warmup: int, duration_s: flo
     if case in _SIGNALS and not pid:
         return {"outcome": "FAILURE", "detail": f"driver {target} has no process to signal"}
     outputs = _output_buffers(compilation, None)
+    on_start()
     run_executions(compilation, bench_model.inputs, outputs, warmup, None, False, lambda n: None)
     fault = _Fault(case, pid, executions, duration_s)
     latencies = run_executions(compilation, bench_model.inputs, outputs, max(executions, 2),
@@ -93,17 +97,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def started_path(result: str) -> str:
+    """The file the child creates when its run begins (set-up done)."""
+    return result + ".started"
+
+
+def _write(path: str, result: dict) -> None:
+    """Write ``result`` whole or not at all (the parent reads it as soon as it appears)."""
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(result, handle)
+    os.replace(path + ".tmp", path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         result = run_case(args.case, args.model, args.executions, args.warmup, args.duration,
-                          args.target)
+                          args.target, lambda: open(started_path(args.result), "x").close())
     except Exception as error:  # noqa: BLE001 - any error of the case is its FAILURE
         result = {"outcome": "FAILURE", "detail": f"{type(error).__name__}: {error}"}
-    finally:
-        manager.shutdown()
-    with open(args.result, "w", encoding="utf-8") as handle:
-        json.dump(result, handle)
+    _write(args.result, result)
+    manager.shutdown()  # the parent has the result; it may kill us from here on
     return 0
 
 

@@ -14,7 +14,7 @@ SHOW_AFTER_S = 1.0
 """Runs shorter than this never draw a bar."""
 
 
-def bar(total: int | None, description: str) -> tqdm:
+def bar(total: int | None, description: str, unit: str = "exec") -> tqdm:
     """A tqdm bar (a context manager) on stderr; disabled when stdout is not a TTY."""
     return tqdm(total=total, desc=description, delay=SHOW_AFTER_S, leave=False,
-                disable=not sys.stdout.isatty(), file=sys.stderr, unit="exec")
+                disable=not sys.stdout.isatty(), file=sys.stderr, unit=unit)

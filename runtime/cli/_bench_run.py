@@ -9,9 +9,10 @@ run with a share of the model (that is what the ``all`` row shows).
 Each result is a dict of the ``results`` list of the bench JSON (docs/bench-schema.md).
 
 Example:
-    >>> model = load_model("tiny_add")                                        # doctest: +SKIP
-    >>> result = measure(model, "sample-all", Settings(5, 1), reference_outputs(model))  # doctest: +SKIP
-    >>> result["status"], len(result["latency_ms"]["samples"])                # doctest: +SKIP
+    >>> model = load_model("tiny_add")                                    # doctest: +SKIP
+    >>> reference = reference_outputs(model)                              # doctest: +SKIP
+    >>> result = measure(model, "sample-all", Settings(5, 1), reference)  # doctest: +SKIP
+    >>> result["status"], len(result["latency_ms"]["samples"])            # doctest: +SKIP
     ('ok', 5)
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Callable
 import numpy as np
 
 import runtime
+import tracing
 from runtime.api import NnError
 from runtime.cli._backend import _output_buffers, compute_arrays
 from runtime.cli._bench_models import BenchModel, accuracy
@@ -31,6 +33,7 @@ from runtime.compilation import Compilation
 from runtime.execution import Execution
 from runtime.manager import CPU_DEVICE_NAME, get_device
 from runtime.partition import UnsupportedOperationError
+from tracing import Phase
 
 ALL = "all"
 """The device name of the default plan over every device (CPU fallback on)."""
@@ -128,31 +131,42 @@ def empty_result(model: str, device: str, status: str, error: str | None) -> dic
 
 def measure(bench_model: BenchModel, device: str, settings: Settings,
             reference: tuple[str, list], tick: Tick = lambda n: None) -> dict:
-    """Compile, warm up, time and check one model on one device; never raises NnError."""
-    result = empty_result(bench_model.name, device, "ok", None)
-    start = time.perf_counter_ns()
-    try:
-        compilation = compile_for(bench_model, device)
-    except NnError as error:
-        return _not_compiled(bench_model, device, result, error)
-    result["compile_ms"] = (time.perf_counter_ns() - start) / 1e6
-    result["operations"] = operations_share(compilation, device)
-    try:
-        outputs = _output_buffers(compilation, None)
-        run_executions(compilation, bench_model.inputs, outputs, settings.warmup, None,
-                       settings.burst, tick)
-        latencies = run_executions(compilation, bench_model.inputs, outputs, settings.executions,
-                                   settings.duration_s, settings.burst, tick)
-        actual = compute_arrays(compilation, bench_model.inputs)
-    except NnError as error:
-        result.update(status="error", error=str(error))
-        return result
-    finally:
-        compilation.free()
+    """Compile, warm up, time and check one model on one device; never raises NnError.
+
+    Traced as an application: ``[NN_LA_PO]<model> on <device>`` around ``[NN_LA_PC]compile``,
+    ``[NN_LA_PWU]warmup`` and ``[NN_LA_PBM]benchmark``."""
+    with tracing.application(Phase.OVERALL, f"{bench_model.name} on {device}"):
+        result = empty_result(bench_model.name, device, "ok", None)
+        start = time.perf_counter_ns()
+        try:
+            with tracing.application(Phase.COMPILATION, "compile"):
+                compilation = compile_for(bench_model, device)
+        except NnError as error:
+            return _not_compiled(bench_model, device, result, error)
+        result["compile_ms"] = (time.perf_counter_ns() - start) / 1e6
+        result["operations"] = operations_share(compilation, device)
+        try:
+            latencies, actual = _timed(compilation, bench_model.inputs, settings, tick)
+        except NnError as error:
+            result.update(status="error", error=str(error))
+            return result
+        finally:
+            compilation.free()
     kind, expected = reference
     result["latency_ms"] = latency_stats(latencies)
     result["accuracy"] = {"reference": kind, **accuracy(bench_model, expected, actual)}
     return result
+
+
+def _timed(compilation: Compilation, inputs, settings: Settings, tick: Tick):
+    """Warm up, time the executions, then one more for the outputs: (latencies, outputs)."""
+    outputs = _output_buffers(compilation, None)
+    with tracing.application(Phase.WARMUP, "warmup"):
+        run_executions(compilation, inputs, outputs, settings.warmup, None, settings.burst, tick)
+    with tracing.application(Phase.BENCHMARK, "benchmark"):
+        latencies = run_executions(compilation, inputs, outputs, settings.executions,
+                                   settings.duration_s, settings.burst, tick)
+    return latencies, compute_arrays(compilation, inputs)
 
 
 def _not_compiled(bench_model: BenchModel, device: str, result: dict, error: NnError) -> dict:

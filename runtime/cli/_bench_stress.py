@@ -5,9 +5,10 @@ driver running the most operations of the plan, half-way through the executions)
 ``driver-stopped`` (SIGSTOP to it: the driver stops answering). The child
 (:mod:`runtime.cli._bench_child`) runs in its own process group with its driver processes.
 
-Outcomes: the child's own SUCCESS or FAILURE; HANG when it has not finished within
-``(run seconds + 30) * hang_scale`` (the whole process group is then killed); CRASH when it
-died (a signal, or an exit without a result). The parent never waits longer than the budget.
+Outcomes: the child's own SUCCESS or FAILURE; HANG when it has no result within
+``(run seconds + 30) * hang_scale`` from the start of its run (set-up: :data:`SETUP_LIMIT_S`),
+after which the whole process group is killed; CRASH when it died (a signal, or an exit without
+a result). The parent never waits longer than these limits.
 The runtime falls back to the CPU when a driver dies, so a killed driver is usually SUCCESS;
 a stopped driver is HANG unless the budget outlasts the driver timeout
 (``runtime.drivers.ipc.client.DEFAULT_TIMEOUT_S``), after which the runtime recovers too.
@@ -29,11 +30,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.cli._bench_child import CASES, NORMAL
+from runtime.cli._bench_child import CASES, NORMAL, started_path
 from runtime.cli._bench_run import ALL, Settings
 
 HANG_GRACE_S = 30.0
 """MLTS's allowance beyond the run's own duration before a case is a HANG."""
+SETUP_LIMIT_S = 120.0
+"""How long a child may take to start its run (interpreter, driver processes, compilation)
+before it is a HANG; not scaled by ``--hang-scale``."""
+EXIT_GRACE_S = 5.0
+"""How long a child that has written its result may take to stop its drivers and exit."""
+_POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -87,18 +94,39 @@ def run_case(case: StressCase, settings: Settings, hang_scale: float, run_s: flo
             child = subprocess.Popen(_command(case, settings, result), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=stderr,
                                      start_new_session=True)
+            hung, seconds = True, 0.0
             try:
-                child.wait(timeout=limit)
-                hung = False
-            except subprocess.TimeoutExpired:
-                hung = True
+                hung = not _wait(child, result, limit)
+                seconds = time.monotonic() - start
+                if not hung:
+                    _wait_exit(child, EXIT_GRACE_S)  # drivers shut down; then the group is killed
             finally:
                 _kill_group(child)
-        seconds = time.monotonic() - start
         outcome, detail = _classify(child.returncode, hung, result, log, limit, run_s, hang_scale)
     return {"case": case.case, "model": case.name or case.model, "device": case.device,
-            "outcome": outcome,
-            "seconds": round(seconds, 3), "detail": detail}
+            "outcome": outcome, "seconds": round(seconds, 3), "detail": detail}
+
+
+def _wait(child: subprocess.Popen, result: Path, limit: float) -> bool:
+    """Until the child exits or writes its result (True), or a limit passes (False): the
+    set-up limit until it starts its run, then ``limit`` from that moment."""
+    marker = Path(started_path(str(result)))
+    deadline, started = time.monotonic() + SETUP_LIMIT_S, False
+    while child.poll() is None and not result.exists():
+        now = time.monotonic()
+        if not started and marker.exists():
+            deadline, started = now + limit, True
+        if now > deadline:
+            return False
+        time.sleep(_POLL_S)
+    return True
+
+
+def _wait_exit(child: subprocess.Popen, seconds: float) -> None:
+    try:
+        child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _kill_group(child: subprocess.Popen) -> None:
@@ -113,15 +141,19 @@ def _kill_group(child: subprocess.Popen) -> None:
 def _classify(code: int, hung: bool, result: Path, log: Path, limit: float, run_s: float,
               hang_scale: float) -> tuple[str, str]:
     if hung:
-        return "HANG", (f"no result within {limit:.1f} s ((run {run_s:.1f} s + "
+        if not Path(started_path(str(result))).exists():
+            return "HANG", (f"set-up did not finish within {SETUP_LIMIT_S:g} s; its processes "
+                            "were killed")
+        return "HANG", (f"no result within {limit:.1f} s of its run ((run {run_s:.1f} s + "
                         f"{HANG_GRACE_S:g} s) x {hang_scale:g}); its processes were killed")
-    if code < 0:
-        return "CRASH", f"child died of {signal.Signals(-code).name}{_last_line(log)}"
     try:
         reported = json.loads(result.read_text(encoding="utf-8"))
         return str(reported["outcome"]), str(reported["detail"])
     except (OSError, ValueError, KeyError, TypeError):
-        return "CRASH", f"child exited with status {code} without a result{_last_line(log)}"
+        pass
+    if code < 0:
+        return "CRASH", f"child died of {signal.Signals(-code).name}{_last_line(log)}"
+    return "CRASH", f"child exited with status {code} without a result{_last_line(log)}"
 
 
 def _last_line(log: Path) -> str:

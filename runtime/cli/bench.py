@@ -120,7 +120,7 @@ def _stress(specs, bench_models, devices, results, settings, args) -> list[dict]
         compilation.free()
     manager.shutdown()  # the children start their own drivers
     outcomes = []
-    with progress.bar(len(cases), "stress") as bar:
+    with progress.bar(len(cases), "stress", unit="case") as bar:
         for case, run_s in cases:
             bar.set_description(f"stress {case.case} {case.model}")
             outcomes.append(run_case(case, settings, args.hang_scale, run_s))

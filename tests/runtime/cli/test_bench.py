@@ -135,7 +135,8 @@ def test_duration_times_executions_for_that_long(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["no-such-model.tflite"], "nnscope: error: no such model file 'no-such-model.tflite'"),
-    (["tiny_add", "--device", "sample-gpu"], "nnscope: error: BAD_DATA: unknown device 'sample-gpu'"),
+    (["tiny_add", "--device", "sample-gpu"],
+     "nnscope: error: BAD_DATA: unknown device 'sample-gpu'"),
     (["tiny_add", "--device", "nnapi-reference", "--executions", "1", "--html",
       "/nonexistent-dir/report.html"], "nnscope: error: cannot write /nonexistent-dir/report.html"),
 ], ids=["missing-model", "unknown-device", "html-fails"])
