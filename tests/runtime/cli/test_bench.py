@@ -163,3 +163,20 @@ def test_no_traceback_from_the_command_line():
     assert done.returncode == 1
     assert done.stderr.splitlines() == ["nnscope: error: no such model file 'missing.tflite' "
                                         f"(built-in models: {', '.join(builtin_models.BUILTIN)})"]
+
+
+def test_each_run_is_traced_as_an_application():
+    from runtime.cli._bench_models import reference_outputs  # noqa: PLC0415
+    from runtime.cli._bench_run import Settings, measure  # noqa: PLC0415
+    import tracing  # noqa: PLC0415
+    model = load_model("tiny_add")
+    reference = reference_outputs(model)
+    with tracing.TraceSession() as session:
+        result = measure(model, "nnapi-reference", Settings(2, 1), reference)
+        names = [span.name for span in session.collect().spans()]
+    assert result["status"] == "ok"
+    assert sorted(name for name in names if name.startswith("[NN_LA_")) == sorted([
+        "[NN_LA_PO]tiny_add on nnapi-reference", "[NN_LA_PC]compile", "[NN_LA_PWU]warmup",
+        "[NN_LA_PBM]benchmark"])
+    # 1 warm-up + 2 timed executions + 1 for the outputs checked against the reference
+    assert names.count("[NN_LR_PE]ANeuralNetworksExecution_compute") == 4
