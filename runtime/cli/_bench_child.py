@@ -4,7 +4,9 @@
 [--target DRIVER]`` compiles MODEL with the default plan (every device, CPU fallback on),
 warms up, then times EXECUTIONS executions; half-way through, ``driver-killed`` sends SIGKILL
 and ``driver-stopped`` SIGSTOP to the DRIVER process. It then checks the outputs of one more
-execution against the ``nnapi-reference`` outputs (a fault must not change them) and writes
+execution against the ``nnapi-reference`` outputs with NNAPI's relaxed float tolerance (a
+fault must not corrupt them; a deep float32 network run by other kernels can differ from the
+reference by more than the strict per-operation CTS criterion) and writes
 ``{"outcome": "SUCCESS"|"FAILURE", "detail": ...}`` (JSON) to RESULT. It creates
 ``RESULT.started`` when set-up is done and the run begins (the parent's HANG clock starts
 then). A process that dies writes nothing: the parent calls that a CRASH, and one that does not
@@ -76,12 +78,13 @@ def run_case(case: str, spec: str, executions: int, warmup: int, duration_s: flo
     fault = _Fault(case, pid, executions, duration_s)
     latencies = run_executions(compilation, bench_model.inputs, outputs, max(executions, 2),
                                duration_s, False, fault)
-    checked = accuracy(bench_model, expected, compute_arrays(compilation, bench_model.inputs))
+    actual = compute_arrays(compilation, bench_model.inputs)
+    checked = accuracy(bench_model, expected, actual, relaxed=True)
     where = f"{case} of {target} (pid {pid}) after {fault.fired_after} executions; " if pid else ""
     detail = (f"{where}{len(latencies)} executions; max abs error {checked['max_abs_error']:.3g} "
               f"vs {kind}")
     if not checked["within_tolerance"]:
-        return {"outcome": "FAILURE", "detail": f"{detail}: outputs out of tolerance"}
+        return {"outcome": "FAILURE", "detail": f"{detail}: outputs out of relaxed tolerance"}
     return {"outcome": "SUCCESS", "detail": detail}
 
 

@@ -106,16 +106,18 @@ def _litert_outputs(bench_model: BenchModel) -> list[np.ndarray]:
         if bench_model.output_names else ordered
 
 
-def tolerance_of(model: Model, position: int) -> tuple[float, float]:
-    """(atol, rtol) of output ``position``: the CTS runner's criterion for its type."""
+def tolerance_of(model: Model, position: int, relaxed: bool = False) -> tuple[float, float]:
+    """(atol, rtol) of output ``position``: the CTS runner's criterion for its type (the
+    relaxed-float one when ``relaxed``, the model is relaxed or has float16 operands)."""
     from runtime.cts.accuracy import tolerance  # noqa: PLC0415
-    relaxed = model.relaxed or any(op.type in _FLOAT16 for op in model.operands)
+    relaxed = relaxed or model.relaxed or any(op.type in _FLOAT16 for op in model.operands)
     return tolerance(model.operands[model.outputs[position]].type, relaxed, model.name)
 
 
 def accuracy(bench_model: BenchModel, expected: Sequence[np.ndarray],
-             actual: Sequence[np.ndarray]) -> dict:
-    """max abs error and MSE over every output element, and whether all are within tolerance."""
+             actual: Sequence[np.ndarray], relaxed: bool = False) -> dict:
+    """max abs error and MSE over every output element, and whether all are within the CTS
+    tolerance (``relaxed``: the relaxed-float one, 5 * 2**-10, for float32 outputs too)."""
     from runtime.cts.accuracy import compare  # noqa: PLC0415
     within, diffs = len(expected) == len(actual), []
     for position, (want, got) in enumerate(zip(expected, actual)):
@@ -124,7 +126,7 @@ def accuracy(bench_model: BenchModel, expected: Sequence[np.ndarray],
             within = False
             continue
         diffs.append(np.abs(want64.reshape(-1) - got64.reshape(-1)))
-        atol, rtol = tolerance_of(bench_model.model, position)
+        atol, rtol = tolerance_of(bench_model.model, position, relaxed)
         within = within and not compare(want64.reshape(-1), got64.reshape(-1), atol, rtol)
     every = np.concatenate(diffs) if diffs else np.zeros(0)
     max_abs = float(every.max()) if every.size else 0.0

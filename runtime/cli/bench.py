@@ -25,6 +25,7 @@ import sys
 import tempfile
 
 from runtime import builtin_models, manager
+from runtime.api import NnError
 from runtime.cli import _bench_progress as progress
 from runtime.cli._bench_models import load_model, model_specs, reference_outputs
 from runtime.cli._bench_run import (ALL, BurstsUnavailable, Settings, bursts_available,
@@ -109,20 +110,30 @@ def _benchmark(bench_models, devices: list[str], settings: Settings, bar) -> lis
     return results
 
 
+def _stress_target(bench_model, allowed: set[str] | None) -> str | None:
+    """The driver to kill or stop: the one running the most of the model's default plan."""
+    try:
+        compilation = compile_for(bench_model, ALL)
+    except NnError:
+        return None  # the normal case reports the failure
+    try:
+        return target_driver(compilation.plan.steps, allowed)
+    finally:
+        compilation.free()
+
+
 def _stress(specs, bench_models, devices, results, settings, args) -> list[dict]:
     allowed = {d for d in devices if d not in (ALL, manager.CPU_DEVICE_NAME)} or None
     cases = []
     for spec, bench_model in zip(specs, bench_models):
-        compilation = compile_for(bench_model, ALL)
-        cases += [(case, _run_seconds(results, bench_model.name, settings))
-                  for case in plan_cases(spec, bench_model.name,
-                                           target_driver(compilation.plan.steps, allowed))]
-        compilation.free()
+        run_s = _run_seconds(results, bench_model.name, settings)
+        target = _stress_target(bench_model, allowed)
+        cases += [(case, run_s) for case in plan_cases(spec, bench_model.name, target)]
     manager.shutdown()  # the children start their own drivers
     outcomes = []
     with progress.bar(len(cases), "stress", unit="case") as bar:
         for case, run_s in cases:
-            bar.set_description(f"stress {case.case} {case.model}")
+            bar.set_description(f"stress {case.case} {case.name}")
             outcomes.append(run_case(case, settings, args.hang_scale, run_s))
             bar.update(1)
     return outcomes
