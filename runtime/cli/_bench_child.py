@@ -74,10 +74,10 @@ def run_case(case: str, spec: str, executions: int, warmup: int, duration_s: flo
         return {"outcome": "FAILURE", "detail": f"driver {target} has no process to signal"}
     outputs = _output_buffers(compilation, None)
     on_start()
-    run_executions(compilation, bench_model.inputs, outputs, warmup, None, False, lambda n: None)
+    run_executions(compilation, bench_model.inputs, outputs, warmup, None, None, lambda n: None)
     fault = _Fault(case, pid, executions, duration_s)
     latencies = run_executions(compilation, bench_model.inputs, outputs, max(executions, 2),
-                               duration_s, False, fault)
+                               duration_s, None, fault)
     actual = compute_arrays(compilation, bench_model.inputs)
     checked = accuracy(bench_model, expected, actual, relaxed=True)
     where = f"{case} of {target} (pid {pid}) after {fault.fired_after} executions; " if pid else ""

@@ -86,29 +86,36 @@ def supported_share(bench_model: BenchModel, device: str) -> dict:
     return {"total": total, "on_device": sum(flags), "share": sum(flags) / total if total else 0.0}
 
 
-def run_executions(compilation: Compilation, inputs, outputs, count: int,
-                   duration_s: float | None, burst: bool, tick: Tick) -> list[int]:
-    """Time ``count`` executions (or as many as fit in ``duration_s``, at least one); with
-    ``burst``, all of them through one ``runtime.Burst``. Returns nanoseconds per execution."""
-    if burst and not bursts_available():
+def burst_for(compilation: Compilation, burst: bool):
+    """One ``runtime.Burst`` for every execution of a model x device run (a context manager),
+    or a null context without ``burst``."""
+    if not burst:
+        return contextlib.nullcontext()
+    if not bursts_available():
         raise BurstsUnavailable("bursts are not available")
+    return runtime.Burst(compilation)
+
+
+def run_executions(compilation: Compilation, inputs, outputs, count: int,
+                   duration_s: float | None, burst, tick: Tick) -> list[int]:
+    """Time ``count`` executions (or as many as fit in ``duration_s``, at least one), through
+    ``burst`` (a ``runtime.Burst``) unless it is None. Returns nanoseconds per execution."""
     latencies: list[int] = []
     end = time.monotonic() + duration_s if duration_s is not None else None
-    with runtime.Burst(compilation) if burst else contextlib.nullcontext() as session:
-        while _more(len(latencies), count, end):
-            start = time.perf_counter_ns()
-            execution = Execution(compilation)
-            for index, value in enumerate(inputs):
-                execution.set_input(index, value)
-            for index, buffer in enumerate(outputs):
-                execution.set_output(index, buffer)
-            if session is None:
-                execution.compute()
-            else:
-                execution.burst_compute(session)
-            execution.free()
-            latencies.append(time.perf_counter_ns() - start)
-            tick(1)
+    while _more(len(latencies), count, end):
+        start = time.perf_counter_ns()
+        execution = Execution(compilation)
+        for index, value in enumerate(inputs):
+            execution.set_input(index, value)
+        for index, buffer in enumerate(outputs):
+            execution.set_output(index, buffer)
+        if burst is None:
+            execution.compute()
+        else:
+            execution.burst_compute(burst)
+        execution.free()
+        latencies.append(time.perf_counter_ns() - start)
+        tick(1)
     return latencies
 
 
@@ -161,11 +168,12 @@ def measure(bench_model: BenchModel, device: str, settings: Settings,
 def _timed(compilation: Compilation, inputs, settings: Settings, tick: Tick):
     """Warm up, time the executions, then one more for the outputs: (latencies, outputs)."""
     outputs = _output_buffers(compilation, None)
-    with tracing.application(Phase.WARMUP, "warmup"):
-        run_executions(compilation, inputs, outputs, settings.warmup, None, settings.burst, tick)
-    with tracing.application(Phase.BENCHMARK, "benchmark"):
-        latencies = run_executions(compilation, inputs, outputs, settings.executions,
-                                   settings.duration_s, settings.burst, tick)
+    with burst_for(compilation, settings.burst) as burst:
+        with tracing.application(Phase.WARMUP, "warmup"):
+            run_executions(compilation, inputs, outputs, settings.warmup, None, burst, tick)
+        with tracing.application(Phase.BENCHMARK, "benchmark"):
+            latencies = run_executions(compilation, inputs, outputs, settings.executions,
+                                       settings.duration_s, burst, tick)
     return latencies, compute_arrays(compilation, inputs)
 
 
