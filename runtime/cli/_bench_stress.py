@@ -9,8 +9,8 @@ Outcomes: the child's own SUCCESS or FAILURE; HANG when it has no result within
 ``(run seconds + 30) * hang_scale`` from the start of its run (set-up: :data:`SETUP_LIMIT_S`),
 after which the whole process group is killed; CRASH when it died (a signal, or an exit without
 a result). The parent never waits longer than these limits.
-The runtime falls back to the CPU when a driver dies, so a killed driver is usually SUCCESS;
-a stopped driver is HANG unless the budget outlasts the driver timeout
+The runtime recovers from a dead driver (CPU fallback, or the driver restarted), so a killed
+driver is usually SUCCESS; a stopped driver is HANG unless the budget outlasts the driver timeout
 (``runtime.drivers.ipc.client.DEFAULT_TIMEOUT_S``), after which the runtime recovers too.
 
 Example:
