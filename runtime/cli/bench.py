@@ -42,8 +42,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--device", action="append", metavar="NAME",
                         help=f"benchmark on this device (repeatable; '{ALL}' = the default plan "
                              "over every device); default: each device and all")
-    parser.add_argument("--executions", type=_positive_int, default=10, metavar="N")
-    parser.add_argument("--warmup", type=_count, default=1, metavar="N")
+    parser.add_argument("--executions", type=_positive_int, default=10, metavar="N",
+                        help="timed executions per model x device (default 10)")
+    parser.add_argument("--warmup", type=_count, default=1, metavar="N",
+                        help="untimed executions first (default 1)")
     parser.add_argument("--duration", type=_positive_float, metavar="S",
                         help="time executions for S seconds instead of N executions")
     parser.add_argument("--burst", action="store_true", help="execute through one burst per run")
