@@ -7,19 +7,20 @@ Example:
     $ nnscope run --executions 10 --trace run.json
     $ nnscope devices --json
     $ nnscope cts
+    $ nnscope bench --executions 20 --json bench.json
 """
 import argparse
 import sys
 
 from runtime.api import NnError
-from runtime.cli import cts, devices, run
+from runtime.cli import bench, cts, devices, run
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nnscope", description="Profiling-first NNAPI runtime: run models and trace every layer.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, devices, cts):
+    for module in (run, devices, cts, bench):
         module.add_parser(commands).set_defaults(handler=module.main)
     return parser
 

@@ -1,4 +1,5 @@
-"""``nnscope`` subcommands: ``run`` (execute and profile a model), ``devices``, ``cts``.
+"""``nnscope`` subcommands: ``run`` (execute and profile a model), ``devices``, ``cts``,
+``bench`` (MLTS-style latency, accuracy and stress results).
 
 Each module has ``add_parser(subparsers)`` and ``main(args) -> int``; ``runtime.__main__``
 wires them into argparse and turns :class:`~runtime.api.NnError` into one-line errors.
@@ -8,4 +9,4 @@ Example:
     $ nnscope devices --json
     $ nnscope cts
 """
-COMMANDS = ("run", "devices", "cts")
+COMMANDS = ("run", "devices", "cts", "bench")

@@ -1,0 +1,47 @@
+"""``nnscope bench``'s terminal summary: one table of results, one of stress outcomes.
+
+Example:
+    >>> print(summary(document), end="")   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from tabulate import tabulate
+
+_RESULT_HEADERS = ("model", "device", "status", "compile ms", "median ms", "p90 ms", "p99 ms",
+                   "mean ms", "std ms", "n", "max abs err", "mse", "tol", "ops on device")
+_STRESS_HEADERS = ("case", "model", "device", "outcome", "seconds", "detail")
+
+
+def _result_row(result: dict) -> list:
+    latency, accuracy, operations = result["latency_ms"], result["accuracy"], result["operations"]
+    ops = f"{operations['on_device']}/{operations['total']}" if operations else ""
+    row = [result["model"], result["device"], result["status"], result["compile_ms"]]
+    if latency:
+        row += [latency[k] for k in ("median", "p90", "p99", "mean", "std")]
+        row += [len(latency["samples"])]
+    else:
+        row += [""] * 6
+    if accuracy:
+        row += [accuracy["max_abs_error"], accuracy["mse"],
+                "yes" if accuracy["within_tolerance"] else "NO"]
+    else:
+        row += [""] * 3
+    return row + [ops]
+
+
+def _errors(results: list[dict]) -> str:
+    lines = [f"{r['model']} on {r['device']}: {r['status']}: {r['error']}"
+             for r in results if r["error"]]
+    return "".join(line + "\n" for line in lines)
+
+
+def summary(document: dict) -> str:
+    """The tables (and one line per unsupported or failed run)."""
+    results = document["results"]
+    text = tabulate([_result_row(r) for r in results], headers=_RESULT_HEADERS, floatfmt=".4g")
+    text += "\n" + _errors(results)
+    if document["stress"]:
+        rows = [[s[k] for k in ("case", "model", "device", "outcome", "seconds", "detail")]
+                for s in document["stress"]]
+        text += "\n" + tabulate(rows, headers=_STRESS_HEADERS, floatfmt=".2f") + "\n"
+    return text

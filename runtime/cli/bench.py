@@ -1,0 +1,243 @@
+"""``nnscope bench``: MLTS-style latency, accuracy and stress results per model and device.
+
+Models: the built-in ones (or those named) plus every .tflite given. Devices: every device
+one at a time (``Compilation.for_devices``) and ``all`` (the default plan over every device,
+CPU fallback on), or those given with ``--device``. Per model x device: compile time, latency
+(median, p90, p99, mean, std and every sample), accuracy against the ``nnapi-reference``
+outputs (LiteRT's for a .tflite when ``ai-edge-litert`` is installed) with the CTS tolerance,
+and the device's share of the operations. A device that cannot run the whole model is
+``unsupported``. ``--stress`` adds the crash tests of :mod:`runtime.cli._bench_stress`.
+``--json`` writes docs/bench-schema.md; ``--html`` renders it with ``python -m dashboards``.
+
+Example:
+    $ nnscope bench --executions 20 --json bench.json
+    $ nnscope bench tiny_add model.tflite --device sample-all --device all --stress
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+
+from runtime import builtin_models, manager
+from runtime.api import NnError
+from runtime.cli import _bench_progress as progress
+from runtime.cli._bench_models import load_model, model_specs, reference_outputs
+from runtime.cli._bench_run import (ALL, BurstsUnavailable, Settings, bursts_available,
+                                    compile_for, measure)
+from runtime.cli._bench_schema import SCHEMA, VERSION, read_bench
+from runtime.cli._bench_stress import plan_cases, run_case, target_driver
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("bench", help="benchmark models per device (latency, accuracy, "
+                                   "stress)", description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", nargs="*", metavar="MODEL",
+                        help="a built-in model name or a .tflite file (default: every built-in)")
+    parser.add_argument("--device", action="append", metavar="NAME",
+                        help=f"benchmark on this device (repeatable; '{ALL}' = the default plan "
+                             "over every device); default: each device and all")
+    parser.add_argument("--executions", type=_positive_int, default=10, metavar="N",
+                        help="timed executions per model x device (default 10)")
+    parser.add_argument("--warmup", type=_count, default=1, metavar="N",
+                        help="untimed executions first (default 1)")
+    parser.add_argument("--duration", type=_positive_float, metavar="S",
+                        help="time executions for S seconds instead of N executions")
+    parser.add_argument("--burst", action="store_true", help="execute through one burst per run")
+    parser.add_argument("--stress", action="store_true",
+                        help="also run the crash tests, each in a child process")
+    parser.add_argument("--hang-scale", type=_positive_float, default=1.0, metavar="X",
+                        help="a stress case is a HANG after (run seconds + 30) * X (default 1)")
+    parser.add_argument("--json", metavar="FILE", help="write the results (docs/bench-schema.md)")
+    parser.add_argument("--html", metavar="FILE", help="write the bench report page")
+    return parser
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _count(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be >= 1, got 0")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _device_names(requested: list[str] | None) -> list[str]:
+    """The devices to run on, checked (NnError BAD_DATA for an unknown name)."""
+    if not requested:
+        return [d.name for d in manager.devices()] + [ALL]
+    for name in requested:
+        if name != ALL:
+            manager.get_device(name)
+    return list(dict.fromkeys(requested))
+
+
+def host_info() -> dict:
+    import numpy  # noqa: PLC0415
+    return {"hostname": platform.node(), "platform": platform.platform(),
+            "machine": platform.machine(), "python": platform.python_version(),
+            "numpy": numpy.__version__, "cpu_count": os.cpu_count()}
+
+
+def _benchmark(bench_models, devices: list[str], settings: Settings, bar) -> list[dict]:
+    results = []
+    for bench_model in bench_models:
+        reference = reference_outputs(bench_model)
+        for device in devices:
+            bar.set_description(f"{bench_model.name} on {device}")
+            results.append(measure(bench_model, device, settings, reference, bar.update))
+    return results
+
+
+def _stress_target(bench_model, allowed: set[str] | None) -> str | None:
+    """The driver to kill or stop: the one running the most of the model's default plan."""
+    try:
+        compilation = compile_for(bench_model, ALL)
+    except NnError:
+        return None  # the normal case reports the failure
+    try:
+        return target_driver(compilation.plan.steps, allowed)
+    finally:
+        compilation.free()
+
+
+def _stress(specs, bench_models, devices, results, settings, args) -> list[dict]:
+    allowed = {d for d in devices if d not in (ALL, manager.CPU_DEVICE_NAME)} or None
+    cases = []
+    for spec, bench_model in zip(specs, bench_models):
+        run_s = _run_seconds(results, bench_model.name, settings)
+        target = _stress_target(bench_model, allowed)
+        cases += [(case, run_s) for case in plan_cases(spec, bench_model.name, target)]
+    manager.shutdown()  # the children start their own drivers
+    outcomes = []
+    with progress.bar(len(cases), "stress", unit="case") as bar:
+        for case, run_s in cases:
+            bar.set_description(f"stress {case.case} {case.name}")
+            outcomes.append(run_case(case, settings, args.hang_scale, run_s))
+            bar.update(1)
+    return outcomes
+
+
+def _run_seconds(results: list[dict], model: str, settings: Settings) -> float:
+    """The run's duration: ``--duration``, else what the benchmark took on the default plan."""
+    if settings.duration_s is not None:
+        return settings.duration_s
+    for result in results:
+        if result["model"] == model and result["device"] == ALL and result["status"] == "ok":
+            latency = result["latency_ms"]
+            executions = settings.warmup + settings.executions
+            return (result["compile_ms"] + latency["mean"] * executions) / 1e3
+    return 0.0
+
+
+def _start_drivers(names: list[str]) -> None:
+    """Start the driver processes the run uses and make a first call to each (a driver loads
+    its operations then): start-up is not compile time."""
+    used = [d for d in manager.devices() if ALL in names or d.name in names]
+    manager.start_devices(used)
+    probe = builtin_models.tiny_add().to_hal()
+    for device in used:
+        device.supported_operations(probe)
+
+
+def run(args) -> dict:
+    """The whole bench as the JSON document."""
+    settings = Settings(args.executions, args.warmup, args.duration, args.burst)
+    devices = _device_names(args.device)
+    specs = model_specs(args.models)
+    bench_models = [load_model(spec) for spec in specs]
+    per_run = args.warmup + args.executions
+    total = None if args.duration else len(bench_models) * len(devices) * per_run
+    _start_drivers(devices)
+    try:
+        with progress.bar(total, "bench") as bar:
+            results = _benchmark(bench_models, devices, settings, bar)
+        stress = _stress(specs, bench_models, devices, results, settings, args) \
+            if args.stress else []
+    finally:
+        manager.shutdown()
+    return {"schema": SCHEMA, "version": VERSION,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": host_info(),
+            "settings": {"executions": args.executions, "warmup": args.warmup,
+                         "duration_s": args.duration, "burst": args.burst},
+            "results": results, "stress": stress}
+
+
+def render_html(json_path: str, html_path: str) -> str | None:
+    """Run ``python -m dashboards JSON -o HTML``; the one-line error, or None on success."""
+    done = subprocess.run([sys.executable, "-m", "dashboards", json_path, "-o", html_path],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if done.returncode == 0:
+        return None
+    lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+    reason = lines[-1].strip() if lines else f"exit status {done.returncode}"
+    return f"cannot write {html_path}: python -m dashboards failed: {reason}"
+
+
+def main(args) -> int:
+    from runtime.cli._bench_table import summary  # noqa: PLC0415
+    if args.burst and not bursts_available():
+        print("nnscope: error: bursts are not available", file=sys.stderr)
+        return 2
+    try:
+        document = run(args)
+    except BurstsUnavailable as error:
+        print(f"nnscope: error: {error}", file=sys.stderr)
+        return 2
+    print(summary(document), end="")
+    return _write_outputs(document, args)
+
+
+def _write_outputs(document: dict, args) -> int:
+    json_path = args.json
+    if json_path:
+        _write_json(document, json_path)
+        print(f"wrote {json_path}")
+    if not args.html:
+        return 0
+    scratch = None
+    if json_path is None:
+        fd, scratch = tempfile.mkstemp(suffix=".json", prefix="nnscope-bench-")
+        os.close(fd)
+        _write_json(document, scratch)
+    try:
+        error = render_html(json_path or scratch, args.html)
+    finally:
+        if scratch:
+            os.unlink(scratch)
+    if error:
+        print(f"nnscope: error: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.html}")
+    return 0
+
+
+def _write_json(document: dict, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=1, allow_nan=False)
+        handle.write("\n")
+    read_bench(path)  # what we write must read back

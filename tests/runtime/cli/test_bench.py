@@ -1,0 +1,182 @@
+"""``nnscope bench``: real runs of the built-in ``tiny_add`` and the face detector .tflite on
+nnapi-reference, a driver process, a driver that cannot run them and the default plan; the JSON
+is checked against the schema and against independent computation (sample statistics, the
+nnapi-reference and LiteRT outputs, the compiled plan); bad input is one line and a non-zero
+exit."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from runtime import builtin_models, manager
+from runtime.__main__ import main
+from runtime.cli._bench_models import litert_available, load_model
+from runtime.cli._bench_schema import SCHEMA, VERSION, problems, read_bench
+from runtime.compilation import Compilation
+from runtime.cts.accuracy import FLOAT32_ATOL, FLOAT32_RTOL
+from tests.support.paths import MODEL_FIXTURES, REPO
+
+FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"
+DEVICES = ["nnapi-reference", "sample-all", "sample-quant", "all"]
+MODELS = ["tiny_add", "face_detection_short_range"]
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "bench.json"
+    devices = [arg for name in DEVICES for arg in ("--device", name)]
+    assert main(["bench", "tiny_add", str(FACE), *devices, "--executions", "3", "--warmup", "1",
+                 "--json", str(path)]) == 0
+    return read_bench(str(path))
+
+
+def _result(document, model, device):
+    [found] = [r for r in document["results"] if r["model"] == model and r["device"] == device]
+    return found
+
+
+def test_json_follows_the_schema(document):
+    assert problems(document) == []
+    assert (document["schema"], document["version"]) == (SCHEMA, VERSION)
+    assert document["settings"] == {"executions": 3, "warmup": 1, "duration_s": None,
+                                    "burst": False}
+    assert [(r["model"], r["device"]) for r in document["results"]] == \
+        [(m, d) for m in MODELS for d in DEVICES]
+    assert document["stress"] == []
+
+
+def test_latency_statistics_are_those_of_the_samples(document):
+    for result in document["results"]:
+        if result["status"] != "ok":
+            continue
+        latency = result["latency_ms"]
+        samples = np.asarray(latency["samples"])
+        assert len(samples) == 3 and (samples > 0).all()
+        assert latency["median"] == pytest.approx(np.median(samples))
+        assert latency["p90"] == pytest.approx(np.percentile(samples, 90))
+        assert latency["p99"] == pytest.approx(np.percentile(samples, 99))
+        assert latency["mean"] == pytest.approx(samples.mean())
+        assert latency["std"] == pytest.approx(samples.std())
+        assert result["compile_ms"] > 0
+
+
+def test_reference_device_against_itself_is_exact(document):
+    accuracy = _result(document, "tiny_add", "nnapi-reference")["accuracy"]
+    assert accuracy == {"reference": "nnapi-reference", "max_abs_error": 0.0, "mse": 0.0,
+                        "within_tolerance": True}
+    driver = _result(document, "tiny_add", "sample-all")["accuracy"]
+    assert driver["within_tolerance"] and driver["max_abs_error"] <= FLOAT32_ATOL
+
+
+def _our_outputs(model):
+    compilation = Compilation.for_devices(model.model, [manager.cpu_device()])
+    compilation.finish()
+    from runtime.cli._backend import compute_arrays  # noqa: PLC0415
+    return compute_arrays(compilation, model.inputs)
+
+
+def test_tflite_accuracy_is_measured_against_litert(document):
+    face = load_model(str(FACE))
+    ours = _our_outputs(face)
+    if litert_available():
+        from tests.runtime.tflite.litert_helpers import litert_run  # noqa: PLC0415
+        expected, kind = litert_run(FACE.read_bytes(), face.inputs), "litert"
+    else:
+        expected, kind = ours, "nnapi-reference"
+    diff = np.concatenate([np.abs(np.float64(e) - np.float64(o)).ravel()
+                           for e, o in zip(expected, ours)])
+    within = all(np.all(np.abs(np.float64(e) - o) <= FLOAT32_ATOL + FLOAT32_RTOL * np.abs(e))
+                 for e, o in zip(expected, ours))
+    accuracy = _result(document, "face_detection_short_range", "nnapi-reference")["accuracy"]
+    assert accuracy["reference"] == kind
+    assert accuracy["max_abs_error"] == pytest.approx(diff.max(), rel=1e-9, abs=1e-12)
+    assert accuracy["mse"] == pytest.approx(np.mean(diff ** 2), rel=1e-9, abs=1e-18)
+    assert accuracy["within_tolerance"] == within
+    # Seen: 3.8e-5 off LiteRT on outputs up to ~140 (float32 summation order).
+    assert accuracy["max_abs_error"] < 1e-3
+
+
+def test_operations_share_follows_the_compiled_plan(document):
+    for spec, name in (("tiny_add", "tiny_add"), (str(FACE), "face_detection_short_range")):
+        model = load_model(spec).model
+        compilation = Compilation(model)
+        compilation.finish()
+        on_drivers = sum(len(s.operations) for s in compilation.plan.steps
+                         if s.device.name != "nnapi-reference")
+        total = len(model.operations)
+        assert _result(document, name, "all")["operations"] == \
+            {"total": total, "on_device": on_drivers, "share": on_drivers / total}
+        for device in ("nnapi-reference", "sample-all"):
+            assert _result(document, name, device)["operations"] == \
+                {"total": total, "on_device": total, "share": 1.0}
+        supported = sum(manager.get_device("sample-quant").supported_operations(model.to_hal()))
+        unsupported = _result(document, name, "sample-quant")
+        assert unsupported["status"] == "unsupported" and "no device can do" in unsupported["error"]
+        assert unsupported["operations"]["on_device"] == supported
+        assert unsupported["latency_ms"] is None and unsupported["accuracy"] is None
+    manager.shutdown()
+
+
+def test_duration_times_executions_for_that_long(tmp_path, capsys):
+    path = tmp_path / "bench.json"
+    assert main(["bench", "tiny_add", "--device", "nnapi-reference", "--duration", "0.3",
+                 "--warmup", "0", "--json", str(path)]) == 0
+    document = read_bench(str(path))
+    samples = document["results"][0]["latency_ms"]["samples"]
+    assert document["settings"]["duration_s"] == 0.3
+    assert len(samples) > 3 and 250 < sum(samples) < 600
+    out, err = capsys.readouterr()
+    assert "tiny_add  nnapi-reference" in out and "median ms" in out
+    assert err == ""  # no progress bar when stdout is not a terminal
+
+
+@pytest.mark.parametrize("args, message", [
+    (["no-such-model.tflite"], "nnscope: error: no such model file 'no-such-model.tflite'"),
+    (["tiny_add", "--device", "sample-gpu"],
+     "nnscope: error: BAD_DATA: unknown device 'sample-gpu'"),
+    (["tiny_add", "--device", "nnapi-reference", "--executions", "1", "--html",
+      "/nonexistent-dir/report.html"], "nnscope: error: cannot write /nonexistent-dir/report.html"),
+], ids=["missing-model", "unknown-device", "html-fails"])
+def test_bad_input_is_one_line_and_exit_1(capsys, args, message):
+    assert main(["bench", *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("args", [["--executions", "0"], ["--executions", "many"],
+                                  ["--warmup", "-1"], ["--duration", "0"], ["--duration", "nan"],
+                                  ["--hang-scale", "-2"]])
+def test_bad_numbers_are_usage_errors(capsys, args):
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "tiny_add", *args])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith("nnscope bench: error: argument")
+
+
+def test_no_traceback_from_the_command_line():
+    done = subprocess.run([sys.executable, "-m", "runtime", "bench", "missing.tflite"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == ["nnscope: error: no such model file 'missing.tflite' "
+                                        f"(built-in models: {', '.join(builtin_models.BUILTIN)})"]
+
+
+def test_each_run_is_traced_as_an_application():
+    from runtime.cli._bench_models import reference_outputs  # noqa: PLC0415
+    from runtime.cli._bench_run import Settings, measure  # noqa: PLC0415
+    import tracing  # noqa: PLC0415
+    model = load_model("tiny_add")
+    reference = reference_outputs(model)
+    with tracing.TraceSession() as session:
+        result = measure(model, "nnapi-reference", Settings(2, 1), reference)
+        names = [span.name for span in session.collect().spans()]
+    assert result["status"] == "ok"
+    assert sorted(name for name in names if name.startswith("[NN_LA_")) == sorted([
+        "[NN_LA_PO]tiny_add on nnapi-reference", "[NN_LA_PC]compile", "[NN_LA_PWU]warmup",
+        "[NN_LA_PBM]benchmark"])
+    # 1 warm-up + 2 timed executions + 1 for the outputs checked against the reference
+    assert names.count("[NN_LR_PE]ANeuralNetworksExecution_compute") == 4
