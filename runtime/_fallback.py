@@ -3,8 +3,9 @@
 
 When a step fails on its driver (an error status, or the driver process died: ``HalError``
 DEAD_OBJECT), the step is retried on the CPU with the stand-in prepared at compilation; if
-that fails too, the whole model runs on the CPU. Not retried: OUTPUT_INSUFFICIENT_SIZE and
-missed deadlines (redoing the work cannot help), plans without a fallback device
+that fails too, the whole model runs on the CPU. RESOURCE_EXHAUSTED_TRANSIENT is first retried
+once on the same driver. Not retried: OUTPUT_INSUFFICIENT_SIZE and missed deadlines (redoing
+the work cannot make the deadline), plans without a fallback device
 (``Compilation.for_devices``, ``NN_PARTITION=2``) and steps already on the CPU. Each fallback
 is a runtime scope in the trace and a VLOG ``execution`` line (log tag ExecutionBuilder).
 
@@ -31,7 +32,16 @@ _NOT_RETRIED = frozenset({ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE
 
 def execute(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
     """``prepared.execute``, with a driver-side ``HalError`` (e.g. a dead driver process)
-    returned as its status instead of raised."""
+    returned as its status instead of raised. RESOURCE_EXHAUSTED_TRANSIENT is retried once on
+    the same driver (its other work may have ended); the persistent codes are final there."""
+    result = _execute_once(prepared, request, measure, deadline_ns)
+    if result.status == ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT:
+        vlog.log("execution", "ExecutionBuilder", "RESOURCE_EXHAUSTED_TRANSIENT: retrying once")
+        result = _execute_once(prepared, request, measure, deadline_ns)
+    return result
+
+
+def _execute_once(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
     try:
         return prepared.execute(request, measure, deadline_ns)
     except HalError as error:

@@ -15,7 +15,6 @@ import tracing
 import vlog
 from runtime import _fallback
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
-from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Operand
 from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
 from tracing import Phase
@@ -36,7 +35,7 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: 
     if plan.simple:
         step = plan.steps[0]
         prepared = step.prepared if prepared_of is None else prepared_of(step)
-        result = _execute_single(prepared, request, measure, deadline_ns)
+        result = _fallback.execute(prepared, request, measure, deadline_ns)
         if result.status == _NONE:
             return result, None
         if _fallback.allowed(plan, step, result):
@@ -49,15 +48,6 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: 
         result = _fallback.full(plan, request, measure, deadline_ns) or result
         failed = None if result.status == ErrorStatus.NONE else failed
     return result, failed
-
-
-def _execute_single(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
-    """``prepared.execute``; a HalError comes back as its status."""
-    try:
-        return prepared.execute(request, measure, deadline_ns)
-    except HalError as error:  # the driver process died or stopped answering
-        vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
-        return ExecutionResult(error.status)
 
 
 class _Temporaries:

@@ -88,6 +88,7 @@ class SamplePreparedModel(CpuPreparedModel):
         super().__init__(model, executor)
         self.load = load
         self.mean_ns = len(model.main.operations) * _NS_PER_OPERATION * perf.exec_time
+        self.runs = 0  # successful runs measured (the first replaces the advertised estimate)
 
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
@@ -103,7 +104,9 @@ class SamplePreparedModel(CpuPreparedModel):
         finally:
             load.running -= 1
         if not result.status:
-            self.mean_ns += (time.monotonic_ns() - start - self.mean_ns) / 4
+            took = time.monotonic_ns() - start
+            self.mean_ns = took if not self.runs else self.mean_ns + (took - self.mean_ns) / 4
+            self.runs += 1
         elif result.status == ErrorStatus.GENERAL_FAILURE and any(a.has_no_value for a in request.inputs):
             return ExecutionResult(ErrorStatus.INVALID_ARGUMENT)
         return result

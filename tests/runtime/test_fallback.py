@@ -14,7 +14,9 @@ import tracing
 from runtime import Compilation, Execution, NnError, manager
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
-from tests.runtime.helpers import chain_model, mixed_expected, mixed_model
+from runtime.hal.device_types import ExecutionResult
+from runtime.hal.types import ErrorStatus
+from tests.runtime.helpers import AddOnlyDevice, add_model, chain_model, mixed_expected, mixed_model
 from tests.support.log_capture import captured_log
 
 RUNS, KILL_AT = 6, 3
@@ -99,3 +101,52 @@ def test_no_fallback_for_an_explicit_device_list(devices):
     with pytest.raises(NnError) as info:
         _run(compilation, (x, x))
     assert info.value.code.name in ("DEAD_OBJECT", "OP_FAILED")
+
+
+class _Exhausted(AddOnlyDevice):
+    """An in-process ADD device whose prepared models answer RESOURCE_EXHAUSTED ``status`` for
+    their first ``failures`` executions (then compute), counting the calls."""
+
+    name = "fake-exhausted"
+
+    def __init__(self, status: ErrorStatus, failures: int):
+        super().__init__()
+        self.status, self.failures, self.calls = status, failures, 0
+
+    def prepare_model(self, model, *args, **kwargs):
+        prepared = super().prepare_model(model, *args, **kwargs)
+        device, execute = self, prepared.execute
+
+        def exhausted_first(request, measure=False, deadline_ns=None):
+            device.calls += 1
+            if device.calls <= device.failures:
+                return ExecutionResult(device.status)
+            return execute(request, measure, deadline_ns)
+        prepared.execute = exhausted_first
+        return prepared
+
+
+@pytest.mark.parametrize("status, failures, calls, fallback", [
+    (ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT, 1, 2, False),   # retried on the driver: done there
+    (ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT, 2, 2, True),    # twice transient: then the CPU
+    (ErrorStatus.RESOURCE_EXHAUSTED_PERSISTENT, 1, 1, True),   # final for the driver: the CPU
+])
+def test_transient_codes_are_retried_persistent_ones_are_not(status, failures, calls, fallback):
+    device = _Exhausted(status, failures)
+    manager.forTest_set_devices([CpuDevice(), device])
+    try:
+        with captured_log("nn", "execution") as lines:
+            compilation = Compilation(add_model())
+            compilation.finish()
+            assert [step.device.name for step in compilation.plan.steps] == ["fake-exhausted"]
+            out = np.zeros((1, 4), np.float32)
+            execution = Execution(compilation)
+            execution.set_input(0, np.full((1, 4), 2, np.float32))
+            execution.set_input(1, np.ones((1, 4), np.float32))
+            execution.set_output(0, out)
+            execution.compute()
+    finally:
+        manager.forTest_reset()
+    np.testing.assert_array_equal(out, 3)
+    assert device.calls == calls
+    assert any("cpuFallbackPartial" in line for line in lines) == fallback

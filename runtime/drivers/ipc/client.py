@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import atexit
+import select
 import socket
 import struct
 import threading
@@ -73,6 +74,7 @@ class RemoteDevice(Device):
         self._atexit = False
         self._connected = False  # connected to this process at least once
         self._trace_dir: str | None = None  # the trace session directory the driver writes to
+        self._grace_s = 0.0  # how long past its deadline a call waits for the driver's own answer
         self.generation = 0  # bumped by each restart: prepared models re-prepare on the new process
         self.backoff = Backoff()
         self._shut_down = False
@@ -251,6 +253,8 @@ class RemoteDevice(Device):
             except OSError as error:
                 self._lost(f"send failed: {error}")
             if deadline_ns is not None or timeout_s is not None:
+                if deadline_ns is not None:
+                    self._grace_s = deadline_grace_s(deadline_ns)
                 return self.wait_for(REPLY | msg_type, request_id, deadline_ns, timeout_s)
             # the common case (no deadline, the device timeout): the first record is the reply
             message = self._receive(channel, self.timeout_s, None, self.timeout_s)
@@ -259,7 +263,11 @@ class RemoteDevice(Device):
             return self.wait_for(REPLY | msg_type, request_id, None, None)
 
     def _receive(self, channel, wait: float, deadline_ns: int | None, limit: float):
-        """One record from the driver; a timeout, a lost peer or broken framing is reported."""
+        """One record from the driver; a timeout, a lost peer or broken framing is reported.
+        With a deadline the wait is a ``poll`` (precise to the millisecond; the socket's own
+        receive timeout rounds up to the kernel's tick, tens of milliseconds late)."""
+        if deadline_ns is not None and not _readable(channel.sock, wait):
+            self._timed_out(deadline_ns, limit)
         try:
             return channel.recv(wait)
         except socket.timeout:
@@ -293,7 +301,7 @@ class RemoteDevice(Device):
                     give_up = give_up or time.monotonic() + limit
                     wait = give_up - time.monotonic()
                     if deadline_ns is not None:
-                        wait = min(wait, (deadline_ns - time.monotonic_ns()) / 1e9 + 0.5)
+                        wait = min(wait, (deadline_ns - time.monotonic_ns()) / 1e9 + self._grace_s)
                     wait = max(wait, 0.001)
                 message = self._receive(channel, wait, deadline_ns, limit)
                 if self._is_reply(message, reply_type, request_id):
@@ -329,9 +337,25 @@ class RemoteDevice(Device):
         raise HalError(_DEAD, f"driver {self.name}: {why}")
 
     def _drop_channel(self) -> None:
+        """Close the connection; the ids of the pools sent on it die with it (the next request
+        is encoded against a fresh cache and sends its pools again)."""
         if self.channel is not None:
             self.channel.close()
             self.channel = None
+            self.pools = PoolCache()
+
+
+def _readable(sock, wait: float) -> bool:
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(max(0, int(wait * 1000 + 0.999))))
+
+
+def deadline_grace_s(deadline_ns: int) -> float:
+    """How long past ``deadline_ns`` to wait for the driver's own MISSED_DEADLINE answer: a fifth
+    of what NNAPI allows (10 % of the time left, at least 5 ms), so that control returns within
+    it even from a driver that hangs on a busy machine."""
+    return max(0.001, 0.02 * max(0, deadline_ns - time.monotonic_ns()) / 1e9)
 
 
 def _names(msg_type: MsgType) -> tuple[str, str]:
