@@ -18,9 +18,7 @@ Example:
 """
 from __future__ import annotations
 
-import math
 import os
-import select
 import time
 from typing import Callable, Sequence
 
@@ -28,23 +26,10 @@ import numpy as np
 
 from runtime import _checks as checks
 from runtime.api import NnError, ResultCode
+from runtime.drivers.ipc.syncfence import (ACTIVE, DONE, ERROR, FAILED, SIGNALED,  # noqa: F401
+                                           new_fence, signal, wait)
 from runtime.hal.types import SCALAR_TYPES
 from timing import NS_PER_US, Duration, FencedTiming, Timing
-
-SIGNALED, FAILED = 1, 2
-ACTIVE, DONE, ERROR = "active", "signaled", "error"
-_COUNT = "eventfd-count:"
-
-
-def new_fence() -> int:
-    """A new unsignalled fence (an eventfd, close-on-exec); the caller owns it."""
-    return os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
-
-
-def signal(fd: int, ok: bool) -> None:
-    """Signal the fence once: readable from now on, with the outcome in its count."""
-    os.eventfd_write(fd, SIGNALED if ok else FAILED)
-
 
 def dup(fd, call: str) -> int:
     """A duplicate of a caller's fence fd (NNAPI owns the copy); BAD_DATA for a bad fd."""
@@ -56,30 +41,8 @@ def dup(fd, call: str) -> int:
         raise checks.bad(call, f"sync_fence_fd {fd} is not open ({error.strerror})") from None
 
 
-def state(fd: int, timeout: float | None) -> str:
-    """ACTIVE, DONE or ERROR after polling ``fd`` for up to ``timeout`` seconds (None: forever)."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    wait_ms = None if timeout is None else math.ceil(timeout * 1000)
-    events = poller.poll(wait_ms)
-    if not events:
-        return ACTIVE
-    revents = events[0][1]
-    if revents & (select.POLLERR | select.POLLNVAL):
-        return ERROR
-    return ERROR if _count(fd) not in (None, SIGNALED) else DONE
-
-
-def _count(fd: int) -> int | None:
-    """The eventfd's count without reading it; None for an fd that is not an eventfd."""
-    try:
-        with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as info:
-            for line in info:
-                if line.startswith(_COUNT):
-                    return int(line[len(_COUNT):].strip(), 16)
-    except OSError:
-        return None
-    return None
+#: ACTIVE, DONE or ERROR after polling a fence for up to ``timeout`` seconds (None: forever).
+state = wait
 
 
 def dependencies(events, call: str, event_type: type) -> tuple:

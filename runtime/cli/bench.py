@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 
+from runtime.cli._args import count, positive_float, positive_int
 from runtime import builtin_models, manager
 from runtime.api import NnError
 from runtime.cli import _bench_progress as progress
@@ -42,47 +43,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--device", action="append", metavar="NAME",
                         help=f"benchmark on this device (repeatable; '{ALL}' = the default plan "
                              "over every device); default: each device and all")
-    parser.add_argument("--executions", type=_positive_int, default=10, metavar="N",
+    parser.add_argument("--executions", type=positive_int, default=10, metavar="N",
                         help="timed executions per model x device (default 10)")
-    parser.add_argument("--warmup", type=_count, default=1, metavar="N",
+    parser.add_argument("--warmup", type=count, default=1, metavar="N",
                         help="untimed executions first (default 1)")
-    parser.add_argument("--duration", type=_positive_float, metavar="S",
+    parser.add_argument("--duration", type=positive_float, metavar="S",
                         help="time executions for S seconds instead of N executions")
     parser.add_argument("--burst", action="store_true", help="execute through one burst per run")
     parser.add_argument("--stress", action="store_true",
                         help="also run the crash tests, each in a child process")
-    parser.add_argument("--hang-scale", type=_positive_float, default=1.0, metavar="X",
+    parser.add_argument("--hang-scale", type=positive_float, default=1.0, metavar="X",
                         help="a stress case is a HANG after (run seconds + 30) * X (default 1)")
     parser.add_argument("--json", metavar="FILE", help="write the results (docs/bench-schema.md)")
     parser.add_argument("--html", metavar="FILE", help="write the bench report page")
     return parser
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _count(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be >= 1, got 0")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def _device_names(requested: list[str] | None) -> list[str]:

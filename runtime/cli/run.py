@@ -29,6 +29,7 @@ import numpy as np
 import tracing
 from runtime import builtin_models, graphdump
 from runtime.burst import Burst
+from runtime.cli._args import count
 from runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from runtime.compilation import Compilation
 from runtime.execution import Execution
@@ -50,8 +51,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="a .tflite file (default: built-in MobileNet-style float model)")
     parser.add_argument("--device", action="append", metavar="NAME",
                         help="compile for this device only (repeatable; see `nnscope devices`)")
-    parser.add_argument("--executions", type=_count, default=10, metavar="N")
-    parser.add_argument("--warmup", type=_count, default=1, metavar="N")
+    parser.add_argument("--executions", type=count, default=10, metavar="N")
+    parser.add_argument("--warmup", type=count, default=1, metavar="N")
     parser.add_argument("--preference", choices=sorted(PREFERENCES), default="fast")
     parser.add_argument("--trace", metavar="FILE.json", help="write the trace (format by extension)")
     parser.add_argument("--systrace", metavar="FILE.html", help="write systrace HTML")
@@ -69,13 +70,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--burst", action="store_true",
                         help="run the executions as one burst (FMQ channels to each driver)")
     return parser
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def _load(args) -> tuple[Model, list[np.ndarray], list[str]]:

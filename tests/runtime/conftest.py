@@ -3,6 +3,7 @@ import pytest
 
 from runtime import manager
 from runtime.drivers.cpu import CpuDevice
+from runtime.drivers.ipc import RemoteDevice
 
 
 @pytest.fixture
@@ -15,3 +16,15 @@ def cpu_only():
     manager.forTest_set_devices([cpu])
     yield cpu
     manager.forTest_reset()
+
+
+@pytest.fixture
+def float_and_quant_drivers():
+    """The CPU plus fresh ``sample-float-fast`` and ``sample-quant`` driver processes (each test
+    its own), by name."""
+    made = [RemoteDevice("sample-float-fast", timeout_s=30.0), RemoteDevice("sample-quant", timeout_s=30.0)]
+    manager.forTest_set_devices([CpuDevice(), *made])
+    yield {d.name: d for d in made}
+    manager.forTest_reset()
+    for device in made:
+        device.shutdown()

@@ -80,6 +80,15 @@ def run(model_or_compilation, *inputs, out_shape=None, devices=None) -> np.ndarr
     return out
 
 
+def add_execution(compilation: Compilation, a, b, out) -> Execution:
+    """An execution of an :func:`add_model` compilation: inputs ``a`` and ``b``, output ``out``."""
+    execution = Execution(compilation)
+    execution.set_input(0, a)
+    execution.set_input(1, b)
+    execution.set_output(0, out)
+    return execution
+
+
 def ones_add_execution(compilation: Compilation) -> Execution:
     """An execution of a finished :func:`add_model` compilation, ready to compute: both inputs
     ones, output a zeros buffer (all [1, 4] float32)."""

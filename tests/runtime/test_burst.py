@@ -18,33 +18,19 @@ from runtime import Burst, Compilation, Duration, Execution, Memory, NnError, Re
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
 from runtime.drivers.ipc.burst_client import BurstController
-from tests.runtime.helpers import add_model, mixed_expected, mixed_model
+from tests.runtime.helpers import add_execution, add_model, mixed_expected, mixed_model
 from tests.support.log_capture import captured_log
 
 
 @pytest.fixture
-def devices():
-    """The CPU plus fresh float-fast and quant driver processes (each test its own)."""
-    made = [RemoteDevice("sample-float-fast", timeout_s=30.0), RemoteDevice("sample-quant", timeout_s=30.0)]
-    manager.forTest_set_devices([CpuDevice(), *made])
-    yield {d.name: d for d in made}
-    manager.forTest_reset()
-    for device in made:
-        device.shutdown()
+def devices(float_and_quant_drivers):
+    return float_and_quant_drivers
 
 
 def _compiled(model, devices=None) -> Compilation:
     compilation = Compilation(model) if devices is None else Compilation.for_devices(model, devices)
     compilation.finish()
     return compilation
-
-
-def _add_execution(compilation, a, b, out) -> Execution:
-    execution = Execution(compilation)
-    execution.set_input(0, a)
-    execution.set_input(1, b)
-    execution.set_output(0, out)
-    return execution
 
 
 def _memfd_maps(pid: int, name: str) -> int:
@@ -65,14 +51,14 @@ def test_burst_outputs_equal_compute_on_the_reference(devices):
         for _ in range(20):
             a, b = (rng.standard_normal((1, 4)).astype(np.float32) for _ in range(2))
             out = np.zeros((1, 4), np.float32)
-            _add_execution(compilation, a, b, out).burst_compute(burst)
+            add_execution(compilation, a, b, out).burst_compute(burst)
             np.testing.assert_array_equal(out, a + b)
 
 
 def test_burst_measures_timing_in_the_driver(devices):
     compilation = _compiled(add_model(), [devices["sample-float-fast"]])
     out = np.zeros((1, 4), np.float32)
-    execution = _add_execution(compilation, np.ones((1, 4), np.float32), np.ones((1, 4), np.float32), out)
+    execution = add_execution(compilation, np.ones((1, 4), np.float32), np.ones((1, 4), np.float32), out)
     execution.set_measure_timing(True)
     with Burst(compilation) as burst:
         execution.burst_compute(burst)
@@ -87,7 +73,7 @@ def test_burst_errors_are_those_of_compute(devices):
     compilation, other = _compiled(add_model(), [fast]), _compiled(add_model(), [fast])
     ones = np.ones((1, 4), np.float32)
     burst = Burst(compilation)
-    execution = _add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32))
+    execution = add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32))
     for bad, code in ((None, ResultCode.UNEXPECTED_NULL), ("burst", ResultCode.BAD_DATA)):
         with pytest.raises(NnError) as error:
             execution.burst_compute(bad)
@@ -105,7 +91,7 @@ def test_burst_errors_are_those_of_compute(devices):
     assert error.value.code == ResultCode.BAD_STATE
     burst.free()
     with pytest.raises(NnError) as error:
-        _add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32)).burst_compute(burst)
+        add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32)).burst_compute(burst)
     assert error.value.code == ResultCode.BAD_STATE and "freed" in str(error.value)
     with pytest.raises(NnError) as error:
         Burst(None)
@@ -115,8 +101,8 @@ def test_burst_errors_are_those_of_compute(devices):
 def test_a_burst_runs_one_execution_at_a_time(devices):
     compilation = _compiled(add_model(), [devices["sample-float-fast"]])
     ones = np.ones((1, 4), np.float32)
-    first = _add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32))
-    second = _add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32))
+    first = add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32))
+    second = add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32))
     with Burst(compilation) as burst:
         burst.begin(first, "burstCompute")  # an execution holds the burst
         with pytest.raises(NnError) as error:
@@ -129,7 +115,7 @@ def test_a_burst_runs_one_execution_at_a_time(devices):
 def test_output_insufficient_size_through_a_burst(devices):
     compilation = _compiled(add_model(shape=(1, 4), out_shape=(0, 0)), [devices["sample-float-fast"]])
     ones = np.ones((1, 4), np.float32)
-    execution = _add_execution(compilation, ones, ones, np.zeros(2, np.float32))
+    execution = add_execution(compilation, ones, ones, np.zeros(2, np.float32))
     with Burst(compilation) as burst, pytest.raises(NnError) as error:
         execution.burst_compute(burst)
     assert error.value.code == ResultCode.OUTPUT_INSUFFICIENT_SIZE
@@ -204,7 +190,7 @@ def test_driver_killed_during_a_burst_of_100_gives_every_output(devices):
                 os.kill(victim.pid, signal.SIGKILL)
             a = np.full((1, 4), run, np.float32)
             out = np.zeros((1, 4), np.float32)
-            _add_execution(compilation, a, a, out).burst_compute(burst)
+            add_execution(compilation, a, a, out).burst_compute(burst)
             np.testing.assert_array_equal(out, 2 * a)
     assert any("cpuFallbackPartial" in line for line in lines)
 
@@ -218,7 +204,7 @@ def test_hung_driver_does_not_hang_the_burst(devices):
         ones = np.ones((1, 4), np.float32)
         os.kill(victim.pid, signal.SIGSTOP)
         out = np.zeros((1, 4), np.float32)
-        waiter = threading.Thread(target=lambda: _add_execution(compilation, ones, ones, out).burst_compute(burst))
+        waiter = threading.Thread(target=lambda: add_execution(compilation, ones, ones, out).burst_compute(burst))
         waiter.start()
         waiter.join(20)
         assert not waiter.is_alive()
@@ -232,7 +218,7 @@ def test_a_deadline_goes_through_execute_and_still_computes(devices):
     compilation = _compiled(add_model(), [devices["sample-float-fast"]])
     ones = np.ones((1, 4), np.float32)
     out = np.zeros((1, 4), np.float32)
-    execution = _add_execution(compilation, ones, ones, out)
+    execution = add_execution(compilation, ones, ones, out)
     execution.set_timeout(10_000_000_000)
     with Burst(compilation) as burst:
         execution.burst_compute(burst)
@@ -244,7 +230,7 @@ def test_burst_spans_on_both_sides(devices):
     ones = np.ones((1, 4), np.float32)
     with tracing.TraceSession() as session, Burst(compilation) as burst:
         for _ in range(3):
-            _add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32)).burst_compute(burst)
+            add_execution(compilation, ones, ones, np.zeros((1, 4), np.float32)).burst_compute(burst)
     spans = list(session.collect().spans())
     names = [span.name for span in spans]
     assert names.count("[NN_LR_PE]ANeuralNetworksExecution_burstCompute") == 3

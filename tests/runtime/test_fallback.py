@@ -13,7 +13,6 @@ import pytest
 import tracing
 from runtime import Compilation, Execution, NnError, manager
 from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
 from runtime.hal.device_types import ExecutionResult
 from runtime.hal.types import ErrorStatus
 from tests.runtime.helpers import AddOnlyDevice, add_model, chain_model, mixed_expected, mixed_model
@@ -29,14 +28,8 @@ def execution_log():
 
 
 @pytest.fixture
-def devices():
-    """The CPU plus fresh float-fast and quant driver processes (killed ones are replaced)."""
-    made = [RemoteDevice("sample-float-fast", timeout_s=30.0), RemoteDevice("sample-quant", timeout_s=30.0)]
-    manager.forTest_set_devices([CpuDevice(), *made])
-    yield {d.name: d for d in made}
-    manager.forTest_reset()
-    for device in made:
-        device.shutdown()
+def devices(float_and_quant_drivers):
+    return float_and_quant_drivers
 
 
 def _run(compilation, inputs, out_shape=(2, 3)) -> np.ndarray:

@@ -10,7 +10,7 @@ import pytest
 import tracing
 from runtime import Compilation, Duration, Execution, NnError, ResultCode
 from runtime.event import Event
-from tests.runtime.helpers import add_model
+from tests.runtime.helpers import add_execution, add_model
 
 #: In-process on the reference device (a HAL executeFenced over IPC is not part of this).
 pytestmark = pytest.mark.usefixtures("cpu_only")
@@ -21,14 +21,6 @@ def _compiled(devices=None, model=None):
     compilation = Compilation(model) if devices is None else Compilation.for_devices(model, devices)
     compilation.finish()
     return compilation
-
-
-def _add(compilation, a, b, out) -> Execution:
-    execution = Execution(compilation)
-    execution.set_input(0, a)
-    execution.set_input(1, b)
-    execution.set_output(0, out)
-    return execution
 
 
 def _ones():
@@ -80,9 +72,9 @@ def _code(call) -> ResultCode:
 def test_chain_of_three_runs_in_order_without_the_caller_waiting(gate):
     compilation = _compiled()
     out1, out2, out3 = _zeros(), _zeros(), _zeros()
-    first = _add(compilation, _ones(), _ones(), out1)          # 1 + 1
-    second = _add(compilation, out1, out1, out2)               # 2 + 2
-    third = _add(compilation, out2, out1, out3)                # 4 + 2
+    first = add_execution(compilation, _ones(), _ones(), out1)          # 1 + 1
+    second = add_execution(compilation, out1, out1, out2)               # 2 + 2
+    third = add_execution(compilation, out2, out1, out3)                # 4 + 2
     e1 = first.start_compute_with_dependencies([gate.event])
     e2 = second.start_compute_with_dependencies([e1])
     e3 = third.start_compute_with_dependencies([e2])
@@ -98,7 +90,7 @@ def test_chain_of_three_runs_in_order_without_the_caller_waiting(gate):
 
 def test_sync_fence_fd_is_pollable_and_signals_exactly_when_done(gate):
     out = _zeros()
-    event = _add(_compiled(), _ones(), _ones(), out).start_compute_with_dependencies([gate.event])
+    event = add_execution(_compiled(), _ones(), _ones(), out).start_compute_with_dependencies([gate.event])
     fd = event.get_sync_fence_fd()
     try:
         assert fd != event._fence  # a duplicate the caller owns
@@ -127,7 +119,7 @@ def test_event_from_an_eventfd_signalled_later():
 
 
 def test_fence_of_a_finished_execution_wraps_as_a_finished_event():
-    event = _add(_compiled(), _ones(), _ones(), _zeros()).start_compute_with_dependencies([])
+    event = add_execution(_compiled(), _ones(), _ones(), _zeros()).start_compute_with_dependencies([])
     event.wait()
     fd = event.get_sync_fence_fd()
     wrapped = Event.from_sync_fence_fd(fd)
@@ -151,7 +143,7 @@ def test_a_failed_dependency_fails_the_execution(gate):
     compilation = _compiled()
     failing = _failing_execution(compilation).start_compute_with_dependencies([gate.event])
     out = _zeros()
-    dependent = _add(compilation, _ones(), _ones(), out).start_compute_with_dependencies([failing])
+    dependent = add_execution(compilation, _ones(), _ones(), out).start_compute_with_dependencies([failing])
     gate.open()
     with pytest.raises(NnError, match=r"dependencies\[0\] failed: OP_FAILED") as info:
         dependent.wait(timeout=10)
@@ -163,7 +155,7 @@ def test_a_failed_dependency_fails_the_execution(gate):
     assert through_fd.done and _code(through_fd.wait) == ResultCode.OP_FAILED
     through_fd.free()
     # a dependency that has already failed is refused at the call ("already in a bad state")
-    late = _add(compilation, _ones(), _ones(), _zeros())
+    late = add_execution(compilation, _ones(), _ones(), _zeros())
     assert _code(lambda: late.start_compute_with_dependencies([failing])) == ResultCode.OP_FAILED
     late.start_compute_with_dependencies([]).wait()  # not started by the refused call
     for event in (failing, dependent):
@@ -177,7 +169,7 @@ def test_a_fence_in_error_state_fails_the_execution():
     os.close(write_end)
     assert _code(broken.wait) == ResultCode.OP_FAILED
     out = _zeros()
-    event = _add(_compiled(), _ones(), _ones(), out).start_compute_with_dependencies([_pending_then(broken)])
+    event = add_execution(_compiled(), _ones(), _ones(), out).start_compute_with_dependencies([_pending_then(broken)])
     assert _code(lambda: event.wait(timeout=10)) == ResultCode.OP_FAILED and not out.any()
     event.free()
     broken.free()
@@ -194,7 +186,7 @@ def _pending_then(event: Event) -> Event:
 def test_duration_after_the_fences_expires(cpu_only, gate):
     compilation = _compiled([cpu_only])
     out = _zeros()
-    event = _add(compilation, _ones(), _ones(), out).start_compute_with_dependencies([gate.event], duration_ns=1)
+    event = add_execution(compilation, _ones(), _ones(), out).start_compute_with_dependencies([gate.event], duration_ns=1)
     gate.open(after=0.05)
     assert _code(lambda: event.wait(timeout=10)) == ResultCode.MISSED_DEADLINE_TRANSIENT
     assert not out.any()
@@ -204,9 +196,9 @@ def test_duration_after_the_fences_expires(cpu_only, gate):
 def test_duration_counts_from_the_fences_but_set_timeout_from_the_call(cpu_only, gate):
     compilation = _compiled([cpu_only])
     out = _zeros()
-    relaxed = _add(compilation, _ones(), _ones(), out).start_compute_with_dependencies(
+    relaxed = add_execution(compilation, _ones(), _ones(), out).start_compute_with_dependencies(
         [gate.event], duration_ns=10_000_000_000)
-    timed = _add(compilation, _ones(), _ones(), _zeros())
+    timed = add_execution(compilation, _ones(), _ones(), _zeros())
     timed.set_timeout(20_000_000)  # 20 ms from the call; the gate opens after 100 ms
     late = timed.start_compute_with_dependencies([gate.event])
     gate.open(after=0.1)
@@ -218,7 +210,7 @@ def test_duration_counts_from_the_fences_but_set_timeout_from_the_call(cpu_only,
 
 
 def test_fenced_durations_exclude_the_wait_for_the_fences(cpu_only, gate):
-    execution = _add(_compiled([cpu_only]), _ones(), _ones(), _zeros())
+    execution = add_execution(_compiled([cpu_only]), _ones(), _ones(), _zeros())
     execution.set_measure_timing(True)
     event = execution.start_compute_with_dependencies([gate.event])
     gate.open(after=0.05)
@@ -233,7 +225,7 @@ def test_fenced_durations_exclude_the_wait_for_the_fences(cpu_only, gate):
 
 
 def test_duration_needs_a_single_device_compilation():
-    execution = _add(_compiled(), _ones(), _ones(), _zeros())  # Compilation(model): all devices
+    execution = add_execution(_compiled(), _ones(), _ones(), _zeros())  # Compilation(model): all devices
     with pytest.raises(NnError, match="exactly one device") as info:
         execution.start_compute_with_dependencies([], duration_ns=1_000_000)
     assert info.value.code == ResultCode.BAD_DATA
@@ -249,7 +241,7 @@ def test_duration_needs_a_single_device_compilation():
     ([], 1.5, ResultCode.BAD_DATA),
 ])
 def test_bad_arguments(cpu_only, events, duration, code):
-    execution = _add(_compiled([cpu_only]), _ones(), _ones(), _zeros())
+    execution = add_execution(_compiled([cpu_only]), _ones(), _ones(), _zeros())
     assert _code(lambda: execution.start_compute_with_dependencies(events, duration)) == code
     execution.start_compute_with_dependencies([]).wait()  # still in preparation
 
@@ -259,10 +251,10 @@ def test_state_rules_as_start_compute():
     unset = Execution(compilation)
     unset.set_input(0, _ones())
     assert _code(lambda: unset.start_compute_with_dependencies([])) == ResultCode.BAD_DATA
-    once = _add(compilation, _ones(), _ones(), _zeros())
+    once = add_execution(compilation, _ones(), _ones(), _zeros())
     once.start_compute_with_dependencies([]).wait()
     assert _code(lambda: once.start_compute_with_dependencies([])) == ResultCode.BAD_STATE
-    reusable = _add(compilation, _ones(), _ones(), _zeros())
+    reusable = add_execution(compilation, _ones(), _ones(), _zeros())
     reusable.set_reusable(True)
     for _ in range(2):
         reusable.start_compute_with_dependencies([]).wait()
@@ -280,7 +272,7 @@ def test_unspecified_output_shape_is_refused():
 
 
 def test_sync_fence_fd_errors():
-    unfenced = _add(_compiled(), _ones(), _ones(), _zeros()).start_compute()
+    unfenced = add_execution(_compiled(), _ones(), _ones(), _zeros()).start_compute()
     assert _code(unfenced.get_sync_fence_fd) == ResultCode.BAD_DATA  # as NNAPI: not a fence
     unfenced.free()
     closed_read, closed_write = os.pipe()
@@ -289,7 +281,7 @@ def test_sync_fence_fd_errors():
     for bad in (-1, 0, closed_read, "3", 2.0, True):
         assert _code(lambda: Event.from_sync_fence_fd(bad)) == ResultCode.BAD_DATA, bad
     assert _code(lambda: Event.from_sync_fence_fd(None)) == ResultCode.UNEXPECTED_NULL
-    fenced = _add(_compiled(), _ones(), _ones(), _zeros()).start_compute_with_dependencies([])
+    fenced = add_execution(_compiled(), _ones(), _ones(), _zeros()).start_compute_with_dependencies([])
     fenced.free()
     assert _code(fenced.get_sync_fence_fd) == ResultCode.BAD_DATA  # freed
 
@@ -303,10 +295,10 @@ def test_no_file_descriptor_is_leaked():
     before = _open_fds()
     gate = Gate()
     out = _zeros()
-    e1 = _add(compilation, _ones(), _ones(), out).start_compute_with_dependencies([gate.event])
+    e1 = add_execution(compilation, _ones(), _ones(), out).start_compute_with_dependencies([gate.event])
     fd = e1.get_sync_fence_fd()
     wrapped = Event.from_sync_fence_fd(fd)
-    e2 = _add(compilation, out, out, _zeros()).start_compute_with_dependencies([wrapped, e1])
+    e2 = add_execution(compilation, out, out, _zeros()).start_compute_with_dependencies([wrapped, e1])
     assert len(_open_fds() - before) >= 5  # gate + its dup, e1's fence + fd + wrapped, e2's fence
     gate.open()
     e2.wait(timeout=10)
@@ -319,7 +311,7 @@ def test_no_file_descriptor_is_leaked():
 
 def test_start_compute_with_dependencies_is_a_runtime_span():
     with tracing.TraceSession() as session:
-        _add(_compiled(), _ones(), _ones(), _zeros()).start_compute_with_dependencies([]).wait()
+        add_execution(_compiled(), _ones(), _ones(), _zeros()).start_compute_with_dependencies([]).wait()
     names = {span.name for span in session.collect().spans()}
     assert "[NN_LR_PE]ANeuralNetworksExecution_startComputeWithDependencies" in names
     assert "[NN_LC_PE]CpuExecutor::run" in names  # the run itself, on the worker thread

@@ -4,8 +4,8 @@ A fence is unsignalled while its eventfd is not readable; it is signalled by wri
 once: :data:`SIGNALED` (1) for success, :data:`FAILED` (2) for an error, as a kernel sync_file
 carries its status. Nobody reads the count, so every duplicate stays readable for good; the count
 is peeked from ``/proc/self/fdinfo``. The driver accepts only eventfds as ``wait_for`` fences
-(:func:`is_eventfd`), so it can always tell an error from success. ``runtime._fenced`` holds the
-runtime's Event-side copy of these rules.
+(:func:`is_eventfd`), so it can always tell an error from success. ``runtime._fenced`` (the
+runtime's Events) uses the same functions.
 
 Example:
     >>> fd = new_fence()
