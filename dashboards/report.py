@@ -10,7 +10,12 @@ more for the header counts, and returns a JSON-ready ``dict``:
 - ``variants``: the ``template_inputs`` of each run for the other table variants
   (``total``, ``per_execution``, ``total_per_execution``), also from ``render_json``;
 - ``meta``: file name, detected format, run counts, span/mark/process counts and the
-  notes parse_systrace wrote (for instance when several client processes were merged).
+  notes parse_systrace wrote (for instance when several client processes were merged);
+- ``views``: the timeline, per-operation profile, latency distributions and partition
+  graph (:func:`dashboards._timeline.trace_views`; the graph from ``graph_path``, a
+  GraphDump ``.dot`` file, when given).
+
+The rows are read once more for the spans (the header counts come from the same pass).
 
 Example:
     >>> report = build_report("trace.html")                        # doctest: +SKIP
@@ -23,6 +28,8 @@ import json
 import os
 
 import parse_systrace
+from dashboards._spans import collect_spans
+from dashboards._timeline import trace_views
 from parse_systrace.readers import open_rows
 
 #: Report data layout version (bump when keys change).
@@ -36,8 +43,8 @@ VARIANTS = {
 }
 
 
-def build_report(trace_path) -> dict:
-    """The report data of one trace.
+def build_report(trace_path, graph_path=None) -> dict:
+    """The report data of one trace (and of its partition graph ``graph_path``, optional).
 
     Raises:
         parse_systrace.TraceFormatError: the trace cannot be read or summarised.
@@ -50,13 +57,17 @@ def build_report(trace_path) -> dict:
         if name != "self":
             parsed = json.loads(parse_systrace.render_json(runs, total, per_execution))
             variants[name] = [run["template_inputs"] for run in parsed]
-    meta = trace_meta(trace_path)
+    source = open_rows(trace_path)
+    spans = collect_spans(source)
+    meta = dict(file=os.path.basename(os.fspath(trace_path)), format=source.format,
+                size=os.path.getsize(trace_path), **spans.counts)
     complete = [run for run in runs if run.complete]
     meta.update(runs=len(complete), incomplete_runs=len(runs) - len(complete),
                 notes=[note.strip() for note in notes if note.strip()],
                 warmup_and_benchmark=[run.has_warmup_and_benchmark for run in complete])
     return dict(version=REPORT_VERSION, meta=meta, summary=json.loads(summary_text),
-                summary_text=summary_text, variants=variants)
+                summary_text=summary_text, variants=variants,
+                views=trace_views(trace_path, source.format, spans, graph_path))
 
 
 def trace_meta(trace_path) -> dict:

@@ -1,0 +1,29 @@
+/* nnscope dashboard self-test, run only when the URL fragment held "selftest" at load
+ * (browser tests; the head script records it): reads window.__nnscopeTest, zooms in by 4, and writes what it saw as JSON into
+ * <pre id="nnscope-selftest"> for a --dump-dom reader. Errors caught since the page
+ * started (window.__nnscopeErrors, set in the page head) are included. */
+(function () {
+  "use strict";
+  if (!window.__nnscopeSelftest) { return; }
+  var hook = window.__nnscopeTest || {}, out = {page: hook.page || null};
+  try {
+    out.lanes = hook.lanes;
+    out.lanesDrawn = hook.lanesDrawn;
+    out.spansDrawn = hook.spansDrawn;
+    out.plots = hook.plots;
+    if (hook.visibleRange) {
+      out.rangeBefore = hook.visibleRange();
+      out.rangeAfter = hook.zoom(0.25);
+      out.spansDrawnZoomed = hook.spansDrawn;
+    }
+    out.graphLinked = Number((document.getElementById("graph-box") || {getAttribute: function () { return 0; }})
+      .getAttribute("data-linked") || 0);
+  } catch (error) {
+    (window.__nnscopeErrors = window.__nnscopeErrors || []).push(String(error));
+  }
+  out.errors = window.__nnscopeErrors || [];
+  var pre = document.createElement("pre");
+  pre.id = "nnscope-selftest";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}());
