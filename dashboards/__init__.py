@@ -11,30 +11,53 @@ Example:
     >>> page = dashboards.render_report("trace.html")              # doctest: +SKIP
     >>> dashboards.write_report("trace.html", "trace.report.html")  # doctest: +SKIP
 
-or from the shell: ``python -m dashboards trace.html -o report.html``.
+or from the shell: ``python -m dashboards trace.html -o report.html``. A ``nnscope bench``
+JSON report gets its own page (:func:`render_bench`, :func:`write_bench_report`).
 """
 from __future__ import annotations
 
 import os
 
+from dashboards.bench import BenchFormatError, check_bench
 from dashboards.renderers import get_renderer
+from dashboards.renderers.bench_html import BenchHTMLRenderer
 from dashboards.report import build_report
 
-__all__ = ["render_report", "write_report", "build_report"]
+__all__ = ["render_report", "write_report", "build_report", "render_bench",
+           "write_bench_report", "BenchFormatError"]
 
 
-def render_report(trace_path, renderer: str = "html") -> str:
-    """The report of ``trace_path`` as text (``renderer``: ``html`` or ``json``).
+def render_report(trace_path, renderer: str = "html", graph_path=None) -> str:
+    """The report of ``trace_path`` as text (``renderer``: ``html`` or ``json``);
+    ``graph_path``: the partition graph (``nnscope run --dot`` output) to show.
 
     Raises:
         parse_systrace.TraceFormatError: the trace cannot be read or summarised.
     """
-    return get_renderer(renderer)().render(build_report(trace_path))
+    return get_renderer(renderer)().render(build_report(trace_path, graph_path))
 
 
-def write_report(trace_path, out_path, renderer: str = "html") -> str:
+def render_bench(report: dict, file_name: str = "") -> str:
+    """The HTML page of a bench report (the dict ``nnscope bench --json`` writes).
+
+    Raises:
+        BenchFormatError: ``report`` does not follow the bench schema.
+    """
+    check_bench(report)
+    return BenchHTMLRenderer(file_name).render(report)
+
+
+def write_bench_report(report: dict, out_path) -> str:
+    """Write the bench page of ``report`` to ``out_path`` and return ``out_path``."""
+    text = render_bench(report, os.fspath(out_path))
+    with open(out_path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return os.fspath(out_path)
+
+
+def write_report(trace_path, out_path, renderer: str = "html", graph_path=None) -> str:
     """Write the report of ``trace_path`` to ``out_path`` and return ``out_path``."""
-    text = render_report(trace_path, renderer)
+    text = render_report(trace_path, renderer, graph_path)
     with open(out_path, "w", encoding="utf-8") as handle:
         handle.write(text)
     return os.fspath(out_path)

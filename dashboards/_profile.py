@@ -57,17 +57,19 @@ def operation_spans(spans, parent=None) -> list:
     index = np.flatnonzero(top)
     index = index[np.lexsort((spans.start[index], parent[index]))]
     ops, previous = [], None
+    kernels = [detail_of(name) for name in spans.names]
+    switches = [name.startswith("[SW]") for name in spans.names]
+    names, starts, ends = spans.name.tolist(), spans.start.tolist(), spans.end.tolist()
     for i in index.tolist():
-        name = spans.names[spans.name[i]]
-        kernel, seconds = detail_of(name), spans.end[i] - spans.start[i]
-        if (previous is not None and name.startswith("[SW]") and previous[2] == kernel
+        kernel, seconds = kernels[names[i]], ends[i] - starts[i]
+        if (previous is not None and switches[names[i]] and previous[2] == kernel
                 and previous[3] == parent[i]):
             previous[1] += seconds
             previous[4].append(i)
             continue
         previous = [i, seconds, kernel, int(parent[i]), [i]]
         ops.append(previous)
-    return sorted(ops, key=lambda op: spans.start[op[0]])
+    return sorted(ops, key=lambda op: starts[op[0]])
 
 
 def _is_kernel(name: str) -> bool:
@@ -89,19 +91,14 @@ def executions(spans) -> list:
 
 
 def _innermost(spans, name_ids) -> list:
+    """The spans named in ``name_ids`` at the deepest level each lane has them."""
     if not name_ids:
         return []
     index = np.flatnonzero(np.isin(spans.name, list(name_ids)))
-    by_lane = {}
-    for i in index.tolist():
-        by_lane.setdefault(int(spans.lane[i]), []).append(i)
-    chosen = []
-    for members in by_lane.values():
-        deepest = {}
-        for i in members:
-            deepest[int(spans.depth[i])] = deepest.get(int(spans.depth[i]), []) + [i]
-        chosen += deepest[max(deepest)]
-    return chosen
+    lanes, depths = spans.lane[index], spans.depth[index]
+    deepest = np.zeros(int(lanes.max()) + 1 if len(lanes) else 1, dtype=np.int64)
+    np.maximum.at(deepest, lanes, depths)
+    return index[depths == deepest[lanes]].tolist()
 
 
 def step_positions(spans, ops, windows) -> list:

@@ -70,6 +70,7 @@
   function histogram(d, color, width, height) {
     var xmax = d.n ? d.max : 1, f = frame(width, height, xmax, "latency histogram " + d.label);
     var peak = Math.max.apply(null, d.hist.counts.concat([1]));
+    f.root.appendChild(svg("text", {x: f.left + 4, y: f.top + 8, "class": "series-label"}, d.label));
     d.hist.counts.forEach(function (count, i) {
       var x0 = f.left + (f.right - f.left) * d.hist.edges[i] / xmax;
       var x1 = f.left + (f.right - f.left) * d.hist.edges[i + 1] / xmax;
