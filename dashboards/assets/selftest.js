@@ -1,6 +1,6 @@
 /* nnscope dashboard self-test, run only when the URL fragment held "selftest" at load
  * (browser tests; the head script records it): reads window.__nnscopeTest, zooms in by 4, and writes what it saw as JSON into
- * <pre id="nnscope-selftest"> for a --dump-dom reader. Errors caught since the page
+ * a pre element (id nnscope-selftest) for a --dump-dom reader. Errors caught since the page
  * started (window.__nnscopeErrors, set in the page head) are included. */
 (function () {
   "use strict";
