@@ -1,20 +1,29 @@
 /* nnscope dashboard self-test, run only when the URL fragment held "selftest" at load
- * (browser tests; the head script records it): reads window.__nnscopeTest, zooms in by 4, and writes what it saw as JSON into
- * a pre element (id nnscope-selftest) for a --dump-dom reader. Errors caught since the page
- * started (window.__nnscopeErrors, set in the page head) are included. */
+ * (browser tests and benchmarks; the head script records it): reads window.__nnscopeTest,
+ * times a full redraw, zooms in by 4 and writes what it saw as JSON into a pre element
+ * (id nnscope-selftest) for a --dump-dom reader. Errors caught since the page started
+ * (window.__nnscopeErrors, set in the page head) are included. */
 (function () {
   "use strict";
   if (!window.__nnscopeSelftest) { return; }
   var hook = window.__nnscopeTest || {}, out = {page: hook.page || null};
+  function frameTime(h) {
+    var start = performance.now();
+    for (var i = 0; i < 5; i++) { h.draw(); }
+    return (performance.now() - start) / 5;
+  }
   try {
     out.lanes = hook.lanes;
     out.lanesDrawn = hook.lanesDrawn;
     out.spansDrawn = hook.spansDrawn;
     out.plots = hook.plots;
+    out.scriptsDoneMs = performance.now();
     if (hook.visibleRange) {
+      out.frameMs = frameTime(hook);
       out.rangeBefore = hook.visibleRange();
       out.rangeAfter = hook.zoom(0.25);
       out.spansDrawnZoomed = hook.spansDrawn;
+      out.frameMsZoomed = frameTime(hook);
     }
     out.graphLinked = Number((document.getElementById("graph-box") || {getAttribute: function () { return 0; }})
       .getAttribute("data-linked") || 0);
