@@ -7,6 +7,12 @@
   "use strict";
   if (!window.__nnscopeSelftest) { return; }
   var hook = window.__nnscopeTest || {}, out = {page: hook.page || null};
+  function clickGraphNode(h) {
+    var node = document.querySelector("#graph-box g.node.linked");
+    if (!node) { return null; }
+    node.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+    return {node: node.querySelector("title").textContent, selected: h.selected()};
+  }
   function frameTime(h) {
     var start = performance.now();
     for (var i = 0; i < 5; i++) { h.draw(); }
@@ -24,6 +30,9 @@
       out.rangeAfter = hook.zoom(0.25);
       out.spansDrawnZoomed = hook.spansDrawn;
       out.frameMsZoomed = frameTime(hook);
+      out.children = hook.select(hook.firstSpan(0, 0));
+      out.selectedFirst = hook.selected();
+      out.graphClick = clickGraphNode(hook);
     }
     out.graphLinked = Number((document.getElementById("graph-box") || {getAttribute: function () { return 0; }})
       .getAttribute("data-linked") || 0);

@@ -4,7 +4,8 @@
  * pixel are merged into one pixel column (the search skips to the next column), which
  * keeps a frame cheap at any span count. Wheel zooms around the cursor, drag pans,
  * hover shows a span, click selects it and lists its children's self-times.
- * window.__nnscopeTest exposes lanes, visibleRange(), zoom(f), spansDrawn, select(i). */
+ * window.__nnscopeTest exposes lanes, visibleRange(), zoom(f), spansDrawn, select(i),
+ * selected() and firstSpan(lane, depth). */
 (function () {
   "use strict";
   var block = document.getElementById("nnscope-timeline");
@@ -237,7 +238,9 @@
     table.appendChild(body);
     panel.appendChild(rows.length ? table : document.createTextNode("No child spans."));
     draw();
-    return rows;
+    return rows.map(function (row) {
+      return {name: row.name, count: row.count, self: row.self, total: row.total};
+    });
   }
 
   var drag = null;
@@ -293,6 +296,14 @@
     visibleRange: function () { return [view0, view1]; },
     zoom: function (factor) { zoomAt(factor, (view0 + view1) / 2); draw(); return [view0, view1]; },
     select: select,
+    selected: function () {
+      return selected < 0 ? null : {index: selected, name: data.names[nameOf[selected]],
+                                    lane: laneOf[selected], depth: depthOf[selected]};
+    },
+    firstSpan: function (lane, depth) {
+      var range = (blocks[lane] || [])[depth];
+      return range ? range[0] : -1;
+    },
     draw: draw
   };
 }());

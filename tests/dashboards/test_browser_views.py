@@ -17,6 +17,7 @@ import re
 import pytest
 
 import dashboards
+from dashboards import _graph
 from parse_systrace.readers import open_rows
 from tests.dashboards.bench_data import measure_bench
 from tests.dashboards.test_browser import chromium, png_rows
@@ -71,6 +72,55 @@ def test_trace_page_timeline(tmp_path, pages, kind, nnscope_run):
     assert a1 - a0 == pytest.approx((b1 - b0) / 4)
     if kind == "run":
         assert data["graphLinked"] == sum(n for _, _, n in nnscope_run.plan)
+        check_selection(data, nnscope_run)
+
+
+def thread_spans(trace, pid, tid) -> list:
+    """``(depth, start µs, end µs, name)`` of one thread of a Chrome JSON trace."""
+    stack, spans = [], []
+    for event in json.loads(trace.read_text())["traceEvents"]:
+        if (event.get("pid"), event.get("tid")) != (pid, tid) or event["ph"] not in "BE":
+            continue
+        if event["ph"] == "B":
+            stack.append((event["ts"], event["name"]))
+        else:
+            begin, name = stack.pop()
+            spans.append((len(stack), begin, event["ts"], name))
+    return sorted(spans, key=lambda span: span[1])
+
+
+def check_selection(data, nnscope_run):
+    """Clicking the first top-level span lists its children's self-times; a graph node
+    selects a span of its operation's kernel."""
+    spans = thread_spans(nnscope_run.trace, *first_lane(nnscope_run.trace))
+    _, start, end, name = next(span for span in spans if span[0] == 0)
+    assert data["selectedFirst"]["name"] == name
+    inside = [s for s in spans if start <= s[1] and s[2] <= end]
+    expected = {}
+    for depth, a, b, child in inside:
+        if depth != 1:
+            continue
+        grandchildren = sum(y - x for d, x, y, _ in inside if d == 2 and a <= x and y <= b)
+        count, self = expected.get(child, (0, 0.0))
+        expected[child] = (count + 1, self + (b - a) - grandchildren)
+    shown = {row["name"]: (row["count"], row["self"]) for row in data["children"]}
+    assert shown.keys() == expected.keys()
+    for child, (count, self) in expected.items():
+        assert shown[child][0] == count
+        assert shown[child][1] == pytest.approx(self, abs=0.05)
+    steps = _graph.plan_steps(nnscope_run.dot.read_text())
+    types = {f"o{index}": kind for step in steps for index, kind in step["ops"]}
+    clicked = data["graphClick"]
+    kernel = clicked["selected"]["name"].rpartition("]")[2]
+    assert _graph.kernel_matches(kernel, types[clicked["node"]])
+
+
+def first_lane(trace) -> tuple:
+    """(pid, tid) of the application's main thread: the thread of the [NN_LA_PO] span."""
+    for event in json.loads(trace.read_text())["traceEvents"]:
+        if event["ph"] == "B" and event["name"].startswith("[NN_LA_PO]"):
+            return event["pid"], event["tid"]
+    raise AssertionError("no [NN_LA_PO] span")
 
 
 def test_bench_page(tmp_path, pages):
