@@ -212,15 +212,16 @@
       .sort(function (p, q) { return q.self - p.self; });
   }
 
-  function select(i) {
+  function select(i, focus) {
     selected = i;
     var panel = document.getElementById("timeline-selection");
     panel.replaceChildren();
     if (i < 0) { draw(); return []; }
-    if (start[i] < view0 || ends[i] > view1) {
-      var pad = Math.max(dur[i] * 0.2, 1);
+    if (focus || start[i] < view0 || ends[i] > view1) {
+      var pad = Math.max(dur[i] * (focus ? 3 : 0.2), 1);
       view0 = start[i] - pad; view1 = ends[i] + pad;
     }
+    if (focus) { box.scrollTop = Math.max(laneTop[laneOf[i]] - AXIS - 20, 0); }
     var head = document.createElement("pre");
     head.textContent = describe(i);
     panel.appendChild(head);

@@ -9,7 +9,7 @@
 
   function selectSpan(index) {
     if (!window.__nnscopeTest || index === null || index === undefined) { return; }
-    window.__nnscopeTest.select(index);
+    window.__nnscopeTest.select(index, true);
     document.getElementById("timeline-section").scrollIntoView({block: "start"});
   }
 
