@@ -1,10 +1,15 @@
-"""dashboards: self-contained HTML reports of the NNAPI timing summary of a trace.
+"""dashboards: self-contained HTML reports of the NNAPI timing of a trace or a bench run.
 
 Reads any trace ``parse_systrace`` reads (systrace HTML, ftrace text, Chrome JSON,
 Perfetto, gzip) through its public API and writes one offline HTML page per trace: a
-header (file, format, runs, spans, notes), then per run a stacked bar chart of where the
-time went by layer and phase, the timing table (self-times / total times toggle),
-per-execution figures and, when the trace has both, warmup next to benchmark.
+header (file, format, runs, spans, notes); a canvas **timeline** (one named lane per
+process and thread, spans coloured by layer and nested by depth, zoom/pan/hover/select,
+execution boundaries); the **per-operation profile** (kernel types and individual
+operations ranked by time); the **latency distribution** per device (CDF, histograms);
+the **partition graph** (a GraphDump ``.dot``, drawn by Graphviz, operations linked to
+their spans); then per run a stacked bar chart of where the time went by layer and
+phase, the timing table (self-times / total times toggle), per-execution figures and,
+when the trace has both, warmup next to benchmark.
 
 Example:
     >>> import dashboards

@@ -1,9 +1,10 @@
 """Process and thread names of a trace, and the role each thread plays for NNAPI.
 
 Names come from the trace itself: the ``TASK-PID`` column of systrace/ftrace lines (the
-thread's command name; a process is named after its main thread, tid == pid), or the
-``process_name`` / ``thread_name`` metadata events of Chrome JSON. Other formats (and
-threads the trace does not name) fall back to ``pid N`` / ``tid N``.
+thread's command name; a process is named after its main thread, tid == pid), the
+``process_name`` / ``thread_name`` metadata events of Chrome JSON, or Perfetto's process
+and thread track descriptors and process tree. Threads the trace does not name fall back
+to ``pid N`` / ``tid N``.
 
 The role of a thread comes from the layers of its spans (:func:`role_of`): the
 application, the runtime, a driver process, or a CPU executor thread.
@@ -65,6 +66,33 @@ def chrome_names(data: bytes) -> tuple:
     return processes, threads
 
 
+def perfetto_names(data: bytes) -> tuple:
+    """``({pid: name}, {tid: name})`` from Perfetto descriptors and process trees."""
+    try:
+        from google.protobuf.message import DecodeError  # noqa: PLC0415
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2  # noqa: PLC0415
+    except ImportError:
+        return {}, {}
+    try:
+        trace = perfetto_trace_pb2.Trace.FromString(data)
+    except DecodeError:
+        return {}, {}
+    processes, threads = {}, {}
+    for packet in trace.packet:
+        track = packet.track_descriptor
+        if track.HasField("process") and track.process.process_name:
+            processes[track.process.pid] = track.process.process_name
+        if track.HasField("thread") and track.thread.thread_name:
+            threads[track.thread.tid] = track.thread.thread_name
+        for process in packet.process_tree.processes:
+            if process.cmdline:
+                processes.setdefault(process.pid, process.cmdline[0])
+        for thread in packet.process_tree.threads:
+            if thread.name:
+                threads.setdefault(thread.tid, thread.name)
+    return processes, threads
+
+
 def lane_names(path, format_name: str, keys) -> tuple:
     """``({tgid: process name}, {tid: thread name})`` for the lanes ``keys`` (tgid, tid)."""
     try:
@@ -73,6 +101,8 @@ def lane_names(path, format_name: str, keys) -> tuple:
         return {}, {}
     if format_name == "chrome_json":
         return chrome_names(data)
+    if format_name == "perfetto":
+        return perfetto_names(data)
     if format_name in ("systrace", "ftrace"):
         threads = task_names(data, sorted({tid for _, tid in keys} | {tgid for tgid, _ in keys}))
         processes = {tgid: threads[tgid] for tgid, _ in keys if tgid in threads}

@@ -105,6 +105,15 @@ def timeline_data(spans: Spans, lanes, windows) -> dict:
                 columns=columns)
 
 
+def device_labels(lanes) -> list:
+    """Each lane's process name, with its pid when several processes share that name."""
+    pids = {}
+    for lane in lanes:
+        pids.setdefault(lane["process"], set()).add(lane["pid"])
+    return [lane["process"] if len(pids[lane["process"]]) == 1
+            else f"{lane['process']} ({lane['pid']})" for lane in lanes]
+
+
 def graph_data(graph_path, positions) -> tuple:
     """``(graph view, link)`` for the ``.dot`` file at ``graph_path`` (or None)."""
     if not graph_path:
@@ -128,7 +137,7 @@ def trace_views(path, format_name: str, spans: Spans, graph_path=None) -> dict:
     ops = _profile.operation_spans(spans)
     positions = _profile.step_positions(spans, ops, windows)
     graph, link = graph_data(graph_path, [(s, k, op[2]) for op, (s, k) in zip(ops, positions)])
-    process_of_lane = [lane["process"] for lane in lanes]
+    process_of_lane = device_labels(lanes)
     roles = {index: lane["role"] for index, lane in enumerate(lanes)}
     return dict(timeline=timeline_data(spans, lanes, windows),
                 profile=_profile.profile(ops, positions, link),

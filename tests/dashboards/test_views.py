@@ -132,3 +132,15 @@ def test_timeline_columns_decode_to_the_spans(nnscope_run, run_views):
     names = collections.Counter(timeline["names"][i] for i in np.frombuffer(
         base64.b64decode(timeline["columns"]["name"]), "<i4"))
     assert names == collections.Counter(e["name"] for e in begins)
+
+
+def test_every_export_of_one_run_gives_the_same_lanes(nnscope_run, run_views):
+    """Perfetto names lanes as Chrome JSON does; systrace text has the same threads."""
+    json_lanes = [(lane["pid"], lane["tid"], lane["role"]) for lane in run_views["timeline"]["lanes"]]
+    perfetto = build_report(nnscope_run.perfetto)["views"]
+    assert perfetto["timeline"]["lanes"] == run_views["timeline"]["lanes"]
+    assert perfetto["timeline"]["count"] == run_views["timeline"]["count"]
+    systrace = build_report(nnscope_run.systrace)["views"]["timeline"]["lanes"]
+    assert [(lane["pid"], lane["tid"], lane["role"]) for lane in systrace] == json_lanes
+    assert [lane["thread"] for lane in systrace] == \
+        [lane["thread"] for lane in run_views["timeline"]["lanes"]]
