@@ -11,7 +11,7 @@
   var block = document.getElementById("nnscope-timeline");
   if (!block) { return; }
   var data = JSON.parse(block.textContent);
-  var LEFT = 250, ROW = 16, PAD = 6, AXIS = 22, MAXROWS = 12;
+  var LEFT = 250, ROW = 16, PAD = 6, AXIS = 4, MAXROWS = 12, AXIS_HEIGHT = 20;
   var COLORS = {LA: "#3b82f6", LR: "#8b5cf6", LI: "#f59e0b", LD: "#10b981", LC: "#ef4444",
                 LO: "#94a3b8"};
 
@@ -53,6 +53,7 @@
 
   var box = document.getElementById("timeline-box");
   var canvas = document.getElementById("timeline");
+  var axisCanvas = document.getElementById("timeline-axis"), axisCtx = axisCanvas.getContext("2d");
   var tip = document.getElementById("timeline-tip");
   var ctx = canvas.getContext("2d");
   var span = Math.max(data.t1, 1);
@@ -67,6 +68,11 @@
     canvas.style.width = width + "px";
     canvas.style.height = totalHeight + "px";
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    axisCanvas.width = Math.round(width * dpr);
+    axisCanvas.height = Math.round(AXIS_HEIGHT * dpr);
+    axisCanvas.style.width = width + "px";
+    axisCanvas.style.height = AXIS_HEIGHT + "px";
+    axisCtx.setTransform(dpr, 0, 0, dpr, 0, 0);
   }
 
   function fmtTime(us) {
@@ -79,12 +85,16 @@
   function drawAxis(scale) {
     var step = Math.pow(10, Math.floor(Math.log10((view1 - view0) / 8)));
     if ((view1 - view0) / step > 16) { step *= 5; } else if ((view1 - view0) / step > 8) { step *= 2; }
-    ctx.fillStyle = "#667085"; ctx.font = "11px system-ui, sans-serif";
+    axisCtx.clearRect(0, 0, width, AXIS_HEIGHT);
+    axisCtx.fillStyle = "#667085"; axisCtx.font = "11px system-ui, sans-serif";
+    axisCtx.strokeStyle = "rgba(127,127,127,0.5)";
     ctx.strokeStyle = "rgba(127,127,127,0.18)"; ctx.lineWidth = 1;
     for (var t = Math.ceil(view0 / step) * step; t <= view1; t += step) {
       var x = LEFT + (t - view0) * scale;
-      ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS - 4); ctx.lineTo(x + 0.5, totalHeight); ctx.stroke();
-      ctx.fillText(fmtTime(t), x + 3, 12);
+      ctx.beginPath(); ctx.moveTo(x + 0.5, 0); ctx.lineTo(x + 0.5, totalHeight); ctx.stroke();
+      axisCtx.beginPath(); axisCtx.moveTo(x + 0.5, 10); axisCtx.lineTo(x + 0.5, AXIS_HEIGHT);
+      axisCtx.stroke();
+      axisCtx.fillText(fmtTime(t), x + 3, 12);
     }
   }
 
@@ -97,7 +107,7 @@
         var x = Math.round(LEFT + (t - view0) * scale);
         if (x - last < 3) { return; }
         last = x;
-        ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS - 6); ctx.lineTo(x + 0.5, totalHeight); ctx.stroke();
+        ctx.beginPath(); ctx.moveTo(x + 0.5, 0); ctx.lineTo(x + 0.5, totalHeight); ctx.stroke();
       });
     });
     ctx.setLineDash([]);
@@ -221,7 +231,7 @@
       var pad = Math.max(dur[i] * (focus ? 3 : 0.2), 1);
       view0 = start[i] - pad; view1 = ends[i] + pad;
     }
-    if (focus) { box.scrollTop = Math.max(laneTop[laneOf[i]] - AXIS - 20, 0); }
+    if (focus) { box.scrollTop = Math.max(laneTop[laneOf[i]] - 20, 0); }
     var head = document.createElement("pre");
     head.textContent = describe(i);
     panel.appendChild(head);

@@ -75,6 +75,7 @@ SECTIONS = """<section class="view" id="timeline-section">
 <button type="button" id="timeline-reset">reset zoom</button></div>
 <p class="sub hint">Wheel: zoom · drag: pan · hover: span · click: select and list its
 children's self-times · dashed red lines: execution boundaries</p>
+<canvas id="timeline-axis"></canvas>
 <div id="timeline-box"><canvas id="timeline"></canvas></div>
 <div id="timeline-tip" hidden></div>
 <div id="timeline-selection"></div>

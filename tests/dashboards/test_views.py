@@ -14,7 +14,6 @@ import pytest
 from dashboards import _graph
 from dashboards.report import build_report
 from parse_systrace.readers import open_rows
-from tests.conftest import in_ci
 from tests.dashboards.conftest import EXECUTIONS, WARMUP
 from tests.support.paths import SYSTRACE_FIXTURES
 from tests.support.programs import require_program
@@ -95,8 +94,6 @@ def test_graph_svg_from_graphviz(run_views):
 
 
 def test_graph_note_without_graphviz(nnscope_run, monkeypatch):
-    if in_ci():
-        pytest.skip("CI has Graphviz; this checks the note shown without it")
     monkeypatch.setattr(_graph, "dot_program", lambda: None)
     graph = build_report(nnscope_run.trace, nnscope_run.dot)["views"]["graph"]
     assert graph["svg"] is None and "Graphviz is not installed" in graph["note"]
