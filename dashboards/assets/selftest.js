@@ -32,6 +32,7 @@
       out.frameMsZoomed = frameTime(hook);
       out.children = hook.select(hook.firstSpan(0, 0));
       out.selectedFirst = hook.selected();
+      out.hitFirst = out.selectedFirst ? hook.hitTest(out.selectedFirst.index) : -1;
       out.graphClick = clickGraphNode(hook);
     }
     out.graphLinked = Number((document.getElementById("graph-box") || {getAttribute: function () { return 0; }})

@@ -311,6 +311,12 @@
       return selected < 0 ? null : {index: selected, name: data.names[nameOf[selected]],
                                     lane: laneOf[selected], depth: depthOf[selected]};
     },
+    hitTest: function (i) {  /* the span found under the centre of span i, as hover finds it */
+      var scale = (width - LEFT) / (view1 - view0);
+      var x = LEFT + (start[i] + dur[i] / 2 - view0) * scale;
+      var yy = laneTop[laneOf[i]] + PAD + depthOf[i] * ROW + ROW / 2;
+      return spanAt(x, yy);
+    },
     firstSpan: function (lane, depth) {
       var range = (blocks[lane] || [])[depth];
       return range ? range[0] : -1;

@@ -95,6 +95,7 @@ def check_selection(data, nnscope_run):
     spans = thread_spans(nnscope_run.trace, *first_lane(nnscope_run.trace))
     _, start, end, name = next(span for span in spans if span[0] == 0)
     assert data["selectedFirst"]["name"] == name
+    assert data["hitFirst"] == data["selectedFirst"]["index"]  # hover finds the same span
     inside = [s for s in spans if start <= s[1] and s[2] <= end]
     expected = {}
     for depth, a, b, child in inside:
