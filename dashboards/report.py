@@ -1,7 +1,8 @@
 """Report data: everything a dashboard shows, gathered from ``parse_systrace`` as plain JSON.
 
 :func:`build_report` reads a trace once through :func:`parse_systrace.summarize` and once
-more for the header counts, and returns a JSON-ready ``dict``:
+more for its spans (:func:`dashboards._spans.collect_spans`, which also gives the header
+counts), and returns a JSON-ready ``dict``:
 
 - ``summary``: the parse_systrace JSON summary (``render_json`` output, parsed), one
   object per complete run with ``times``, ``self_times``, ``execution_counts``,
@@ -14,8 +15,6 @@ more for the header counts, and returns a JSON-ready ``dict``:
 - ``views``: the timeline, per-operation profile, latency distributions and partition
   graph (:func:`dashboards._timeline.trace_views`; the graph from ``graph_path``, a
   GraphDump ``.dot`` file, when given).
-
-The rows are read once more for the spans (the header counts come from the same pass).
 
 Example:
     >>> report = build_report("trace.html")                        # doctest: +SKIP
@@ -68,21 +67,3 @@ def build_report(trace_path, graph_path=None) -> dict:
     return dict(version=REPORT_VERSION, meta=meta, summary=json.loads(summary_text),
                 summary_text=summary_text, variants=variants,
                 views=trace_views(trace_path, source.format, spans, graph_path))
-
-
-def trace_meta(trace_path) -> dict:
-    """File name, format and counts of the trace's rows (spans, marks, processes)."""
-    source = open_rows(trace_path)
-    marks = spans = nn_spans = 0
-    processes, threads = set(), set()
-    for batch in source.batches():
-        for _, tid, tgid, name, _ in batch:
-            marks += 1
-            threads.add(tid)
-            processes.add(tgid)
-            if name is not None:
-                spans += 1
-                nn_spans += "[NN_" in name
-    return dict(file=os.path.basename(os.fspath(trace_path)), format=source.format,
-                size=os.path.getsize(trace_path), marks=marks, spans=spans,
-                nn_spans=nn_spans, processes=len(processes), threads=len(threads))
