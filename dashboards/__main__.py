@@ -1,20 +1,27 @@
-"""Command line: ``python -m dashboards TRACE [-o report.html] [--json]``.
+"""Command line: ``python -m dashboards INPUT [-o report.html] [--graph plan.dot] [--json]``.
 
-Writes the HTML report next to the trace (``TRACE.report.html``) unless ``-o`` names
-another file; ``--json`` prints the report data (header and parse_systrace's JSON
-summary) on stdout, or writes it to ``-o``. The renderer is also guessed from the ``-o``
-extension (``.json``). Unreadable input is one line on stderr and exit status 2.
+INPUT is a trace (any format parse_systrace reads) or a ``nnscope bench --json`` report,
+told apart by content. Writes the HTML report next to the input (``INPUT.report.html``)
+unless ``-o`` names another file. For a trace, ``--graph`` adds the partition graph (the
+``.dot`` file of ``nnscope run --dot``) and ``--json`` prints the report data (header and
+parse_systrace's JSON summary) on stdout, or writes it to ``-o``; the renderer is also
+guessed from the ``-o`` extension (``.json``). Unreadable input is one line on stderr
+and exit status 2.
 
 Example:
     $ python -m dashboards trace.html                  # -> trace.html.report.html
-    $ nnscope-dashboard trace.json.gz -o /tmp/r.html
+    $ nnscope-dashboard run.json --graph plan.dot -o /tmp/r.html
+    $ nnscope-dashboard bench.json -o bench.html
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from dashboards.bench import BenchFormatError, is_bench_file, load_bench
 from dashboards.renderers import get_renderer, renderer_for_path
+from dashboards.renderers.bench_html import BenchHTMLRenderer
 from dashboards.report import build_report
 from parse_systrace.errors import TraceFormatError
 
@@ -24,23 +31,41 @@ PROG = "dashboards"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=(
         "Self-contained HTML report of the NNAPI timing summary of a trace."))
-    parser.add_argument("trace", help="systrace HTML, ftrace text, Chrome JSON, Perfetto (gzip ok)")
+    parser.add_argument("trace", metavar="INPUT", help="systrace HTML, ftrace text, Chrome JSON, "
+                        "Perfetto (gzip ok), or a nnscope bench JSON report")
     parser.add_argument("-o", "--output", help="output file (default: TRACE.report.html)")
     parser.add_argument("--json", action="store_true",
                         help="write the report data as JSON (stdout unless -o is given)")
+    parser.add_argument("--graph", metavar="PLAN.dot",
+                        help="partition graph to show (written by `nnscope run --dot`)")
     return parser
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def render(args) -> str:
+    """The document for the parsed arguments (raises the input's format error)."""
+    if is_bench_file(args.trace):
+        if args.json:
+            raise BenchFormatError("--json: a bench report is already JSON")
+        return BenchHTMLRenderer(args.trace).render(load_bench(args.trace))
     if args.json:
         renderer = get_renderer("json")
     else:
         renderer = renderer_for_path(args.output) if args.output else get_renderer("html")
+    return renderer().render(build_report(args.trace, args.graph))
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.graph and not os.path.isfile(args.graph):
+        sys.stderr.write(f"{PROG}: error: --graph {args.graph}: no such file\n")
+        return 2
     try:
-        text = renderer().render(build_report(args.trace))
+        text = render(args)
     except TraceFormatError as error:
         sys.stderr.write(f"{PROG}: error: {args.trace}:{error}\n")
+        return 2
+    except (BenchFormatError, UnicodeDecodeError) as error:
+        sys.stderr.write(f"{PROG}: error: {args.trace}: {error}\n")
         return 2
     if args.json and not args.output:
         sys.stdout.write(text)

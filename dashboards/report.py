@@ -1,7 +1,8 @@
 """Report data: everything a dashboard shows, gathered from ``parse_systrace`` as plain JSON.
 
 :func:`build_report` reads a trace once through :func:`parse_systrace.summarize` and once
-more for the header counts, and returns a JSON-ready ``dict``:
+more for its spans (:func:`dashboards._spans.collect_spans`, which also gives the header
+counts), and returns a JSON-ready ``dict``:
 
 - ``summary``: the parse_systrace JSON summary (``render_json`` output, parsed), one
   object per complete run with ``times``, ``self_times``, ``execution_counts``,
@@ -10,7 +11,10 @@ more for the header counts, and returns a JSON-ready ``dict``:
 - ``variants``: the ``template_inputs`` of each run for the other table variants
   (``total``, ``per_execution``, ``total_per_execution``), also from ``render_json``;
 - ``meta``: file name, detected format, run counts, span/mark/process counts and the
-  notes parse_systrace wrote (for instance when several client processes were merged).
+  notes parse_systrace wrote (for instance when several client processes were merged);
+- ``views``: the timeline, per-operation profile, latency distributions and partition
+  graph (:func:`dashboards._timeline.trace_views`; the graph from ``graph_path``, a
+  GraphDump ``.dot`` file, when given).
 
 Example:
     >>> report = build_report("trace.html")                        # doctest: +SKIP
@@ -23,6 +27,8 @@ import json
 import os
 
 import parse_systrace
+from dashboards._spans import collect_spans
+from dashboards._timeline import trace_views
 from parse_systrace.readers import open_rows
 
 #: Report data layout version (bump when keys change).
@@ -36,8 +42,8 @@ VARIANTS = {
 }
 
 
-def build_report(trace_path) -> dict:
-    """The report data of one trace.
+def build_report(trace_path, graph_path=None) -> dict:
+    """The report data of one trace (and of its partition graph ``graph_path``, optional).
 
     Raises:
         parse_systrace.TraceFormatError: the trace cannot be read or summarised.
@@ -50,28 +56,14 @@ def build_report(trace_path) -> dict:
         if name != "self":
             parsed = json.loads(parse_systrace.render_json(runs, total, per_execution))
             variants[name] = [run["template_inputs"] for run in parsed]
-    meta = trace_meta(trace_path)
+    source = open_rows(trace_path)
+    spans = collect_spans(source)
+    meta = dict(file=os.path.basename(os.fspath(trace_path)), format=source.format,
+                size=os.path.getsize(trace_path), **spans.counts)
     complete = [run for run in runs if run.complete]
     meta.update(runs=len(complete), incomplete_runs=len(runs) - len(complete),
                 notes=[note.strip() for note in notes if note.strip()],
                 warmup_and_benchmark=[run.has_warmup_and_benchmark for run in complete])
     return dict(version=REPORT_VERSION, meta=meta, summary=json.loads(summary_text),
-                summary_text=summary_text, variants=variants)
-
-
-def trace_meta(trace_path) -> dict:
-    """File name, format and counts of the trace's rows (spans, marks, processes)."""
-    source = open_rows(trace_path)
-    marks = spans = nn_spans = 0
-    processes, threads = set(), set()
-    for batch in source.batches():
-        for _, tid, tgid, name, _ in batch:
-            marks += 1
-            threads.add(tid)
-            processes.add(tgid)
-            if name is not None:
-                spans += 1
-                nn_spans += "[NN_" in name
-    return dict(file=os.path.basename(os.fspath(trace_path)), format=source.format,
-                size=os.path.getsize(trace_path), marks=marks, spans=spans,
-                nn_spans=nn_spans, processes=len(processes), threads=len(threads))
+                summary_text=summary_text, variants=variants,
+                views=trace_views(trace_path, source.format, spans, graph_path))

@@ -31,12 +31,15 @@ PAGE = """<!DOCTYPE html>
 <title>NNAPI timing · {title}</title>
 <style>
 {css}</style>
+<script>{capture}</script>
 </head>
 <body data-rendered="false" data-mode="self">
 <div class="page">
 {header}
 <noscript><p class="note">This report draws its tables and charts with JavaScript;
 the data is in the JSON blocks at the end of the file.</p></noscript>
+{sections}
+<h2 class="view-title">Timing summary</h2>
 <main id="runs"></main>
 <footer>nnscope · NNAPI timing summary computed by parse_systrace</footer>
 </div>
@@ -45,11 +48,61 @@ the data is in the JSON blocks at the end of the file.</p></noscript>
 <script type="application/json" id="nnscope-view">
 {view}
 </script>
+<script type="application/json" id="nnscope-timeline">
+{timeline}
+</script>
+<script type="application/json" id="nnscope-views">
+{views}
+</script>
 <script>
 {js}</script>
 </body>
 </html>
 """
+
+
+#: Inline script in the head: records script errors for the page's self-test.
+CAPTURE = ("window.__nnscopeSelftest=/selftest/.test(location.hash);window.__nnscopeErrors=[];window.addEventListener('error',function(e){"
+           "window.__nnscopeErrors.push(String(e.message));});(function(){var c=console.error;"
+           "console.error=function(){window.__nnscopeErrors.push(Array.prototype.join.call("
+           "arguments,' '));c.apply(console,arguments);};}());")
+#: The page's scripts, in order (charts before the views that use them).
+SCRIPTS = ("report.js", "timeline.js", "charts.js", "views.js", "selftest.js")
+SECTIONS = """<section class="view" id="timeline-section">
+<h2 class="view-title">Timeline</h2>
+<div class="timeline-bar"><div class="legend">{legend}</div>
+<span class="sub mono" id="timeline-range"></span>
+<button type="button" id="timeline-reset">reset zoom</button></div>
+<p class="sub hint">Wheel: zoom · drag: pan · hover: span · click: select and list its
+children's self-times · dashed red lines: execution boundaries</p>
+<canvas id="timeline-axis"></canvas>
+<div id="timeline-box"><canvas id="timeline"></canvas></div>
+<div id="timeline-tip" hidden></div>
+<div id="timeline-selection"></div>
+</section>
+<section class="view" id="profile-section">
+<h2 class="view-title">Per-operation profile</h2><div id="profile-box"></div></section>
+<section class="view" id="latency-section">
+<h2 class="view-title">Latency distribution</h2><div id="latency-box"></div></section>
+<section class="view" id="graph-section">
+<h2 class="view-title">Partition graph</h2><div id="graph-box">{graph}</div></section>
+"""
+
+
+def sections(views: dict) -> str:
+    """The HTML of the timeline, profile, latency and graph sections."""
+    legend = "".join(f'<span><span class="swatch {code}"></span>{html.escape(label)}</span>'
+                     for code, label in views["timeline"]["layers"])
+    svg = views["graph"].get("svg") or ""
+    svg = svg.replace(' xmlns:xlink="http://www.w3.org/1999/xlink"', "")
+    return SECTIONS.format(legend=legend, graph=svg)
+
+
+def views_json(views: dict) -> str:
+    """The profile, latency and graph facts (the SVG itself is in the page body)."""
+    graph = {key: value for key, value in views["graph"].items() if key != "svg"}
+    data = dict(profile=views["profile"], latency=views["latency"], graph=graph)
+    return script_json(json.dumps(data, separators=(",", ":"), allow_nan=False))
 
 
 def asset(name: str) -> str:
@@ -94,7 +147,12 @@ class HTMLRenderer(Renderer):
 
     def render(self, report: dict) -> str:
         view = json.dumps(build_view(report), separators=(",", ":"), allow_nan=False)
-        return PAGE.format(title=html.escape(report["meta"]["file"]), css=asset("report.css"),
-                           header=header(report["meta"]),
+        views = report["views"]
+        timeline = json.dumps(views["timeline"], separators=(",", ":"), allow_nan=False)
+        return PAGE.format(title=html.escape(report["meta"]["file"]),
+                           css=asset("report.css") + asset("views.css"), capture=CAPTURE,
+                           header=header(report["meta"]), sections=sections(views),
                            summary=script_json(report["summary_text"]),
-                           view=script_json(view), js=asset("report.js"))
+                           view=script_json(view), timeline=script_json(timeline),
+                           views=views_json(views),
+                           js="\n".join(asset(name) for name in SCRIPTS))

@@ -1,0 +1,146 @@
+"""The timeline, operation profile, latency and graph data of a trace page.
+
+:func:`trace_views` turns paired :class:`~dashboards._spans.Spans` into the JSON the
+page's script draws: named lanes (one per process and thread, application first, then
+runtime, drivers and the rest), the span columns as base64 typed arrays (start and
+duration in microseconds from the first span, lane, depth, name id), each name's layer
+and phase, the execution boundaries, the per-operation profile, the latency
+distributions and the partition graph (SVG, or a note saying why there is none).
+
+Example:
+    >>> views = trace_views("trace.json", "chrome_json", spans)      # doctest: +SKIP
+    >>> [lane["label"] for lane in views["timeline"]["lanes"]][:1]   # doctest: +SKIP
+    ['nnscope (412) · MainThread (412)']
+"""
+from __future__ import annotations
+
+import base64
+import os
+
+import numpy as np
+
+from dashboards import _graph, _profile
+from dashboards._stats import distributions
+from dashboards._names import lane_names, role_of
+from dashboards._spans import LAYER_CODES, Spans, layer_of, phase_of
+
+LAYER_LABELS = dict(LA="Application", LR="Runtime", LI="IPC", LD="Driver", LC="CPU",
+                    LO="Other")
+ROLE_ORDER = ("application", "runtime", "driver", "CPU executor", "IPC", "other")
+#: Depth drawn per lane at most (deeper spans are drawn on the last row).
+MAX_DEPTH = 255
+
+
+def b64(array: np.ndarray) -> str:
+    """Little-endian bytes of ``array`` as base64 text (for a JS typed array)."""
+    return base64.b64encode(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"),
+                                                               copy=False).tobytes()).decode()
+
+
+def lane_table(spans: Spans, path, format_name: str) -> tuple:
+    """``(lanes, order)``: lane dicts in display order; ``order[old lane] = new lane``."""
+    processes, threads = lane_names(path, format_name, spans.lane_keys)
+    layer_ids = np.array([LAYER_CODES.index(layer_of(n)) for n in spans.names] or [0])
+    lanes = []
+    used = np.unique(spans.lane) if len(spans) else np.zeros(0, int)
+    for old in used.tolist():
+        tgid, tid = spans.lane_keys[old]
+        mine = spans.lane == old
+        used_names = np.unique(spans.name[mine]).tolist()
+        layers = {LAYER_CODES[i] for i in np.unique(layer_ids[used_names]).tolist()}
+        if any(_serves_nnapi(spans.names[i]) for i in used_names):
+            layers.add("LD")
+        lanes.append(dict(old=old, pid=tgid, tid=tid, role=role_of(layers),
+                          process=processes.get(tgid) or f"pid {tgid}",
+                          thread=threads.get(tid) or f"tid {tid}",
+                          depth=int(min(spans.depth[mine].max() + 1, MAX_DEPTH)),
+                          first=float(spans.start[mine].min())))
+    process_role = {}
+    for lane in lanes:
+        best = process_role.get(lane["pid"], "other")
+        if ROLE_ORDER.index(lane["role"]) < ROLE_ORDER.index(best):
+            process_role[lane["pid"]] = lane["role"]
+    for lane in lanes:
+        lane["process_role"] = process_role[lane["pid"]]
+        lane["label"] = f"{lane['process']} ({lane['pid']}) · {lane['thread']} ({lane['tid']})"
+    lanes.sort(key=lambda lane: (ROLE_ORDER.index(lane["process_role"]), lane["pid"],
+                                 lane["tid"] != lane["pid"], lane["first"]))
+    order = np.zeros(max(len(spans.lane_keys), 1), dtype=np.int32)
+    for new, lane in enumerate(lanes):
+        order[lane.pop("old")] = new
+        lane.pop("first")
+    return lanes, order
+
+
+def _serves_nnapi(name: str) -> bool:
+    return name.endswith("::server") and any(
+        f"HIDL::{face}::" in name for face in ("IDevice", "IPreparedModel", "IBurstContext"))
+
+
+def relaned(spans: Spans, order: np.ndarray) -> Spans:
+    """The same spans with lanes renumbered by ``order`` and sorted again."""
+    lane = order[spans.lane] if len(spans) else spans.lane
+    index = np.lexsort((spans.start, spans.depth, lane))
+    out = Spans(spans.start[index], spans.end[index], lane[index], spans.depth[index],
+                spans.name[index], spans.names, spans.lane_keys, spans.marks,
+                spans.open_at_end, spans.counts)
+    return out
+
+
+def timeline_data(spans: Spans, lanes, windows) -> dict:
+    """The canvas timeline's data (times in microseconds from the first span)."""
+    t0 = float(spans.start.min()) if len(spans) else 0.0
+    t1 = float(spans.end.max()) if len(spans) else 0.0
+    micro = lambda values: (values - t0) * 1e6  # noqa: E731
+    columns = dict(start=b64(micro(spans.start)),
+                   dur=b64(np.maximum((spans.end - spans.start) * 1e6, 0.0)),
+                   lane=b64(spans.lane.astype(np.uint16)),
+                   depth=b64(np.minimum(spans.depth, MAX_DEPTH - 1).astype(np.uint8)),
+                   name=b64(spans.name.astype(np.int32)))
+    return dict(count=len(spans), t1=(t1 - t0) * 1e6, lanes=lanes, names=spans.names,
+                name_layer=[LAYER_CODES.index(layer_of(name)) for name in spans.names],
+                name_phase=[phase_of(name) for name in spans.names],
+                layers=[[code, LAYER_LABELS[code]] for code in LAYER_CODES],
+                executions=[[(s - t0) * 1e6, (e - t0) * 1e6] for s, e in windows],
+                columns=columns)
+
+
+def device_labels(lanes) -> list:
+    """Each lane's process name, with its pid when several processes share that name."""
+    pids = {}
+    for lane in lanes:
+        pids.setdefault(lane["process"], set()).add(lane["pid"])
+    return [lane["process"] if len(pids[lane["process"]]) == 1
+            else f"{lane['process']} ({lane['pid']})" for lane in lanes]
+
+
+def graph_data(graph_path, positions) -> tuple:
+    """``(graph view, link)`` for the ``.dot`` file at ``graph_path`` (or None)."""
+    if not graph_path:
+        return dict(svg=None, note="No partition graph given: write one with "
+                                   "`nnscope run --dot plan.dot` and pass `--graph plan.dot`.",
+                    steps=[]), {}
+    with open(graph_path, encoding="utf-8") as handle:
+        text = handle.read()
+    steps = _graph.plan_steps(text)
+    svg, note = _graph.render_svg(text)
+    return dict(svg=svg, note=note, file=os.path.basename(os.fspath(graph_path)),
+                steps=[dict(step=s["step"], device=s["device"], ops=len(s["ops"]))
+                       for s in steps]), _graph.link_operations(steps, positions)
+
+
+def trace_views(path, format_name: str, spans: Spans, graph_path=None) -> dict:
+    """Timeline, operation profile, latency distributions and graph of one trace."""
+    lanes, order = lane_table(spans, path, format_name)
+    spans = relaned(spans, order)
+    windows = _profile.executions(spans)
+    ops = _profile.operation_spans(spans)
+    positions = _profile.step_positions(spans, ops, windows)
+    graph, link = graph_data(graph_path, [(s, k, op[2]) for op, (s, k) in zip(ops, positions)])
+    process_of_lane = device_labels(lanes)
+    roles = {index: lane["role"] for index, lane in enumerate(lanes)}
+    return dict(timeline=timeline_data(spans, lanes, windows),
+                profile=_profile.profile(ops, positions, link),
+                latency=distributions(
+                    _profile.device_latencies(spans, windows, process_of_lane, roles)),
+                graph=graph)

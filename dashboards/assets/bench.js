@@ -1,0 +1,106 @@
+/* nnscope bench page: lays out #nnscope-bench (per model x device latency, accuracy and
+ * operation share; one CDF + histograms per model; stress outcomes). Sets
+ * window.__nnscopeTest = {page: "bench", lanes: 0, results, plots, stress}. */
+(function () {
+  "use strict";
+  var view = JSON.parse(document.getElementById("nnscope-bench").textContent);
+  var C = window.nnscopeCharts, el = C.el, ms = C.ms;
+
+  function fact(label, value) {
+    return el("li", {}, [el("b", {}, [label]), " " + value]);
+  }
+
+  function facts() {
+    var box = document.getElementById("bench-facts"), s = view.settings || {};
+    if (view.created) { box.appendChild(fact("created", view.created)); }
+    box.appendChild(fact("executions", String(s.executions) + " (+" + s.warmup + " warmup)"));
+    if (s.duration_s !== null && s.duration_s !== undefined) {
+      box.appendChild(fact("duration", s.duration_s + " s"));
+    }
+    box.appendChild(fact("burst", s.burst ? "yes" : "no"));
+    Object.keys(view.host || {}).forEach(function (key) {
+      var value = view.host[key];
+      box.appendChild(fact(key, typeof value === "object" ? JSON.stringify(value) : String(value)));
+    });
+  }
+
+  function badge(text) { return el("span", {"class": "outcome " + text}, [text]); }
+
+  function cell(content, cls) {
+    return el("td", cls ? {"class": cls} : {}, [content]);
+  }
+
+  function sci(value) {
+    if (value === null || value === undefined) { return "n/a"; }
+    return value === 0 ? "0" : Math.abs(value) < 1e-3 ? value.toExponential(2) : value.toPrecision(3);
+  }
+
+  function results() {
+    var head = ["model", "device", "status", "compile ms", "median", "p90", "p99", "mean", "std",
+                "n", "reference", "max |err|", "MSE", "in tolerance", "ops on device"];
+    var body = el("tbody");
+    view.results.forEach(function (r) {
+      var status = el("td", {}, [badge(r.status)]);
+      if (r.error) { status.appendChild(el("div", {"class": "sub err", title: r.error}, [r.error])); }
+      var ops = r.ops_total === null || r.ops_total === undefined ? "n/a" :
+        r.ops_on_device + " / " + r.ops_total + (r.ops_share === null ? "" :
+          " (" + (100 * r.ops_share).toFixed(0) + "%)");
+      var tol = r.within_tolerance === true ? "yes" : r.within_tolerance === false ? "NO" : "n/a";
+      body.appendChild(el("tr", {"data-status": r.status}, [
+        cell(r.model), cell(r.device), status, cell(ms(r.compile_ms)),
+        cell(ms(r.latency.median)), cell(ms(r.latency.p90)), cell(ms(r.latency.p99)),
+        cell(ms(r.latency.mean)), cell(ms(r.latency.std)), cell(String(r.samples)),
+        cell(r.reference || "n/a"), cell(sci(r.max_abs_error)), cell(sci(r.mse)),
+        cell(tol, r.within_tolerance === false ? "bad" : ""), cell(ops)]));
+    });
+    var table = el("table", {"class": "mini bench-results"}, [
+      el("thead", {}, [el("tr", {}, head.map(function (h) { return el("th", {}, [h]); }))]), body]);
+    var box = document.getElementById("results-box");
+    box.appendChild(el("p", {"class": "sub"}, ["Latency in ms per execution; accuracy " +
+      "against the reference outputs; the device's share of the model's operations."]));
+    box.appendChild(el("div", {"class": "table-wrap"}, [table]));
+  }
+
+  function distributions() {
+    var box = document.getElementById("dist-box");
+    var any = false;
+    view.models.forEach(function (m) {
+      if (!m.distributions.length) { return; }
+      any = true;
+      box.appendChild(el("h3", {}, [m.model]));
+      box.appendChild(C.distributionFigure(m.distributions, box.clientWidth || 900));
+      box.appendChild(C.statsTable(m.distributions, "device (ms)"));
+    });
+    if (!any) { box.appendChild(el("p", {"class": "note"}, ["No latency samples in this report."])); }
+  }
+
+  function stress() {
+    var box = document.getElementById("stress-box");
+    if (!view.stress.length) {
+      box.appendChild(el("p", {"class": "note"}, ["No stress cases in this report (run with --stress)."]));
+      return;
+    }
+    box.appendChild(el("p", {}, Object.keys(view.stress_counts).map(function (k) {
+      return el("span", {"class": "count"}, [badge(k), " " + view.stress_counts[k] + "  "]);
+    })));
+    var body = el("tbody");
+    view.stress.forEach(function (c) {
+      body.appendChild(el("tr", {"data-outcome": c.outcome}, [
+        cell(c.case), cell(c.model), cell(c.device), el("td", {}, [badge(c.outcome)]),
+        cell(c.seconds === null ? "n/a" : c.seconds.toFixed(2) + " s"), cell(c.detail)]));
+    });
+    box.appendChild(el("table", {"class": "mini stress"}, [el("thead", {}, [el("tr", {},
+      ["case", "model", "device", "outcome", "time", "detail"].map(function (h) {
+        return el("th", {}, [h]);
+      }))]), body]));
+  }
+
+  facts();
+  results();
+  distributions();
+  stress();
+  window.__nnscopeTest = {page: "bench", lanes: 0, results: view.results.length,
+                          plots: document.querySelectorAll("svg.plot").length,
+                          stress: view.stress.length};
+  document.body.setAttribute("data-rendered", "true");
+}());

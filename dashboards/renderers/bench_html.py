@@ -1,0 +1,70 @@
+"""Bench page renderer: one self-contained page for a ``nnscope bench`` JSON report.
+
+The page holds the checked report's view (:func:`dashboards.bench.bench_view`) in
+``<script type="application/json" id="nnscope-bench">`` and the static assets
+``report.css``, ``views.css``, ``charts.js`` and ``bench.js``; nothing is fetched.
+
+Example:
+    >>> from dashboards.bench import load_bench
+    >>> page = BenchHTMLRenderer().render(load_bench("bench.json"))  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import html
+import json
+
+from dashboards.bench import bench_view
+from dashboards.renderers.base import Renderer
+from dashboards.renderers.html import CAPTURE, asset, script_json
+
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<meta name="generator" content="nnscope dashboards">
+<title>nnscope bench · {title}</title>
+<style>
+{css}</style>
+<script>{capture}</script>
+</head>
+<body data-rendered="false">
+<div class="page">
+<header class="report"><div><h1>nnscope bench report</h1>
+<p class="sub mono" id="bench-file">{title}</p><ul class="facts" id="bench-facts"></ul></div></header>
+<noscript><p class="note">This report draws its tables and charts with JavaScript;
+the data is in the JSON block at the end of the file.</p></noscript>
+<section class="bench" id="results-section"><h2 class="view-title">Latency, accuracy and
+operations per model × device</h2><div id="results-box"></div></section>
+<section class="bench" id="dist-section"><h2 class="view-title">Latency distributions</h2>
+<div id="dist-box"></div></section>
+<section class="bench" id="stress-section"><h2 class="view-title">Stress outcomes</h2>
+<div id="stress-box"></div></section>
+<footer>nnscope · bench report</footer>
+</div>
+<script type="application/json" id="nnscope-bench">
+{data}
+</script>
+<script>
+{js}</script>
+</body>
+</html>
+"""
+
+
+class BenchHTMLRenderer(Renderer):
+    """The bench page (input: a checked bench report dict)."""
+
+    output_file_extension = "html"
+
+    def __init__(self, file_name: str = "") -> None:
+        self.file_name = file_name
+
+    def render(self, report: dict) -> str:
+        view = bench_view(report, self.file_name)
+        data = json.dumps(view, separators=(",", ":"), allow_nan=False)
+        js = "\n".join(asset(name) for name in ("charts.js", "bench.js", "selftest.js"))
+        return PAGE.format(title=html.escape(view["file"] or "bench"), capture=CAPTURE,
+                           css=asset("report.css") + asset("views.css"),
+                           data=script_json(data), js=js)

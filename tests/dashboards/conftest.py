@@ -1,0 +1,56 @@
+"""Fixtures of the dashboard view tests: one real ``nnscope run`` on all devices.
+
+``nnscope_run`` runs the installed ``nnscope`` CLI once per session in a subprocess with
+``--trace run.json`` (Chrome JSON), ``--perfetto run.pftrace``, ``--systrace run.html``
+and ``--dot plan.dot``, and keeps what it printed: the plan line (steps and their devices
+and operation counts) and the ``--json`` latencies.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+
+EXECUTIONS, WARMUP = 5, 1
+
+
+@dataclass
+class NnscopeRun:
+    trace: Path
+    perfetto: Path
+    systrace: Path
+    dot: Path
+    plan: list  # [(step, device, operations), ...] as printed
+    latencies: dict  # the --json line
+
+
+def parse_plan(line: str) -> list:
+    """``step 0: sample-minimal (28 ops), ...`` -> ``[(0, "sample-minimal", 28), ...]``."""
+    return [(int(s), d, int(n)) for s, d, n in re.findall(r"step (\d+): (\S+) \((\d+) ops\)", line)]
+
+
+@pytest.fixture(scope="session")
+def nnscope_run(tmp_path_factory) -> NnscopeRun:
+    out = tmp_path_factory.mktemp("nnscope-run")
+    trace, dot = out / "run.json", out / "plan.dot"
+    perfetto, systrace = out / "run.pftrace", out / "run.html"
+    nnscope = Path(sys.executable).with_name("nnscope")  # the console script of this install
+    nnscope = nnscope if nnscope.exists() else Path(shutil.which("nnscope") or "nnscope")
+    done = subprocess.run([str(nnscope), "run", "--trace", str(trace),
+                           "--perfetto", str(perfetto), "--systrace", str(systrace),
+                           "--dot", str(dot), "--executions", str(EXECUTIONS),
+                           "--warmup", str(WARMUP), "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    plan = parse_plan(next(line for line in lines if "plan:" in line))
+    latencies = json.loads(next(line for line in lines if line.startswith("{")))
+    return NnscopeRun(trace, perfetto, systrace, dot, plan, latencies)
