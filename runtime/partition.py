@@ -36,6 +36,7 @@ from typing import Sequence
 import vlog
 from runtime._submodel import extract, readers_of
 from runtime.api import BadDataError, ResultCode
+from runtime.extensions import extensions_of_operation, supported as supported_extensions
 from runtime.drivers.base import Device
 from runtime.hal.device_types import Capabilities, PerformanceInfo
 from runtime.hal.errors import HalError
@@ -68,6 +69,22 @@ class UnsupportedOperationError(BadDataError):
         super().__init__(ResultCode.BAD_DATA,
                          f"no device can do operation {operation_index} ({operation_type.name}); "
                          f"devices: {', '.join(device_names) or 'none'}")
+
+
+class MissingExtensionError(UnsupportedOperationError):
+    """An operation needs an extension no candidate device supports; extension operations have
+    no CPU fallback (BAD_DATA). The message names the extensions and the devices lacking them."""
+
+    def __init__(self, operation_index: int, operation_type: int, needed: set[str],
+                 lacking: dict[str, list[str]]):
+        self.operation_index, self.operation_type = operation_index, operation_type
+        self.extensions = sorted(needed)
+        detail = "; ".join(f"{device} lacks {', '.join(names)}" for device, names in lacking.items())
+        BadDataError.__init__(self, ResultCode.BAD_DATA,
+                              f"no device can do operation {operation_index} "
+                              f"({operation_type.name}): it needs extension "
+                              f"{', '.join(self.extensions)}, and there is no CPU fallback for "
+                              f"extension operations ({detail or 'no devices'})")
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,28 @@ def _type_performance(capabilities: Capabilities, model: HalModel,
 
 
 def _support(model: HalModel, device: Device) -> list[bool]:
+    flags = _driver_support(model, device)
+    if model.extension_name_to_prefix and any(flags):  # AOSP DriverDevice: extensions it lacks
+        names = {e.name for e in supported_extensions(device)}
+        flags = [ok and extensions_of_operation(model, op) <= names
+                 for ok, op in zip(flags, model.main.operations)]
+    return flags
+
+
+def _missing_extension(index: int, model: HalModel, devices: Sequence[Device]) -> None:
+    """Raise :class:`MissingExtensionError` when operation ``index`` uses an extension."""
+    operation = model.main.operations[index]
+    needed = extensions_of_operation(model, operation)
+    if needed:
+        lacking = {}
+        for device in devices:
+            missing = sorted(needed - {e.name for e in supported_extensions(device)})
+            if missing:
+                lacking[device.name] = missing
+        raise MissingExtensionError(index, operation.type, needed, lacking)
+
+
+def _driver_support(model: HalModel, device: Device) -> list[bool]:
     count = len(model.main.operations)
     try:
         flags = list(device.supported_operations(model))
@@ -213,6 +252,7 @@ def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Devic
     for index, operation in enumerate(model.main.operations):
         best = _best_for(index, model, devices, support, capabilities, preference)
         if best is None:
+            _missing_extension(index, model, devices)
             if cpu_index is None:
                 raise UnsupportedOperationError(index, operation.type, [d.name for d in devices])
             best = cpu_index
