@@ -8,6 +8,8 @@ EXAMPLE_TENSOR_QUANT64_ASYMM output with ``ExampleQuant64AsymmParams(scale, zero
     n0 [1] --ADD(n0, one)--> n [1] --FIBONACCI--> f [n] (float32) --MUL(f, k)--> out [n]
 
 Both need a program the extensions allowlist allows (see ``runtime._allowlist``).
+:data:`EXAMPLES` are what ``nnscope run --example`` runs: ``fibonacci`` (the mixed model, n = 10)
+and ``fibonacci-quant64`` (AOSP's quantized example, n = 10).
 
 Example:
     >>> model = fibonacci_mixed(5)                       # doctest: +SKIP
@@ -61,3 +63,15 @@ def fibonacci_mixed(n: int, factor: float = 2.0) -> Model:
 def fibonacci_input(n: int) -> np.ndarray:
     """The bytes of an EXAMPLE_INT64 n, as a numpy int64 scalar array."""
     return np.array(n, np.int64)
+
+
+def _fibonacci_example():
+    return fibonacci(), [fibonacci_input(10)], [np.zeros(10, np.uint64)]
+
+
+def _mixed_example():
+    return fibonacci_mixed(10), [np.array([9], np.float32)], [np.zeros(10, np.float32)]
+
+
+#: ``nnscope run --example NAME``: a builder of (finished model, inputs, output buffers).
+EXAMPLES = {"fibonacci": _mixed_example, "fibonacci-quant64": _fibonacci_example}

@@ -137,7 +137,7 @@ class FibonacciDriver(Device):
 
     name = NAME
     type = DeviceType.ACCELERATOR
-    version = "nnscope-fibonacci-1.0"
+    version = "nnscope-fibonacci-1"
     feature_level = 30
     budget_bytes = None  # the driver process CLI sets it; unused here
 
