@@ -108,6 +108,8 @@ class _Checker:
             raise invalid(f"{where}: output must be EXAMPLE_TENSOR_QUANT64_ASYMM or TENSOR_FLOAT32")
         if out.type == T.TENSOR_FLOAT32 and len(out.dimensions) > 1:
             raise invalid(f"{where}: output must be 1-D, has {list(out.dimensions)}")
+        if n.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE):
+            _n_value(_constant(self.model, op.inputs[0]), n, self, f"{where}: constant n")
 
     def supported(self) -> list[bool]:
         flags = []
@@ -162,9 +164,6 @@ class FibonacciDriver(Device):
             checker = _Checker(model)
             for position in range(len(model.main.operations)):
                 checker.operation(position)
-            for index, operand in enumerate(model.main.operands):
-                if operand.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE):
-                    _n_value(_constant(model, index), operand, checker, f"constant operand {index}")
             return FibonacciPreparedModel(model, checker)
 
 
