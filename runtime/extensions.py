@@ -30,7 +30,7 @@ from runtime import _checks as checks
 from runtime.api import NnError, ResultCode
 from runtime.hal.extensions import (MAX_PREFIX, MAX_TYPE_WITHIN, OPERAND, OPERATION, Extension,
                                     ExtensionType, extension_of, extension_type, is_extension, named)
-from runtime.hal.types import HalModel, Operation
+from runtime.hal.types import HalModel, Operation, OperationType
 
 __all__ = ["ModelExtensions", "get_extension_support", "unsupported_extensions",
            "extensions_of_operation", "has_extension_operation", "OPERAND", "OPERATION"]
@@ -112,7 +112,10 @@ def extensions_of_operation(model: HalModel, operation: Operation, graph=None) -
 
 
 def has_extension_operation(model: HalModel) -> bool:
-    return any(is_extension(op.type) for op in model.main.operations)
+    """True when an operation of ``model.main`` is an extension or OEM operation: those run
+    only on a device that supports them, never on the CPU fallback."""
+    return any(is_extension(op.type) or op.type == OperationType.OEM_OPERATION
+               for op in model.main.operations)
 
 
 def unsupported_extensions(model: HalModel, operation: Operation, names: Sequence[str]) -> list[str]:

@@ -164,9 +164,12 @@ def _support(model: HalModel, device: Device) -> list[bool]:
     return flags
 
 
-def _missing_extension(index: int, model: HalModel, devices: Sequence[Device]) -> None:
-    """Raise :class:`MissingExtensionError` when operation ``index`` uses an extension."""
+def _refuse_cpu_fallback(index: int, model: HalModel, devices: Sequence[Device]) -> None:
+    """Raise for an operation without CPU fallback: :class:`MissingExtensionError` when
+    operation ``index`` uses an extension, :class:`UnsupportedOperationError` for OEM_OPERATION."""
     operation = model.main.operations[index]
+    if operation.type == OperationType.OEM_OPERATION:  # only an OEM driver runs it
+        raise UnsupportedOperationError(index, operation.type, [d.name for d in devices])
     needed = extensions_of_operation(model, operation)
     if needed:
         lacking = {}
@@ -252,7 +255,7 @@ def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Devic
     for index, operation in enumerate(model.main.operations):
         best = _best_for(index, model, devices, support, capabilities, preference)
         if best is None:
-            _missing_extension(index, model, devices)
+            _refuse_cpu_fallback(index, model, devices)
             if cpu_index is None:
                 raise UnsupportedOperationError(index, operation.type, [d.name for d in devices])
             best = cpu_index

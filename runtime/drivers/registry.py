@@ -11,7 +11,7 @@ Example:
     >>> registered({NNSCOPE_DRIVERS: "sample-gpu"})  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ...
-    runtime.drivers.registry.UnknownDriverError: unknown driver 'sample-gpu'; valid drivers: sample-all, sample-float-fast, sample-float-slow, sample-quant, sample-minimal, sample-fibonacci
+    runtime.drivers.registry.UnknownDriverError: unknown driver 'sample-gpu'; valid drivers: sample-all, sample-float-fast, sample-float-slow, sample-quant, sample-minimal, sample-fibonacci, sample-oem
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import Mapping
 
 from runtime.drivers.base import Device
 from runtime.drivers.fibonacci import FibonacciDriver
+from runtime.drivers.oem import OemDriver
 from runtime.drivers.sample import SAMPLES, SampleDriver
 
 NNSCOPE_DRIVERS = "NNSCOPE_DRIVERS"
@@ -31,7 +32,7 @@ class UnknownDriverError(ValueError):
 
 
 #: Drivers beyond the sample configs: vendor-extension and OEM examples.
-EXTRA_DRIVERS = {FibonacciDriver.name: FibonacciDriver}
+EXTRA_DRIVERS = {FibonacciDriver.name: FibonacciDriver, OemDriver.name: OemDriver}
 
 
 def available() -> tuple[str, ...]:
