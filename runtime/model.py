@@ -34,12 +34,12 @@ from runtime import _modelcheck as mc
 from runtime import _modelparts as parts
 from runtime._modelcheck import check_operation  # noqa: F401 - part of this module's API
 from runtime._lifecycle import BuilderState
-from runtime.extensions import OPERAND, OPERATION, ModelExtensions
 from runtime.api import NnError, ResultCode
 from runtime.drivers.base import Device
+from runtime.extensions import OPERAND, OPERATION, ModelExtensions
+from runtime.hal.extensions import is_extension
 from runtime.hal.types import (ChannelQuant, HalModel, Operand, OperandLifetime as L, OperandType,
                                Operation, OperationType)
-from runtime.hal.extensions import is_extension
 from runtime.hal.validate import operand_type_problem
 from runtime.memory import Memory
 from tracing import Phase

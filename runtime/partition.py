@@ -36,8 +36,8 @@ from typing import Sequence
 import vlog
 from runtime._submodel import extract, readers_of
 from runtime.api import BadDataError, ResultCode
-from runtime.extensions import extensions_of_operation, supported as supported_extensions
 from runtime.drivers.base import Device
+from runtime.extensions import extensions_of_operation, supported as supported_extensions
 from runtime.hal.device_types import Capabilities, PerformanceInfo
 from runtime.hal.errors import HalError
 from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType, Operation,
@@ -73,13 +73,13 @@ class UnsupportedOperationError(BadDataError):
 
 class MissingExtensionError(UnsupportedOperationError):
     """An operation needs an extension no candidate device supports; extension operations have
-    no CPU fallback (BAD_DATA). The message names the extensions and the devices lacking them."""
+    no CPU fallback (BAD_DATA). The message says, per device, whether it lacks the extension."""
 
     def __init__(self, operation_index: int, operation_type: int, needed: set[str],
-                 lacking: dict[str, list[str]]):
+                 reasons: dict[str, str]):
         self.operation_index, self.operation_type = operation_index, operation_type
         self.extensions = sorted(needed)
-        detail = "; ".join(f"{device} lacks {', '.join(names)}" for device, names in lacking.items())
+        detail = "; ".join(f"{device} {why}" for device, why in reasons.items())
         BadDataError.__init__(self, ResultCode.BAD_DATA,
                               f"no device can do operation {operation_index} "
                               f"({operation_type.name}): it needs extension "
@@ -172,12 +172,12 @@ def _refuse_cpu_fallback(index: int, model: HalModel, devices: Sequence[Device])
         raise UnsupportedOperationError(index, operation.type, [d.name for d in devices])
     needed = extensions_of_operation(model, operation)
     if needed:
-        lacking = {}
+        reasons = {}
         for device in devices:
             missing = sorted(needed - {e.name for e in supported_extensions(device)})
-            if missing:
-                lacking[device.name] = missing
-        raise MissingExtensionError(index, operation.type, needed, lacking)
+            reasons[device.name] = f"lacks {', '.join(missing)}" if missing else \
+                "has it but does not support this operation"
+        raise MissingExtensionError(index, operation.type, needed, reasons)
 
 
 def _driver_support(model: HalModel, device: Device) -> list[bool]:

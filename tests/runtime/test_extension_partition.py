@@ -154,3 +154,13 @@ def test_explicit_device_list_without_the_ordinary_devices(all_devices):
     with pytest.raises(NnError) as error:
         compilation.finish()
     assert error.value.code == ResultCode.BAD_DATA and "ADD" in error.value.message
+
+
+def test_a_device_with_the_extension_that_rejects_the_operation_is_named(all_devices):
+    with allowed():
+        compilation = Compilation(fibonacci(scale=0.0))  # ExampleQuant64AsymmParams: scale > 0
+        with pytest.raises(NnError) as error:
+            compilation.finish()
+    assert error.value.code == ResultCode.BAD_DATA
+    assert "sample-fibonacci has it but does not support this operation" in error.value.message
+    assert "sample-all lacks com.example.fibonacci" in error.value.message
