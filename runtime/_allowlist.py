@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 NNSCOPE_EXTENSIONS_ALLOWLIST = "NNSCOPE_EXTENSIONS_ALLOWLIST"
-"""Path of the extensions allowlist file (default ``$NNSCOPE_VENDOR_DIR/etc/nnapi_extensions_app_allowlist``)."""
+"""Path of the extensions allowlist file (default: ``etc/nnapi_extensions_app_allowlist`` in the
+vendor location, :data:`NNSCOPE_VENDOR_DIR`)."""
 NNSCOPE_APP_PACKAGE = "NNSCOPE_APP_PACKAGE"
 """The application package name this program declares (checked against the allowlist)."""
 NNSCOPE_SYSTEM_DIR = "NNSCOPE_SYSTEM_DIR"

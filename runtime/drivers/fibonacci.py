@@ -223,12 +223,13 @@ class FibonacciPreparedModel(PreparedModel):
 
     def _run(self, request: Request) -> tuple[ErrorStatus, tuple]:
         validate_request(request, self.model)
-        graph, pools = self.model.main, [pool_buffer(p) for p in request.pools]
+        graph = self.model.main
+        pools = [memoryview(pool_buffer(p)).cast("B") for p in request.pools]
         values: dict[int, bytes] = {}
         for arg, index in zip(request.inputs, graph.input_indexes):
             if arg.has_no_value:
                 raise invalid(f"input operand {index}: FIBONACCI inputs cannot be omitted")
-            values[index] = bytes(memoryview(pools[arg.pool_index]).cast("B")[arg.offset:arg.offset + arg.length])
+            values[index] = bytes(pools[arg.pool_index][arg.offset:arg.offset + arg.length])
         for index, operand in enumerate(graph.operands):
             if operand.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE):
                 values[index] = _constant(self.model, index)
@@ -268,6 +269,6 @@ class FibonacciPreparedModel(PreparedModel):
                 status = ErrorStatus.OUTPUT_INSUFFICIENT_SIZE
                 shapes.append(OutputShape(shape, False))
                 continue
-            memoryview(pools[arg.pool_index]).cast("B")[arg.offset:arg.offset + len(data)] = data
+            pools[arg.pool_index][arg.offset:arg.offset + len(data)] = data
             shapes.append(OutputShape(shape, True))
         return status, tuple(shapes)
