@@ -29,11 +29,13 @@ from runtime import _allowlist
 from runtime import _checks as checks
 from runtime.api import NnError, ResultCode
 from runtime.hal.extensions import (MAX_PREFIX, MAX_TYPE_WITHIN, OPERAND, OPERATION, Extension,
-                                    ExtensionType, extension_of, extension_type, is_extension, named)
-from runtime.hal.types import HalModel, Operation, OperationType
+                                    ExtensionType, extension_of, extension_type, is_extension, named,
+                                    type_within)
+from runtime.hal.types import HalModel, Operand, Operation, OperationType
 
 __all__ = ["ModelExtensions", "get_extension_support", "unsupported_extensions",
-           "extensions_of_operation", "has_extension_operation", "OPERAND", "OPERATION"]
+           "extensions_of_operation", "has_extension_operation", "operand_byte_size", "OPERAND",
+           "OPERATION"]
 
 
 def _refuse_unless_allowed(call: str) -> None:
@@ -121,3 +123,23 @@ def has_extension_operation(model: HalModel) -> bool:
 def unsupported_extensions(model: HalModel, operation: Operation, names: Sequence[str]) -> list[str]:
     """The extensions ``operation`` needs that are not in ``names`` (a device's extensions)."""
     return sorted(extensions_of_operation(model, operation) - set(names))
+
+
+def operand_byte_size(model: HalModel, operand: Operand, dims: tuple[int, ...], devices) -> int | None:
+    """Bytes of ``operand`` with ``dims``; for an extension type, from the operand type
+    information a device supporting its extension reports (as AOSP's TypeManager). None when
+    unknown (an unknown dimension, or no device describes the type)."""
+    size = Operand(operand.type, dims).byte_size()
+    name = extension_of(operand.type, model.extension_name_to_prefix)
+    if size is not None or name is None:
+        return size
+    infos = [info for device in devices for extension in supported(device) if extension.name == name
+             for info in extension.operand_types if info.type == type_within(operand.type)]
+    if not infos:
+        return None
+    if not infos[0].is_tensor:
+        return infos[0].byte_size
+    count = 1
+    for dim in dims:
+        count *= dim
+    return infos[0].byte_size * count if dims and count else None
