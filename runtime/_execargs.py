@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from runtime import _checks as checks
-from runtime.hal.types import Operand, is_scalar, numpy_dtype
+from runtime.hal.types import Operand, is_opaque, is_scalar, numpy_dtype
 from runtime.hal.validate import merge_dimensions
 
 
@@ -40,6 +40,9 @@ def as_array(buffer, operand: Operand, where: str):
     """An input given as a Python scalar or sequence, converted to the operand's dtype."""
     if isinstance(buffer, np.ndarray) or not isinstance(buffer, (int, float, bool, list, tuple)):
         return buffer
+    if is_opaque(operand.type):
+        raise checks.bad(where, f"{operand.type.name} is a driver-defined type: pass its bytes "
+                         f"(a bytes-like object or numpy array)")
     try:
         return np.asarray(buffer, numpy_dtype(operand.type))
     except (ValueError, TypeError, OverflowError) as error:
@@ -59,8 +62,8 @@ def dims_for(buffer, operand: Operand, dimensions: Sequence[int] | None) -> tupl
 def as_buffer(buffer, operand: Operand, writable: bool, where: str):
     """The array or memoryview the request reads (input) or writes (output)."""
     if isinstance(buffer, np.ndarray):
-        dtype = numpy_dtype(operand.type)
-        if buffer.dtype != dtype:
+        dtype = None if is_opaque(operand.type) else numpy_dtype(operand.type)  # opaque: any bytes
+        if dtype is not None and buffer.dtype != dtype:
             raise checks.bad(where, f"{operand.type.name} needs dtype {dtype}, buffer has {buffer.dtype}")
         if not buffer.flags.c_contiguous:
             raise checks.bad(where, "array is not C-contiguous")

@@ -218,6 +218,8 @@ def _operand_text(operand: Operand, index: int, implied_type=None) -> str:
         text += " [" + ",".join(str(d) if d else "?" for d in operand.dimensions) + "]"
     if operand.scale or operand.zero_point:
         text += f"\nscale={operand.scale:g} zp={operand.zero_point}"
+    if operand.extension_data is not None:
+        text += f"\nextension data {len(operand.extension_data)} B"
     return text
 
 

@@ -24,8 +24,12 @@ from runtime.hal.types import HalModel, Operand, OperandType, Operation
 from runtime.hal.validate import validate_model
 
 
+def is_int(value) -> bool:
+    return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, np.integer))
+
+
 def known(enum_type, value) -> bool:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    if not is_int(value):
         return False
     try:
         enum_type(int(value))

@@ -21,7 +21,7 @@ import numpy as np
 from runtime._checks import buffer_region
 from runtime.api import NnError, ResultCode
 from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType,
-                               Operation, Subgraph, numpy_dtype)
+                               Operation, Subgraph, is_opaque, numpy_dtype)
 
 #: Values up to this many bytes are copied into the model (ANEURALNETWORKS_MAX_SIZE_OF_IMMEDIATELY_COPIED_VALUES).
 MAX_IMMEDIATE = 128
@@ -51,6 +51,12 @@ def immediate_value(index: int, operand: Operand, value) -> Value:
         return Value(L.NO_VALUE)
     if operand.type == OperandType.SUBGRAPH:
         raise _bad(f"setOperandValue: operand {index} is SUBGRAPH; use set_operand_value_from_model")
+    if is_opaque(operand.type):  # extension / OEM scalar: bytes the driver interprets
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise _bad(f"setOperandValue: operand {index} is {operand.type.name}: give its bytes")
+        data = bytes(value)
+        return Value(L.CONSTANT_COPY if len(data) <= MAX_IMMEDIATE else L.CONSTANT_REFERENCE,
+                     data=data, length=len(data))
     dtype = numpy_dtype(operand.type)
     if isinstance(value, np.ndarray):
         if value.dtype != dtype:
@@ -79,6 +85,8 @@ def memory_value(index: int, operand: Operand, memory, offset: int, length: int)
 
 def _check_length(index: int, operand: Operand, length: int, call: str) -> None:
     needed = operand.byte_size()
+    if needed is None and is_opaque(operand.type):
+        return
     if needed is None:
         raise _bad(f"{call}: operand {index} has unknown dimensions {list(operand.dimensions)}; "
                    f"a constant needs a full shape")

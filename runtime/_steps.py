@@ -14,6 +14,7 @@ from __future__ import annotations
 import tracing
 import vlog
 from runtime import _fallback
+from runtime.extensions import operand_byte_size
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from runtime.hal.types import ErrorStatus, Operand
 from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
@@ -54,7 +55,8 @@ class _Temporaries:
     """Buffers of the tensors passed between steps of one execution."""
 
     def __init__(self, plan: ExecutionPlan, request: Request):
-        self.graph = plan.model.main
+        self.model, self.graph = plan.model, plan.model.main
+        self.devices = plan.devices()
         self.request = request
         self.pools = list(request.pools)
         self.slots: dict[int, int] = {}      # operand -> pool index
@@ -63,10 +65,16 @@ class _Temporaries:
 
     def allocate(self, operand_index: int, size: int | None = None) -> int:
         operand: Operand = self.graph.operands[operand_index]
-        size = size or operand.byte_size() or _GUESS_BYTES
+        size = size or self.size(operand_index, operand.dimensions) or _GUESS_BYTES
         self.pools.append(bytearray(size))
         self.slots[operand_index] = len(self.pools) - 1
         return self.slots[operand_index]
+
+    def size(self, operand_index: int, dims: tuple[int, ...]) -> int:
+        """Bytes of operand ``operand_index`` with ``dims`` (an extension type: as a device
+        describes it); 0 when unknown."""
+        return operand_byte_size(self.model, self.graph.operands[operand_index], dims,
+                                 self.devices) or 0
 
     def input_arg(self, source: Source, operand_index: int) -> RequestArgument:
         if source.kind == MODEL_INPUT:
@@ -75,10 +83,10 @@ class _Temporaries:
             arg = self.request.outputs[source.position]
             dims = self.model_output_dims[source.position]
             return RequestArgument(False, arg.pool_index, arg.offset,
-                                   _size(self.graph.operands[operand_index], dims), dims)
+                                   self.size(operand_index, dims), dims)
         dims = self.dims[operand_index]
         pool = self.slots[operand_index]
-        return RequestArgument(False, pool, 0, _size(self.graph.operands[operand_index], dims), dims)
+        return RequestArgument(False, pool, 0, self.size(operand_index, dims), dims)
 
     def output_arg(self, source: Source, operand_index: int) -> RequestArgument:
         if source.kind == MODEL_OUTPUT:
@@ -89,8 +97,6 @@ class _Temporaries:
         return RequestArgument(False, pool, 0, len(self.pools[pool]), ())
 
 
-def _size(operand: Operand, dims: tuple[int, ...]) -> int:
-    return Operand(operand.type, dims).byte_size() or 0
 
 
 def _own_prepared(step: ExecutionStep):
@@ -132,7 +138,7 @@ def _run_step(step: ExecutionStep, prepared, temps: _Temporaries,
         retry = False
         for source, operand_index, shape in zip(step.output_sources, step.outputs, result.output_shapes):
             if source.kind != MODEL_OUTPUT and not shape.is_sufficient:
-                needed = _size(temps.graph.operands[operand_index], tuple(shape.dimensions))
+                needed = temps.size(operand_index, tuple(shape.dimensions))
                 temps.allocate(operand_index, needed)
                 retry = True
         if not retry:

@@ -36,6 +36,8 @@ from runtime._modelcheck import check_operation  # noqa: F401 - part of this mod
 from runtime._lifecycle import BuilderState
 from runtime.api import NnError, ResultCode
 from runtime.drivers.base import Device
+from runtime.extensions import OPERAND, OPERATION, ModelExtensions
+from runtime.hal.extensions import is_extension
 from runtime.hal.types import (ChannelQuant, HalModel, Operand, OperandLifetime as L, OperandType,
                                Operation, OperationType)
 from runtime.hal.validate import operand_type_problem
@@ -74,6 +76,7 @@ class Model:
         self._relaxed = False
         self._hal: HalModel | None = None
         self._order: tuple[int, ...] = ()  # run position -> index the operation was added at
+        self._extensions = ModelExtensions()
 
     # ------------------------------------------------------------------ construction
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_addOperand")
@@ -99,13 +102,16 @@ class Model:
         self._state.check_mutable(call)
         index = len(self._operands)
         where = f"{call}: operand {index}"
-        if not mc.known(OperandType, type):
+        if mc.known(OperandType, type):
+            kind = OperandType(int(type))
+        elif mc.is_int(type) and is_extension(int(type)):
+            kind = self._extensions.known(int(type), OPERAND, where)
+        else:
             raise checks.bad(where, f"unknown operand type {type!r}")
-        kind = OperandType(int(type))
         dims = checks.dimensions(dimensions, where)
         operand = Operand(kind, dims, checks.real(scale, where, "scale"),
                           checks.integer(zero_point, where, "zero point"))
-        problem = operand_type_problem(operand)
+        problem = operand_type_problem(operand, self._extensions.by_prefix)
         if problem:
             raise checks.bad(where, problem)
         if checks.size_overflows(kind, dims):
@@ -162,6 +168,8 @@ class Model:
         operand = self._operand_to_set(call, index)
         if operand.type != OperandType.SUBGRAPH:
             raise checks.bad(call, f"operand {index} is {operand.type.name}, not SUBGRAPH")
+        if model._hal.extension_name_to_prefix:
+            raise checks.bad(call, "referenced models with extension types are not supported")
         self._values[index] = parts.Value(L.SUBGRAPH, model=model._hal)
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_setOperandSymmPerChannelQuantParams")
@@ -188,6 +196,42 @@ class Model:
             raise checks.bad(where, problem)
         self._operands[index] = updated
 
+    # ------------------------------------------------------------------ vendor extensions
+    @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_getExtensionOperandType")
+    def get_extension_operand_type(self, extension_name: str, type_within_extension: int) -> int:
+        """The operand type ``type_within_extension`` of ``extension_name`` in this model.
+
+        Raises:
+            NnError: BAD_DATA for a bad name/type or when the allowlist refuses extensions
+                (see ``runtime.extensions``); BAD_STATE after finish.
+        """
+        self._state.check_mutable("getExtensionOperandType")
+        return self._extensions.type_of(extension_name, type_within_extension, OPERAND,
+                                        "getExtensionOperandType")
+
+    @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_getExtensionOperationType")
+    def get_extension_operation_type(self, extension_name: str, type_within_extension: int) -> int:
+        """The operation type ``type_within_extension`` of ``extension_name`` (as above)."""
+        self._state.check_mutable("getExtensionOperationType")
+        return self._extensions.type_of(extension_name, type_within_extension, OPERATION,
+                                        "getExtensionOperationType")
+
+    @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_setOperandExtensionData")
+    def set_operand_extension_data(self, index: int, data: bytes | None) -> None:
+        """Attach an opaque blob (any size; None clears it) to extension operand ``index``.
+
+        Raises:
+            NnError: BAD_DATA for a wrong index or a non-extension operand; BAD_STATE after finish.
+        """
+        call = "setOperandExtensionData"
+        operand = self._operand_to_set(call, index)
+        if not is_extension(operand.type):
+            raise checks.bad(call, f"operand {index} is {operand.type.name}, not an extension type")
+        if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
+            raise checks.bad(call, f"data must be bytes-like, got {type(data).__name__}")
+        self._operands[index] = dataclasses.replace(
+            operand, extension_data=None if data is None else bytes(data))
+
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_addOperation")
     def add_operation(self, type: int, inputs: Sequence[int], outputs: Sequence[int]) -> int:
         """Add an operation (ANeuralNetworksModel_addOperation); return its index.
@@ -204,9 +248,12 @@ class Model:
         checks.not_null(outputs, call, "outputs")
         self._state.check_mutable(call)
         index = len(self._operations)
-        if not mc.known(OperationType, type):
+        if mc.known(OperationType, type):
+            kind = OperationType(int(type))
+        elif mc.is_int(type) and is_extension(int(type)):
+            kind = self._extensions.known(int(type), OPERATION, f"{call}: operation {index}")
+        else:
             raise checks.bad(call, f"operation {index}: unknown operation type {type!r}")
-        kind = OperationType(int(type))
         where = f"{call}: operation {index} ({kind.name})"
         count = len(self._operands)
         operation = Operation(kind, checks.index_list(inputs, count, where, "input"),
@@ -262,8 +309,9 @@ class Model:
         self._state.check_mutable("finish")
         try:
             mc.check_lifetimes(self._inputs, self._outputs, self._values, self._identified)
-            hal = parts.assemble(self._operands, self._operations, self._values, self._inputs,
-                                 self._outputs, self._relaxed)
+            hal = dataclasses.replace(parts.assemble(
+                self._operands, self._operations, self._values, self._inputs, self._outputs,
+                self._relaxed), extension_name_to_prefix=self._extensions.pairs)
             self._hal, self._order = mc.validated(hal, "finish")
         except NnError as error:
             if error.code == ResultCode.BAD_DATA:

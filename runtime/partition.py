@@ -37,6 +37,7 @@ import vlog
 from runtime._submodel import extract, readers_of
 from runtime.api import BadDataError, ResultCode
 from runtime.drivers.base import Device
+from runtime.extensions import extensions_of_operation, supported as supported_extensions
 from runtime.hal.device_types import Capabilities, PerformanceInfo
 from runtime.hal.errors import HalError
 from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType, Operation,
@@ -68,6 +69,22 @@ class UnsupportedOperationError(BadDataError):
         super().__init__(ResultCode.BAD_DATA,
                          f"no device can do operation {operation_index} ({operation_type.name}); "
                          f"devices: {', '.join(device_names) or 'none'}")
+
+
+class MissingExtensionError(UnsupportedOperationError):
+    """An operation needs an extension no candidate device supports; extension operations have
+    no CPU fallback (BAD_DATA). The message says, per device, whether it lacks the extension."""
+
+    def __init__(self, operation_index: int, operation_type: int, needed: set[str],
+                 reasons: dict[str, str]):
+        self.operation_index, self.operation_type = operation_index, operation_type
+        self.extensions = sorted(needed)
+        detail = "; ".join(f"{device} {why}" for device, why in reasons.items())
+        BadDataError.__init__(self, ResultCode.BAD_DATA,
+                              f"no device can do operation {operation_index} "
+                              f"({operation_type.name}): it needs extension "
+                              f"{', '.join(self.extensions)}, and there is no CPU fallback for "
+                              f"extension operations ({detail or 'no devices'})")
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,31 @@ def _type_performance(capabilities: Capabilities, model: HalModel,
 
 
 def _support(model: HalModel, device: Device) -> list[bool]:
+    flags = _driver_support(model, device)
+    if model.extension_name_to_prefix and any(flags):  # AOSP DriverDevice: extensions it lacks
+        names = {e.name for e in supported_extensions(device)}
+        flags = [ok and extensions_of_operation(model, op) <= names
+                 for ok, op in zip(flags, model.main.operations)]
+    return flags
+
+
+def _refuse_cpu_fallback(index: int, model: HalModel, devices: Sequence[Device]) -> None:
+    """Raise for an operation without CPU fallback: :class:`MissingExtensionError` when
+    operation ``index`` uses an extension, :class:`UnsupportedOperationError` for OEM_OPERATION."""
+    operation = model.main.operations[index]
+    if operation.type == OperationType.OEM_OPERATION:  # only an OEM driver runs it
+        raise UnsupportedOperationError(index, operation.type, [d.name for d in devices])
+    needed = extensions_of_operation(model, operation)
+    if needed:
+        reasons = {}
+        for device in devices:
+            missing = sorted(needed - {e.name for e in supported_extensions(device)})
+            reasons[device.name] = f"lacks {', '.join(missing)}" if missing else \
+                "has it but does not support this operation"
+        raise MissingExtensionError(index, operation.type, needed, reasons)
+
+
+def _driver_support(model: HalModel, device: Device) -> list[bool]:
     count = len(model.main.operations)
     try:
         flags = list(device.supported_operations(model))
@@ -213,6 +255,7 @@ def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Devic
     for index, operation in enumerate(model.main.operations):
         best = _best_for(index, model, devices, support, capabilities, preference)
         if best is None:
+            _refuse_cpu_fallback(index, model, devices)
             if cpu_index is None:
                 raise UnsupportedOperationError(index, operation.type, [d.name for d in devices])
             best = cpu_index

@@ -29,6 +29,7 @@ import vlog
 from runtime import partition as partitioner
 from runtime.api import NnError, from_hal_error
 from runtime.drivers.base import Device, PreparedModel
+from runtime.extensions import has_extension_operation
 from runtime.hal.errors import HalError
 from runtime.hal.types import HalModel, Preference, Priority, Subgraph
 from tracing import Phase
@@ -158,6 +159,8 @@ def _partitioned(model: HalModel, devices: Sequence[Device], preference: Prefere
         candidates.append(_LastResort(fallback))
     if partitioning == PARTITIONING_NO:
         best = partitioner.best_single_device(model, candidates, preference)
+        if best is None and has_extension_operation(model):  # never on the CPU fallback
+            partitioner.find_best_device_for_each_operation(model, candidates, preference)
         device = candidates[best] if best is not None else fallback or candidates[0]
         vlog.log("compilation", "ExecutionPlan", "ModelBuilder::partitionTheWork: partitioning "
                  "disabled (NN_PARTITION=0); whole model on %s", device.name)
@@ -196,7 +199,8 @@ def build_plan(model: HalModel, devices: Sequence[Device], preference: Preferenc
     try:
         _prepare_all(plan, deadline_ns, cache_dir, token)
     except NnError as error:
-        if fallback is None or plan.simple and plan.steps[0].device is fallback:
+        if fallback is None or plan.simple and plan.steps[0].device is fallback \
+                or has_extension_operation(model):  # no CPU fallback for extension operations
             raise
         plan = _cpu_fallback_plan(plan, error, deadline_ns)
     _prepare_cpu_standins(plan)
@@ -210,9 +214,10 @@ def _prepare_cpu_standins(plan: ExecutionPlan) -> None:
     cpu = plan.fallback
     if cpu is None or all(step.device is cpu for step in plan.steps):
         return
-    wanted = [("whole", plan.model)]
-    if not plan.simple:
-        wanted += [(step.index, step.model) for step in plan.steps if step.device is not cpu]
+    wanted = [] if has_extension_operation(plan.model) else [("whole", plan.model)]
+    if not plan.simple:  # never a CPU stand-in for an extension operation
+        wanted += [(step.index, step.model) for step in plan.steps if step.device is not cpu
+                   and not has_extension_operation(step.model)]
     with tracing.runtime(Phase.COMPILATION, "ExecutionPlan::prepareCpuFallback"):
         for key, model in wanted:
             try:

@@ -13,6 +13,7 @@ y.npz`` saves what one more execution on those inputs returns (keys ``output0``,
 Example:
     $ nnscope run --executions 10 --warmup 2 --systrace run.html --dot plan.dot --svg plan.svg
     $ nnscope run model.tflite --inputs x.npz --outputs y.npz --executions 0 --warmup 0
+    $ nnscope run --example fibonacci --dot fib.dot   # vendor extension (needs the allowlist)
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from runtime.burst import Burst
 from runtime.cli._args import count
 from runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from runtime.compilation import Compilation
+from runtime.extension_models import EXAMPLES
 from runtime.execution import Execution
 from runtime.graphdump import graph_dump
 from runtime.hal.types import Preference, numpy_dtype
@@ -49,6 +51,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                    description=__doc__.split("\n\n")[0])
     parser.add_argument("model", nargs="?", metavar="MODEL",
                         help="a .tflite file (default: built-in MobileNet-style float model)")
+    parser.add_argument("--example", choices=sorted(EXAMPLES),
+                        help="run an example vendor-extension model (com.example.fibonacci on "
+                             "sample-fibonacci; the program must be allowed extensions, see README)")
     parser.add_argument("--device", action="append", metavar="NAME",
                         help="compile for this device only (repeatable; see `nnscope devices`)")
     parser.add_argument("--executions", type=count, default=10, metavar="N")
@@ -72,8 +77,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args) -> tuple[Model, list[np.ndarray], list[str]]:
-    """The model, its inputs (sample data or ``--inputs``) and its output names."""
+def _load(args) -> tuple[Model, list[np.ndarray], list[str], list | None]:
+    """The model, its inputs (sample data or ``--inputs``), its output names and, for an
+    ``--example``, its output buffers."""
+    if args.example:
+        model, inputs, outputs = EXAMPLES[args.example]()
+        return model, inputs, [], outputs
     if args.model is None:
         model, input_names, output_names = builtin_models.mobilenet(), [], []
     else:
@@ -81,10 +90,10 @@ def _load(args) -> tuple[Model, list[np.ndarray], list[str]]:
         hal, input_names, output_names = load_tflite(args.model)
         model = Model.from_hal(hal, name=Path(args.model).stem)
     if args.inputs is None:
-        return model, builtin_models.sample_input(model), output_names
+        return model, builtin_models.sample_input(model), output_names, None
     operands = [model.operands[index] for index in model.inputs]
     names = input_names or [None] * len(operands)
-    return model, read_inputs(args.inputs, operands, names), output_names
+    return model, read_inputs(args.inputs, operands, names), output_names, None
 
 
 def _outputs(model: Model) -> list[np.ndarray]:
@@ -115,16 +124,16 @@ def _execute(compilation: Compilation, inputs, outputs, burst: Burst | None = No
 def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, list[int], str]:
     """Build, compile, warm up and benchmark; with ``--outputs`` also save one execution's
     outputs (the last value names the saved keys, else "")."""
-    label = Path(args.model).stem if args.model else "mobilenet_v1_0.5_224"
+    label = args.example or (Path(args.model).stem if args.model else "mobilenet_v1_0.5_224")
     with tracing.application(Phase.OVERALL, label):
         with tracing.application(Phase.PREPARATION, "build model"):
-            model, inputs, output_names = _load(args)
+            model, inputs, output_names, outputs = _load(args)
         with tracing.application(Phase.COMPILATION, "compile"):
             devices = [get_device(name) for name in args.device] if args.device else None
             compilation = Compilation(model, devices)
             compilation.set_preference(PREFERENCES[args.preference])
             compilation.finish()
-        outputs = _outputs(model)
+        outputs = outputs if outputs is not None else _outputs(model)
         burst = _burst(compilation) if args.burst else None
         with tracing.application(Phase.WARMUP, "warmup"):
             for _ in range(args.warmup):
@@ -178,7 +187,10 @@ def timing_summary(trace_data) -> str:
 
 
 def check_outputs(args, parser: argparse.ArgumentParser) -> None:
-    """Reject an unknown ``--trace`` extension before running (usage error, exit 2)."""
+    """Reject an unknown ``--trace`` extension, or a model file with ``--example``, before
+    running (usage error, exit 2)."""
+    if args.example and args.model:
+        parser.error("give a MODEL file or --example, not both")
     if args.trace:
         from tracing.exporters import exporter_for_path  # noqa: PLC0415
         try:

@@ -52,8 +52,15 @@ class Device(ABC):
                       cache_dir: str | None = None, token: bytes | None = None) -> PreparedModel:
         """Compile ``model``; raise ``runtime.hal.errors.HalError`` carrying an ErrorStatus on failure."""
 
-    def supported_extensions(self) -> tuple[str, ...]:
+    def supported_extensions(self) -> tuple:
+        """``getSupportedExtensions``: ``runtime.hal.extensions.Extension`` records (none here)."""
         return ()
+
+    def get_extension_support(self, extension_name: str) -> bool:
+        """ANeuralNetworksDevice_getExtensionSupport: False unless the device supports the
+        extension and the runtime's allowlist lets this program use extensions."""
+        from runtime.extensions import get_extension_support  # noqa: PLC0415 - runtime library check
+        return get_extension_support(self, extension_name)
 
     def number_of_cache_files_needed(self) -> tuple[int, int]:
         return (0, 0)

@@ -11,13 +11,16 @@ Example:
     >>> registered({NNSCOPE_DRIVERS: "sample-gpu"})  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ...
-    runtime.drivers.registry.UnknownDriverError: unknown driver 'sample-gpu'; valid drivers: sample-all, sample-float-fast, sample-float-slow, sample-quant, sample-minimal
+    runtime.drivers.registry.UnknownDriverError: unknown driver 'sample-gpu'; valid drivers: sample-all, sample-float-fast, sample-float-slow, sample-quant, sample-minimal, sample-fibonacci, sample-oem
 """
 from __future__ import annotations
 
 import os
 from typing import Mapping
 
+from runtime.drivers.base import Device
+from runtime.drivers.fibonacci import FibonacciDriver
+from runtime.drivers.oem import OemDriver
 from runtime.drivers.sample import SAMPLES, SampleDriver
 
 NNSCOPE_DRIVERS = "NNSCOPE_DRIVERS"
@@ -28,14 +31,18 @@ class UnknownDriverError(ValueError):
     """A driver name that is not in the registry; the message lists the valid names."""
 
 
+#: Drivers beyond the sample configs: vendor-extension and OEM examples.
+EXTRA_DRIVERS = {FibonacciDriver.name: FibonacciDriver, OemDriver.name: OemDriver}
+
+
 def available() -> tuple[str, ...]:
     """Every driver name the registry knows, in registration order."""
-    return tuple(SAMPLES)
+    return (*SAMPLES, *EXTRA_DRIVERS)
 
 
 def check_name(name: str) -> str:
-    if name not in SAMPLES:
-        raise UnknownDriverError(f"unknown driver {name!r}; valid drivers: {', '.join(SAMPLES)}")
+    if name not in SAMPLES and name not in EXTRA_DRIVERS:
+        raise UnknownDriverError(f"unknown driver {name!r}; valid drivers: {', '.join(available())}")
     return name
 
 
@@ -48,9 +55,11 @@ def registered(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(check_name(n) for n in names))
 
 
-def create_driver(name: str) -> SampleDriver:
+def create_driver(name: str) -> Device:
     """The in-process driver object served by ``python -m runtime.drivers <name>``."""
-    return SampleDriver(SAMPLES[check_name(name)])
+    if check_name(name) in EXTRA_DRIVERS:
+        return EXTRA_DRIVERS[name]()
+    return SampleDriver(SAMPLES[name])
 
 
 def remote_devices(environ: Mapping[str, str] | None = None) -> list:

@@ -67,6 +67,8 @@ class OperandType(enum.IntEnum):
     TENSOR_QUANT8_SYMM = 13
     TENSOR_QUANT8_ASYMM_SIGNED = 14
     SUBGRAPH = 15  # ANEURALNETWORKS_MODEL in the NDK
+    OEM = 10000  # ANEURALNETWORKS_OEM_SCALAR: an opaque scalar (deprecated; see extensions)
+    TENSOR_OEM_BYTE = 10001  # ANEURALNETWORKS_TENSOR_OEM_BYTE (deprecated)
 
 
 class OperationType(enum.IntEnum):
@@ -172,6 +174,7 @@ class OperationType(enum.IntEnum):
     HARD_SWISH = 99
     FILL = 100
     RANK = 101
+    OEM_OPERATION = 10000  # ANEURALNETWORKS_OEM_OPERATION (deprecated; see extensions)
 
 
 class OperandLifetime(enum.IntEnum):
@@ -224,7 +227,7 @@ _DTYPES = {
     OperandType.TENSOR_BOOL8: np.bool_, OperandType.FLOAT16: np.float16,
     OperandType.TENSOR_QUANT8_SYMM_PER_CHANNEL: np.int8,
     OperandType.TENSOR_QUANT16_ASYMM: np.uint16, OperandType.TENSOR_QUANT8_SYMM: np.int8,
-    OperandType.TENSOR_QUANT8_ASYMM_SIGNED: np.int8,
+    OperandType.TENSOR_QUANT8_ASYMM_SIGNED: np.int8, OperandType.TENSOR_OEM_BYTE: np.uint8,
 }
 SCALAR_TYPES = frozenset({OperandType.FLOAT32, OperandType.INT32, OperandType.UINT32,
                           OperandType.BOOL, OperandType.FLOAT16})
@@ -244,6 +247,12 @@ def numpy_dtype(operand_type: OperandType) -> np.dtype:
 
 def is_scalar(operand_type: OperandType) -> bool:
     return operand_type in SCALAR_TYPES
+
+
+def is_opaque(operand_type: int) -> bool:
+    """True for types whose byte size only a driver knows: vendor extension types (a nonzero
+    prefix in the high 16 bits, see ``runtime.hal.extensions``) and the OEM scalar."""
+    return operand_type == OperandType.OEM or int(operand_type) > 0xFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +281,8 @@ class Operand:
     lifetime: OperandLifetime = OperandLifetime.TEMPORARY_VARIABLE
     location: DataLocation | None = None
     channel_quant: ChannelQuant | None = None
+    #: Opaque data of an extension operand (HAL ``extraParams.extension``); None: not set.
+    extension_data: bytes | None = None
 
     def element_count(self) -> int | None:
         """Number of elements, or None when a dimension is unknown (0) or, for a tensor, the rank
@@ -287,7 +298,7 @@ class Operand:
 
     def byte_size(self) -> int | None:
         count = self.element_count()
-        if count is None or self.type == OperandType.SUBGRAPH:
+        if count is None or self.type == OperandType.SUBGRAPH or is_opaque(self.type):
             return None
         return count * numpy_dtype(self.type).itemsize
 
@@ -316,3 +327,5 @@ class HalModel:
     operand_values: bytes = b""
     pools: tuple = field(default=())
     relax_float32_to_float16: bool = False
+    #: HAL ``extensionNameToPrefix``: (extension name, prefix) pairs, a bijection.
+    extension_name_to_prefix: tuple[tuple[str, int], ...] = ()

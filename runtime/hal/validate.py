@@ -20,8 +20,9 @@ from typing import Callable, Sequence
 
 from runtime.hal.device_types import Request, RequestArgument
 from runtime.hal.errors import HalError
+from runtime.hal.extensions import OPERAND, OPERATION, is_extension, named, prefix_map_problem
 from runtime.hal.types import (QUANT_TYPES, ErrorStatus, HalModel, Operand, OperandLifetime,
-                               OperandType, Operation, OperationType, Subgraph, is_scalar)
+                               OperandType, Operation, OperationType, Subgraph, is_opaque, is_scalar)
 
 OperationCheck = Callable[[Operation, Sequence[Operand], Sequence[Operand]], None]
 L = OperandLifetime
@@ -40,14 +41,27 @@ def invalid(message: str) -> HalError:
     return HalError(ErrorStatus.INVALID_ARGUMENT, message)
 
 
-def operand_type_problem(operand: Operand) -> str | None:
-    """Check type, rank, scale and zero point of one operand; return the problem or None."""
+def operand_type_problem(operand: Operand, prefixes: dict[int, str] | None = None) -> str | None:
+    """Check type, rank, scale and zero point of one operand; return the problem or None.
+
+    An extension type (``prefixes``: the model's prefix -> name) is checked only for its
+    encoding, a registered prefix and its dimensions: its driver validates the rest."""
+    if is_extension(operand.type) and prefixes is not None:
+        if named(operand.type, prefixes, OPERAND) is None:
+            return f"operand type {int(operand.type)}: extension prefix {int(operand.type) >> 16} " \
+                   f"is not registered in the model"
+        return _dimensions_problem(operand)
     try:
         kind = OperandType(operand.type)
     except ValueError:
         return f"unknown operand type {operand.type!r}"
+    if operand.extension_data is not None:
+        return f"{kind.name} is not an extension type but has extension data"
     if any(not isinstance(d, int) or d < 0 for d in operand.dimensions):
         return f"invalid dimensions {tuple(operand.dimensions)}"
+    if kind in (OperandType.OEM, OperandType.TENSOR_OEM_BYTE):
+        return f"OEM is a scalar but has dimensions {tuple(operand.dimensions)}" \
+            if kind == OperandType.OEM and operand.dimensions else None
     if (is_scalar(kind) or kind == OperandType.SUBGRAPH) and operand.dimensions:
         return f"{kind.name} is a scalar but has dimensions {tuple(operand.dimensions)}"
     if kind == OperandType.TENSOR_QUANT8_SYMM_PER_CHANNEL:
@@ -63,6 +77,12 @@ def operand_type_problem(operand: Operand) -> str | None:
             return f"TENSOR_INT32 scale {operand.scale} < 0"
     elif operand.scale != 0 or operand.zero_point != 0:
         return f"{kind.name} must have scale 0 and zero point 0"
+    return None
+
+
+def _dimensions_problem(operand: Operand) -> str | None:
+    if any(not isinstance(d, int) or d < 0 for d in operand.dimensions):
+        return f"invalid dimensions {tuple(operand.dimensions)}"
     return None
 
 
@@ -120,8 +140,9 @@ def _check_location(index: int, operand: Operand, model: HalModel, pool_sizes: S
 
 
 def _check_operands(graph: Subgraph, model: HalModel, pool_sizes: Sequence[int]) -> None:
+    prefixes = {prefix: name for name, prefix in model.extension_name_to_prefix}
     for index, operand in enumerate(graph.operands):
-        problem = operand_type_problem(operand)
+        problem = operand_type_problem(operand, prefixes)
         if problem:
             raise invalid(f"operand {index}: {problem}")
         try:
@@ -159,15 +180,29 @@ def _check_io(graph: Subgraph) -> None:
             raise invalid(f"operand {extra[0]} has lifetime {lifetime.name} but is not a model {kind}")
 
 
-def _check_operations(graph: Subgraph, check_operation: OperationCheck | None) -> list[int]:
+def operation_name(op_type: int, prefixes: dict[int, str]) -> str | None:
+    """The name of an operation type (``extension:NAME`` for an extension), None if unknown."""
+    if is_extension(op_type):
+        extension = named(op_type, prefixes, OPERATION)
+        return None if extension is None else extension.name
+    try:
+        return OperationType(op_type).name
+    except ValueError:
+        return None
+
+
+def _check_operations(graph: Subgraph, check_operation: OperationCheck | None,
+                      prefixes: dict[int, str]) -> list[int]:
     """Check every operation; return the writer operation of each operand (-1: none)."""
     count = len(graph.operands)
     writer = [-1] * count
     for op_index, op in enumerate(graph.operations):
-        try:
-            name = OperationType(op.type).name
-        except ValueError:
-            raise invalid(f"operation {op_index}: unknown operation type {op.type!r}") from None
+        name = operation_name(op.type, prefixes)
+        if name is None and is_extension(op.type):
+            raise invalid(f"operation {op_index}: operation type {int(op.type)}: extension prefix "
+                          f"{int(op.type) >> 16} is not registered in the model")
+        if name is None:
+            raise invalid(f"operation {op_index}: unknown operation type {op.type!r}")
         for kind, indexes in (("input", op.inputs), ("output", op.outputs)):
             for position, index in enumerate(indexes):
                 if not 0 <= index < count:
@@ -238,7 +273,8 @@ def validate_subgraph(graph: Subgraph, model: HalModel, pool_sizes: Sequence[int
     """Validate one subgraph of ``model``; return its operations' run order."""
     _check_operands(graph, model, pool_sizes)
     _check_io(graph)
-    writer = _check_operations(graph, check_operation)
+    prefixes = {prefix: name for name, prefix in model.extension_name_to_prefix}
+    writer = _check_operations(graph, check_operation, prefixes)
     return run_order(graph, writer)
 
 
@@ -252,6 +288,9 @@ def validate_model(model: HalModel, check_operation: OperationCheck | None = Non
     Raises:
         HalError: INVALID_ARGUMENT, the message naming the operand or operation.
     """
+    problem = prefix_map_problem(model.extension_name_to_prefix)
+    if problem:
+        raise invalid(f"extensionNameToPrefix: {problem}")
     pool_sizes = [_buffer_length(pool) for pool in model.pools]
     for number, graph in enumerate(model.referenced):
         try:
@@ -299,6 +338,7 @@ def argument_problem(kind: str, position: int, arg: RequestArgument, operand: Op
     known = Operand(operand.type, dims)
     needed = known.byte_size()
     if kind == "input" and needed is None and not is_scalar(operand.type) \
+            and not is_opaque(operand.type) \
             and not (zero_sized_inputs and _zero_sized(arg, dims)):
         return f"{where}: dimensions {list(dims)} are not fully specified"
     if needed is not None and needed != arg.length:

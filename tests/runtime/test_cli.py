@@ -126,11 +126,12 @@ def test_devices_json():
     assert device["operandPerformance"]["TENSOR_FLOAT32"]["execTime"] == 1.0
     by_name = {d["name"]: d for d in drivers}
     assert list(by_name) == ["sample-all", "sample-float-fast", "sample-float-slow", "sample-quant",
-                             "sample-minimal"]
+                             "sample-minimal", "sample-fibonacci", "sample-oem"]
     assert by_name["sample-float-fast"]["operandPerformance"]["TENSOR_FLOAT32"]["execTime"] == 0.8
     assert "TENSOR_QUANT8_ASYMM" not in by_name["sample-float-fast"]["operandPerformance"]
     assert by_name["sample-quant"]["operandPerformance"]["TENSOR_QUANT8_ASYMM"]["execTime"] == 50.0
-    assert all(d["version"] == "nnscope-sample-1.3" for d in drivers)
+    assert all(d["version"] == "nnscope-sample-1.3" for d in drivers if not d["extensions"]
+               and d["name"] != "sample-oem")
     assert main(["devices"]) == 0
 
 
@@ -155,7 +156,8 @@ def test_runtime_errors_exit_1_with_one_line(tmp_path):
     assert done.returncode == 1
     assert done.stderr.strip() == ("nnscope: error: BAD_DATA: unknown device 'no-such-device'; "
                                    "valid: nnapi-reference, sample-all, sample-float-fast, "
-                                   "sample-float-slow, sample-quant, sample-minimal")
+                                   "sample-float-slow, sample-quant, sample-minimal, sample-fibonacci, "
+                                   "sample-oem")
     done = _nnscope("run", str(tmp_path / "missing.tflite"))
     assert done.returncode == 1 and done.stderr.startswith("nnscope: error:")
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -12,7 +12,8 @@ def test_devices_are_the_reference_cpu_then_the_sample_drivers():
     assert (cpu.name, cpu.type, cpu.version, cpu.feature_level) == ("nnapi-reference", DeviceType.CPU, "1.3", 30)
     assert get_device("nnapi-reference") is cpu
     assert [d.name for d in drivers] == ["sample-all", "sample-float-fast", "sample-float-slow",
-                                         "sample-quant", "sample-minimal"]
+                                         "sample-quant", "sample-minimal", "sample-fibonacci",
+                                         "sample-oem"]
 
 
 def test_unknown_device_lists_valid_names():

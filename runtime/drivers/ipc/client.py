@@ -33,7 +33,8 @@ from runtime.drivers.ipc._process import DriverProcess
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc._restart import Backoff
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import Reader, Writer, decode_capabilities, encode_model
+from runtime.drivers.ipc.codec import (Reader, Writer, decode_capabilities, decode_extensions,
+                                       encode_model)
 from runtime.drivers.ipc.encoder import PoolCache, is_shared
 from runtime.drivers.ipc.prepared import RemotePreparedModel
 from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType
@@ -101,9 +102,12 @@ class RemoteDevice(Device):
     def capabilities(self) -> Capabilities:
         return decode_capabilities(self._simple(MsgType.GET_CAPABILITIES, Phase.INITIALIZATION))
 
-    def supported_extensions(self) -> tuple[str, ...]:
-        r = self._simple(MsgType.GET_SUPPORTED_EXTENSIONS, Phase.INITIALIZATION)
-        return tuple(r.text() for _ in range(r.count(4)))
+    def supported_extensions(self) -> tuple:
+        """``getSupportedExtensions``: the driver's ``Extension`` records (cached)."""
+        if "extensions" not in self._info:
+            self._info["extensions"] = decode_extensions(
+                self._simple(MsgType.GET_SUPPORTED_EXTENSIONS, Phase.INITIALIZATION))
+        return self._info["extensions"]
 
     def number_of_cache_files_needed(self) -> tuple[int, int]:
         r = self._simple(MsgType.GET_NUMBER_OF_CACHE_FILES, Phase.INITIALIZATION)

@@ -15,9 +15,12 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 from runtime.hal.device_types import Capabilities, PerformanceInfo
+from runtime.hal.extensions import (OPERAND, OPERATION, Extension, ExtensionOperandTypeInformation,
+                                    is_extension, named, prefix_map_problem)
 from runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
                                OperandType, Operation, OperationType, Subgraph)
 
@@ -171,11 +174,12 @@ def decode_capabilities(r: Reader) -> Capabilities:
 # ---------------------------------------------------------------- model
 _OPERAND = struct.Struct("<IdiBB")  # type, scale, zero point, lifetime, flags
 _LOCATION = struct.Struct("<iII")
-_HAS_LOCATION, _HAS_CHANNEL_QUANT = 1, 2
+_HAS_LOCATION, _HAS_CHANNEL_QUANT, _HAS_EXTENSION_DATA = 1, 2, 4
 
 
 def _write_operand(w: Writer, op: Operand) -> None:
-    flags = (_HAS_LOCATION if op.location else 0) | (_HAS_CHANNEL_QUANT if op.channel_quant else 0)
+    flags = (_HAS_LOCATION if op.location else 0) | (_HAS_CHANNEL_QUANT if op.channel_quant else 0) \
+        | (_HAS_EXTENSION_DATA if op.extension_data is not None else 0)
     w.parts.append(_OPERAND.pack(op.type, op.scale, op.zero_point, op.lifetime, flags))
     w.u32s(op.dimensions)
     if op.location:
@@ -183,6 +187,8 @@ def _write_operand(w: Writer, op: Operand) -> None:
     if op.channel_quant:
         q = op.channel_quant
         w.parts.append(struct.pack(f"<II{len(q.scales)}d", q.channel_dim, len(q.scales), *q.scales))
+    if op.extension_data is not None:
+        w.blob(op.extension_data)
 
 
 def _read_operand(r: Reader) -> Operand:
@@ -196,8 +202,10 @@ def _read_operand(r: Reader) -> Operand:
         scales = struct.unpack_from(f"<{n}d", r.view, r.pos)
         r.pos += 8 * n
         quant = ChannelQuant(scales, channel_dim)
-    return Operand(enum_value(OperandType, kind), dims, scale, zero_point,
-                   enum_value(OperandLifetime, lifetime), location, quant)
+    extension_data = r.blob() if flags & _HAS_EXTENSION_DATA else None
+    kind = kind if is_extension(kind) else enum_value(OperandType, kind)  # named by decode_model
+    return Operand(kind, dims, scale, zero_point, enum_value(OperandLifetime, lifetime), location,
+                   quant, extension_data)
 
 
 def _write_subgraph(w: Writer, graph: Subgraph) -> None:
@@ -220,7 +228,9 @@ def _read_subgraph(r: Reader) -> Subgraph:
 
 
 def _read_operation(r: Reader) -> Operation:
-    return Operation(enum_value(OperationType, r._take(_U32)[0]), r.u32s(), r.u32s())
+    kind = r._take(_U32)[0]
+    kind = kind if is_extension(kind) else enum_value(OperationType, kind)  # named by decode_model
+    return Operation(kind, r.u32s(), r.u32s())
 
 
 def encode_model(model: HalModel, values_inline: bool) -> bytes:
@@ -237,6 +247,10 @@ def encode_model(model: HalModel, values_inline: bool) -> bytes:
         w.blob(model.operand_values)
     else:
         w.u64(len(model.operand_values))
+    w.u32(len(model.extension_name_to_prefix))
+    for name, prefix in model.extension_name_to_prefix:
+        w.text(name)
+        w.u16(prefix)
     return w.getvalue()
 
 
@@ -251,4 +265,58 @@ def decode_model(r: Reader) -> tuple[HalModel, int | None]:
         values, external = r.blob(), None
     else:
         values, external = b"", r.u64()
-    return HalModel(main, referenced, values, (), relax), external
+    pairs = tuple((r.text(), r.u16()) for _ in range(r.count(6)))
+    problem = prefix_map_problem(pairs)
+    if problem:
+        raise CodecError(f"extensionNameToPrefix: {problem}")
+    prefixes = {prefix: name for name, prefix in pairs}
+    main, referenced = _named(main, prefixes), tuple(_named(g, prefixes) for g in referenced)
+    return HalModel(main, referenced, values, (), relax, pairs), external
+
+
+def _named(graph: Subgraph, prefixes: dict) -> Subgraph:
+    """``graph`` with its extension types named; CodecError for an unregistered prefix."""
+    def name(value, kind):
+        if not is_extension(value):
+            return value
+        extension = named(value, prefixes, kind)
+        if extension is None:
+            raise CodecError(f"{kind} type {value}: extension prefix {value >> 16} is not in "
+                             f"extensionNameToPrefix")
+        return extension
+    if not prefixes and not any(is_extension(o.type) for o in graph.operands) \
+            and not any(is_extension(o.type) for o in graph.operations):
+        return graph
+    operands = tuple(dataclasses.replace(o, type=name(o.type, OPERAND)) if is_extension(o.type) else o
+                     for o in graph.operands)
+    operations = tuple(dataclasses.replace(o, type=name(o.type, OPERATION)) if is_extension(o.type)
+                       else o for o in graph.operations)
+    return dataclasses.replace(graph, operands=operands, operations=operations)
+
+
+# ---------------------------------------------------------------- extensions
+def encode_extensions(extensions) -> bytes:
+    """``IDevice.getSupportedExtensions`` answer: each Extension{name, operandTypes}."""
+    w = Writer()
+    w.u32(len(extensions))
+    for extension in extensions:
+        w.text(extension.name)
+        w.u32(len(extension.operand_types))
+        for info in extension.operand_types:
+            w.parts.append(_TYPE_INFO.pack(info.type, info.is_tensor, info.byte_size))
+    return w.getvalue()
+
+
+_TYPE_INFO = struct.Struct("<HBI")
+
+
+def decode_extensions(r: Reader) -> tuple[Extension, ...]:
+    extensions = []
+    for _ in range(r.count(8)):
+        name = r.text()
+        infos = []
+        for _ in range(r.count(_TYPE_INFO.size)):
+            kind, is_tensor, size = r._take(_TYPE_INFO)
+            infos.append(ExtensionOperandTypeInformation(kind, bool(is_tensor), size))
+        extensions.append(Extension(name, tuple(infos)))
+    return tuple(extensions)

@@ -21,6 +21,7 @@ Example (``python -m runtime.drivers sample-all --socket /tmp/d.sock`` does this
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import struct
@@ -34,7 +35,7 @@ from runtime.drivers.ipc import _guard, _trace, burst_server
 from runtime.drivers.ipc._serve import Connection, ServeLoop
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
-                                       enum_value)
+                                       encode_extensions, enum_value)
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
                                                  KNOWS_SHAPES, decode_execute, encode_result)
 from runtime.drivers.ipc.fenced_server import FencedServer
@@ -223,12 +224,7 @@ class DriverService:
         return _OK + w.getvalue()
 
     def _extensions(self, connection, message, start) -> bytes:
-        names = self.device.supported_extensions()
-        w = Writer()
-        w.u32(len(names))
-        for name in names:
-            w.text(name)
-        return _OK + w.getvalue()
+        return _OK + encode_extensions(self.device.supported_extensions())
 
     def _cache_files(self, connection, message, start) -> bytes:
         return _OK + struct.pack("<II", *self.device.number_of_cache_files_needed())
@@ -273,8 +269,7 @@ class DriverService:
         except BaseException:
             self.budget.give_for(client, expected)
             raise
-        return type(model)(model.main, model.referenced, values, pools,
-                           model.relax_float32_to_float16), expected
+        return dataclasses.replace(model, operand_values=values, pools=pools), expected
 
     # ------------------------------------------------------------------ IPreparedModel
     def _execute_sync(self, connection, message, start) -> bytes:

@@ -8,7 +8,8 @@ from runtime.drivers import registry
 from runtime.drivers.ipc import RemoteDevice
 from runtime.drivers.registry import NNSCOPE_DRIVERS, UnknownDriverError
 
-ALL = ("sample-all", "sample-float-fast", "sample-float-slow", "sample-quant", "sample-minimal")
+ALL = ("sample-all", "sample-float-fast", "sample-float-slow", "sample-quant", "sample-minimal",
+       "sample-fibonacci", "sample-oem")
 
 
 def test_default_registers_every_sample():
