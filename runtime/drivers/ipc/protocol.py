@@ -63,6 +63,7 @@ class MsgType(enum.IntEnum):
     BURST_MEMORIES = 17  # the runtime's answer to the driver's IBurstCallback.getMemories
     BURST_FREE_MEMORY = 18  # IBurstContext.freeMemory(slot)
     BURST_RELEASE = 19  # the runtime's burst is gone: stop its listener thread
+    PREPARE_MODEL_FROM_CACHE = 24  # prepareModelFromCache_1_3: cache fds + token (cache_client)
     NOTIFY = 0x100
 
 
@@ -87,6 +88,7 @@ HIDL_NAMES = {
     MsgType.BURST_MEMORIES: ("IBurstCallback", "getMemories"),
     MsgType.BURST_FREE_MEMORY: ("IBurstContext", "freeMemory"),
     MsgType.BURST_RELEASE: ("IBurstContext", "release"),
+    MsgType.PREPARE_MODEL_FROM_CACHE: ("IDevice", "prepareModelFromCache_1_3"),
 }
 
 

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _guard, _trace, burst_server
+from runtime.drivers.ipc import _guard, _trace, burst_server, cache_client, cache_server
 from runtime.drivers.ipc._serve import Connection, ServeLoop
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
@@ -57,7 +57,7 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
            MsgType.RELEASE_MODEL: Phase.TERMINATION, MsgType.SHUTDOWN: Phase.TERMINATION,
            MsgType.FREE_POOLS: Phase.EXECUTION, MsgType.CONFIGURE_BURST: Phase.PREPARATION,
            MsgType.BURST_MEMORIES: Phase.EXECUTION, MsgType.BURST_FREE_MEMORY: Phase.EXECUTION,
-           MsgType.BURST_RELEASE: Phase.TERMINATION}
+           MsgType.BURST_RELEASE: Phase.TERMINATION, MsgType.PREPARE_MODEL_FROM_CACHE: Phase.COMPILATION}
 
 
 #: Process/resource lifecycle messages that are no HAL method: no ``HIDL::...::server`` mark
@@ -134,7 +134,9 @@ class DriverService:
             **{t: _bound(self, f) for t, f in ((MsgType.CONFIGURE_BURST, burst_server.configure),
                                               (MsgType.BURST_MEMORIES, burst_server.memories),
                                               (MsgType.BURST_FREE_MEMORY, burst_server.free_memory),
-                                              (MsgType.BURST_RELEASE, burst_server.release))},
+                                              (MsgType.BURST_RELEASE, burst_server.release),
+                                              (MsgType.PREPARE_MODEL_FROM_CACHE,
+                                               cache_server.prepare_from_cache))},
         }
         self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],
                                  _PHASES.get(t, Phase.INITIALIZATION), f"{self._label}::{HIDL_NAMES[t][1]}")
@@ -230,17 +232,17 @@ class DriverService:
     def _prepare(self, connection, message, start) -> bytes:
         r = Reader(message.payload)
         preference, priority, deadline = r._take(_PREPARE)
-        cache_dir, token = r.text(), r.blob()
-        model, held = self._read_model(r, message.fds, connection.client)
+        model_cache, data_cache, token, fds = cache_client.read_prepare_args(r, message.fds)
+        model, held = self._read_model(r, fds, connection.client)
         try:
             prepared = self.device.prepare_model(model, enum_value(Preference, preference),
                                                  enum_value(Priority, priority),
-                                                 None if deadline < 0 else deadline, cache_dir or None,
-                                                 token or None)
+                                                 None if deadline < 0 else deadline)
         except BaseException:
             self.budget.give_for(connection.client, held)
             raise
         model_id = self.clients.add_model(connection.client, prepared, held)
+        cache_server.save(self, prepared, model_cache, data_cache, token)
         if self._vlog:
             vlog.log("driver", self._label, "prepareModel(%s): model %d, %d operations", self.device.name,
                      model_id, len(model.main.operations))
