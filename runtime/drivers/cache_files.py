@@ -4,7 +4,7 @@ A cache file (model cache or data cache, see NNAPI ``getNumberOfCacheFilesNeeded
 fixed 196-byte little-endian header followed by the payload, zero-padded to a multiple of
 :data:`BLOCK` bytes::
 
-    magic 8s ('NNSCACHE') | format version u16 | kind u8 (1 model, 2 data) | reserved u8
+    magic 8s (``\\xabNNSC\\r\\n\\x1a``) | format version u16 | kind u8 (1 model, 2 data) | reserved u8
     | reserved u32 | driver name 48s | driver version 32s | token 32s | model digest 32s
     | payload length u64 | payload checksum 3*u64 | header checksum u32 (crc32 of the rest)
 
@@ -39,7 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-MAGIC = b"NNSCACHE"
+#: Like PNG's: a first byte that is no pickle opcode and not ASCII, then text, then CR LF SUB.
+MAGIC = b"\xabNNSC\r\n\x1a"
 FORMAT_VERSION = 1
 KIND_MODEL, KIND_DATA = 1, 2
 #: Payloads are padded to this many bytes (a whole number of checksum rows).
