@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tracing
-from runtime import Compilation
+from runtime import Compilation, Execution, manager
 from runtime.builtin_models import mobilenet, sample_input
 from runtime.drivers import cache_files
 from runtime.drivers.cache_files import FIELDS, HEADER_SIZE, KIND_DATA, KIND_MODEL
@@ -30,7 +30,7 @@ from runtime.drivers.sample import SAMPLES, SampleConfig, SampleDriver
 from runtime.hal.errors import HalError
 from runtime.hal.types import Preference, Priority
 from runtime import _caching
-from tests.runtime.helpers import add_model, run
+from tests.runtime.helpers import add_model, mixed_expected, mixed_model, run
 from tests.support.log_capture import captured_log
 
 TOKEN = bytes(range(32))
@@ -111,6 +111,38 @@ def test_another_token_or_preference_gets_its_own_files(driver, expected, tmp_pa
     assert len(list(tmp_path.iterdir())) == 4
     hashed = [_caching.step_token(TOKEN, driver, p, Priority.MEDIUM, (0,)) for p in Preference]
     assert len(set(hashed)) == len(Preference)
+
+
+def test_each_driver_step_of_a_compound_plan_is_cached(tmp_path):
+    made = [RemoteDevice(name, timeout_s=30.0) for name in ("sample-float-fast", "sample-quant")]
+    manager.forTest_set_devices(made)  # the CPU only as fallback: a compound plan
+    x, y = np.float32([[1, 2.5, -2, 3]]), np.float32([[2, -1, 0.5, 1]])
+    q = np.uint8([[130, 121, 128, 140]])
+    try:
+        for attempt in range(2):
+            compilation = Compilation(mixed_model())
+            compilation.set_caching(str(tmp_path), TOKEN)
+            with captured_log("nn", "compilation") as lines:
+                compilation.finish()
+            steps = [s.device.name for s in compilation.plan.steps]
+            assert steps == ["sample-float-fast", "nnapi-reference", "sample-quant",
+                             "nnapi-reference", "sample-float-fast"]
+            from_cache = [line.split(":")[0] for line in lines if line.endswith(": prepared from cache")]
+            assert from_cache == ([] if attempt == 0 else ["sample-float-fast", "sample-quant",
+                                                           "sample-float-fast"])
+            execution = Execution(compilation)
+            for index, value in enumerate((x, y, q)):
+                execution.set_input(index, value)
+            out = np.zeros((1, 4), np.float32)
+            execution.set_output(0, out)
+            execution.compute()
+            np.testing.assert_array_equal(out, mixed_expected(x, y, q))
+            compilation.free()
+        assert len(list(tmp_path.iterdir())) == 6  # a model and a data file per driver step
+    finally:
+        manager.forTest_reset()
+        for device in made:
+            device.shutdown()
 
 
 # ------------------------------------------------------------------ bad caches
