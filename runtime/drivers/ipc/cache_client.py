@@ -8,9 +8,10 @@ The files are opened read-write (created, mode 0600, only for ``prepareModel_1_3
 fds travel with the request as ``SCM_RIGHTS`` (AOSP passes ``hidl_handle`` fds the same way),
 after which the runtime closes its copies.
 
-Wire additions: ``PREPARE_MODEL`` carries ``n_model u32 | n_data u32 | token blob`` after its
-fixed fields, and the cache fds before the model's fds; ``PREPARE_MODEL_FROM_CACHE`` (type 24)
-is ``deadline i64 | n_model u32 | n_data u32 | token blob`` with the cache fds only.
+Wire additions: ``PREPARE_MODEL`` carries ``n_model u32 | n_data u32 | [token 32s when a
+count is not 0]`` after its fixed fields, and the cache fds before the model's fds;
+``PREPARE_MODEL_FROM_CACHE`` (type 24) is ``deadline i64 | n_model u32 | n_data u32 | token
+blob`` with the cache fds only.
 
 Example:
     >>> cache_paths("/c", bytes([0x21]) + bytes(31), (1, 1))[0]
@@ -30,6 +31,7 @@ from runtime.hal.types import ErrorStatus
 
 TOKEN_SIZE = 32
 _COUNTS = struct.Struct("<II")
+_TOKEN = struct.Struct("<32s")
 _FROM_CACHE = struct.Struct("<qII")
 #: NNAPI ``Constant::MAX_NUMBER_OF_CACHE_FILES``.
 MAX_NUMBER_OF_CACHE_FILES = 32
@@ -79,15 +81,19 @@ def open_cache(device, cache_dir: str | None, token: bytes | None, create: bool)
 
 
 def prepare_args(w: Writer, counts: tuple[int, int], token: bytes | None) -> None:
-    """The cache part of a ``PREPARE_MODEL`` payload."""
+    """The cache part of a ``PREPARE_MODEL`` payload: the two counts, then the token only when
+    there are files (without caching: 8 zero bytes, as the empty directory and token the
+    message carried before caching existed)."""
     w.parts.append(_COUNTS.pack(*counts))
-    w.blob(token if counts != (0, 0) else b"")
+    if counts != (0, 0):
+        w.parts.append(token)
 
 
 def read_prepare_args(r: Reader, fds: list):
     """Driver side: ``(model_cache_fds, data_cache_fds, token, the remaining fds)``."""
     n_model, n_data = r._take(_COUNTS)
-    return _split(n_model, n_data, r.blob(), fds)
+    token = r._take(_TOKEN)[0] if n_model or n_data else b""
+    return _split(n_model, n_data, token, fds)
 
 
 def _split(n_model: int, n_data: int, token: bytes, fds: list):
