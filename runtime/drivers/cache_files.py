@@ -54,7 +54,8 @@ FIELDS = {"magic": (0, 8), "version": (8, 10), "kind": (10, 11), "reserved": (11
           "driver": (16, 64), "driver_version": (64, 96), "token": (96, 128),
           "model_digest": (128, 160), "payload_length": (160, 168), "checksum": (168, 192),
           "header_checksum": (192, 196)}
-_MAX_PAYLOAD = 1 << 34
+#: Largest payload a cache file may declare (the driver reads it whole into memory).
+MAX_PAYLOAD = 1 << 30
 
 
 class CacheError(ValueError):
@@ -174,7 +175,7 @@ def _check_header(head: bytes, kind: int, driver: str, version: str, token: byte
               (name.rstrip(b"\0") == driver.encode(), "written by another driver"),
               (driver_version.rstrip(b"\0") == version.encode(), "written by another driver version"),
               (file_token == token, "written for another token"),
-              (length <= _MAX_PAYLOAD, f"payload length {length} is implausible"))
+              (length <= MAX_PAYLOAD, f"payload length {length} is implausible"))
     for ok, problem in checks:
         if not ok:
             raise CacheError(problem)
