@@ -13,6 +13,8 @@ fails to prepare makes the whole model a simple plan on the CPU
 (``[NN_LR_PC]CompilationBuilder::cpuFallback``), and CPU stand-ins for the steps and the whole
 model are prepared at compilation (``[NN_LR_PC]ExecutionPlan::prepareCpuFallback``), ready for
 steps that fail at execution (:meth:`ExecutionPlan.cpu_step`, :meth:`ExecutionPlan.cpu_whole`).
+With a cache directory and token, steps are prepared through :mod:`runtime._caching` (from the
+driver's cache when it loads; one device whose cache loads skips partitioning).
 
 Example:
     >>> plan = build_plan(model.to_hal(), [cpu_device], Preference.FAST_SINGLE_ANSWER)  # doctest: +SKIP
