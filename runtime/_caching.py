@@ -19,8 +19,8 @@ Log lines (vlog ``compilation``): ``ExecutionPlan: step 0 on sample-all: prepare
 ``[NN_LR_PC]ExecutionPlan::prepareModelFromCache`` around the attempt.
 
 Example:
-    >>> step_token(bytes(32), cpu_device, Preference.FAST_SINGLE_ANSWER, Priority.MEDIUM, (0,))  # doctest: +SKIP
-    None
+    >>> step_token(bytes(32), CpuDevice(), Preference.FAST_SINGLE_ANSWER, Priority.MEDIUM, (0,)) is None
+    True
 """
 from __future__ import annotations
 
@@ -76,17 +76,19 @@ def prepare(device: Device, model: HalModel, operations: Sequence[int], preferen
     """
     hashed = step_token(token, device, preference, priority, operations) if cache_dir else None
     if hashed is not None and try_cache:
-        prepared = _from_cache(device, model, deadline_ns, cache_dir, hashed)
+        prepared = _from_cache(device, model, deadline_ns, cache_dir, hashed, preference, priority)
         if prepared is not None:
             return prepared
     return device.prepare_model(model, preference, priority, deadline_ns,
                                 cache_dir if hashed else None, hashed)
 
 
-def _from_cache(device: Device, model: HalModel, deadline_ns, cache_dir, hashed) -> PreparedModel | None:
+def _from_cache(device: Device, model: HalModel, deadline_ns, cache_dir, hashed, preference,
+                priority) -> PreparedModel | None:
     with tracing.runtime(Phase.COMPILATION, _FROM_CACHE_SPAN):
         try:
-            prepared = device.prepare_model_from_cache(model, deadline_ns, cache_dir, hashed)
+            prepared = device.prepare_model_from_cache(model, deadline_ns, cache_dir, hashed,
+                                                       preference, priority)
         except HalError as error:
             vlog.log("compilation", "ExecutionPlan", "%s: not prepared from cache (%s); "
                      "preparing from the model", device.name, error)
@@ -108,7 +110,7 @@ def whole_model_from_cache(model: HalModel, devices: Sequence[Device], fallback:
     hashed = step_token(token, device, preference, priority, operations)
     if hashed is None:
         return None, False
-    prepared = _from_cache(device, model, deadline_ns, cache_dir, hashed)
+    prepared = _from_cache(device, model, deadline_ns, cache_dir, hashed, preference, priority)
     if prepared is not None:
         vlog.log("compilation", "CompilationBuilder", "CompilationBuilder::finish: whole model on "
                  "%s from cache (partitioning skipped)", device.name)

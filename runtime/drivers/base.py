@@ -53,9 +53,12 @@ class Device(ABC):
         """Compile ``model``; raise ``runtime.hal.errors.HalError`` carrying an ErrorStatus on failure."""
 
     def prepare_model_from_cache(self, model: HalModel, deadline_ns: int | None = None,
-                                 cache_dir: str | None = None, token: bytes | None = None) -> PreparedModel:
+                                 cache_dir: str | None = None, token: bytes | None = None,
+                                 preference: Preference | None = None,
+                                 priority: Priority | None = None) -> PreparedModel:
         """The model prepared from the device's cache files for ``token`` (prepareModelFromCache_1_3),
-        or ``HalError``; the default: no caching (GENERAL_FAILURE)."""
+        or ``HalError``; the default: no caching (GENERAL_FAILURE). ``preference`` and
+        ``priority`` (already in the token) are what the model would be prepared again with."""
         from runtime.hal.errors import HalError  # noqa: PLC0415
         from runtime.hal.types import ErrorStatus  # noqa: PLC0415
 

@@ -31,7 +31,9 @@ from runtime.drivers import cache_files as files
 from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer, decode_model, encode_model
 from runtime.hal.types import HalModel, numpy_dtype
+from runtime.hal.validate import pool_buffer
 from runtime.ops import control_flow, registry
+from runtime.ops.budget import configured_budget
 from runtime.ops.executor import CpuExecutor, _Step, kernel_name, plans_follow_input_shapes
 from runtime.ops.prepare import PREPARES
 
@@ -41,8 +43,6 @@ _SUMS = struct.Struct("<3Q")
 
 
 def _segments(model: HalModel) -> list:
-    from runtime.hal.validate import pool_buffer  # noqa: PLC0415
-
     return [memoryview(model.operand_values).cast("B"),
             *(memoryview(pool_buffer(pool)).cast("B") for pool in model.pools)]
 
@@ -149,8 +149,6 @@ def restore_executor(model: HalModel, frees, static_plans: bool, budget_bytes) -
 
 def _fill(executor: CpuExecutor, model: HalModel, budget_bytes) -> None:
     """The request-independent fields ``CpuExecutor.__init__`` sets (constants read once)."""
-    from runtime.ops.budget import configured_budget  # noqa: PLC0415
-
     graph = model.main
     executor.model = model
     executor.budget_bytes = configured_budget() if budget_bytes is None else budget_bytes

@@ -24,7 +24,7 @@ import struct
 
 import vlog
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import Reader, Writer
+from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
@@ -97,8 +97,6 @@ def read_prepare_args(r: Reader, fds: list):
 
 
 def _split(n_model: int, n_data: int, token: bytes, fds: list):
-    from runtime.drivers.ipc.codec import CodecError  # noqa: PLC0415
-
     count = n_model + n_data
     if count > 2 * MAX_NUMBER_OF_CACHE_FILES or count > len(fds):
         raise CodecError(f"{count} cache files announced, {len(fds)} fds sent")
@@ -108,8 +106,9 @@ def _split(n_model: int, n_data: int, token: bytes, fds: list):
 
 
 def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | None,
-                       token: bytes | None):
-    """``prepareModelFromCache_1_3`` on a driver process: the ``RemotePreparedModel``.
+                       token: bytes | None, preference=None, priority=None):
+    """``prepareModelFromCache_1_3`` on a driver process: the ``RemotePreparedModel`` (its
+    ``prepare_args`` hold what a restarted driver prepares it again with).
 
     Raises:
         HalError: GENERAL_FAILURE when there is no usable cache (also when the driver rejects
@@ -128,14 +127,15 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
                            payload + w.getvalue(), fds, deadline_ns)
     finally:
         close(fds)
-    return RemotePreparedModel(device, r.u32(), model)
+    prepared = RemotePreparedModel(device, r.u32(), model)
+    if preference is not None:
+        prepared.prepare_args = (preference, priority, cache_dir, token)
+    return prepared
 
 
 def read_from_cache_args(r: Reader, fds: list):
     """Driver side of ``PREPARE_MODEL_FROM_CACHE``: ``(deadline or None, model fds, data fds,
     token)``."""
-    from runtime.drivers.ipc.codec import CodecError  # noqa: PLC0415
-
     deadline, n_model, n_data = r._take(_FROM_CACHE)
     model_fds, data_fds, token, rest = _split(n_model, n_data, r.blob(), fds)
     r.end()

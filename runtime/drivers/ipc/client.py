@@ -126,9 +126,11 @@ class RemoteDevice(Device):
         return RemotePreparedModel(self, r.u32(), model)
 
     def prepare_model_from_cache(self, model: HalModel, deadline_ns: int | None = None,
-                                 cache_dir: str | None = None, token: bytes | None = None):
+                                 cache_dir: str | None = None, token: bytes | None = None,
+                                 preference=None, priority=None):
         """prepareModelFromCache_1_3 with the cache files of ``token`` (see ``cache_client``)."""
-        return cache_client.prepare_from_cache(self, model, deadline_ns, cache_dir, token)
+        return cache_client.prepare_from_cache(self, model, deadline_ns, cache_dir, token,
+                                               preference, priority)
 
     def forget_pool(self, pool) -> None:
         """Stop caching a shared request pool (e.g. a freed ``Memory``); the driver unmaps it
