@@ -84,6 +84,14 @@ def seal(payload) -> Sealed:
     return Sealed(padded, length, checksum(padded))
 
 
+def seal_padded(padded: np.ndarray, length: int) -> Sealed:
+    """Checksum a payload of ``length`` bytes already laid out, zero-padded, in ``padded``
+    (uint8, :func:`padded_size` long): no copy."""
+    if padded.dtype != np.uint8 or len(padded) != padded_size(length):
+        raise CacheError("payload buffer is not padded to the block size")
+    return Sealed(padded, length, checksum(padded))
+
+
 def checksum(padded: np.ndarray) -> tuple[int, int, int]:
     """The three position-weighted sums of a payload padded to a multiple of :data:`BLOCK`."""
     words = padded.view("<u8").reshape(-1, ROW_WORDS)

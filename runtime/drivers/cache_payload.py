@@ -27,6 +27,8 @@ from __future__ import annotations
 import hashlib
 import struct
 
+import numpy as np
+
 from runtime.drivers import cache_files as files
 from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer, decode_model, encode_model
@@ -47,13 +49,17 @@ def _segments(model: HalModel) -> list:
             *(memoryview(pool_buffer(pool)).cast("B") for pool in model.pools)]
 
 
-def _data_payload(segments: list) -> tuple[bytearray, list[tuple[int, int]]]:
-    data, table = bytearray(), []
+def _data_payload(segments: list) -> tuple[files.Sealed, list[tuple[int, int]]]:
+    """The segments laid out once, straight into the padded payload buffer."""
+    table, end = [], 0
     for segment in segments:
-        data.extend(bytes(-len(data) % _ALIGN))
-        table.append((len(data), len(segment)))
-        data.extend(segment)
-    return data, table
+        start = end + (-end % _ALIGN)
+        table.append((start, len(segment)))
+        end = start + len(segment)
+    padded = np.zeros(files.padded_size(end), np.uint8)
+    for (start, length), segment in zip(table, segments):
+        padded[start:start + length] = np.frombuffer(segment, np.uint8)
+    return files.seal_padded(padded, end), table
 
 
 def _model_payload(model: HalModel, table, executor: CpuExecutor) -> bytes:
@@ -80,8 +86,7 @@ def save(driver, prepared, model_fds, data_fds, token: bytes) -> None:
     if len(model_fds) != 1 or len(data_fds) != 1:
         raise CacheError(f"expected 1 model and 1 data cache file, got {len(model_fds)} and {len(data_fds)}")
     model = prepared.model
-    data, table = _data_payload(_segments(model))
-    sealed_data = files.seal(data)
+    sealed_data, table = _data_payload(_segments(model))
     model_payload = _model_payload(model, table, prepared.executor)
     model_digest = digest(model_payload, sealed_data.sums)
     files.write(data_fds[0], KIND_DATA, driver.name, driver.version, token, model_digest, sealed_data)
