@@ -282,6 +282,18 @@ def test_unwritable_cache_directory_still_compiles(driver, expected, tmp_path):
     assert not missing.exists()
 
 
+def test_cache_paths_that_are_links_or_fifos_are_not_used(driver, expected, tmp_path):
+    model_file, data_file = _files(driver, tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    model_file.symlink_to(victim)
+    os.mkfifo(data_file)
+    compilation, lines = _compile(driver, tmp_path)
+    np.testing.assert_array_equal(_outputs(compilation), expected)
+    assert victim.read_bytes() == b"precious"
+    assert model_file.is_symlink() and not _from_cache(lines)
+
+
 # ------------------------------------------------------------------ no pickle, no code
 PICKLE_OPCODES = {ord(opcode.code) for opcode in pickletools.opcodes}
 LOADER_MODULES = ("runtime/drivers/cache_files.py", "runtime/drivers/cache_payload.py",

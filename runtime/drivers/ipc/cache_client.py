@@ -4,8 +4,8 @@ The runtime owns the cache directory; the driver only ever sees open files. From
 hashed, see ``runtime._caching``) 32-byte token, :func:`cache_paths` derives the file names as
 AOSP's ``getCacheHandles`` does: each token byte as two letters ``'A' + low nibble``,
 ``'A' + high nibble``, then ``1`` (model cache) or ``2`` (data cache), then the file index.
-The files are opened read-write (created, mode 0600, only for ``prepareModel_1_3``) and their
-fds travel with the request as ``SCM_RIGHTS`` (AOSP passes ``hidl_handle`` fds the same way),
+The files are opened read-write (created, mode 0600, only for ``prepareModel_1_3``; never
+through a symbolic link, and only regular files are used) and their fds travel with the request as ``SCM_RIGHTS`` (AOSP passes ``hidl_handle`` fds the same way),
 after which the runtime closes its copies.
 
 Wire additions: ``PREPARE_MODEL`` carries ``n_model u32 | n_data u32 | [token 32s when a
@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 import struct
 
 import vlog
@@ -68,11 +69,13 @@ def open_cache(device, cache_dir: str | None, token: bytes | None, create: bool)
         return [], counts
     model_paths, data_paths = cache_paths(cache_dir, token, counts)
     fds = []
-    flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
     for index, path in enumerate((*model_paths, *data_paths)):
         vlog.log("compilation", "Manager", "Cache %d: %s", index, path)
         try:
             fds.append(os.open(path, flags, 0o600))
+            if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
+                raise OSError(0, "not a regular file")
         except OSError as error:
             close(fds)
             vlog.log("compilation", "Manager", "cannot open cache file %s: %s", path, error.strerror)
