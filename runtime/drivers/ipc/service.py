@@ -127,6 +127,7 @@ class DriverService:
             MsgType.GET_TYPE: self._type, MsgType.GET_VERSION_STRING: self._version,
             MsgType.GET_SUPPORTED_EXTENSIONS: self._extensions,
             MsgType.GET_NUMBER_OF_CACHE_FILES: self._cache_files, MsgType.PREPARE_MODEL: self._prepare,
+            MsgType.PREPARE_MODEL_FROM_CACHE: _bound(self, cache_server.prepare_from_cache),
             MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.EXECUTE_SYNC_MEMO: self._execute_memo,
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
@@ -134,9 +135,7 @@ class DriverService:
             **{t: _bound(self, f) for t, f in ((MsgType.CONFIGURE_BURST, burst_server.configure),
                                               (MsgType.BURST_MEMORIES, burst_server.memories),
                                               (MsgType.BURST_FREE_MEMORY, burst_server.free_memory),
-                                              (MsgType.BURST_RELEASE, burst_server.release),
-                                              (MsgType.PREPARE_MODEL_FROM_CACHE,
-                                               cache_server.prepare_from_cache))},
+                                              (MsgType.BURST_RELEASE, burst_server.release))},
         }
         self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],
                                  _PHASES.get(t, Phase.INITIALIZATION), f"{self._label}::{HIDL_NAMES[t][1]}")
