@@ -123,7 +123,9 @@ class Compilation:
         """Let devices cache the compiled model in ``cache_dir`` under a 32-byte ``token``.
 
         As in NNAPI the directory is not checked here; a device that cannot use it compiles
-        without a cache.
+        without a cache. At :meth:`finish` each driver step first tries
+        ``prepareModelFromCache_1_3`` and silently prepares from the model (rewriting its cache
+        files) when that fails; see ``runtime._caching``.
 
         Raises:
             NnError: UNEXPECTED_NULL for None; BAD_STATE after finish; BAD_DATA for a token

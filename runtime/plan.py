@@ -13,6 +13,8 @@ fails to prepare makes the whole model a simple plan on the CPU
 (``[NN_LR_PC]CompilationBuilder::cpuFallback``), and CPU stand-ins for the steps and the whole
 model are prepared at compilation (``[NN_LR_PC]ExecutionPlan::prepareCpuFallback``), ready for
 steps that fail at execution (:meth:`ExecutionPlan.cpu_step`, :meth:`ExecutionPlan.cpu_whole`).
+With a cache directory and token, steps are prepared through :mod:`runtime._caching` (from the
+driver's cache when it loads; one device whose cache loads skips partitioning).
 
 Example:
     >>> plan = build_plan(model.to_hal(), [cpu_device], Preference.FAST_SINGLE_ANSWER)  # doctest: +SKIP
@@ -26,7 +28,7 @@ from typing import Sequence
 
 import tracing
 import vlog
-from runtime import partition as partitioner
+from runtime import _caching, partition as partitioner
 from runtime.api import NnError, from_hal_error
 from runtime.drivers.base import Device, PreparedModel
 from runtime.extensions import has_extension_operation
@@ -193,11 +195,18 @@ def build_plan(model: HalModel, devices: Sequence[Device], preference: Preferenc
     Raises:
         NnError: BAD_DATA for unsupported operations, or the code of a failed prepare.
     """
+    cached, tried = _caching.whole_model_from_cache(model, devices, fallback, preference, priority,
+                                                    deadline_ns, cache_dir, token)
+    if cached is not None:  # one device, its cache loaded: no partitioning (AOSP single device)
+        plan = ExecutionPlan(model, _single(model, devices[0]), frozenset(), fallback, preference, priority)
+        plan.steps[0].prepared = cached
+        _log_plan(plan)
+        return plan
     with tracing.runtime(Phase.COMPILATION, "ModelBuilder::partitionTheWork"):
         steps, crossing = _partitioned(model, devices, preference, fallback, partitioning)
     plan = ExecutionPlan(model, steps, crossing, fallback, preference, priority)
     try:
-        _prepare_all(plan, deadline_ns, cache_dir, token)
+        _prepare_all(plan, deadline_ns, cache_dir, token, not tried)
     except NnError as error:
         if fallback is None or plan.simple and plan.steps[0].device is fallback \
                 or has_extension_operation(model):  # no CPU fallback for extension operations
@@ -226,13 +235,13 @@ def _prepare_cpu_standins(plan: ExecutionPlan) -> None:
                 vlog.log("compilation", "ExecutionPlan", "no CPU fallback for %s: %s", key, error)
 
 
-def _prepare_all(plan: ExecutionPlan, deadline_ns, cache_dir, token) -> None:
+def _prepare_all(plan: ExecutionPlan, deadline_ns, cache_dir, token, try_cache: bool = True) -> None:
     body = "ExecutionPlan::SimpleBody::finish" if plan.simple else "ExecutionPlan::CompoundBody::finish"
     with tracing.runtime(Phase.COMPILATION, body):
         try:
             for step in plan.steps:
                 step.prepared = _prepare(step, plan.preference, plan.priority, deadline_ns,
-                                         cache_dir, token)
+                                         cache_dir, token, try_cache)
         except NnError:
             plan.release()
             raise
@@ -250,9 +259,11 @@ def _cpu_fallback_plan(failed: ExecutionPlan, error: NnError, deadline_ns) -> Ex
     return plan
 
 
-def _prepare(step: ExecutionStep, preference, priority, deadline_ns, cache_dir, token) -> PreparedModel:
+def _prepare(step: ExecutionStep, preference, priority, deadline_ns, cache_dir, token,
+             try_cache: bool = True) -> PreparedModel:
     try:
-        return step.device.prepare_model(step.model, preference, priority, deadline_ns, cache_dir, token)
+        return _caching.prepare(step.device, step.model, step.operations, preference, priority,
+                                deadline_ns, cache_dir, token, try_cache)
     except HalError as error:
         raise from_hal_error(error, f"step {step.index} on {step.device.name}: prepareModel") from None
 

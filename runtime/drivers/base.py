@@ -52,6 +52,18 @@ class Device(ABC):
                       cache_dir: str | None = None, token: bytes | None = None) -> PreparedModel:
         """Compile ``model``; raise ``runtime.hal.errors.HalError`` carrying an ErrorStatus on failure."""
 
+    def prepare_model_from_cache(self, model: HalModel, deadline_ns: int | None = None,
+                                 cache_dir: str | None = None, token: bytes | None = None,
+                                 preference: Preference | None = None,
+                                 priority: Priority | None = None) -> PreparedModel:
+        """The model prepared from the device's cache files for ``token`` (prepareModelFromCache_1_3),
+        or ``HalError``; the default: no caching (GENERAL_FAILURE). ``preference`` and
+        ``priority`` (already in the token) are what the model would be prepared again with."""
+        from runtime.hal.errors import HalError  # noqa: PLC0415
+        from runtime.hal.types import ErrorStatus  # noqa: PLC0415
+
+        raise HalError(ErrorStatus.GENERAL_FAILURE, f"{self.name} does not cache compilations")
+
     def supported_extensions(self) -> tuple:
         """``getSupportedExtensions``: ``runtime.hal.extensions.Extension`` records (none here)."""
         return ()

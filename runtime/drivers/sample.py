@@ -18,7 +18,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from runtime.drivers.base import Device
+from runtime.drivers import cache_payload
+from runtime.drivers.base import Device, PreparedModel
+from runtime.drivers.cache_files import CacheError
 from runtime.drivers.cpu import CpuPreparedModel
 from runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
 from runtime.hal.errors import HalError
@@ -183,4 +185,24 @@ class SampleDriver(Device):
             executor = CpuExecutor(model, self.budget_bytes)
         except (OpValidationError, ValueError, TypeError, IndexError, KeyError) as error:
             raise invalid(f"model rejected by the CPU executor: {error}") from None
+        return SamplePreparedModel(model, executor, self.config.perf, self.load)
+
+    # ------------------------------------------------------------------ compilation caching
+    def number_of_cache_files_needed(self) -> tuple[int, int]:
+        """One model-cache file and one data-cache file (``runtime.drivers.cache_payload``)."""
+        return (1, 1)
+
+    def write_cache(self, prepared: PreparedModel, model_cache, data_cache, token: bytes) -> None:
+        """Save ``prepared`` to the cache fds (during prepareModel_1_3). Raises CacheError/OSError."""
+        cache_payload.save(self, prepared, model_cache, data_cache, token)
+
+    def prepare_model_from_cache_files(self, model_cache, data_cache, token: bytes,
+                                       deadline_ns: int | None = None) -> PreparedModel:
+        """prepareModelFromCache_1_3: the prepared model the cache fds hold, or HalError."""
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            raise HalError(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "deadline passed before prepareModelFromCache")
+        try:
+            model, executor = cache_payload.load(self, model_cache, data_cache, token)
+        except CacheError as error:
+            raise HalError(ErrorStatus.GENERAL_FAILURE, f"cache not usable: {error}") from None
         return SamplePreparedModel(model, executor, self.config.perf, self.load)

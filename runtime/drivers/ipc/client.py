@@ -28,7 +28,7 @@ import time
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc import _trace, cache_client
 from runtime.drivers.ipc._process import DriverProcess
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc._restart import Backoff
@@ -126,15 +126,23 @@ class RemoteDevice(Device):
                       cache_dir: str | None = None, token: bytes | None = None):
         w = Writer()
         w.parts.append(_PREPARE.pack(preference, priority, -1 if deadline_ns is None else deadline_ns))
-        w.text(cache_dir or "")
-        w.blob(token or b"")
+        cache_fds, counts = cache_client.open_cache(self, cache_dir, token, create=True)
+        cache_client.prepare_args(w, counts, token)
         payload, fds, keep = model_payload(model)
         try:
-            r = self._simple(MsgType.PREPARE_MODEL, Phase.COMPILATION, w.getvalue() + payload, fds,
-                             deadline_ns)
+            r = self._simple(MsgType.PREPARE_MODEL, Phase.COMPILATION, w.getvalue() + payload,
+                             cache_fds + fds, deadline_ns)
         finally:
             _close(keep)
+            cache_client.close(cache_fds)
         return RemotePreparedModel(self, r.u32(), model, (preference, priority, cache_dir, token))
+
+    def prepare_model_from_cache(self, model: HalModel, deadline_ns: int | None = None,
+                                 cache_dir: str | None = None, token: bytes | None = None,
+                                 preference=None, priority=None):
+        """prepareModelFromCache_1_3 with the cache files of ``token`` (see ``cache_client``)."""
+        return cache_client.prepare_from_cache(self, model, deadline_ns, cache_dir, token,
+                                               preference, priority)
 
     def forget_pool(self, pool) -> None:
         """Stop caching a shared request pool (e.g. a freed ``Memory``); the driver unmaps it

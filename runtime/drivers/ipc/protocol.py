@@ -65,6 +65,7 @@ class MsgType(enum.IntEnum):
     BURST_RELEASE = 19  # the runtime's burst is gone: stop its listener thread
     EXECUTE_FENCED = 20  # executeFenced: wait fences in, a sync fence out (fenced_server)
     FENCED_INFO = 21  # IFencedExecutionCallback.getExecutionInfo
+    PREPARE_MODEL_FROM_CACHE = 24  # prepareModelFromCache_1_3: cache fds + token (cache_client)
     NOTIFY = 0x100
 
 
@@ -91,6 +92,7 @@ HIDL_NAMES = {
     MsgType.BURST_RELEASE: ("IBurstContext", "release"),
     MsgType.EXECUTE_FENCED: ("IPreparedModel", "executeFenced"),
     MsgType.FENCED_INFO: ("IFencedExecutionCallback", "getExecutionInfo"),
+    MsgType.PREPARE_MODEL_FROM_CACHE: ("IDevice", "prepareModelFromCache_1_3"),
 }
 
 

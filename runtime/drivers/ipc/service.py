@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _guard, _trace, burst_server
+from runtime.drivers.ipc import _guard, _trace, burst_server, cache_client, cache_server
 from runtime.drivers.ipc._serve import Connection, ServeLoop
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
@@ -60,7 +60,8 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
            MsgType.FREE_POOLS: Phase.EXECUTION, MsgType.CONFIGURE_BURST: Phase.PREPARATION,
            MsgType.BURST_MEMORIES: Phase.EXECUTION, MsgType.BURST_FREE_MEMORY: Phase.EXECUTION,
            MsgType.BURST_RELEASE: Phase.TERMINATION,
-           MsgType.FENCED_INFO: Phase.EXECUTION}
+           MsgType.FENCED_INFO: Phase.EXECUTION,
+           MsgType.PREPARE_MODEL_FROM_CACHE: Phase.COMPILATION}
 
 
 #: Process/resource lifecycle messages that are no HAL method: no ``HIDL::...::server`` mark
@@ -132,6 +133,7 @@ class DriverService:
             MsgType.GET_TYPE: self._type, MsgType.GET_VERSION_STRING: self._version,
             MsgType.GET_SUPPORTED_EXTENSIONS: self._extensions,
             MsgType.GET_NUMBER_OF_CACHE_FILES: self._cache_files, MsgType.PREPARE_MODEL: self._prepare,
+            MsgType.PREPARE_MODEL_FROM_CACHE: _bound(self, cache_server.prepare_from_cache),
             MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.EXECUTE_SYNC_MEMO: self._execute_memo,
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
@@ -232,17 +234,17 @@ class DriverService:
     def _prepare(self, connection, message, start) -> bytes:
         r = Reader(message.payload)
         preference, priority, deadline = r._take(_PREPARE)
-        cache_dir, token = r.text(), r.blob()
-        model, held = self._read_model(r, message.fds, connection.client)
+        model_cache, data_cache, token, fds = cache_client.read_prepare_args(r, message.fds)
+        model, held = self._read_model(r, fds, connection.client)
         try:
             prepared = self.device.prepare_model(model, enum_value(Preference, preference),
                                                  enum_value(Priority, priority),
-                                                 None if deadline < 0 else deadline, cache_dir or None,
-                                                 token or None)
+                                                 None if deadline < 0 else deadline)
         except BaseException:
             self.budget.give_for(connection.client, held)
             raise
         model_id = self.clients.add_model(connection.client, prepared, held)
+        cache_server.save(self, prepared, model_cache, data_cache, token)
         if self._vlog:
             vlog.log("driver", self._label, "prepareModel(%s): model %d, %d operations", self.device.name,
                      model_id, len(model.main.operations))

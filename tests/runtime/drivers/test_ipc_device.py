@@ -32,7 +32,7 @@ def test_device_information_calls(sample_all):
     assert sample_all.type == DeviceType.CPU
     assert sample_all.version == "nnscope-sample-1.3"
     assert sample_all.supported_extensions() == ()
-    assert sample_all.number_of_cache_files_needed() == (0, 0)
+    assert sample_all.number_of_cache_files_needed() == (1, 1)  # model cache, data cache
 
 
 def test_add_through_driver_matches_cpu_executor(sample_all):

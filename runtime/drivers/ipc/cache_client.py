@@ -1,0 +1,155 @@
+"""Runtime side of compilation caching with a driver process (AOSP ``Manager.cpp``, DriverDevice).
+
+The runtime owns the cache directory; the driver only ever sees open files. From the (already
+hashed, see ``runtime._caching``) 32-byte token, :func:`cache_paths` derives the file names as
+AOSP's ``getCacheHandles`` does: each token byte as two letters ``'A' + low nibble``,
+``'A' + high nibble``, then ``1`` (model cache) or ``2`` (data cache), then the file index.
+The files are opened read-write (created, mode 0600, only for ``prepareModel_1_3``; never
+through a symbolic link, and only regular files are used) and their fds travel with the request as ``SCM_RIGHTS`` (AOSP passes ``hidl_handle`` fds the same way),
+after which the runtime closes its copies.
+
+Wire additions: ``PREPARE_MODEL`` carries ``n_model u32 | n_data u32 | [token 32s when a
+count is not 0]`` after its fixed fields, and the cache fds before the model's fds;
+``PREPARE_MODEL_FROM_CACHE`` (type 24) is ``deadline i64 | n_model u32 | n_data u32 | token
+blob`` with the cache fds only.
+
+Example:
+    >>> cache_paths("/c", bytes([0x21]) + bytes(31), (1, 1))[0]
+    ['/c/BCAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA10']
+"""
+from __future__ import annotations
+
+import os
+import stat
+import struct
+
+import vlog
+from runtime.drivers.ipc._trace import Phase
+from runtime.drivers.ipc.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.protocol import MsgType
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus
+
+TOKEN_SIZE = 32
+_COUNTS = struct.Struct("<II")
+_TOKEN = struct.Struct("<32s")
+_FROM_CACHE = struct.Struct("<qII")
+#: NNAPI ``Constant::MAX_NUMBER_OF_CACHE_FILES``.
+MAX_NUMBER_OF_CACHE_FILES = 32
+
+
+def cache_paths(cache_dir: str, token: bytes, counts: tuple[int, int]) -> tuple[list[str], list[str]]:
+    """Model-cache and data-cache file paths for ``token`` in ``cache_dir``."""
+    name = "".join(chr(ord("A") + (b & 0x0F)) + chr(ord("A") + (b >> 4)) for b in token)
+    base = os.path.join(cache_dir, name)
+    return ([f"{base}1{i}" for i in range(counts[0])], [f"{base}2{i}" for i in range(counts[1])])
+
+
+def files_needed(device) -> tuple[int, int]:
+    """The device's ``getNumberOfCacheFilesNeeded``, asked once per device; (0, 0) when it
+    cannot be used (more than NNAPI's maximum)."""
+    info = device._info
+    if "cache_files" not in info:
+        counts = device.number_of_cache_files_needed()
+        if max(counts) > MAX_NUMBER_OF_CACHE_FILES:
+            vlog.log("compilation", "Manager", "%s asks for %s cache files; caching disabled",
+                     device.name, counts)
+            counts = (0, 0)
+        info["cache_files"] = counts
+    return info["cache_files"]
+
+
+def open_cache(device, cache_dir: str | None, token: bytes | None, create: bool):
+    """``(fds, counts)`` of the device's cache files for ``token``; ``([], (0, 0))`` when there
+    is no caching (no token, a device without cache files, or files that cannot be opened)."""
+    if not cache_dir or token is None or len(token) != TOKEN_SIZE:
+        return [], (0, 0)
+    counts = files_needed(device)
+    if counts == (0, 0):
+        return [], counts
+    model_paths, data_paths = cache_paths(cache_dir, token, counts)
+    fds = []
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
+    for index, path in enumerate((*model_paths, *data_paths)):
+        vlog.log("compilation", "Manager", "Cache %d: %s", index, path)
+        try:
+            fds.append(os.open(path, flags, 0o600))
+            if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
+                raise OSError(0, "not a regular file")
+        except OSError as error:
+            close(fds)
+            vlog.log("compilation", "Manager", "cannot open cache file %s: %s", path, error.strerror)
+            return [], (0, 0)
+    return fds, counts
+
+
+def prepare_args(w: Writer, counts: tuple[int, int], token: bytes | None) -> None:
+    """The cache part of a ``PREPARE_MODEL`` payload: the two counts, then the token only when
+    there are files (without caching: 8 zero bytes, as the empty directory and token the
+    message carried before caching existed)."""
+    w.parts.append(_COUNTS.pack(*counts))
+    if counts != (0, 0):
+        w.parts.append(token)
+
+
+def read_prepare_args(r: Reader, fds: list):
+    """Driver side: ``(model_cache_fds, data_cache_fds, token, the remaining fds)``."""
+    n_model, n_data = r._take(_COUNTS)
+    token = r._take(_TOKEN)[0] if n_model or n_data else b""
+    return _split(n_model, n_data, token, fds)
+
+
+def _split(n_model: int, n_data: int, token: bytes, fds: list):
+    count = n_model + n_data
+    if count > 2 * MAX_NUMBER_OF_CACHE_FILES or count > len(fds):
+        raise CodecError(f"{count} cache files announced, {len(fds)} fds sent")
+    if count and len(token) != TOKEN_SIZE:
+        raise CodecError(f"cache token of {len(token)} bytes, expected {TOKEN_SIZE}")
+    return list(fds[:n_model]), list(fds[n_model:count]), token, list(fds[count:])
+
+
+def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | None,
+                       token: bytes | None, preference=None, priority=None):
+    """``prepareModelFromCache_1_3`` on a driver process: the ``RemotePreparedModel`` (its
+    ``prepare_args`` hold what a restarted driver prepares it again with).
+
+    Raises:
+        HalError: GENERAL_FAILURE when there is no usable cache (also when the driver rejects
+            it); the driver's status otherwise.
+    """
+    from runtime.drivers.ipc.prepared import RemotePreparedModel  # noqa: PLC0415
+
+    fds, counts = open_cache(device, cache_dir, token, create=False)
+    if not fds:
+        raise HalError(ErrorStatus.GENERAL_FAILURE, "no cache files to prepare from")
+    try:
+        payload = _FROM_CACHE.pack(-1 if deadline_ns is None else deadline_ns, *counts)
+        w = Writer()
+        w.blob(token)
+        r = device._simple(MsgType.PREPARE_MODEL_FROM_CACHE, Phase.COMPILATION,
+                           payload + w.getvalue(), fds, deadline_ns)
+    finally:
+        close(fds)
+    prepared = RemotePreparedModel(device, r.u32(), model)
+    if preference is not None:
+        prepared.prepare_args = (preference, priority, cache_dir, token)
+    return prepared
+
+
+def read_from_cache_args(r: Reader, fds: list):
+    """Driver side of ``PREPARE_MODEL_FROM_CACHE``: ``(deadline or None, model fds, data fds,
+    token)``."""
+    deadline, n_model, n_data = r._take(_FROM_CACHE)
+    model_fds, data_fds, token, rest = _split(n_model, n_data, r.blob(), fds)
+    r.end()
+    if rest or not model_fds and not data_fds:
+        raise CodecError(f"prepareModelFromCache needs exactly its {n_model + n_data} cache fds")
+    return None if deadline < 0 else deadline, model_fds, data_fds, token
+
+
+def close(fds) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass

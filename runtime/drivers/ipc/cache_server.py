@@ -1,0 +1,60 @@
+"""Driver-process side of compilation caching: ``prepareModelFromCache_1_3`` and the cache
+writes of ``prepareModel_1_3`` (the wire is described in ``cache_client``).
+
+The device decides what its cache holds (a sample driver: ``runtime.drivers.cache_payload``);
+a device without ``write_cache`` / ``prepare_model_from_cache_files`` does not cache. A failed
+cache write never fails the preparation (as in AOSP: the driver may always skip caching); a
+cache that does not load answers GENERAL_FAILURE and the runtime prepares from the model.
+Log tag ``SampleDriver`` (vlog ``driver``), e.g. ``prepareModelFromCache(sample-all): model 3``.
+
+Example (inside ``DriverService``)::
+
+    payload = prepare_from_cache(service, connection, message)
+"""
+from __future__ import annotations
+
+import struct
+
+import vlog
+from runtime.drivers.ipc import cache_client
+from runtime.drivers.ipc.codec import Reader
+from runtime.hal.errors import HalError
+from runtime.hal.types import ErrorStatus
+
+_OK = struct.pack("<I", 0)
+
+
+def prepare_from_cache(service, connection, message) -> bytes:
+    """Answer ``PREPARE_MODEL_FROM_CACHE``: the new model id, or an error status."""
+    deadline, model_fds, data_fds, token = cache_client.read_from_cache_args(
+        Reader(message.payload), message.fds)
+    load = getattr(service.device, "prepare_model_from_cache_files", None)
+    if load is None:
+        raise HalError(ErrorStatus.GENERAL_FAILURE, f"{service.device.name} does not cache compilations")
+    try:
+        prepared = load(model_fds, data_fds, token, deadline)
+    except HalError as error:
+        _log(service, "prepareModelFromCache(%s) failed: %s", service.device.name, error)
+        raise
+    model_id = service.clients.add_model(connection.client, prepared, 0)
+    _log(service, "prepareModelFromCache(%s): model %d", service.device.name, model_id)
+    return _OK + struct.pack("<I", model_id)
+
+
+def save(service, prepared, model_fds: list, data_fds: list, token: bytes) -> None:
+    """Write the cache files of ``prepareModel_1_3`` (no files, nothing to do); errors are
+    logged, never raised."""
+    write = getattr(service.device, "write_cache", None)
+    if not (model_fds or data_fds) or write is None:
+        return
+    try:
+        write(prepared, model_fds, data_fds, token)
+    except (OSError, ValueError) as error:
+        _log(service, "prepareModel(%s): cache not written: %s", service.device.name, error)
+        return
+    _log(service, "prepareModel(%s): cache written", service.device.name)
+
+
+def _log(service, message: str, *args) -> None:
+    if service._vlog:
+        vlog.log("driver", service._label, message, *args)
