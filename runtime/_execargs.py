@@ -74,3 +74,17 @@ def as_buffer(buffer, operand: Operand, writable: bool, where: str):
     if writable and view.readonly:
         raise checks.bad(where, "buffer is read-only")
     return view
+
+
+def insufficient_message(result, out_operands, bound_args, operand_index) -> str:
+    """OUTPUT_INSUFFICIENT_SIZE's message: each short output, the shape and bytes it needs."""
+    parts = []
+    n_in = len(bound_args) - len(out_operands)
+    for index, shape in enumerate(result.output_shapes):
+        if not shape.is_sufficient:
+            operand = out_operands[index]
+            needed = Operand(operand.type, tuple(shape.dimensions)).byte_size()
+            arg = bound_args[n_in + index]
+            parts.append(f"output {index} (operand {operand_index('output', index)}) needs "
+                         f"shape {list(shape.dimensions)} ({needed} bytes), buffer has {arg.length} bytes")
+    return "; ".join(parts) or "an output buffer is too small"

@@ -27,6 +27,7 @@ from runtime import _checks as checks
 from runtime import _execargs as args
 from runtime import _fenced
 from runtime import _steps
+from runtime import memory_desc
 from runtime._lifecycle import ExecutionState
 from runtime.api import NnError, ResultCode
 from runtime.burst import Burst
@@ -34,7 +35,7 @@ from runtime.compilation import Compilation, deadline_after
 from runtime.event import Event
 from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
 from runtime.hal.errors import result_code_from_status
-from runtime.hal.types import ErrorStatus, Operand
+from runtime.hal.types import ErrorStatus
 from runtime.hal.validate import argument_problem
 from runtime.memory import Memory
 from tracing import Layer, Phase
@@ -83,6 +84,7 @@ class Execution:
         self._state = ExecutionState()
         self._result: ExecutionResult | None = None
         self._fenced_timing = None
+        self._described: tuple = ()  # slots bound to memories made from a MemoryDesc
 
     # ------------------------------------------------------------------ arguments
     @tracing.runtime(Phase.INPUTS_AND_OUTPUTS, "ANeuralNetworksExecution_setInput")
@@ -162,9 +164,12 @@ class Execution:
         slot, operand, dims, where = self._slot(kind, index, dimensions, call)
         access = mmap.PROT_READ if kind == "input" else mmap.PROT_WRITE
         memory = Memory.checked(memory, where, access)
-        offset, length = checks.buffer_region(offset, length, memory.size, where)
+        offset, length, dims = memory_desc.region(memory, self.compilation, kind, index, offset,
+                                                  length, dims, where)
         self._check_unset(slot, where)
         self._check_and_store(kind, index, slot, operand, memory, offset, length, dims or (), where)
+        if memory.desc is not None:
+            self._described += (slot,)
 
     def _check_and_store(self, kind, index, slot, operand, pool, offset, length, dims, where) -> None:
         arg = RequestArgument(False, slot, offset, length, tuple(dims))
@@ -319,12 +324,16 @@ class Execution:
 
     def _run(self, request: Request, deadline: int | None = None, prepared_of=None) -> None:
         try:
+            if self._described:
+                memory_desc.check_inputs(self._pools, self._described, len(self._in_operands))
             deadline = deadline or deadline_after(self._timeout_ns)
             result, failed = _steps.run_plan(self._plan, request, self._measure, deadline, prepared_of)
             self._result = result
             if result.status != _NONE:
                 raise self._error(result, failed)
         finally:
+            if self._described:
+                memory_desc.mark_outputs(self._pools, self._described, len(self._in_operands), self._result)
             self._state.complete()
 
     def _make_request(self, call: str) -> Request:
@@ -344,20 +353,10 @@ class Execution:
         code = result_code_from_status(result.status)
         where = f"step {failed.index} on {failed.device.name}" if failed is not None else "compute"
         if result.status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
-            return NnError(code, self._insufficient_message(result))
+            return NnError(code, args.insufficient_message(result, self._out_operands, self._args,
+                                                           self._operand_index))
         detail = getattr(failed.prepared, "last_error", None) if failed is not None else None
         return NnError(code, f"{where}: {result.status.name}" + (f": {detail}" if detail else ""))
-
-    def _insufficient_message(self, result: ExecutionResult) -> str:
-        parts = []
-        for index, shape in enumerate(result.output_shapes):
-            if not shape.is_sufficient:
-                operand = self._out_operands[index]
-                needed = Operand(operand.type, tuple(shape.dimensions)).byte_size()
-                arg = self._args[len(self._in_operands) + index]
-                parts.append(f"output {index} (operand {self._operand_index('output', index)}) needs "
-                             f"shape {list(shape.dimensions)} ({needed} bytes), buffer has {arg.length} bytes")
-        return "; ".join(parts) or "an output buffer is too small"
 
     # ------------------------------------------------------------------ results
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_getDuration")

@@ -63,6 +63,10 @@ class MsgType(enum.IntEnum):
     BURST_MEMORIES = 17  # the runtime's answer to the driver's IBurstCallback.getMemories
     BURST_FREE_MEMORY = 18  # IBurstContext.freeMemory(slot)
     BURST_RELEASE = 19  # the runtime's burst is gone: stop its listener thread
+    ALLOCATE = 26  # IDevice.allocate: a driver-side IBuffer for a memory domain (buffers)
+    BUFFER_COPY_TO = 27  # IBuffer.copyTo(shared memory)
+    BUFFER_COPY_FROM = 28  # IBuffer.copyFrom(shared memory, dimensions)
+    BUFFER_FREE = 29  # the runtime's device memory is freed: drop the IBuffer
     NOTIFY = 0x100
 
 
@@ -87,6 +91,10 @@ HIDL_NAMES = {
     MsgType.BURST_MEMORIES: ("IBurstCallback", "getMemories"),
     MsgType.BURST_FREE_MEMORY: ("IBurstContext", "freeMemory"),
     MsgType.BURST_RELEASE: ("IBurstContext", "release"),
+    MsgType.ALLOCATE: ("IDevice", "allocate"),
+    MsgType.BUFFER_COPY_TO: ("IBuffer", "copyTo"),
+    MsgType.BUFFER_COPY_FROM: ("IBuffer", "copyFrom"),
+    MsgType.BUFFER_FREE: ("IBuffer", "release"),
 }
 
 
