@@ -107,13 +107,13 @@ def _on_device(desc: MemoryDesc, size: int) -> DeviceMemory | None:
     try:
         ibuffer = buffer_client.allocate(desc.allocator, desc.dimensions, roles)
     except HalError as error:
-        vlog.log("compilation", "Memory", "allocate on %s failed (%s): runtime memory instead",
+        vlog.log("compilation", "MemoryBuilder", "allocate on %s failed (%s): runtime memory instead",
                  desc.allocator.name, error)
         return None
     if ibuffer.size != size:
         ibuffer.release()
         return None
-    vlog.log("compilation", "Memory", "createFromDesc: IBuffer token %d of %d bytes on %s",
+    vlog.log("compilation", "MemoryBuilder", "createFromDesc: IBuffer token %d of %d bytes on %s",
              ibuffer.token, size, desc.allocator.name)
     return DeviceMemory(ibuffer, size)
 

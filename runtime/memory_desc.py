@@ -120,7 +120,7 @@ class MemoryDesc:
         devices = {id(device): device for _, device, _, _, _ in self.step_roles}
         device = next(iter(devices.values())) if len(devices) == 1 else None
         self.allocator = device if hasattr(device, "transact") else None  # a driver process
-        vlog.log("compilation", "Memory", "MemoryDesc_finish: %d role(s), %s %s, allocator %s",
+        vlog.log("compilation", "MemoryBuilder", "MemoryDesc_finish: %d role(s), %s %s, allocator %s",
                  len(self.roles), self.operand.type.name, list(self.dimensions),
                  self.allocator.name if self.allocator is not None else "none (runtime memory)")
 

@@ -1,10 +1,10 @@
 """Memory domains across real driver processes: ``MemoryDesc``, ``Memory.from_desc`` (a driver-side
 IBuffer, or runtime memory when the roles span devices), executions chained through a device
 memory with outputs checked against the in-process reference CPU device, ``Memory.copy`` both
-ways, uninitialised reads, and the BAD_DATA / BAD_STATE matrix."""
+ways, uninitialised reads, bursts, and BAD_DATA for memories used outside their roles (the
+descriptor's own checks are in ``test_memory_desc``)."""
 from __future__ import annotations
 
-import math
 import mmap
 import os
 
@@ -13,63 +13,14 @@ import pytest
 
 import tracing
 from parse_systrace._classify import classify
-from runtime import Compilation, Execution, Memory, MemoryDesc, NnError, ResultCode
+from runtime import Burst, Execution, Memory, ResultCode
 from runtime.device_memory import DeviceMemory
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
 from runtime.drivers.ipc.protocol import MsgType
-from runtime.hal.types import OperandType as T, OperationType as Op
-from runtime.model import Model
-
-N = 6
-RNG = np.random.default_rng(12)
-
-
-def binary_model(op: Op, shape=(N,), other=None, out_type=T.TENSOR_FLOAT32) -> Model:
-    """``out = a <op> b`` with ``b`` of shape ``other`` (broadcast) or ``shape``."""
-    model = Model(f"{op.name.lower()}")
-    a = model.add_operand(T.TENSOR_FLOAT32, shape)
-    b = model.add_operand(T.TENSOR_FLOAT32, other or shape)
-    act = model.add_operand(T.INT32)
-    out = model.add_operand(out_type, shape)
-    model.set_operand_value(act, 0)
-    model.add_operation(op, [a, b, act], [out])
-    model.identify_inputs_and_outputs([a, b], [out])
-    model.finish()
-    return model
-
-
-def compiled(model: Model, device) -> Compilation:
-    compilation = Compilation.for_devices(model, [device])
-    compilation.finish()
-    return compilation
-
-
-def reference(model: Model, *inputs) -> np.ndarray:
-    """The output of ``model`` on the in-process reference CPU device (plain buffers)."""
-    execution = Execution(compiled(model, CpuDevice()))
-    for index, value in enumerate(inputs):
-        execution.set_input(index, value)
-    out = np.empty_like(inputs[0])
-    execution.set_output(0, out)
-    execution.compute()
-    return out
-
-
-def chain_desc(producer: Compilation, consumer: Compilation, dims=None) -> MemoryDesc:
-    desc = MemoryDesc()
-    desc.add_output_role(producer, 0, 1.0)
-    desc.add_input_role(consumer, 0, 0.5)
-    if dims is not None:
-        desc.set_dimensions(dims)
-    desc.finish()
-    return desc
-
-
-def code_of(call) -> ResultCode:
-    with pytest.raises(NnError) as caught:
-        call()
-    return caught.value.code
+from runtime.hal.types import OperationType as Op
+from tests.runtime.memory_domain_helpers import (N, RNG, binary_model, chain_desc, code_of, compiled,
+                                                  reference)
 
 
 @pytest.fixture(scope="module")
@@ -290,72 +241,6 @@ def test_roles_across_devices_fall_back_to_runtime_memory(fast, every):
     assert cpu_only.allocator is None and type(Memory.from_desc(cpu_only)) is Memory
 
 
-# ---------------------------------------------------------------------- the BAD_DATA matrix
-@pytest.fixture(scope="module")
-def cpu_pair():
-    cpu = CpuDevice()
-    return (compiled(binary_model(Op.ADD), cpu), compiled(binary_model(Op.MUL), cpu),
-            compiled(binary_model(Op.ADD, (2, 3)), cpu))
-
-
-def _unfinished() -> Compilation:
-    return Compilation.for_devices(binary_model(Op.ADD), [CpuDevice()])
-
-
-DESC_CASES = {
-    "unfinished compilation": lambda d, c: d.add_input_role(_unfinished(), 0, 1.0),
-    "input index out of range": lambda d, c: d.add_input_role(c[0], 2, 1.0),
-    "output index out of range": lambda d, c: d.add_output_role(c[0], 1, 1.0),
-    "negative index": lambda d, c: d.add_input_role(c[0], -1, 1.0),
-    "frequency 0": lambda d, c: d.add_input_role(c[0], 0, 0.0),
-    "frequency above 1": lambda d, c: d.add_input_role(c[0], 0, 1.5),
-    "negative frequency": lambda d, c: d.add_input_role(c[0], 0, -0.5),
-    "NaN frequency": lambda d, c: d.add_input_role(c[0], 0, math.nan),
-    "not a compilation": lambda d, c: d.add_input_role("compilation", 0, 1.0),
-    "same role twice": lambda d, c: (d.add_input_role(c[0], 0, 1.0), d.add_input_role(c[0], 0, 0.5)),
-    "incompatible dimensions": lambda d, c: (d.add_input_role(c[0], 0, 1.0), d.add_input_role(c[2], 0, 1.0)),
-    "dimensions conflicting a role": lambda d, c: (d.add_input_role(c[0], 0, 1.0), d.set_dimensions([N + 1])),
-    "role conflicting dimensions": lambda d, c: (d.set_dimensions([2, 2]), d.add_output_role(c[1], 0, 1.0)),
-    "negative dimension": lambda d, c: d.set_dimensions([-1]),
-    "finish without roles": lambda d, c: d.finish(),
-}
-
-
-@pytest.mark.parametrize("case", DESC_CASES)
-def test_descriptor_bad_data(case, cpu_pair):
-    assert code_of(lambda: DESC_CASES[case](MemoryDesc(), cpu_pair)) == ResultCode.BAD_DATA
-
-
-def test_descriptor_incompatible_operand_types(cpu_pair, fast):
-    desc = MemoryDesc()
-    desc.add_input_role(cpu_pair[0], 0, 1.0)
-    quant = Model("quant")
-    a = quant.add_operand(T.TENSOR_QUANT8_ASYMM, (N,), scale=0.5, zero_point=128)
-    out = quant.add_operand(T.TENSOR_FLOAT32, (N,))
-    quant.add_operation(Op.DEQUANTIZE, [a], [out])
-    quant.identify_inputs_and_outputs([a], [out])
-    quant.finish()
-    assert code_of(lambda: desc.add_input_role(compiled(quant, CpuDevice()), 0, 1.0)) == ResultCode.BAD_DATA
-
-
-def test_descriptor_states_and_nulls(cpu_pair):
-    desc = MemoryDesc()
-    assert code_of(lambda: desc.add_input_role(None, 0, 1.0)) == ResultCode.UNEXPECTED_NULL
-    assert code_of(lambda: Memory.from_desc(desc)) == ResultCode.BAD_STATE  # not finished
-    assert code_of(lambda: Memory.from_desc(None)) == ResultCode.UNEXPECTED_NULL
-    assert code_of(lambda: Memory.from_desc("desc")) == ResultCode.BAD_DATA
-    desc.add_input_role(cpu_pair[0], 0, 1.0)
-    desc.finish()
-    for late in (lambda: desc.add_input_role(cpu_pair[0], 1, 1.0), lambda: desc.add_output_role(cpu_pair[0], 0, 1.0),
-                 lambda: desc.set_dimensions([N]), desc.finish):
-        assert code_of(late) == ResultCode.BAD_STATE
-    unknown = MemoryDesc()
-    unknown.add_input_role(compiled(binary_model(Op.ADD, (0,)), CpuDevice()), 0, 1.0)
-    unknown.finish()
-    assert code_of(lambda: Memory.from_desc(unknown)) == ResultCode.OP_FAILED  # dims not known
-    unknown.free()
-
-
 @pytest.mark.parametrize("on_device", [True, False], ids=["device", "runtime"])
 def test_memory_usage_bad_data(on_device, pair, fast):
     producer, consumer = pair if on_device else (compiled(binary_model(Op.ADD), CpuDevice()),
@@ -375,3 +260,20 @@ def test_memory_usage_bad_data(on_device, pair, fast):
     for name, call in cases.items():
         assert code_of(call) == ResultCode.BAD_DATA, name
     Execution(consumer).set_input_from_memory(0, memory, 0, 0, [N])  # the right dimensions
+
+
+def test_bursts_run_device_memories_through_execute_synchronously(pair):
+    producer, consumer = pair
+    memory = Memory.from_desc(chain_desc(producer, consumer))
+    x, b, w = (np.full(N, v, np.float32) for v in (1.0, 2.0, 3.0))
+    out = np.empty(N, np.float32)
+    make, use = _chain_executions(producer, consumer, memory, x, b, w, out)
+    make_burst, use_burst = Burst(producer), Burst(consumer)
+    for step in range(3):
+        x[:] = step
+        make.burst_compute(make_burst)
+        use.burst_compute(use_burst)
+        assert out.tolist() == [(step + 2.0) * 3.0] * N
+    for burst in (make_burst, use_burst):
+        burst.free()
+    memory.free()
