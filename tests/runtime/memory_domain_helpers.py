@@ -14,13 +14,16 @@ N = 6
 RNG = np.random.default_rng(12)
 
 
-def binary_model(op: Op, shape=(N,), other=None, out_type=T.TENSOR_FLOAT32) -> Model:
-    """``out = a <op> b`` with ``b`` of shape ``other`` (broadcast) or ``shape``."""
+def binary_model(op: Op, shape=(N,), other=None, out_type=T.TENSOR_FLOAT32, finish=True) -> Model:
+    """``out = a <op> b`` with ``b`` of shape ``other`` (broadcast) or ``shape`` (``finish``: a
+    finished model, else only its operands)."""
     model = Model(f"{op.name.lower()}")
     a = model.add_operand(T.TENSOR_FLOAT32, shape)
     b = model.add_operand(T.TENSOR_FLOAT32, other or shape)
     act = model.add_operand(T.INT32)
     out = model.add_operand(out_type, shape)
+    if not finish:
+        return model
     model.set_operand_value(act, 0)
     model.add_operation(op, [a, b, act], [out])
     model.identify_inputs_and_outputs([a, b], [out])

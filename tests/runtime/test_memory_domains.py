@@ -256,6 +256,8 @@ def test_memory_usage_bad_data(on_device, pair, fast):
         "non-zero length": lambda: Execution(consumer).set_input_from_memory(0, memory, 0, 4 * N),
         "wrong dimensions": lambda: Execution(consumer).set_input_from_memory(0, memory, 0, 0, [N + 1]),
         "copy of another size": lambda: Memory.copy(Memory.create_shared(4 * N + 4), memory),
+        "a model constant": lambda: binary_model(Op.ADD, finish=False).set_operand_value_from_memory(
+            1, memory, 0, 4 * N),
     }
     for name, call in cases.items():
         assert code_of(call) == ResultCode.BAD_DATA, name
