@@ -8,7 +8,9 @@ roles whose operands differ in type, scale or zero point, or dimensions that can
 are BAD_DATA. ``finish`` without a role is BAD_DATA. At finish the descriptor picks its
 allocator: the one driver device every role's compilation step runs on, else none (the CPU,
 or several devices: the memory is then runtime-side shared memory, as AOSP falls back to
-ashmem). ``runtime.Memory.from_desc`` makes the memory; :class:`DescValidator` is what such a
+ashmem). Only compilations that run whole on that driver (simple plans) qualify: the steps of
+a partitioned plan all receive every pool of the request, and a step on another device could
+not read a driver's buffer. ``runtime.Memory.from_desc`` makes the memory; :class:`DescValidator` is what such a
 memory keeps to check its uses (:func:`region`, :func:`check_inputs`, :func:`mark_outputs`).
 
 Example:
@@ -118,7 +120,8 @@ class MemoryDesc:
             raise checks.bad("finish", "the descriptor has no role")
         self.finished = True
         devices = {id(device): device for _, device, _, _, _ in self.step_roles}
-        device = next(iter(devices.values())) if len(devices) == 1 else None
+        simple = all(compilation.plan.simple for compilation, _, _ in self.roles)
+        device = next(iter(devices.values())) if len(devices) == 1 and simple else None
         self.allocator = device if hasattr(device, "transact") else None  # a driver process
         vlog.log("compilation", "MemoryBuilder", "MemoryDesc_finish: %d role(s), %s %s, allocator %s",
                  len(self.roles), self.operand.type.name, list(self.dimensions),

@@ -13,12 +13,13 @@ import pytest
 
 import tracing
 from parse_systrace._classify import classify
-from runtime import Burst, Execution, Memory, ResultCode
+from runtime import Burst, Compilation, Execution, Memory, MemoryDesc, ResultCode, manager
 from runtime.device_memory import DeviceMemory
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.hal.types import OperationType as Op
+from tests.runtime.helpers import mixed_expected, mixed_model
 from tests.runtime.memory_domain_helpers import (N, RNG, binary_model, chain_desc, code_of, compiled,
                                                   reference)
 
@@ -279,3 +280,38 @@ def test_bursts_run_device_memories_through_execute_synchronously(pair):
     for burst in (make_burst, use_burst):
         burst.free()
     memory.free()
+
+
+def test_a_partitioned_consumer_gets_runtime_memory(fast):
+    """x of the mixed model is read only by its first step, on float-fast, but the plan's other
+    steps (CPU, quant driver) receive every pool: the memory stays in the runtime."""
+    quant = RemoteDevice("sample-quant", timeout_s=30.0)
+    manager.forTest_set_devices([fast, quant])
+    try:
+        mixed = Compilation(mixed_model())
+        mixed.finish()
+        assert len({step.device.name for step in mixed.plan.steps}) == 3
+        producer = compiled(binary_model(Op.ADD, (1, 4)), fast)
+        desc = MemoryDesc()
+        desc.add_output_role(producer, 0, 1.0)
+        desc.add_input_role(mixed, 0, 1.0)
+        desc.finish()
+        memory = Memory.from_desc(desc)
+        assert type(memory) is Memory
+        half = np.float32([[0.0, 0.75, -1.0, 1.5]])
+        make = Execution(producer)
+        make.set_input(0, half)
+        make.set_input(1, half)
+        make.set_output_from_memory(0, memory, 0, 0)
+        make.compute()
+        y, q, out = np.float32([[2.0, -1.0, 0.5, 1.0]]), np.uint8([[130, 120, 128, 140]]), np.empty((1, 4), np.float32)
+        use = Execution(mixed)
+        use.set_input_from_memory(0, memory, 0, 0)
+        use.set_input(1, y)
+        use.set_input(2, q)
+        use.set_output(0, out)
+        use.compute()
+        np.testing.assert_allclose(out, mixed_expected(half + half, y, q))
+    finally:
+        manager.forTest_reset()
+        quant.shutdown()
