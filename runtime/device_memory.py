@@ -61,8 +61,8 @@ class DeviceMemory(Memory):
         raise self._no_mapping()
 
     def _no_mapping(self) -> NnError:
-        return NnError(ResultCode.OP_FAILED, f"Memory: the tensor lives in driver {self.device.name}; "
-                       "it has no mapping here (use Memory.copy)")
+        return NnError(ResultCode.OP_FAILED, f"Memory: the tensor lives in driver {self.device.name} "
+                       "(an IBuffer): it cannot be mapped here nor read on another device (use Memory.copy)")
 
     def free(self) -> None:
         """Release the driver's IBuffer (ANeuralNetworksMemory_free)."""

@@ -323,16 +323,18 @@ class Execution:
         return request
 
     def _run(self, request: Request, deadline: int | None = None, prepared_of=None) -> None:
+        ran = False  # refused before running (an uninitialised input): output memories keep their state
         try:
             if self._described:
                 memory_desc.check_inputs(self._pools, self._described, len(self._in_operands))
+            ran = True
             deadline = deadline or deadline_after(self._timeout_ns)
             result, failed = _steps.run_plan(self._plan, request, self._measure, deadline, prepared_of)
             self._result = result
             if result.status != _NONE:
                 raise self._error(result, failed)
         finally:
-            if self._described:
+            if self._described and ran:
                 memory_desc.mark_outputs(self._pools, self._described, len(self._in_operands), self._result)
             self._state.complete()
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tracing
-from runtime import Compilation, Memory, MemoryDesc, NnError, ResultCode
+from runtime import Compilation, Execution, Memory, MemoryDesc, NnError, ResultCode
 from runtime.drivers.cpu import CpuDevice
 from runtime.hal.types import OperandType as T, OperationType as Op
 from runtime.model import Model
@@ -104,3 +104,24 @@ def test_descriptor_and_copy_spans_follow_the_contract(cpu_pair):
     assert names.count("[NN_LR_PC]ANeuralNetworksMemory_createFromDesc") == 2
     assert "[NN_LR_PT]ANeuralNetworksMemoryDesc_free" in names
     assert names.count("[NN_LR_PE]ANeuralNetworksMemory_copy") == 3
+
+
+def test_a_run_refused_for_an_uninitialised_input_leaves_the_outputs_as_they_were(cpu_pair):
+    mul = cpu_pair[1]
+    descs = [MemoryDesc(), MemoryDesc()]
+    descs[0].add_input_role(mul, 0, 1.0)
+    descs[1].add_output_role(mul, 0, 1.0)
+    for desc in descs:
+        desc.finish()
+    source, target = (Memory.from_desc(desc) for desc in descs)
+    host = Memory.create_shared(4 * N)
+    host.array(np.float32)[:] = 9.0
+    Memory.copy(host, target)
+    execution = Execution(mul)
+    execution.set_input_from_memory(0, source, 0, 0)
+    execution.set_input(1, np.ones(N, np.float32))
+    execution.set_output_from_memory(0, target, 0, 0)
+    assert code_of(execution.compute) == ResultCode.OP_FAILED
+    host.array(np.float32)[:] = 0.0
+    Memory.copy(target, host)  # still initialised, still its bytes
+    assert host.array(np.float32).tolist() == [9.0] * N
