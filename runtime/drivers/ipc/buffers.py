@@ -132,6 +132,9 @@ def allocate(service, connection, message) -> bytes:
     model_ids = r.u32s()
     roles = [_read_roles(r, _INPUT), _read_roles(r, _OUTPUT)]
     r.end()
+    if len(dims) > _guard.MAX_RANK or len(model_ids) > MAX_ROLES:
+        raise CodecError(f"allocate: rank {len(dims)} or {len(model_ids)} models over the limits "
+                         f"({_guard.MAX_RANK}, {MAX_ROLES})")
     models = [_model(connection.client, model_id) for model_id in model_ids]
     operand, role_set = _check_roles(models, roles[0] + roles[1])
     merged = _merge(operand, dims, "the given dimensions")

@@ -68,6 +68,8 @@ ALLOCATE_CASES = {
     "conflicting dimensions": lambda m: allocate_payload([5], [m], [(0, 0, 1.0)]),
     "wrong rank": lambda m: allocate_payload([4, 1], [m], [(0, 0, 1.0)]),
     "a billion roles": lambda m: allocate_payload([4], [m]) [:-8] + struct.pack("<I", 10**9),
+    "rank 33": lambda m: allocate_payload([1] * 33, [m], [(0, 0, 1.0)]),
+    "too many models": lambda m: allocate_payload([4], [m] * 257, [(0, 0, 1.0)]),
     "trailing bytes": lambda m: allocate_payload([4], [m], [(0, 0, 1.0)]) + b"\0",
 }
 
