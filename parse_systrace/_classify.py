@@ -4,7 +4,8 @@ NN marks carry ``[NN_<layer>_<phase>]`` (the last bracketed group followed by at
 one more character, as the established tool reads it); HIDL transport marks are
 translated (``::client`` -> IPC, ``::server`` -> Driver, ``notify`` and foreign marks
 ignored as layer ``LX``). Newer HAL names (``execute_1_3``, ``executeSynchronously``,
-``executeFenced``, burst, AIDL-style ``::execute*``) classify as Execution. Results are
+``executeFenced``, burst, AIDL-style ``::execute*``, ``IBuffer`` copies) classify as Execution,
+``IDevice::allocate`` as Compilation. Results are
 cached per distinct name, so each name is analysed once per trace.
 
 Example:
@@ -23,7 +24,7 @@ from functools import lru_cache
 from tracing.naming import SUBTRACT, SWITCH
 
 _TAG = re.compile(r".*\[([^\]]+)\]\[?([^\]])")
-_EXECUTION_WORDS = ("execute", "IExecutionCallback", "Burst", "burst", "Fenced")
+_EXECUTION_WORDS = ("execute", "IExecutionCallback", "Burst", "burst", "Fenced", "IBuffer")
 
 
 #: What a begin mark's name does to its thread in pass 1 (:func:`tracking`).
@@ -96,7 +97,7 @@ def _hidl_phase(mark: str) -> str:
         return "PU"
     if "getCapabilities" in mark:
         return "PI"
-    if "prepareModel" in mark or "getSupportedOperations" in mark:
+    if "prepareModel" in mark or "getSupportedOperations" in mark or "IDevice::allocate" in mark:
         return "PC"
     if "IPreparedModelCallback" in mark:
         return "PC"

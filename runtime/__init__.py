@@ -31,11 +31,12 @@ from runtime.hal.types import (FuseCode, OperandType, OperationType, PaddingCode
                                Priority, ResultCode)
 from runtime.manager import devices, get_device
 from runtime.memory import Memory
+from runtime.memory_desc import MemoryDesc
 from runtime.model import Model
 from timing import Duration
 
 __all__ = [
-    "Model", "Compilation", "Execution", "Burst", "Event", "Memory", "devices", "get_device", "graph_dump",
+    "Model", "Compilation", "Execution", "Burst", "Event", "Memory", "MemoryDesc", "devices", "get_device", "graph_dump",
     "NN_GRAPHDUMP", "NnError", "BadDataError", "BadStateError", "OpFailedError",
     "OutputInsufficientSizeError", "UnexpectedNullError", "ResultCode", "OperandType",
     "OperationType", "FuseCode", "PaddingCode", "Preference", "Priority", "Duration",

@@ -79,12 +79,15 @@ def as_buffer(buffer, operand: Operand, writable: bool, where: str):
     return view
 
 
-def insufficient_message(shapes, operands, arguments, operand_indexes) -> str:
-    """What OUTPUT_INSUFFICIENT_SIZE says: each output too small, the shape and bytes it needs."""
+def insufficient_message(result, out_operands, bound_args, operand_index) -> str:
+    """OUTPUT_INSUFFICIENT_SIZE's message: each short output, the shape and bytes it needs."""
     parts = []
-    for index, shape in enumerate(shapes):
+    n_in = len(bound_args) - len(out_operands)
+    for index, shape in enumerate(result.output_shapes):
         if not shape.is_sufficient:
-            needed = Operand(operands[index].type, tuple(shape.dimensions)).byte_size()
-            parts.append(f"output {index} (operand {operand_indexes[index]}) needs shape "
-                         f"{list(shape.dimensions)} ({needed} bytes), buffer has {arguments[index].length} bytes")
+            operand = out_operands[index]
+            needed = Operand(operand.type, tuple(shape.dimensions)).byte_size()
+            arg = bound_args[n_in + index]
+            parts.append(f"output {index} (operand {operand_index('output', index)}) needs "
+                         f"shape {list(shape.dimensions)} ({needed} bytes), buffer has {arg.length} bytes")
     return "; ".join(parts) or "an output buffer is too small"

@@ -27,6 +27,7 @@ from runtime import _checks as checks
 from runtime import _execargs as args
 from runtime import _fenced, _fenced_remote
 from runtime import _steps
+from runtime import memory_desc
 from runtime._lifecycle import ExecutionState
 from runtime.api import NnError, ResultCode
 from runtime.burst import Burst
@@ -83,6 +84,7 @@ class Execution:
         self._state = ExecutionState()
         self._result: ExecutionResult | None = None
         self._fenced_timing = None
+        self._described: tuple = ()  # slots bound to memories made from a MemoryDesc
 
     # ------------------------------------------------------------------ arguments
     @tracing.runtime(Phase.INPUTS_AND_OUTPUTS, "ANeuralNetworksExecution_setInput")
@@ -162,9 +164,12 @@ class Execution:
         slot, operand, dims, where = self._slot(kind, index, dimensions, call)
         access = mmap.PROT_READ if kind == "input" else mmap.PROT_WRITE
         memory = Memory.checked(memory, where, access)
-        offset, length = checks.buffer_region(offset, length, memory.size, where)
+        offset, length, dims = memory_desc.region(memory, self.compilation, kind, index, offset,
+                                                  length, dims, where)
         self._check_unset(slot, where)
         self._check_and_store(kind, index, slot, operand, memory, offset, length, dims or (), where)
+        if memory.desc is not None:
+            self._described += (slot,)
 
     def _check_and_store(self, kind, index, slot, operand, pool, offset, length, dims, where) -> None:
         arg = RequestArgument(False, slot, offset, length, tuple(dims))
@@ -257,12 +262,9 @@ class Execution:
             append(now())
 
     def burst_compute(self, burst: Burst) -> None:
-        """Run synchronously through ``burst`` (ANeuralNetworksExecution_burstCompute).
-
-        Raises:
-            NnError: as :meth:`compute`; UNEXPECTED_NULL for None, BAD_DATA for something that is
-                not a Burst or a burst of another compilation, BAD_STATE for a freed or busy burst.
-        """
+        """Run synchronously through ``burst`` (ANeuralNetworksExecution_burstCompute). Raises
+        NnError as :meth:`compute`; UNEXPECTED_NULL for None, BAD_DATA for something that is not
+        a Burst or a burst of another compilation, BAD_STATE for a freed or busy burst."""
         with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_burstCompute"):
             Burst.enter(burst, self, "burstCompute")
             try:
@@ -323,13 +325,19 @@ class Execution:
         return request
 
     def _run(self, request: Request, deadline: int | None = None, prepared_of=None) -> None:
+        ran = False  # refused before running (an uninitialised input): output memories keep their state
         try:
+            if self._described:
+                memory_desc.check_inputs(self._pools, self._described, len(self._in_operands))
+            ran = True
             deadline = deadline or deadline_after(self._timeout_ns)
             result, failed = _steps.run_plan(self._plan, request, self._measure, deadline, prepared_of)
             self._result = result
             if result.status != _NONE:
                 raise self._error(result, failed)
         finally:
+            if self._described and ran:
+                memory_desc.mark_outputs(self._pools, self._described, len(self._in_operands), self._result)
             self._state.complete()
 
     def _make_request(self, call: str) -> Request:
@@ -349,14 +357,10 @@ class Execution:
         code = result_code_from_status(result.status)
         where = f"step {failed.index} on {failed.device.name}" if failed is not None else "compute"
         if result.status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
-            return NnError(code, self._insufficient_message(result))
+            return NnError(code, args.insufficient_message(result, self._out_operands, self._args,
+                                                           self._operand_index))
         detail = getattr(failed.prepared, "last_error", None) if failed is not None else None
         return NnError(code, f"{where}: {result.status.name}" + (f": {detail}" if detail else ""))
-
-    def _insufficient_message(self, result: ExecutionResult) -> str:
-        n_in = len(self._in_operands)
-        return args.insufficient_message(result.output_shapes, self._out_operands, self._args[n_in:],
-                                         [self._operand_index("output", i) for i in range(len(self._out_operands))])
 
     # ------------------------------------------------------------------ results
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_getDuration")

@@ -6,7 +6,8 @@ memory (``memfd_create`` + ``mmap``) that another process (a driver) can map fro
 that cannot shrink under them (a memfd sealed with ``F_SEAL_SHRINK``, see :attr:`Memory.sealed`):
 ``create_shared`` memory is sealed; any other fd's bytes are copied for the driver per call. Models reference memory
 with ``Model.set_operand_value_from_memory`` and executions with ``set_input_from_memory`` /
-``set_output_from_memory``.
+``set_output_from_memory``. :meth:`Memory.from_desc` and :meth:`Memory.copy` are memory domains
+(``runtime.device_memory``).
 
 Example:
     >>> import numpy as np
@@ -44,6 +45,9 @@ class Memory:
         fd: The (duplicated, owned) file descriptor backing the region.
         offset: Offset of the region in that file.
     """
+
+    #: The ``memory_desc.DescValidator`` of a memory made by :meth:`from_desc` (else None).
+    desc = None
 
     def __init__(self, mapping: mmap.mmap, fd: int, offset: int, size: int, delta: int,
                  prot: int = PROT_READ_WRITE):
@@ -120,20 +124,41 @@ class Memory:
             size = _checks.integer(size, "Memory.create_shared", "size", 1, _INT64_MAX)
             if not isinstance(name, str):
                 raise NnError(ResultCode.BAD_DATA, f"Memory: name must be a string, got {name!r}")
-            try:
-                fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-            except OSError as error:
-                raise NnError(ResultCode.OUT_OF_MEMORY, f"Memory: memfd_create failed: {error}") from None
-            try:
-                os.ftruncate(fd, size)
-                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)  # fixed size: drivers may map it
-            except OSError as error:
-                os.close(fd)
-                raise NnError(ResultCode.OUT_OF_MEMORY, f"Memory: memfd_create failed: {error}") from None
-            try:
-                return cls._map(size, PROT_READ_WRITE, fd, 0)
-            finally:
-                os.close(fd)
+            return cls._create_shared(size, name)
+
+    @classmethod
+    def _create_shared(cls, size: int, name: str) -> Memory:
+        """``create_shared`` without its span and argument checks."""
+        try:
+            fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        except OSError as error:
+            raise NnError(ResultCode.OUT_OF_MEMORY, f"Memory: memfd_create failed: {error}") from None
+        try:
+            os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)  # fixed size: drivers may map it
+        except OSError as error:
+            os.close(fd)
+            raise NnError(ResultCode.OUT_OF_MEMORY, f"Memory: memfd_create failed: {error}") from None
+        try:
+            return cls._map(size, PROT_READ_WRITE, fd, 0)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def from_desc(desc) -> Memory:
+        """A memory playing the roles of a finished ``MemoryDesc`` (createFromDesc); see
+        ``runtime.device_memory.from_desc``."""
+        from runtime import device_memory  # noqa: PLC0415 - device_memory imports this module
+
+        return device_memory.from_desc(desc)
+
+    @staticmethod
+    def copy(src: Memory, dst: Memory) -> None:
+        """Copy ``src``'s bytes to ``dst`` (ANeuralNetworksMemory_copy); see
+        ``runtime.device_memory.copy``."""
+        from runtime import device_memory  # noqa: PLC0415
+
+        device_memory.copy(src, dst)
 
     @classmethod
     def checked(cls, value, call: str, access: int = 0) -> Memory:

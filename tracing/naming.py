@@ -61,7 +61,7 @@ MARKERS = (SWITCH, SUBTRACT)
 
 #: HIDL-style IPC interfaces of the contract.
 HIDL_INTERFACES = ("IDevice", "IPreparedModel", "IPreparedModelCallback",
-                   "IExecutionCallback", "IBurstContext")
+                   "IExecutionCallback", "IBurstContext", "IBuffer")
 HIDL_SIDES = ("client", "server")
 
 _TAG_RE = re.compile(r"^(\[SW\]|\[SUB\])?\[NN_(L[A-Z])_(P[A-Z]{1,2})\](.*)$", re.S)

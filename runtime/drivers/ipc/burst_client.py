@@ -22,7 +22,8 @@ Liveness: an FMQ cannot tell whether its peer lives, so the result ring also wat
 socket; a driver that dies mid-execution gives DEAD_OBJECT at once (the runtime then falls back
 as for ``compute()``), one that hangs past the device timeout is killed and gives DEAD_OBJECT.
 Executions with a deadline or a non-default loop timeout (the burst datums carry neither) go
-through ``executeSynchronously``, as does everything after the burst broke.
+through ``executeSynchronously``, as do those using a device memory (an IBuffer token: as AOSP,
+bursts carry only shared memory) and everything after the burst broke.
 
 Example::
 
@@ -158,6 +159,8 @@ class BurstController:
         encoded = self._encoded
         if encoded is None or encoded.request is not request or encoded.measure != measure_timing \
                 or encoded.generation != self.slots.generation:
+            if any(getattr(pool, "ibuffer_token", None) is not None for pool in request.pools):
+                return self.prepared.execute(request, measure_timing, deadline_ns)  # device memory
             encoded = self._encode(request, measure_timing)
         for source, target in encoded.copy_in:
             target[:] = source

@@ -5,7 +5,8 @@ A :class:`PoolCache` per connection remembers which shared pools (objects with `
 socket once; evicted ids ride along in the next execute as a free list. A small non-shared buffer
 (<= ``INLINE_DATA_LIMIT``) travels inline and its output regions come back in the reply; a
 large one is staged through a per-prepared-model ``SharedPool`` (the caller copies its input
-regions in and output regions back). An :class:`EncodeMemo` re-renders the last encoding of the
+regions in and output regions back). A device memory (a driver-side IBuffer, ``ibuffer_token``)
+travels as its token alone. An :class:`EncodeMemo` re-renders the last encoding of the
 same Request object, refreshing only inline bytes. The format is in ``execution_codec``.
 
 Example:
@@ -23,7 +24,7 @@ from collections import OrderedDict
 
 from runtime.drivers.ipc.codec import Writer
 from runtime.drivers.ipc.execution_codec import (_ARG, _HEAD, _HEAD_FREE, _INLINE, _NEW_KIND, _SHM,
-                                                 _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM,
+                                                 _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM, KIND_TOKEN,
                                                  HAS_LOOP_TIMEOUT, MAX_INLINE_BYTES, loop_timeout_bytes)
 from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT
 from runtime.drivers.ipc.shm import SharedPool
@@ -183,7 +184,7 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
     cache.pending_free = []
     fds, inline, staged, slots = _pool_section(request, cache, staging, parts)
     parts.append(_args_section(request, memo))
-    if memo is not None and not fds:
+    if memo is not None and not fds and not any(_token(pool) is not None for pool in request.pools):
         memo.request, memo.cache, memo.generation = request, cache, cache.generation
         memo.parts, memo.slots, memo.inline, memo.staged = parts, slots, inline, staged
         memo.memo_id, memo.ok_result, memo.out_targets, memo.in_views = memo_id, None, None, None
@@ -200,6 +201,10 @@ def _pool_section(request: Request, cache: PoolCache, staging: list, parts: list
     inline_bytes = 0  # the driver takes at most MAX_INLINE_BYTES inline per execute
     for position, pool in enumerate(request.pools):
         if not is_shared(pool):
+            token = _token(pool)
+            if token is not None:  # a device memory: the data stays in the driver
+                parts.append(_SHM.pack(KIND_TOKEN, token))
+                continue
             pool = pool_buffer(pool)
             size = memoryview(pool).nbytes
             if size <= INLINE_DATA_LIMIT and inline_bytes + size <= MAX_INLINE_BYTES:
@@ -227,6 +232,10 @@ def _args_section(request: Request, memo: EncodeMemo | None) -> bytes:
     if memo is not None:
         memo.args = (request.inputs, request.outputs, encoded)
     return encoded
+
+
+def _token(pool) -> int | None:
+    return getattr(pool, "ibuffer_token", None)
 
 
 def stage(staging: list, position: int, size: int, cache: PoolCache) -> SharedPool:

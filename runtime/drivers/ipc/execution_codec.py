@@ -8,7 +8,8 @@ pools | inputs | outputs`` where ``memo`` (0: none) names the decoded request fo
 below), bit :data:`HAS_LOOP_TIMEOUT` of ``measure`` says a loop timeout (ns, the request's
 ``loop_timeout_ns``) follows the free list, and
 each pool is ``kind u8`` + ``id u32`` (SHM), ``id u32, offset u64, size u64`` (NEW_SHM, fd
-attached) or ``size u32 + bytes`` (INLINE), and each argument is ``no_value u8, pool u16,
+attached), ``size u32 + bytes`` (INLINE) or ``token u32`` (TOKEN: a driver-side IBuffer of a
+memory domain, see ``buffers``; such a request is never memoized), and each argument is ``no_value u8, pool u16,
 offset u32, length u32, dims u32s``. The result is ``status u32 | timed u8 | on_device u64 |
 in_driver u64 | shape count u16 | shapes length u32 | shapes | inline outputs``.
 
@@ -35,13 +36,14 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from runtime.drivers.ipc import buffers as ibuffers
 from runtime.drivers.ipc._bytelru import ByteLru
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.drivers.ipc.shm import MappingError, map_fd
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from runtime.hal.types import ErrorStatus
 
-KIND_SHM, KIND_NEW_SHM, KIND_INLINE = 0, 1, 2
+KIND_SHM, KIND_NEW_SHM, KIND_INLINE, KIND_TOKEN = 0, 1, 2, 3
 _HEAD = struct.Struct("<IIBq")
 _HEAD_FREE = struct.Struct("<IIBqI")
 _MEMO_HEAD = struct.Struct("<IIBq")  # model, memo, measure, deadline of a repeat
@@ -80,6 +82,7 @@ class DecodedExecute(NamedTuple):
     deadline_ns: int | None
     request: Request
     inline_outputs: list  # output positions whose pool is inline
+    tokens: tuple = ()  # (pool position, buffers.DeviceBuffer) of pools named by token
 
 
 class DecodeState:
@@ -127,7 +130,7 @@ def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
             _free(r.u32s(), state.pools)
             state.memos.clear()  # their buffers may be unmapped
         loop_timeout = _read_loop_timeout(r) if measure & HAS_LOOP_TIMEOUT else None
-        buffers, inline_pools, cached = _decode_pools(r, state, fds)
+        buffers, inline_pools, cached, tokens = _decode_pools(r, state, fds)
     except struct.error:
         raise CodecError(f"truncated execute payload at byte {r.pos}") from None
     args_size = len(r.view) - r.pos
@@ -145,10 +148,11 @@ def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
         state.last = (args, buffers, request) if cached else (None, (), None)
     outputs = args[1]
     inline = [i for i, a in enumerate(outputs) if a.pool_index in inline_pools] if inline_pools else []
-    if memo_id:
+    if memo_id and not tokens:  # a repeat would bypass the buffers' checks
         memo = ExecuteMemo(model_id, request, [buffers[p] for p in sorted(inline_pools)], inline)
         state.memos.put(memo_id, memo, memo.inline_size + args_size + _MEMO_OVERHEAD)
-    return DecodedExecute(model_id, bool(measure & 1), None if deadline < 0 else deadline, request, inline)
+    return DecodedExecute(model_id, bool(measure & 1), None if deadline < 0 else deadline, request, inline,
+                          tokens)
 
 
 def _read_loop_timeout(r: Reader) -> int:
@@ -198,12 +202,13 @@ def _free(pool_ids, pools: dict) -> None:
             region.close()
 
 
-def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set, bool]:
-    """(pool buffers, inline pool positions, whether every inline buffer is a cached one)."""
+def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set, bool, tuple]:
+    """(pool buffers, inline pool positions, whether every inline buffer is a cached one,
+    (position, DeviceBuffer) of token pools)."""
     view, pools = r.view, state.pools
     (count,) = _U16.unpack_from(view, r.pos)
     pos = r.pos + 2
-    buffers, inline_pools, next_fd, inline_bytes, cached = [], set(), 0, 0, True
+    buffers, inline_pools, next_fd, inline_bytes, cached, tokens = [], set(), 0, 0, True, ()
     for position in range(count):
         kind, value = _SHM.unpack_from(view, pos)  # kind + pool id (or inline length)
         pos += 5
@@ -231,12 +236,16 @@ def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set, 
                                    state.memos))
             next_fd += 1
             pos = r.pos
+        elif kind == KIND_TOKEN:  # the buffer's owner is the connection's client
+            buffer = ibuffers.lookup(value, getattr(pools, "client", None))
+            buffers.append(buffer.data)
+            tokens += ((position, buffer),)
         else:
             raise CodecError(f"pool {position} has unknown kind {kind}")
     if next_fd != len(fds):
         raise CodecError(f"{len(fds)} file descriptors for {next_fd} new pools")
     r.pos = pos
-    return buffers, inline_pools, cached
+    return buffers, inline_pools, cached, tokens
 
 
 def _inline_buffer(cache: ByteLru, position: int, size: int) -> tuple[bytearray, bool]:

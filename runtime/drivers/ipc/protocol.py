@@ -66,6 +66,10 @@ class MsgType(enum.IntEnum):
     EXECUTE_FENCED = 20  # executeFenced: wait fences in, a sync fence out (fenced_server)
     FENCED_INFO = 21  # IFencedExecutionCallback.getExecutionInfo
     PREPARE_MODEL_FROM_CACHE = 24  # prepareModelFromCache_1_3: cache fds + token (cache_client)
+    ALLOCATE = 26  # IDevice.allocate: a driver-side IBuffer for a memory domain (buffers)
+    BUFFER_COPY_TO = 27  # IBuffer.copyTo(shared memory)
+    BUFFER_COPY_FROM = 28  # IBuffer.copyFrom(shared memory, dimensions)
+    BUFFER_FREE = 29  # the runtime's device memory is freed: drop the IBuffer
     NOTIFY = 0x100
 
 
@@ -93,6 +97,10 @@ HIDL_NAMES = {
     MsgType.EXECUTE_FENCED: ("IPreparedModel", "executeFenced"),
     MsgType.FENCED_INFO: ("IFencedExecutionCallback", "getExecutionInfo"),
     MsgType.PREPARE_MODEL_FROM_CACHE: ("IDevice", "prepareModelFromCache_1_3"),
+    MsgType.ALLOCATE: ("IDevice", "allocate"),
+    MsgType.BUFFER_COPY_TO: ("IBuffer", "copyTo"),
+    MsgType.BUFFER_COPY_FROM: ("IBuffer", "copyFrom"),
+    MsgType.BUFFER_FREE: ("IBuffer", "release"),
 }
 
 

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _guard, _trace, burst_server, cache_client, cache_server
+from runtime.drivers.ipc import _guard, _trace, buffers, burst_server, cache_client, cache_server
 from runtime.drivers.ipc._serve import Connection, ServeLoop
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
@@ -61,7 +61,7 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
            MsgType.BURST_MEMORIES: Phase.EXECUTION, MsgType.BURST_FREE_MEMORY: Phase.EXECUTION,
            MsgType.BURST_RELEASE: Phase.TERMINATION,
            MsgType.FENCED_INFO: Phase.EXECUTION,
-           MsgType.PREPARE_MODEL_FROM_CACHE: Phase.COMPILATION}
+           MsgType.PREPARE_MODEL_FROM_CACHE: Phase.COMPILATION, **buffers.PHASES}
 
 
 #: Process/resource lifecycle messages that are no HAL method: no ``HIDL::...::server`` mark
@@ -69,7 +69,7 @@ _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_
 #: The burst calls go without one too: a HIDL name would classify them by its words, not by phase.
 _LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING, MsgType.SHUTDOWN,
                         MsgType.SET_TRACE_DIR, MsgType.CONFIGURE_BURST, MsgType.BURST_MEMORIES,
-                        MsgType.BURST_FREE_MEMORY, MsgType.BURST_RELEASE})
+                        MsgType.BURST_FREE_MEMORY, MsgType.BURST_RELEASE}) | buffers.LIFECYCLE
 _NO_MARK = contextlib.nullcontext()
 _EXECUTE = int(MsgType.EXECUTE)  # plain ints: enum attribute lookups cost on every message
 _EXECUTE_FENCED = int(MsgType.EXECUTE_FENCED)
@@ -142,6 +142,7 @@ class DriverService:
                                               (MsgType.BURST_MEMORIES, burst_server.memories),
                                               (MsgType.BURST_FREE_MEMORY, burst_server.free_memory),
                                               (MsgType.BURST_RELEASE, burst_server.release))},
+            **buffers.routes(self),  # IDevice.allocate and IBuffer (memory domains)
         }
         self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],
                                  _PHASES.get(t, Phase.INITIALIZATION), f"{self._label}::{HIDL_NAMES[t][1]}")
@@ -329,7 +330,12 @@ class DriverService:
         prepared = models.get(decoded.model_id)
         if prepared is None:
             raise CodecError(f"unknown prepared model {decoded.model_id}")
+        tokens = getattr(decoded, "tokens", None)  # device memories (driver-side IBuffers)
+        if tokens:
+            buffers.check_request(prepared, decoded.request, tokens)
         result = prepared.execute(decoded.request, decoded.measure, decoded.deadline_ns)
+        if tokens:
+            buffers.mark_outputs(decoded.request, tokens, result.status == ErrorStatus.NONE)
         if result.timing is not None:  # time in driver covers decoding too
             result = burst_server.with_driver_time(result, start)
         return result
