@@ -74,14 +74,15 @@ def fmq_round_trip(iterations: int = 1000, payload_size: int = 64, warmup: int =
                    timeout_s: float = 30.0, peer_cpus: set[int] | None = None,
                    poll_s: float = 0.0) -> RoundTrip:
     """The same over two FMQs with eventfd wake-ups (the channels of a burst): the floor of a
-    burst execution. This side polls the answer ring for ``poll_s`` before sleeping, the echo
-    side sleeps, as a burst's controller and driver do. An empty message stops the echo."""
+    burst execution. Both sides poll their ring for ``poll_s`` before sleeping, as a burst's
+    controller and driver listener do. An empty message stops the echo."""
     from runtime.drivers.ipc.fmq import FmqChannel  # noqa: PLC0415
 
     out, back = FmqChannel.create(FMQ_RING_BYTES), FmqChannel.create(FMQ_RING_BYTES)
     fds = [*out.fds, *back.fds]
     proc = subprocess.Popen([sys.executable, "-m", "runtime.drivers.ipc.bench", "--fmq-echo",
-                             ",".join(map(str, fds))], pass_fds=fds, stdin=subprocess.DEVNULL)
+                             ",".join(map(str, fds)), "--poll-us", str(round(poll_s * 1e6))],
+                            pass_fds=fds, stdin=subprocess.DEVNULL)
     try:
         if peer_cpus:
             os.sched_setaffinity(proc.pid, peer_cpus)
@@ -100,12 +101,12 @@ def fmq_round_trip(iterations: int = 1000, payload_size: int = 64, warmup: int =
     return summarize(samples)
 
 
-def fmq_echo(fds: list[int]) -> None:
+def fmq_echo(fds: list[int], poll_s: float = 0.0) -> None:
     """The echo side of :func:`fmq_round_trip` (until an empty message)."""
     from runtime.drivers.ipc.fmq import FmqChannel  # noqa: PLC0415
 
     inbox, outbox = FmqChannel.attach(*fds[:3]), FmqChannel.attach(*fds[3:6])
-    while message := inbox.read(timeout=60.0):
+    while message := inbox.read(timeout=60.0, poll_s=poll_s):
         outbox.write(message, timeout=60.0)
 
 
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runtime.drivers.ipc.bench")
     parser.add_argument("--echo", metavar="PATH", help="run the echo side on PATH")
     parser.add_argument("--fmq-echo", metavar="FDS", help="run the FMQ echo side on six fds")
+    parser.add_argument("--poll-us", type=int, default=0, help="the FMQ echo's polling window")
     parser.add_argument("-n", type=int, default=1000, help="iterations")
     parser.add_argument("--driver", default="sample-all", help="driver for the execute latency")
     args = parser.parse_args(argv)
@@ -208,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         echo(args.echo)
         return 0
     if args.fmq_echo:
-        fmq_echo([int(fd) for fd in args.fmq_echo.split(",")])
+        fmq_echo([int(fd) for fd in args.fmq_echo.split(",")], args.poll_us / 1e6)
         return 0
     raw = raw_round_trip(args.n)
     inline = execute_latency(args.driver, args.n)

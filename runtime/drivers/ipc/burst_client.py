@@ -13,10 +13,10 @@ socket with their fds) and keeps them. Buffers that are not shared memory (numpy
 staged through one shared pool of the burst. Freeing a ``Memory`` tells every burst that gave it
 a slot (``IBurstContext.freeMemory``).
 
-Waiting: the controller watches the result ring for a short polling window (as AOSP's
-controller, unless the compilation prefers low power), then sleeps on the eventfd wake-up; the
-driver's listener always sleeps between requests (a poll there only pays off for back-to-back
-benchmark loops, and would keep a driver core busy between camera frames).
+Waiting: both sides watch their ring for a short polling window before they sleep on the
+eventfd wake-up (as AOSP's burst controller and server; no polling when the compilation prefers
+low power): the controller catches a quick result, the driver's listener the next request of a
+back-to-back burst, without a wake-up. Between camera frames the poll costs at most the window.
 
 Liveness: an FMQ cannot tell whether its peer lives, so the result ring also watches the driver's
 socket; a driver that dies mid-execution gives DEAD_OBJECT at once (the runtime then falls back
@@ -56,8 +56,9 @@ from runtime.ops.control_flow import LOOP_TIMEOUT_DEFAULT_NS
 
 #: Bytes of each ring (AOSP sizes them for 1024 datums; ours hold that and stream the rest).
 RING_BYTES = 64 * 1024
-#: How long the controller watches the result ring before it sleeps on the wake-up (AOSP's
-#: burst polling window; 0 when the compilation prefers low power). ``NNSCOPE_BURST_POLL_US``.
+#: How long the controller and the driver's listener watch their ring before they sleep on the
+#: wake-up (AOSP's burst polling window; 0 when the compilation prefers low power).
+#: ``NNSCOPE_BURST_POLL_US``.
 DEFAULT_POLL_US = 50
 _ALIGN = 64
 _U32 = struct.Struct("<I")
@@ -136,14 +137,14 @@ class BurstController:
             HalError: the driver refused (or died: DEAD_OBJECT).
         """
         channels = (FmqChannel.create(RING_BYTES), FmqChannel.create(RING_BYTES))
+        poll_s = 0.0 if low_power else polling_window_s()
         try:
             with _trace.ipc(Phase.PREPARATION, "configureExecutionBurst"):
                 message = prepared.device.transact(
-                    MsgType.CONFIGURE_BURST, _U32.pack(prepared.model_id),
+                    MsgType.CONFIGURE_BURST, struct.pack("<II", prepared.model_id, round(poll_s * 1e6)),
                     [*channels[0].fds, *channels[1].fds])
                 burst_id = check_status(bytes(message.payload), "configureExecutionBurst").u32()
-            return cls(prepared, burst_id, channels, prepared.device.channel,
-                       0.0 if low_power else polling_window_s())
+            return cls(prepared, burst_id, channels, prepared.device.channel, poll_s)
         except BaseException:
             for channel in channels:
                 channel.close()
@@ -314,12 +315,12 @@ class BurstController:
 
 
 def polling_window_s() -> float:
-    """The controller's polling window in seconds (``NNSCOPE_BURST_POLL_US``, default 50 us;
+    """The polling window in seconds (``NNSCOPE_BURST_POLL_US``, default 50 us, at most 1 ms;
     none when this process may use only one CPU: the poll would hold off the driver)."""
     if len(os.sched_getaffinity(0)) < 2:
         return 0.0
     try:
-        return max(0, int(os.environ.get("NNSCOPE_BURST_POLL_US", DEFAULT_POLL_US))) / 1e6
+        return min(1000, max(0, int(os.environ.get("NNSCOPE_BURST_POLL_US", DEFAULT_POLL_US)))) / 1e6
     except ValueError:
         return DEFAULT_POLL_US / 1e6
 

@@ -6,7 +6,9 @@ thread reads each request (an ``FmqRequestDatum`` sequence, validated by
 :func:`~runtime.drivers.ipc.fmq_datum.decode_request`), maps the pools of slots it has not cached
 by asking the runtime (``IBurstCallback.getMemories``: a message on the result channel, answered
 over the socket with the fds), runs the prepared model on the cached pools and writes the
-``FmqResultDatum`` sequence. A request whose bytes repeat the previous one (and whose slots were
+``FmqResultDatum`` sequence; between requests it watches the ring for the polling window the
+runtime asked for (AOSP's burst server polls too; 0 for low power), then sleeps on the wake-up.
+A request whose bytes repeat the previous one (and whose slots were
 not freed since) runs the same HAL ``Request`` object, so the prepared model's binding
 (validation, numpy views) is reused. Pools stay mapped per slot until
 ``IBurstContext.freeMemory(slot)``, the burst's release, or its connection closing.
@@ -43,6 +45,8 @@ from runtime.hal.types import ErrorStatus
 #: Bursts one connection may hold at once, and pool slots one burst may keep mapped.
 MAX_BURSTS_PER_CONNECTION = 64
 MAX_SLOTS = 1024
+#: Longest polling window a runtime may ask the listener for (microseconds).
+MAX_POLL_US = 1000
 #: Seconds the listener waits for the runtime's getMemories answer, or to write a result.
 CALLBACK_TIMEOUT_S = 30.0
 _OK = struct.pack("<I", 0)
@@ -56,8 +60,9 @@ _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
 class BurstServer:
     """One burst of one prepared model on one connection; see the module docstring."""
 
-    def __init__(self, service, client, burst_id: int, prepared, channels: tuple):
+    def __init__(self, service, client, burst_id: int, prepared, channels: tuple, poll_s: float = 0.0):
         self.service = service
+        self.poll_s = poll_s  # how long the listener watches the ring before it sleeps
         self.client = client
         self.burst_id = burst_id
         self.prepared = prepared
@@ -77,7 +82,7 @@ class BurstServer:
     def _listen(self) -> None:
         while True:
             try:
-                message = self.requests.read()
+                message = self.requests.read(poll_s=self.poll_s)
             except FmqCorrupt as error:
                 self._log("burst %d: request ring broken (%s); burst ends", self.burst_id, error)
                 return
@@ -205,10 +210,13 @@ def with_driver_time(result: ExecutionResult, start_ns: int) -> ExecutionResult:
 
 # ---------------------------------------------------------------------- socket handlers
 def configure(service, connection, message) -> bytes:
-    """configureExecutionBurst(model id) with six fds: the request and the result FMQ."""
+    """configureExecutionBurst(model id, polling window in us) with six fds: the request and the
+    result FMQ."""
     r = Reader(message.payload)
-    model_id = r.u32()
+    model_id, poll_us = r.u32(), r.u32()
     r.end()
+    if poll_us > MAX_POLL_US:
+        raise CodecError(f"polling window of {poll_us} us exceeds {MAX_POLL_US} us")
     prepared = connection.client.models.get(model_id)
     if prepared is None:
         raise CodecError(f"unknown prepared model {model_id}")
@@ -218,7 +226,8 @@ def configure(service, connection, message) -> bytes:
         raise HalError(_EXHAUSTED, f"{MAX_BURSTS_PER_CONNECTION} bursts open on this connection")
     channels = _attach(message.fds)
     service.next_burst_id += 1
-    burst = BurstServer(service, connection.client, service.next_burst_id, prepared, channels)
+    burst = BurstServer(service, connection.client, service.next_burst_id, prepared, channels,
+                        poll_us / 1e6)
     connection.bursts[burst.burst_id] = burst
     burst.start()
     vlog.log("driver", _LABEL, "configureExecutionBurst: burst %d of model %d", burst.burst_id, model_id)

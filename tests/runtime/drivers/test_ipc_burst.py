@@ -89,13 +89,14 @@ def test_configure_rejects_bad_fds_and_unknown_models(burst_setup):
     model_id = compilation.plan.steps[0].prepared.model_id
     rings = [FmqChannel.create(4096), FmqChannel.create(4096)]
     pool = SharedPool(4096)
-    cases = [(model_id, [*rings[0].fds]),                              # three fds, not six
-             (model_id + 1000, [*rings[0].fds, *rings[1].fds]),        # no such model
-             (model_id, [pool.fd, *rings[0].fds[1:], *rings[1].fds])]  # a memfd that is no FMQ
+    cases = [(model_id, [*rings[0].fds], 50),                              # three fds, not six
+             (model_id + 1000, [*rings[0].fds, *rings[1].fds], 50),        # no such model
+             (model_id, [pool.fd, *rings[0].fds[1:], *rings[1].fds], 50),  # a memfd that is no FMQ
+             (model_id, [*rings[0].fds, *rings[1].fds], 5000)]             # a 5 ms polling window
     try:
-        for target, fds in cases:
+        for target, fds, poll_us in cases:
             with pytest.raises(HalError) as error:
-                _configure(device, target, fds)
+                _configure(device, target, fds, poll_us)
             assert error.value.status == ErrorStatus.INVALID_ARGUMENT
     finally:
         pool.close()
@@ -104,8 +105,8 @@ def test_configure_rejects_bad_fds_and_unknown_models(burst_setup):
     np.testing.assert_array_equal(_run(compilation, burst, 4.0)[0], 4.0 + np.arange(4))
 
 
-def _configure(device, model_id: int, fds: list) -> None:
-    message = device.transact(MsgType.CONFIGURE_BURST, struct.pack("<I", model_id), fds)
+def _configure(device, model_id: int, fds: list, poll_us: int) -> None:
+    message = device.transact(MsgType.CONFIGURE_BURST, struct.pack("<II", model_id, poll_us), fds)
     check_status(bytes(message.payload), "configureExecutionBurst")
 
 
