@@ -180,3 +180,20 @@ def test_each_run_is_traced_as_an_application():
         "[NN_LA_PBM]benchmark"])
     # 1 warm-up + 2 timed executions + 1 for the outputs checked against the reference
     assert names.count("[NN_LR_PE]ANeuralNetworksExecution_compute") == 4
+
+
+def test_html_report_is_the_dashboard_of_the_json(tmp_path):
+    """``--html`` renders the run with the dashboards package (a separate process); the page
+    carries every model x device of the JSON it was made from."""
+    page, data = tmp_path / "bench.html", tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, "-m", "runtime", "bench", "tiny_add", "--device",
+                           "nnapi-reference", "--device", "sample-all", "--executions", "3",
+                           "--json", str(data), "--html", str(page)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text(encoding="utf-8")
+    document = read_bench(str(data))
+    assert len(document["results"]) == 2
+    for result in document["results"]:
+        assert result["device"] in html and f"{result['latency_ms']['median']:.3g}" in html
+    assert "<script" in html and "http://" not in html.split("<script", 1)[1][:200]
