@@ -76,7 +76,11 @@ def immediate_value(index: int, operand: Operand, value) -> Value:
 
 
 def memory_value(index: int, operand: Operand, memory, offset: int, length: int) -> Value:
-    """Check a region given to setOperandValueFromMemory (``memory`` is a live Memory)."""
+    """Check a region given to setOperandValueFromMemory (``memory`` is a live Memory; one made
+    from a MemoryDesc has no constant role, as in AOSP)."""
+    if getattr(memory, "desc", None) is not None:
+        raise _bad(f"setOperandValueFromMemory: operand {index}: a memory made from a MemoryDesc "
+                   "cannot hold a constant")
     offset, length = buffer_region(offset, length, memory.size,
                                    f"setOperandValueFromMemory: operand {index}")
     _check_length(index, operand, length, "setOperandValueFromMemory")

@@ -143,15 +143,12 @@ class Model:
 
         Raises:
             NnError: UNEXPECTED_NULL for a None memory; BAD_STATE after finish; BAD_DATA for a
-                wrong index, region or size, a memory mapped without PROT_READ or one made from
-                a MemoryDesc.
+                wrong index, region or size, a memory without PROT_READ or from a MemoryDesc.
         """
         call = "setOperandValueFromMemory"
         checks.not_null(memory, call, "memory")
         operand = self._operand_to_set(call, index)
         memory = Memory.checked(memory, f"{call}: operand {index}", mmap.PROT_READ)
-        if memory.desc is not None:  # as AOSP: a memory from a descriptor has no constant role
-            raise checks.bad(call, f"operand {index}: a memory made from a MemoryDesc cannot hold a constant")
         self._values[index] = parts.memory_value(index, operand, memory, offset, length)
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_setOperandValueFromModel")
