@@ -195,5 +195,5 @@ def test_html_report_is_the_dashboard_of_the_json(tmp_path):
     document = read_bench(str(data))
     assert len(document["results"]) == 2
     for result in document["results"]:
-        assert result["device"] in html and f"{result['latency_ms']['median']:.3g}" in html
+        assert result["device"] in html and repr(result["latency_ms"]["median"]) in html  # its data
     assert "<script" in html and "http://" not in html.split("<script", 1)[1][:200]
