@@ -32,12 +32,10 @@ import numpy as np
 from runtime.drivers import cache_files as files
 from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer, decode_model, encode_model
-from runtime.hal.types import HalModel, numpy_dtype
+from runtime.hal.types import HalModel
 from runtime.hal.validate import pool_buffer
 from runtime.ops import control_flow, registry
-from runtime.ops.budget import configured_budget
-from runtime.ops.executor import CpuExecutor, _Step, kernel_name, plans_follow_input_shapes
-from runtime.ops.prepare import PREPARES
+from runtime.ops.executor import CpuExecutor, plans_follow_input_shapes
 
 PAYLOAD_VERSION = 1
 _ALIGN = 64
@@ -137,53 +135,24 @@ def _decode(payload, data, budget_bytes):
 
 
 def restore_executor(model: HalModel, frees, static_plans: bool, budget_bytes) -> CpuExecutor:
-    """A :class:`CpuExecutor` for ``model`` from its cached plan records: the steps get their
-    kernels from the registry without validating again (the driver validated the model before
+    """A :class:`CpuExecutor` for ``model`` from its cached plan records
+    (``CpuExecutor.restored``: no validation again; the driver validated the model before
     caching it). Control flow or a mismatching plan: a full construction."""
     graph = model.main
     if model.referenced or len(frees) != len(graph.operations) \
             or static_plans != plans_follow_input_shapes(graph):
         return CpuExecutor(model, budget_bytes)
-    executor = CpuExecutor.__new__(CpuExecutor)
+    _check_records(graph, frees)
+    return CpuExecutor.restored(model, frees, budget_bytes)
+
+
+def _check_records(graph, frees) -> None:
+    """CacheError unless every operation has a kernel (and no control flow) and every operand
+    index of the operations and the plan records is in range."""
     registry.load_all()
-    _fill(executor, model, budget_bytes)
-    executor.steps = tuple(_steps(model, frees))
-    executor._static_plans = static_plans
-    return executor
-
-
-def _fill(executor: CpuExecutor, model: HalModel, budget_bytes) -> None:
-    """The request-independent fields ``CpuExecutor.__init__`` sets (constants read once)."""
-    graph = model.main
-    executor.model = model
-    executor.budget_bytes = configured_budget() if budget_bytes is None else budget_bytes
-    executor._family = {}
-    executor.has_control_flow = False
-    executor._operands = graph.operands
-    executor._template = executor._constants(model, graph)
-    executor._inputs = graph.input_indexes
-    executor._input_dtypes = tuple(numpy_dtype(graph.operands[i].type) for i in graph.input_indexes)
-    executor._outputs = graph.output_indexes
-    executor._declared = tuple(graph.operands[i].dimensions for i in graph.output_indexes)
-    executor._checked_key = None
-
-
-def _steps(model: HalModel, frees) -> list[_Step]:
-    graph = model.main
     operands = graph.operands
-    positions = {operand: position for position, operand in enumerate(graph.output_indexes)}
-    steps = []
     for index, (operation, freed) in enumerate(zip(graph.operations, frees)):
-        record = registry.get(operation.type)
-        if record is None or operation.type in control_flow.TYPES:
+        if registry.get(operation.type) is None or operation.type in control_flow.TYPES:
             raise CacheError(f"operation {index} ({operation.type.name}) cannot be restored")
         if any(i >= len(operands) for i in (*operation.inputs, *operation.outputs, *freed)):
             raise CacheError(f"operation {index} refers to a missing operand")
-        model_outputs = tuple((slot, positions[i], numpy_dtype(operands[i].type).itemsize)
-                              for slot, i in enumerate(operation.outputs) if i in positions)
-        steps.append(_Step(index, operation, record.execute, operation.inputs, operation.outputs,
-                           tuple(operands[i] for i in operation.inputs),
-                           tuple(operands[i] for i in operation.outputs), tuple(freed),
-                           kernel_name(operation, operands),
-                           record.prepare or PREPARES.get(operation.type), model_outputs))
-    return steps

@@ -108,7 +108,8 @@ class CpuExecutor:
     forTest_step_hook = None
 
     def __init__(self, model: HalModel, budget_bytes: int | None = None,
-                 subgraph: int | None = None, _family: dict | None = None) -> None:
+                 subgraph: int | None = None, _family: dict | None = None,
+                 _trusted_frees: list | None = None) -> None:
         registry.load_all()
         graph = model.main if subgraph is None else model.referenced[subgraph]
         self.model = model
@@ -122,7 +123,7 @@ class CpuExecutor:
         self._input_dtypes = tuple(numpy_dtype(graph.operands[i].type) for i in graph.input_indexes)
         self._outputs = graph.output_indexes
         self._declared = tuple(graph.operands[i].dimensions for i in graph.output_indexes)
-        self.steps = tuple(self._plan(graph))
+        self.steps = tuple(self._plan(graph, _trusted_frees))
         # plans that follow from the input shapes alone are checked once per input signature
         self._static_plans = plans_follow_input_shapes(graph)
         self._checked_key = None  # the input signature whose plans all passed
@@ -148,12 +149,17 @@ class CpuExecutor:
                 values[index] = model.referenced[operand.location.offset]
         return values
 
-    def _plan(self, graph) -> list[_Step]:
-        last_use = self._last_uses(graph)
+    @classmethod
+    def restored(cls, model: HalModel, frees: list, budget_bytes: int | None = None) -> CpuExecutor:
+        """An executor of ``model`` (no control flow) from plan records this class made for the
+        same model earlier (``frees``: per step, the operands freed after it), without
+        validating every operation again (a driver's compilation cache)."""
+        return cls(model, budget_bytes, _trusted_frees=frees)
+
+    def _plan(self, graph, trusted_frees: list | None = None) -> list[_Step]:
+        """The steps; with ``trusted_frees`` (see :meth:`restored`) nothing is validated."""
         output_positions = {operand: position for position, operand in enumerate(graph.output_indexes)}
-        frees: dict[int, list[int]] = {}
-        for operand_index, step_index in last_use.items():
-            frees.setdefault(step_index, []).append(operand_index)
+        frees = dict(enumerate(trusted_frees)) if trusted_frees is not None else self._frees(graph)
         steps = []
         for index, operation in enumerate(graph.operations):
             record = registry.get(operation.type)
@@ -164,7 +170,8 @@ class CpuExecutor:
             outs = tuple(graph.operands[i] for i in operation.outputs)
             execute = record.execute
             try:
-                record.validate(ins, outs)
+                if trusted_frees is None:
+                    record.validate(ins, outs)
                 if operation.type in control_flow.TYPES:
                     control_flow.check_signature(operation, graph, self.model)
                     execute = control_flow.kernel(operation, graph, self.model, self._run_subgraph)
@@ -177,6 +184,14 @@ class CpuExecutor:
                                kernel_name(operation, graph.operands),
                                record.prepare or PREPARES.get(operation.type), model_outputs))
         return steps
+
+    @classmethod
+    def _frees(cls, graph) -> dict[int, list[int]]:
+        """Step index -> the temporaries to free after it (their last use)."""
+        frees: dict[int, list[int]] = {}
+        for operand_index, step_index in cls._last_uses(graph).items():
+            frees.setdefault(step_index, []).append(operand_index)
+        return frees
 
     @staticmethod
     def _last_uses(graph) -> dict[int, int]:
