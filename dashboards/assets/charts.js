@@ -1,5 +1,6 @@
 /* nnscope dashboard charts shared by the trace and bench pages: latency CDF and histogram
- * as inline SVG, and a figure-table helper. Defines window.nnscopeCharts. */
+ * as inline SVG, a figure-table helper and the DOM/SVG element builders. Defines
+ * window.nnscopeCharts (loaded before the other scripts). */
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
@@ -120,7 +121,7 @@
     return figure;
   }
 
-  window.nnscopeCharts = {el: el, ms: ms, cdf: cdf, histogram: histogram,
+  window.nnscopeCharts = {el: el, svg: svg, ms: ms, cdf: cdf, histogram: histogram,
                           statsTable: statsTable, distributionFigure: distributionFigure,
                           palette: PALETTE};
 }());

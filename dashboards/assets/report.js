@@ -4,26 +4,10 @@
  * sets body[data-rendered]. */
 (function () {
   "use strict";
-  var SVG = "http://www.w3.org/2000/svg";
+  var el = window.nnscopeCharts.el, svg = window.nnscopeCharts.svg;  // charts.js, loaded first
   var view = JSON.parse(document.getElementById("nnscope-view").textContent);
   var layerName = {};
   view.layers.forEach(function (pair) { layerName[pair[0]] = pair[1]; });
-
-  function el(tag, attrs, children) {
-    var node = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (key) { node.setAttribute(key, attrs[key]); });
-    (children || []).forEach(function (child) {
-      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
-    });
-    return node;
-  }
-
-  function svg(tag, attrs, text) {
-    var node = document.createElementNS(SVG, tag);
-    Object.keys(attrs).forEach(function (key) { node.setAttribute(key, attrs[key]); });
-    if (text !== undefined) { node.textContent = text; }
-    return node;
-  }
 
   function fmt(ms) {
     return ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2);

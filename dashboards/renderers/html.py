@@ -67,7 +67,7 @@ CAPTURE = ("window.__nnscopeSelftest=/selftest/.test(location.hash);window.__nns
            "console.error=function(){window.__nnscopeErrors.push(Array.prototype.join.call("
            "arguments,' '));c.apply(console,arguments);};}());")
 #: The page's scripts, in order (charts before the views that use them).
-SCRIPTS = ("report.js", "timeline.js", "charts.js", "views.js", "selftest.js")
+SCRIPTS = ("charts.js", "report.js", "timeline.js", "views.js", "selftest.js")
 SECTIONS = """<section class="view" id="timeline-section">
 <h2 class="view-title">Timeline</h2>
 <div class="timeline-bar"><div class="legend">{legend}</div>
