@@ -15,21 +15,9 @@ import json
 
 from dashboards.bench import bench_view
 from dashboards.renderers.base import Renderer
-from dashboards.renderers.html import CAPTURE, asset, script_json
+from dashboards.renderers.html import asset, page_head, script_json
 
-PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<meta name="generator" content="nnscope dashboards">
-<title>nnscope bench · {title}</title>
-<style>
-{css}</style>
-<script>{capture}</script>
-</head>
-<body data-rendered="false">
+PAGE = """{head}<body data-rendered="false">
 <div class="page">
 <header class="report"><div><h1>nnscope bench report</h1>
 <p class="sub mono" id="bench-file">{title}</p><ul class="facts" id="bench-facts"></ul></div></header>
@@ -65,6 +53,6 @@ class BenchHTMLRenderer(Renderer):
         view = bench_view(report, self.file_name)
         data = json.dumps(view, separators=(",", ":"), allow_nan=False)
         js = "\n".join(asset(name) for name in ("charts.js", "bench.js", "selftest.js"))
-        return PAGE.format(title=html.escape(view["file"] or "bench"), capture=CAPTURE,
-                           css=asset("report.css") + asset("views.css"),
+        title = view["file"] or "bench"
+        return PAGE.format(head=page_head(f"nnscope bench · {title}"), title=html.escape(title),
                            data=script_json(data), js=js)

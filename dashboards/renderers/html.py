@@ -21,19 +21,22 @@ from importlib import resources
 from dashboards._view import build_view
 from dashboards.renderers.base import Renderer
 
-PAGE = """<!DOCTYPE html>
+#: The head both pages share (the trace report and the bench report).
+HEAD = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
 <meta name="generator" content="nnscope dashboards">
-<title>NNAPI timing · {title}</title>
+<title>{title}</title>
 <style>
 {css}</style>
 <script>{capture}</script>
 </head>
-<body data-rendered="false" data-mode="self">
+"""
+
+PAGE = """{head}<body data-rendered="false" data-mode="self">
 <div class="page">
 {header}
 <noscript><p class="note">This report draws its tables and charts with JavaScript;
@@ -105,6 +108,12 @@ def views_json(views: dict) -> str:
     return script_json(json.dumps(data, separators=(",", ":"), allow_nan=False))
 
 
+def page_head(title: str) -> str:
+    """:data:`HEAD` with ``title`` (escaped here), the stylesheets and the error capture."""
+    return HEAD.format(title=html.escape(title), css=asset("report.css") + asset("views.css"),
+                       capture=CAPTURE)
+
+
 def asset(name: str) -> str:
     """The text of ``dashboards/assets/<name>``."""
     return resources.files("dashboards").joinpath("assets", name).read_text(encoding="utf-8")
@@ -149,8 +158,7 @@ class HTMLRenderer(Renderer):
         view = json.dumps(build_view(report), separators=(",", ":"), allow_nan=False)
         views = report["views"]
         timeline = json.dumps(views["timeline"], separators=(",", ":"), allow_nan=False)
-        return PAGE.format(title=html.escape(report["meta"]["file"]),
-                           css=asset("report.css") + asset("views.css"), capture=CAPTURE,
+        return PAGE.format(head=page_head(f"NNAPI timing · {report['meta']['file']}"),
                            header=header(report["meta"]), sections=sections(views),
                            summary=script_json(report["summary_text"]),
                            view=script_json(view), timeline=script_json(timeline),
