@@ -27,6 +27,7 @@ import vlog
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.transport import close_fds
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 
@@ -77,7 +78,7 @@ def open_cache(device, cache_dir: str | None, token: bytes | None, create: bool)
             if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
                 raise OSError(0, "not a regular file")
         except OSError as error:
-            close(fds)
+            close_fds(fds)
             vlog.log("compilation", "Manager", "cannot open cache file %s: %s", path, error.strerror)
             return [], (0, 0)
     return fds, counts
@@ -129,7 +130,7 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
         r = device._simple(MsgType.PREPARE_MODEL_FROM_CACHE, Phase.COMPILATION,
                            payload + w.getvalue(), fds, deadline_ns)
     finally:
-        close(fds)
+        close_fds(fds)
     prepared = RemotePreparedModel(device, r.u32(), model)
     if preference is not None:
         prepared.prepare_args = (preference, priority, cache_dir, token)
@@ -147,9 +148,3 @@ def read_from_cache_args(r: Reader, fds: list):
     return None if deadline < 0 else deadline, model_fds, data_fds, token
 
 
-def close(fds) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass

@@ -39,7 +39,7 @@ from runtime.drivers.ipc.encoder import PoolCache, is_shared
 from runtime.drivers.ipc.prepared import RemotePreparedModel
 from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType
 from runtime.drivers.ipc.shm import SharedPool
-from runtime.drivers.ipc.transport import Channel, PeerClosed
+from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
 from runtime.hal.device_types import Capabilities
 from runtime.hal.errors import HalError
 from runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
@@ -134,7 +134,7 @@ class RemoteDevice(Device):
                              cache_fds + fds, deadline_ns)
         finally:
             _close(keep)
-            cache_client.close(cache_fds)
+            close_fds(cache_fds)
         return RemotePreparedModel(self, r.u32(), model, (preference, priority, cache_dir, token))
 
     def prepare_model_from_cache(self, model: HalModel, deadline_ns: int | None = None,

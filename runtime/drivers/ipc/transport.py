@@ -160,7 +160,7 @@ class Channel:
             return False
         except (BrokenPipeError, ConnectionResetError) as error:
             raise PeerClosed(str(error)) from None
-        _close_all(fds)
+        close_fds(fds)
         return True
 
     def recv(self, timeout: float | None) -> Message:
@@ -187,12 +187,12 @@ class Channel:
                 return _new_message(Message, (msg_type, request_id, self._view[HEADER_SIZE:size], []))
         fds = _fds(ancdata) if ancdata else []
         if size == 0:  # end of stream, or an empty record (its fds must not leak)
-            _close_all(fds)
+            close_fds(fds)
             raise PeerClosed("peer closed the connection")
         try:
             return self._parse(size, flags, fds)
         except ProtocolError:
-            _close_all(fds)
+            close_fds(fds)
             raise
 
     def _parse(self, size: int, flags: int, fds: list) -> Message:
@@ -272,17 +272,13 @@ def _fds(ancdata) -> list:
     return fds
 
 
-def _close_all(fds) -> None:
+def close_fds(fds) -> None:
+    """Close received fds (ignores already-closed ones)."""
     for fd in fds:
         try:
             os.close(fd)
         except OSError:
             pass
-
-
-def close_fds(fds) -> None:
-    """Close received fds (ignores already-closed ones)."""
-    _close_all(fds)
 
 
 def socket_pair() -> tuple[Channel, Channel]:
