@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from runtime import Compilation, Execution, Model
+from runtime import Compilation, Execution, Model, NnError, ResultCode
 from runtime.drivers.cpu import CpuDevice
 from runtime.hal.device_types import Capabilities, PerformanceInfo
 from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op, PaddingCode
@@ -78,6 +79,13 @@ def run(model_or_compilation, *inputs, out_shape=None, devices=None) -> np.ndarr
     execution.set_output(0, out)
     execution.compute()
     return out
+
+
+def code_of(call) -> ResultCode:
+    """The result code of the NnError that ``call()`` must raise."""
+    with pytest.raises(NnError) as caught:
+        call()
+    return caught.value.code
 
 
 def add_execution(compilation: Compilation, a, b, out) -> Execution:

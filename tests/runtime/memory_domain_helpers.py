@@ -3,12 +3,12 @@ the reference CPU device's answer, and a producer -> consumer descriptor."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from runtime import Compilation, Execution, MemoryDesc, NnError, ResultCode
+from runtime import Compilation, Execution, MemoryDesc
 from runtime.drivers.cpu import CpuDevice
 from runtime.hal.types import OperandType as T, OperationType as Op
 from runtime.model import Model
+from tests.runtime.helpers import code_of  # noqa: F401 - the memory-domain tests import it here
 
 N = 6
 RNG = np.random.default_rng(12)
@@ -56,9 +56,3 @@ def chain_desc(producer: Compilation, consumer: Compilation, dims=None) -> Memor
         desc.set_dimensions(dims)
     desc.finish()
     return desc
-
-
-def code_of(call) -> ResultCode:
-    with pytest.raises(NnError) as caught:
-        call()
-    return caught.value.code

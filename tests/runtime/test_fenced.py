@@ -10,7 +10,7 @@ import pytest
 import tracing
 from runtime import Compilation, Duration, Execution, NnError, ResultCode
 from runtime.event import Event
-from tests.runtime.helpers import add_execution, add_model
+from tests.runtime.helpers import add_execution, add_model, code_of
 
 #: In-process on the reference device (a HAL executeFenced over IPC is not part of this).
 pytestmark = pytest.mark.usefixtures("cpu_only")
@@ -63,12 +63,6 @@ def _readable(fd: int, timeout_ms: int) -> bool:
     return bool(poller.poll(timeout_ms))
 
 
-def _code(call) -> ResultCode:
-    with pytest.raises(NnError) as info:
-        call()
-    return info.value.code
-
-
 def test_chain_of_three_runs_in_order_without_the_caller_waiting(gate):
     compilation = _compiled()
     out1, out2, out3 = _zeros(), _zeros(), _zeros()
@@ -110,7 +104,7 @@ def test_event_from_an_eventfd_signalled_later():
     event = Event.from_sync_fence_fd(fd)
     os.close(fd)  # the Event owns its own duplicate
     assert not event.done
-    assert _code(lambda: event.wait(timeout=0.02)) == ResultCode.MISSED_DEADLINE_TRANSIENT
+    assert code_of(lambda: event.wait(timeout=0.02)) == ResultCode.MISSED_DEADLINE_TRANSIENT
     writer = event._fence
     threading.Timer(0.05, os.eventfd_write, (writer, 1)).start()
     event.wait(timeout=10)
@@ -148,15 +142,15 @@ def test_a_failed_dependency_fails_the_execution(gate):
     with pytest.raises(NnError, match=r"dependencies\[0\] failed: OP_FAILED") as info:
         dependent.wait(timeout=10)
     assert info.value.code == ResultCode.OP_FAILED and not out.any()
-    assert _code(failing.wait) == ResultCode.OP_FAILED
+    assert code_of(failing.wait) == ResultCode.OP_FAILED
     fd = failing.get_sync_fence_fd()  # the fence carries the failure to an fd-only waiter
     through_fd = Event.from_sync_fence_fd(fd)
     os.close(fd)
-    assert through_fd.done and _code(through_fd.wait) == ResultCode.OP_FAILED
+    assert through_fd.done and code_of(through_fd.wait) == ResultCode.OP_FAILED
     through_fd.free()
     # a dependency that has already failed is refused at the call ("already in a bad state")
     late = add_execution(compilation, _ones(), _ones(), _zeros())
-    assert _code(lambda: late.start_compute_with_dependencies([failing])) == ResultCode.OP_FAILED
+    assert code_of(lambda: late.start_compute_with_dependencies([failing])) == ResultCode.OP_FAILED
     late.start_compute_with_dependencies([]).wait()  # not started by the refused call
     for event in (failing, dependent):
         event.free()
@@ -167,10 +161,10 @@ def test_a_fence_in_error_state_fails_the_execution():
     os.close(read_end)  # the write end of a pipe without reader polls POLLERR
     broken = Event.from_sync_fence_fd(write_end)
     os.close(write_end)
-    assert _code(broken.wait) == ResultCode.OP_FAILED
+    assert code_of(broken.wait) == ResultCode.OP_FAILED
     out = _zeros()
     event = add_execution(_compiled(), _ones(), _ones(), out).start_compute_with_dependencies([_pending_then(broken)])
-    assert _code(lambda: event.wait(timeout=10)) == ResultCode.OP_FAILED and not out.any()
+    assert code_of(lambda: event.wait(timeout=10)) == ResultCode.OP_FAILED and not out.any()
     event.free()
     broken.free()
 
@@ -188,7 +182,7 @@ def test_duration_after_the_fences_expires(cpu_only, gate):
     out = _zeros()
     event = add_execution(compilation, _ones(), _ones(), out).start_compute_with_dependencies([gate.event], duration_ns=1)
     gate.open(after=0.05)
-    assert _code(lambda: event.wait(timeout=10)) == ResultCode.MISSED_DEADLINE_TRANSIENT
+    assert code_of(lambda: event.wait(timeout=10)) == ResultCode.MISSED_DEADLINE_TRANSIENT
     assert not out.any()
     event.free()
 
@@ -204,7 +198,7 @@ def test_duration_counts_from_the_fences_but_set_timeout_from_the_call(cpu_only,
     gate.open(after=0.1)
     relaxed.wait(timeout=10)
     assert out.tolist() == [[2.0] * 4]
-    assert _code(lambda: late.wait(timeout=10)) == ResultCode.MISSED_DEADLINE_TRANSIENT
+    assert code_of(lambda: late.wait(timeout=10)) == ResultCode.MISSED_DEADLINE_TRANSIENT
     relaxed.free()
     late.free()
 
@@ -242,7 +236,7 @@ def test_duration_needs_a_single_device_compilation():
 ])
 def test_bad_arguments(cpu_only, events, duration, code):
     execution = add_execution(_compiled([cpu_only]), _ones(), _ones(), _zeros())
-    assert _code(lambda: execution.start_compute_with_dependencies(events, duration)) == code
+    assert code_of(lambda: execution.start_compute_with_dependencies(events, duration)) == code
     execution.start_compute_with_dependencies([]).wait()  # still in preparation
 
 
@@ -250,10 +244,10 @@ def test_state_rules_as_start_compute():
     compilation = _compiled()
     unset = Execution(compilation)
     unset.set_input(0, _ones())
-    assert _code(lambda: unset.start_compute_with_dependencies([])) == ResultCode.BAD_DATA
+    assert code_of(lambda: unset.start_compute_with_dependencies([])) == ResultCode.BAD_DATA
     once = add_execution(compilation, _ones(), _ones(), _zeros())
     once.start_compute_with_dependencies([]).wait()
-    assert _code(lambda: once.start_compute_with_dependencies([])) == ResultCode.BAD_STATE
+    assert code_of(lambda: once.start_compute_with_dependencies([])) == ResultCode.BAD_STATE
     reusable = add_execution(compilation, _ones(), _ones(), _zeros())
     reusable.set_reusable(True)
     for _ in range(2):
@@ -273,17 +267,17 @@ def test_unspecified_output_shape_is_refused():
 
 def test_sync_fence_fd_errors():
     unfenced = add_execution(_compiled(), _ones(), _ones(), _zeros()).start_compute()
-    assert _code(unfenced.get_sync_fence_fd) == ResultCode.BAD_DATA  # as NNAPI: not a fence
+    assert code_of(unfenced.get_sync_fence_fd) == ResultCode.BAD_DATA  # as NNAPI: not a fence
     unfenced.free()
     closed_read, closed_write = os.pipe()
     os.close(closed_read)
     os.close(closed_write)
     for bad in (-1, 0, closed_read, "3", 2.0, True):
-        assert _code(lambda: Event.from_sync_fence_fd(bad)) == ResultCode.BAD_DATA, bad
-    assert _code(lambda: Event.from_sync_fence_fd(None)) == ResultCode.UNEXPECTED_NULL
+        assert code_of(lambda: Event.from_sync_fence_fd(bad)) == ResultCode.BAD_DATA, bad
+    assert code_of(lambda: Event.from_sync_fence_fd(None)) == ResultCode.UNEXPECTED_NULL
     fenced = add_execution(_compiled(), _ones(), _ones(), _zeros()).start_compute_with_dependencies([])
     fenced.free()
-    assert _code(fenced.get_sync_fence_fd) == ResultCode.BAD_DATA  # freed
+    assert code_of(fenced.get_sync_fence_fd) == ResultCode.BAD_DATA  # freed
 
 
 def _open_fds() -> set[str]:

@@ -13,7 +13,7 @@ import tracing
 from runtime import Compilation, Duration, Execution, Memory, NnError, ResultCode, manager
 from runtime.drivers.ipc import RemoteDevice, fenced_client
 from runtime.event import Event
-from tests.runtime.helpers import add_model
+from tests.runtime.helpers import add_model, code_of
 from tracing import Phase
 
 SHAPE = (2, 8)
@@ -104,12 +104,6 @@ def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _code(call) -> ResultCode:
-    with pytest.raises(NnError) as info:
-        call()
-    return info.value.code
-
-
 def test_chain_of_three_across_two_drivers_without_the_caller_waiting(two_drivers, gate, launches):
     first_driver, second_driver = two_drivers
     on_first, on_second = _compiled(first_driver), _compiled(second_driver)
@@ -159,7 +153,7 @@ def test_a_failed_dependency_fails_the_chain_with_op_failed(two_drivers, gate, l
     with pytest.raises(NnError, match=r"wait_for\[0\] signalled an error") as info:
         e2.wait(timeout=30)
     assert info.value.code == ResultCode.OP_FAILED
-    assert _code(e1.wait) == ResultCode.OP_FAILED
+    assert code_of(e1.wait) == ResultCode.OP_FAILED
     assert not _array(m1).any() and not out.any()
     assert launches == ["sample-all", "sample-float-fast"]
     for item in (e2, e1, mx, m1):
