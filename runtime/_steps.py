@@ -97,8 +97,6 @@ class _Temporaries:
         return RequestArgument(False, pool, 0, len(self.pools[pool]), ())
 
 
-
-
 def _own_prepared(step: ExecutionStep):
     return step.prepared
 

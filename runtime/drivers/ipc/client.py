@@ -75,7 +75,6 @@ class RemoteDevice(Device):
         self._atexit = False
         self._connected = False  # connected to this process at least once
         self._trace_dir: str | None = None  # the trace session directory the driver writes to
-        self._grace_s = 0.0  # how long past its deadline a call waits for the driver's own answer
         self.generation = 0  # bumped by each restart: prepared models re-prepare on the new process
         self.backoff = Backoff()
         self._shut_down = False
@@ -176,7 +175,7 @@ class RemoteDevice(Device):
                 self.process.stop(grace_s=0.5)
                 self.process = DriverProcess(self.name)
                 self._dead, self._connected, self._info = None, False, {}
-                self.pools, self._stash = PoolCache(), {}
+                self.pools, self._stash = PoolCache(), {}  # a failed reconnect may have kept ids
                 self.generation += 1
                 self.backoff.started(now)
                 self.backoff.restarts += 1
@@ -249,7 +248,6 @@ class RemoteDevice(Device):
             self.channel = self.process.connect(self.timeout_s)
         except OSError as error:
             self._mark_dead(f"cannot reconnect: {error}")
-        self.pools = PoolCache()  # pool ids are per connection
 
     def transact(self, msg_type: int, payload, fds=(), deadline_ns: int | None = None,
                  timeout_s: float | None = None):
@@ -265,8 +263,6 @@ class RemoteDevice(Device):
             except OSError as error:
                 self._lost(f"send failed: {error}")
             if deadline_ns is not None or timeout_s is not None:
-                if deadline_ns is not None:
-                    self._grace_s = deadline_grace_s(deadline_ns)
                 return self.wait_for(REPLY | msg_type, request_id, deadline_ns, timeout_s)
             # the common case (no deadline, the device timeout): the first record is the reply
             message = self._receive(channel, self.timeout_s, None, self.timeout_s)
@@ -307,13 +303,14 @@ class RemoteDevice(Device):
             channel = self.ensure_started()
             limit = timeout_s if timeout_s is not None else self.timeout_s
             give_up = None
+            grace = None if deadline_ns is None else deadline_grace_s(deadline_ns)
             while True:
                 wait = limit
                 if deadline_ns is not None or give_up is not None:
                     give_up = give_up or time.monotonic() + limit
                     wait = give_up - time.monotonic()
                     if deadline_ns is not None:
-                        wait = min(wait, (deadline_ns - time.monotonic_ns()) / 1e9 + self._grace_s)
+                        wait = min(wait, (deadline_ns - time.monotonic_ns()) / 1e9 + grace)
                     wait = max(wait, 0.001)
                 message = self._receive(channel, wait, deadline_ns, limit)
                 if self._is_reply(message, reply_type, request_id):
