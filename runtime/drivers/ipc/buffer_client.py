@@ -18,11 +18,10 @@ import struct
 from runtime.drivers.ipc._reply import DeadlineExpired
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import Writer
-from runtime.drivers.ipc.encoder import flat_bytes, is_shared
+from runtime.drivers.ipc.encoder import is_shared, pool_bytes
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.hal.errors import HalError
-from runtime.hal.validate import pool_buffer
 
 _ROLE = struct.Struct("<IId")
 _REGION = struct.Struct("<IQQ")
@@ -65,7 +64,7 @@ class RemoteBuffer:
         try:
             self._send(MsgType.BUFFER_COPY_TO, shared, b"")
             if staging is not None:
-                _flat(pool)[:] = staging.view
+                pool_bytes(pool)[:] = staging.view
         finally:
             if staging is not None:
                 staging.close()
@@ -75,7 +74,7 @@ class RemoteBuffer:
         shared, staging = _shared(pool, self.size)
         try:
             if staging is not None:
-                staging.view[:] = _flat(pool)
+                staging.view[:] = pool_bytes(pool)
             w = Writer()
             w.u32s(dimensions)
             self._send(MsgType.BUFFER_COPY_FROM, shared, w.getvalue())
@@ -105,6 +104,3 @@ def _shared(pool, size: int):
     staging = SharedPool(size, "nnscope-ibuffer-copy")
     return staging, staging
 
-
-def _flat(pool) -> memoryview:
-    return flat_bytes(memoryview(pool_buffer(pool)))

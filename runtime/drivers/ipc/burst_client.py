@@ -42,7 +42,7 @@ import vlog
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._reply import check_status
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.encoder import flat_bytes, is_shared
+from runtime.drivers.ipc.encoder import is_shared, pool_bytes
 from runtime.drivers.ipc.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
 from runtime.drivers.ipc.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
                                            encode_request)
@@ -51,7 +51,6 @@ from runtime.drivers.ipc.shm import SharedPool
 from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
-from runtime.hal.validate import pool_buffer
 from runtime.ops.control_flow import LOOP_TIMEOUT_DEFAULT_NS
 
 #: Bytes of each ring (AOSP sizes them for 1024 datums; ours hold that and stream the rest).
@@ -218,9 +217,9 @@ class BurstController:
             for position, offset in staged.items():
                 positions[position] = (len(slots), offset)
             slots.append(slot)
-        copy_in = [(_bytes(request.pools[p])[a.offset:a.offset + a.length], self._staged_view(positions[p], a))
+        copy_in = [(pool_bytes(request.pools[p])[a.offset:a.offset + a.length], self._staged_view(positions[p], a))
                    for a in request.inputs if (p := a.pool_index) in staged and not a.has_no_value]
-        copy_out = [(self._staged_view(positions[p], a), _bytes(request.pools[p])[a.offset:a.offset + a.length])
+        copy_out = [(self._staged_view(positions[p], a), pool_bytes(request.pools[p])[a.offset:a.offset + a.length])
                     for a in request.outputs if (p := a.pool_index) in staged]
         burst = BurstRequest(_moved(request.inputs, positions), _moved(request.outputs, positions),
                              tuple(slots), measure)
@@ -237,7 +236,7 @@ class BurstController:
             pool = request.pools[position]
             if not is_shared(pool):
                 staged[position] = size
-                size += -(-_bytes(pool).nbytes // _ALIGN) * _ALIGN
+                size += -(-pool_bytes(pool).nbytes // _ALIGN) * _ALIGN
         return size
 
     def _staged_view(self, placed: tuple, argument: RequestArgument) -> memoryview:
@@ -344,6 +343,3 @@ def _watch_free(pool, controller: BurstController) -> None:
     if add is not None:
         add(weakref.WeakMethod(controller.memory_freed))
 
-
-def _bytes(pool) -> memoryview:
-    return flat_bytes(memoryview(pool_buffer(pool)))

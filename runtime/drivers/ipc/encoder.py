@@ -146,6 +146,11 @@ class EncodeMemo:
         return views
 
 
+def pool_bytes(pool) -> memoryview:
+    """A request pool (bytes-like, numpy array, Memory, SharedPool) as flat unsigned bytes."""
+    return flat_bytes(memoryview(pool_buffer(pool)))
+
+
 def flat_bytes(view: memoryview) -> memoryview:
     """``view`` as one dimension of unsigned bytes (a C-contiguous view)."""
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")

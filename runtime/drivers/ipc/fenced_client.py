@@ -25,7 +25,7 @@ from typing import NamedTuple, Sequence
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.encoder import PoolCache, encode_execute, flat_bytes, is_shared
+from runtime.drivers.ipc.encoder import PoolCache, encode_execute, is_shared, pool_bytes
 from runtime.drivers.ipc.fenced_server import LAUNCH
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.drivers.ipc.shm import SharedPool
@@ -34,7 +34,6 @@ from runtime.drivers.ipc.transport import close_fds
 from runtime.hal.device_types import Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
-from runtime.hal.validate import pool_buffer
 from timing import NO_TIMING, Timing
 
 _INFO_BODY = struct.Struct("<I4Q")
@@ -128,7 +127,7 @@ def _launched(device, message) -> tuple[int, FencedCallback]:
 
 def _stage(request: Request, staging: list, staged: list) -> None:
     for position in staged:
-        data = _bytes(request.pools[position])
+        data = pool_bytes(request.pools[position])
         staging[position].view[:len(data)] = data
 
 
@@ -139,7 +138,7 @@ def shared_request(request: Request) -> tuple[Request, list]:
     try:
         for position, pool in enumerate(pools):
             if not is_shared(pool):
-                data = _bytes(pool)
+                data = pool_bytes(pool)
                 if len(data):
                     pools[position] = copy = SharedPool.from_bytes(data, "nnscope-fenced")
                     copies.append((position, copy))
@@ -156,7 +155,7 @@ def copy_back(request: Request, copies: list) -> None:
         copy = by_position.get(arg.pool_index)
         if copy is not None and not arg.has_no_value:
             end = arg.offset + arg.length
-            _bytes(request.pools[arg.pool_index])[arg.offset:end] = copy.view[arg.offset:end]
+            pool_bytes(request.pools[arg.pool_index])[arg.offset:end] = copy.view[arg.offset:end]
 
 
 def close_copies(copies: list) -> None:
@@ -168,6 +167,3 @@ def timing_or_none(timing: Timing) -> Timing | None:
     """None for a Timing with nothing measured."""
     return None if timing == NO_TIMING else timing
 
-
-def _bytes(pool) -> memoryview:
-    return flat_bytes(memoryview(pool_buffer(pool)))

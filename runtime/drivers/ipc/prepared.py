@@ -25,14 +25,13 @@ from runtime.drivers.ipc._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.burst_client import BurstController
 from runtime.drivers.ipc.codec import Reader
-from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute, flat_bytes
+from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute, pool_bytes
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
                                                  decode_result)
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, HalModel
-from runtime.hal.validate import pool_buffer
 
 _MISSED = ExecutionResult(ErrorStatus.MISSED_DEADLINE_TRANSIENT)
 _U32 = struct.Struct("<I")
@@ -146,7 +145,7 @@ class RemotePreparedModel(PreparedModel):
 
     def _stage_inputs(self, request: Request, staged: list) -> None:
         for position in staged:
-            source = _bytes(request.pools[position])
+            source = pool_bytes(request.pools[position])
             target = self.staging[position].view
             for arg in request.inputs:
                 if arg.pool_index == position and not arg.has_no_value:
@@ -193,7 +192,7 @@ class RemotePreparedModel(PreparedModel):
             arg = request.outputs[position]
             pool = pools[arg.pool_index]
             if type(pool) is not bytearray:
-                pool = _bytes(pool)
+                pool = pool_bytes(pool)
             pool[arg.offset:arg.offset + len(data)] = data
         if staged and result.status == ErrorStatus.NONE:
             self._unstage_outputs(request, staged)
@@ -204,7 +203,7 @@ class RemotePreparedModel(PreparedModel):
         for arg in request.outputs:
             if arg.pool_index in staged:
                 end = arg.offset + arg.length
-                _bytes(pools[arg.pool_index])[arg.offset:end] = \
+                pool_bytes(pools[arg.pool_index])[arg.offset:end] = \
                     self.staging[arg.pool_index].view[arg.offset:end]
 
 
@@ -240,11 +239,8 @@ class ExecutionCallback:
 def _output_targets(request: Request, memo) -> tuple[int, list]:
     """The compact reply's size and the byte views its outputs go to (kept in the memo)."""
     pools = request.pools
-    views = [_bytes(pools[pool_index])[offset:offset + length]
+    views = [pool_bytes(pools[pool_index])[offset:offset + length]
              for pool_index, offset, length in memo.out_slots]
     memo.out_targets = (5 + sum(len(view) for view in views), views)
     return memo.out_targets
 
-
-def _bytes(pool) -> memoryview:
-    return flat_bytes(memoryview(pool_buffer(pool)))
