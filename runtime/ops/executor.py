@@ -29,7 +29,7 @@ import numpy as np
 import vlog
 from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType, Operation,
                                OperationType, is_scalar, numpy_dtype)
-from runtime.ops import control_flow, registry
+from runtime.ops import control_flow, preempt, registry
 from runtime.ops.budget import BudgetExceeded, OutputTooSmall, charge, configured_budget, element_count
 from runtime.ops.prepare import PREPARES
 from runtime.ops.static_plans import plans_follow_input_shapes
@@ -295,12 +295,14 @@ class CpuExecutor:
     def _run_steps(self, values: list, capacities: Sequence[int | None] | None,
                    checked: bool = False, deadline_ns: int | None = None) -> None:
         """Run every step on ``values``; ``checked``: the plans of these inputs passed before."""
-        hook = self.forTest_step_hook
+        hook, yielding = self.forTest_step_hook, preempt.current()
         step = None
         try:
             for step in self.steps:
                 if deadline_ns is not None:
                     control_flow.check_deadline(deadline_ns, step.index)
+                if yielding is not None and yielding.wanted:
+                    raise preempt.Preempted(step.index)
                 ctx = _new_context(OpContext, (step.operation, [values[i] for i in step.inputs],
                                                 step.input_operands, step.output_operands))
                 if step.prepare is not None and not checked:
@@ -346,9 +348,12 @@ class CpuExecutor:
                             capacities: Sequence[int | None] | None, checked: bool = False,
                             deadline_ns: int | None = None) -> None:
         append, extend, now = recorder
+        yielding = preempt.current()
         for step in self.steps:
             if deadline_ns is not None:
                 control_flow.check_deadline(deadline_ns, step.index)
+            if yielding is not None and yielding.wanted:
+                raise preempt.Preempted(step.index)
             args = [values[i] for i in step.inputs]
             if logging:
                 _log_step(step, args)

@@ -1,6 +1,7 @@
 """Reading a driver's reply on the runtime side, shared by ``client`` and ``prepared``.
 
-``check_status`` turns a reply's leading ``ErrorStatus`` into a :class:`HalError`;
+``check_status`` turns a reply's leading ``ErrorStatus`` into a :class:`HalError`; ``readable`` and
+``deadline_grace_s`` bound the waits for one;
 ``DeadlineExpired`` is what a wait raises when the caller's deadline passes first. Both sit
 below the two proxies so that ``client`` (which makes prepared models) imports ``prepared``
 and nothing imports back.
@@ -11,6 +12,9 @@ Example:
     4
 """
 from __future__ import annotations
+
+import select
+import time
 
 from runtime.drivers.ipc.codec import CodecError, Reader
 from runtime.hal.errors import HalError
@@ -36,3 +40,17 @@ def check_status(payload: bytes, method: str) -> Reader:
             status = ErrorStatus.GENERAL_FAILURE
         raise HalError(status, f"{method}: {message}")
     return r
+
+
+def readable(sock, wait: float) -> bool:
+    """True once ``sock`` has something to read, within ``wait`` seconds (a ``poll``)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(max(0, int(wait * 1000 + 0.999))))
+
+
+def deadline_grace_s(deadline_ns: int) -> float:
+    """How long past ``deadline_ns`` to wait for the driver's own MISSED_DEADLINE answer: a fifth
+    of what NNAPI allows (10 % of the time left, at least 5 ms), so that control returns within
+    it even from a driver that hangs on a busy machine."""
+    return max(0.001, 0.02 * max(0, deadline_ns - time.monotonic_ns()) / 1e9)

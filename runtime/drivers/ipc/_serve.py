@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import functools
 import logging
 import os
 import select
@@ -44,7 +45,7 @@ class Connection:
     """One client connection: its channel, decode state, pools, client and pending output."""
 
     __slots__ = ("channel", "state", "pools", "client", "pid", "outbox", "stuck_since", "dead",
-                 "launched", "bursts")
+                 "launched", "bursts", "parked", "unpark")
 
     def __init__(self, channel: Channel, client, pid: int, budget: _guard.FdBudget):
         self.channel = channel
@@ -57,6 +58,8 @@ class Connection:
         self.dead = False
         self.launched = None  # the decoded request of an async execute being launched
         self.bursts: dict = {}  # burst id -> burst_server.BurstServer
+        self.parked = False  # an execution of it is queued: read nothing more until it replies
+        self.unpark = _no_loop  # called by the scheduler's thread once the reply is sent
 
     def send(self, msg_type: int, request_id: int, payload) -> None:
         """Send now, or queue behind what the peer has not taken yet."""
@@ -107,6 +110,10 @@ class Connection:
                 prepared._cache = (None, None)
 
 
+def _no_loop() -> None:
+    """The unpark of a connection no loop serves (tests drive the service directly)."""
+
+
 class ServeLoop:
     """Runs ``service`` (a ``DriverService``) until it stops running or its parent exits."""
 
@@ -118,6 +125,9 @@ class ServeLoop:
         self.connections: dict[int, Connection] = {}
         self.poller = select.epoll()
         self._writing: set = set()  # fds registered for EPOLLOUT (their outbox is not empty)
+        self._parked: set = set()  # fds not polled while an execution of theirs is queued
+        self._unparked: collections.deque = collections.deque()  # fds the scheduler released
+        self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._spare = -1
         self._last_warning = 0.0
 
@@ -125,13 +135,14 @@ class ServeLoop:
         self.listener.setblocking(False)
         listener_fd = self.listener.fileno()
         self.poller.register(listener_fd, _IN)
+        self.poller.register(self._wakeup, _IN)
         self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         connections, serve, service = self.connections, self._serve, self.service
         monotonic = time.monotonic
         poll_due, direct = 0.0, None
         try:
             while service._running:
-                if len(connections) == 1 and not self._writing and monotonic() < poll_due:
+                if len(connections) == 1 and not self._writing and not self._parked and monotonic() < poll_due:
                     # One client: wait for its next record in recv itself; back to epoll after a
                     # quiet _DIRECT_S and at least that often (new connections, orphan check).
                     if direct is None or connections.get(direct[0]) is not direct[1]:  # fds are reused
@@ -144,6 +155,8 @@ class ServeLoop:
                 for fd, mask in events:
                     if fd == listener_fd:
                         self._accept_all()
+                    elif fd == self._wakeup:
+                        self._resume_unparked()
                     elif fd in connections:
                         if mask & _OUT:
                             self._flush(fd, connections[fd])
@@ -159,6 +172,7 @@ class ServeLoop:
             if self._spare >= 0:
                 os.close(self._spare)
             self.poller.close()
+            os.close(self._wakeup)
 
     # ------------------------------------------------------------------ reading and writing
     def _serve(self, fd: int, connection: Connection) -> bool | None:
@@ -179,6 +193,9 @@ class ServeLoop:
             finally:
                 if message.fds:
                     close_fds(message.fds)
+        if connection.parked:
+            self._park(fd)
+            return True
         if connection.dead:
             self._drop(fd)
             return False
@@ -186,6 +203,35 @@ class ServeLoop:
             self.poller.modify(fd, _OUT)  # read nothing more until the peer takes its replies
             self._writing.add(fd)
         return True
+
+    def _park(self, fd: int) -> None:
+        """Stop polling ``fd`` until the scheduler has sent the queued execution's reply."""
+        self.poller.unregister(fd)
+        self._parked.add(fd)
+
+    def _unpark(self, fd: int) -> None:
+        """(The scheduler's thread) hand ``fd`` back to the loop."""
+        self._unparked.append(fd)
+        os.eventfd_write(self._wakeup, 1)
+
+    def _resume_unparked(self) -> None:
+        try:
+            os.eventfd_read(self._wakeup)
+        except BlockingIOError:
+            pass
+        while self._unparked:
+            fd = self._unparked.popleft()
+            self._parked.discard(fd)
+            connection = self.connections.get(fd)
+            if connection is None:
+                continue
+            connection.parked = False
+            self.poller.register(fd, _IN)
+            if connection.dead:
+                self._drop(fd)
+            elif connection.outbox:
+                self.poller.modify(fd, _OUT)
+                self._writing.add(fd)
 
     def _flush(self, fd: int, connection: Connection) -> None:
         connection.flush()
@@ -202,6 +248,8 @@ class ServeLoop:
             self._drop(fd)
 
     def _drop(self, fd: int) -> None:
+        if fd in self._parked:
+            return  # its queued execution still reads its pools: dropped once it replied
         connection = self.connections.pop(fd, None)
         if connection is None:
             return
@@ -254,6 +302,7 @@ class ServeLoop:
             sock.close()
             return
         connection = Connection(Channel(sock), client, peer.client.pid, self.budget)
+        connection.unpark = functools.partial(self._unpark, sock.fileno())
         self.connections[sock.fileno()] = connection
         self.poller.register(sock.fileno(), _IN)
 
@@ -265,7 +314,9 @@ class ServeLoop:
         hog = self.clients.busiest()
         if hog is None or hog.connections < 2:
             return False
-        fd = next(fd for fd, c in self.connections.items() if c.client is hog)
+        fd = next((fd for fd, c in self.connections.items() if c.client is hog and fd not in self._parked), None)
+        if fd is None:
+            return False
         self._warn(f"dropping a connection of pid {hog.id.pid}, which holds {hog.connections}")
         self._drop(fd)
         return len(self.connections) < self.budget.max_connections and self.budget.take(1)

@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import atexit
-import select
 import socket
 import struct
 import threading
@@ -30,12 +29,13 @@ import vlog
 from runtime.drivers.base import Device
 from runtime.drivers.ipc import _trace, cache_client
 from runtime.drivers.ipc._process import DriverProcess
-from runtime.drivers.ipc._reply import DeadlineExpired, check_status
+from runtime.drivers.ipc._reply import DeadlineExpired, check_status, deadline_grace_s, readable
 from runtime.drivers.ipc._restart import Backoff
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (Reader, Writer, decode_capabilities, decode_extensions,
                                        encode_model)
 from runtime.drivers.ipc.encoder import PoolCache, is_shared
+from runtime.drivers.ipc.lanes import LanePool
 from runtime.drivers.ipc.prepared import RemotePreparedModel
 from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType
 from runtime.drivers.ipc.shm import SharedPool
@@ -67,6 +67,7 @@ class RemoteDevice(Device):
         self.process = DriverProcess(name)
         self.channel: Channel | None = None
         self.pools = PoolCache()
+        self.lanes = LanePool(self)  # connections for executions beyond the one in flight here
         self._lock = threading.RLock()
         self._next_id = 0
         self._stash: dict = {}  # request id -> NOTIFY payload bytes received early
@@ -158,6 +159,7 @@ class RemoteDevice(Device):
                 except HalError:
                     pass
             self._drop_channel()
+            self.lanes.close_all()
             self._dead = self._dead or "device was shut down"
             self._shut_down = True
             self.process.stop()
@@ -177,6 +179,7 @@ class RemoteDevice(Device):
                 self._dead, self._connected, self._info = None, False, {}
                 self.pools, self._stash = PoolCache(), {}  # a failed reconnect may have kept ids
                 self.generation += 1
+                self.lanes.close_all()
                 self.backoff.started(now)
                 self.backoff.restarts += 1
                 try:
@@ -274,7 +277,7 @@ class RemoteDevice(Device):
         """One record from the driver; a timeout, a lost peer or broken framing is reported.
         With a deadline the wait is a ``poll`` (precise to the millisecond; the socket's own
         receive timeout rounds up to the kernel's tick, tens of milliseconds late)."""
-        if deadline_ns is not None and not _readable(channel.sock, wait):
+        if deadline_ns is not None and not readable(channel.sock, wait):
             self._timed_out(deadline_ns, limit)
         try:
             return channel.recv(wait)
@@ -352,19 +355,6 @@ class RemoteDevice(Device):
             self.channel.close()
             self.channel = None
             self.pools = PoolCache()
-
-
-def _readable(sock, wait: float) -> bool:
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(max(0, int(wait * 1000 + 0.999))))
-
-
-def deadline_grace_s(deadline_ns: int) -> float:
-    """How long past ``deadline_ns`` to wait for the driver's own MISSED_DEADLINE answer: a fifth
-    of what NNAPI allows (10 % of the time left, at least 5 ms), so that control returns within
-    it even from a driver that hangs on a busy machine."""
-    return max(0.001, 0.02 * max(0, deadline_ns - time.monotonic_ns()) / 1e9)
 
 
 def _names(msg_type: MsgType) -> tuple[str, str]:

@@ -57,13 +57,27 @@ class RemotePreparedModel(PreparedModel):
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
         """executeSynchronously; raises HalError(DEAD_OBJECT) when the driver is gone."""
-        if self.device._dead is not None or self.generation != self.device.generation:
+        device = self.device
+        if device._dead is not None or self.generation != device.generation:
             self._recover()
-        if not _trace_enabled():  # one check per call: no scopes to open
-            return self._execute(request, measure_timing, deadline_ns)
-        with _trace.ipc(Phase.EXECUTION, "executeSynchronously"):
-            with _trace.hidl("IPreparedModel", "executeSynchronously", "client"):
+        if not device._lock.acquire(blocking=False):  # another thread's call is in flight
+            lane = device.lanes.borrow()
+            if lane is not None:
+                try:
+                    with _trace.ipc(Phase.EXECUTION, "executeSynchronously"):
+                        with _trace.hidl("IPreparedModel", "executeSynchronously", "client"):
+                            return self._execute_on_lane(lane, request, measure_timing, deadline_ns)
+                finally:
+                    device.lanes.give_back(lane)
+            device._lock.acquire()
+        try:
+            if not _trace_enabled():  # one check per call: no scopes to open
                 return self._execute(request, measure_timing, deadline_ns)
+            with _trace.ipc(Phase.EXECUTION, "executeSynchronously"):
+                with _trace.hidl("IPreparedModel", "executeSynchronously", "client"):
+                    return self._execute(request, measure_timing, deadline_ns)
+        finally:
+            device._lock.release()
 
     def _execute(self, request: Request, measure_timing: bool, deadline_ns: int | None) -> ExecutionResult:
         memo = self._memo
@@ -88,6 +102,20 @@ class RemotePreparedModel(PreparedModel):
         except DeadlineExpired:
             return _MISSED
         return self._finish(message.payload, request, inline, staged)
+
+    def _execute_on_lane(self, lane, request: Request, measure_timing: bool,
+                         deadline_ns: int | None) -> ExecutionResult:
+        """executeSynchronously on a further connection (``lanes``), without this model's memo."""
+        staging = lane.staging.setdefault(self.model_id, [])
+        payload, fds, inline, staged = encode_execute(self.model_id, request, measure_timing, deadline_ns,
+                                                      lane.pools, staging)
+        if staged:
+            self._stage_inputs(request, staged, staging)
+        try:
+            message = lane.transact(MsgType.EXECUTE_SYNC, payload, fds, deadline_ns)
+        except DeadlineExpired:
+            return _MISSED
+        return self._finish(message.payload, request, inline, staged, staging=staging)
 
     def execute_async(self, request: Request, measure_timing: bool = False,
                       deadline_ns: int | None = None) -> ExecutionCallback:
@@ -143,10 +171,11 @@ class RemotePreparedModel(PreparedModel):
             self._stage_inputs(request, staged)
         return payload, fds, inline, staged
 
-    def _stage_inputs(self, request: Request, staged: list) -> None:
+    def _stage_inputs(self, request: Request, staged: list, staging: list | None = None) -> None:
+        staging = self.staging if staging is None else staging
         for position in staged:
             source = pool_bytes(request.pools[position])
-            target = self.staging[position].view
+            target = staging[position].view
             for arg in request.inputs:
                 if arg.pool_index == position and not arg.has_no_value:
                     end = arg.offset + arg.length
@@ -183,7 +212,7 @@ class RemotePreparedModel(PreparedModel):
         return None
 
     def _finish(self, payload, request: Request, inline: list, staged: list,
-                start: int = 4) -> ExecutionResult:
+                start: int = 4, staging: list | None = None) -> ExecutionResult:
         if _U32.unpack_from(payload)[0]:
             check_status(bytes(payload), "execute")  # raises with the driver's message
         result, outputs = decode_result(Reader(payload, start))
@@ -195,16 +224,15 @@ class RemotePreparedModel(PreparedModel):
                 pool = pool_bytes(pool)
             pool[arg.offset:arg.offset + len(data)] = data
         if staged and result.status == ErrorStatus.NONE:
-            self._unstage_outputs(request, staged)
+            self._unstage_outputs(request, staged, staging)
         return result
 
-    def _unstage_outputs(self, request: Request, staged: list) -> None:
-        pools = request.pools
+    def _unstage_outputs(self, request: Request, staged: list, staging: list | None = None) -> None:
+        pools, staging = request.pools, self.staging if staging is None else staging
         for arg in request.outputs:
             if arg.pool_index in staged:
                 end = arg.offset + arg.length
-                pool_bytes(pools[arg.pool_index])[arg.offset:end] = \
-                    self.staging[arg.pool_index].view[arg.offset:end]
+                pool_bytes(pools[arg.pool_index])[arg.offset:end] = staging[arg.pool_index].view[arg.offset:end]
 
 
 class ExecutionCallback:

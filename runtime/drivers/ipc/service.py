@@ -27,7 +27,6 @@ import socket
 import struct
 import threading
 import time
-from typing import NamedTuple
 
 import vlog
 from runtime.drivers.base import Device
@@ -36,21 +35,14 @@ from runtime.drivers.ipc._serve import Connection, ServeLoop
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                        encode_extensions, enum_value)
-from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
-                                                 KNOWS_SHAPES, decode_execute, encode_result)
+from runtime.drivers.ipc.execute_server import PARKED, ExecuteServer, error_reply
 from runtime.drivers.ipc.fenced_server import FencedServer
 from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import MappingError, map_fd
-from runtime.hal.device_types import ExecutionResult
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Preference, Priority
 
 _OK = struct.pack("<I", 0)
-_OK_COMPACT = struct.pack("<IB", 0, FORM_COMPACT)
-_OK_FULL = struct.pack("<IB", 0, FORM_FULL)
-_OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
-_MEMO_HEAD_SIZE = _MEMO_HEAD.size
-_unpack_memo_head = _MEMO_HEAD.unpack_from
 _PREPARE = struct.Struct("<BBq")
 _POOL_REGION = struct.Struct("<QQ")
 _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_MODEL: Phase.COMPILATION,
@@ -95,20 +87,6 @@ def listen(path: str) -> socket.socket:
     return sock
 
 
-def error_reply(status: ErrorStatus, message: str) -> bytes:
-    w = Writer()
-    w.u32(status)
-    w.text(message[:4000])
-    return w.getvalue()
-
-
-class _Decoded(NamedTuple):
-    model_id: int
-    measure: bool
-    deadline_ns: int | None
-    request: object
-
-
 class DriverService:
     """Serves ``device`` on ``listener`` until SHUTDOWN or the parent process exits."""
 
@@ -128,13 +106,14 @@ class DriverService:
         self._vlog = vlog.is_on("driver")  # the mask is read once, at import
         self._cpuexe_vlog = vlog.is_on("cpuexe")
         self._fenced = FencedServer(self)  # executeFenced: replies itself (with the sync fence fd)
+        self.executions = ExecuteServer(self)  # execute*: inline or queued by priority
         self._handlers = {
             MsgType.GET_CAPABILITIES: self._capabilities, MsgType.GET_SUPPORTED_OPERATIONS: self._supported,
             MsgType.GET_TYPE: self._type, MsgType.GET_VERSION_STRING: self._version,
             MsgType.GET_SUPPORTED_EXTENSIONS: self._extensions,
             MsgType.GET_NUMBER_OF_CACHE_FILES: self._cache_files, MsgType.PREPARE_MODEL: self._prepare,
             MsgType.PREPARE_MODEL_FROM_CACHE: _bound(self, cache_server.prepare_from_cache),
-            MsgType.EXECUTE_SYNC: self._execute_sync, MsgType.EXECUTE_SYNC_MEMO: self._execute_memo,
+            MsgType.EXECUTE_SYNC: self.executions.sync, MsgType.EXECUTE_SYNC_MEMO: self.executions.memo,
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
             MsgType.SET_TRACE_DIR: self._trace_dir, MsgType.FENCED_INFO: self._fenced.info,
@@ -169,7 +148,7 @@ class DriverService:
         start = _monotonic_ns()
         msg_type = message.type
         if msg_type == _EXECUTE:
-            return self._execute_async(connection, message, start)
+            return self.executions.execute_async(connection, message, start)
         route = self._routes.get(msg_type)
         if route is None:
             if msg_type == _EXECUTE_FENCED:
@@ -192,7 +171,8 @@ class DriverService:
                 payload = self._guarded(_reraise)
             if _trace_enabled():
                 _trace.flush()
-        connection.send(REPLY | msg_type, message.request_id, payload)
+        if payload is not PARKED:
+            connection.send(REPLY | msg_type, message.request_id, payload)
 
     @staticmethod
     def _guarded(handler, *args) -> bytes:
@@ -244,6 +224,7 @@ class DriverService:
         except BaseException:
             self.budget.give_for(connection.client, held)
             raise
+        prepared.priority = enum_value(Priority, priority)  # the scheduler's rank among this client's models
         model_id = self.clients.add_model(connection.client, prepared, held)
         cache_server.save(self, prepared, model_cache, data_cache, token)
         if self._vlog:
@@ -275,101 +256,6 @@ class DriverService:
         return dataclasses.replace(model, operand_values=values, pools=pools), expected
 
     # ------------------------------------------------------------------ IPreparedModel
-    def _execute_sync(self, connection, message, start) -> bytes:
-        if message.fds:
-            connection.pools.begin()
-        decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
-        with self.exec_lock:
-            result = self._run(connection.client.models, decoded, start)
-        return _OK + encode_result(result, decoded.request, decoded.inline_outputs)
-
-    def _execute_memo(self, connection, message, start) -> bytes:
-        with self.exec_lock:
-            return self._execute_repeat(connection, message, start)
-
-    def _execute_repeat(self, connection, message, start) -> bytes:
-        """A repeat of a memoized request: refill its inline pools, run the same Request object
-        (validated when the prepared model first bound it), answer compactly when nothing but
-        the output bytes changed."""
-        view = message.payload
-        if message.fds or len(view) < _MEMO_HEAD_SIZE:
-            raise CodecError("malformed execute repeat")
-        model_id, memo_id, measure, deadline = _unpack_memo_head(view)
-        memo = connection.state.memos.get(memo_id)
-        if memo is None or memo.model_id != model_id:
-            return _OK_UNKNOWN
-        if len(view) != _MEMO_HEAD_SIZE + memo.inline_size:
-            raise CodecError(f"execute repeat carries {len(view) - _MEMO_HEAD_SIZE} inline bytes, "
-                             f"its request has {memo.inline_size}")
-        memo.refill(view, _MEMO_HEAD_SIZE)
-        prepared = connection.client.models.get(model_id)
-        if prepared is None:
-            raise CodecError(f"unknown prepared model {model_id}")
-        request = memo.request
-        if measure == KNOWS_SHAPES and deadline < 0 and memo.shapes is not None \
-                and not self._cpuexe_vlog and not _trace_enabled():
-            results = prepared.compute_outputs(request, memo.shapes)
-            if results is not None and len(results) == len(memo.out_views):
-                try:
-                    return b"".join([_OK_COMPACT, *results])
-                except (TypeError, BufferError):  # a non-contiguous result: answer through execute()
-                    pass
-        if measure & 1:
-            result = self._run(connection.client.models,
-                               _Decoded(model_id, True, None if deadline < 0 else deadline, request), start)
-        else:
-            result = prepared.execute(request, False, None if deadline < 0 else deadline)
-            if measure & 2 and not result.status and result.timing is None:
-                shapes = memo.shapes
-                if shapes is not None and (result.output_shapes is shapes or result.output_shapes == shapes):
-                    return b"".join([_OK_COMPACT, *memo.out_views])
-        memo.shapes = result.output_shapes
-        return _OK_FULL + encode_result(result, request, memo.outputs)
-
-    def _run(self, models: dict, decoded, start: int) -> ExecutionResult:
-        prepared = models.get(decoded.model_id)
-        if prepared is None:
-            raise CodecError(f"unknown prepared model {decoded.model_id}")
-        tokens = getattr(decoded, "tokens", None)  # device memories (driver-side IBuffers)
-        if tokens:
-            buffers.check_request(prepared, decoded.request, tokens)
-        result = prepared.execute(decoded.request, decoded.measure, decoded.deadline_ns)
-        if tokens:
-            buffers.mark_outputs(decoded.request, tokens, result.status == ErrorStatus.NONE)
-        if result.timing is not None:  # time in driver covers decoding too
-            result = burst_server.with_driver_time(result, start)
-        return result
-
-    def _execute_async(self, connection: Connection, message, start: int) -> None:
-        """Launch reply first (status only), then, only after a successful launch, the result as
-        a NOTIFY callback."""
-        with _trace.hidl("IPreparedModel", "execute", "server"):
-            with _trace.driver(Phase.EXECUTION, f"{self._label}::execute"):
-                decoded = None
-                launch = self._guarded(self._launch, connection, message)
-                if launch is _OK:
-                    decoded = connection.launched
-        connection.launched = None
-        self._reply(connection, MsgType.EXECUTE, message.request_id, launch)
-        if decoded is None:
-            return _trace.flush()
-        models = connection.client.models
-        with _trace.driver(Phase.EXECUTION, f"{self._label}::asyncExecute"), self.exec_lock:
-            payload = self._guarded(lambda: _OK + encode_result(
-                self._run(models, decoded, start), decoded.request, decoded.inline_outputs))
-        with _trace.hidl("IExecutionCallback", "notify", "client"):
-            self._reply(connection, MsgType.NOTIFY, message.request_id, payload, flags=0)
-        _trace.flush()
-
-    def _launch(self, connection: Connection, message) -> bytes:
-        if message.fds:
-            connection.pools.begin()
-        decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
-        if decoded.model_id not in connection.client.models:
-            raise CodecError(f"unknown prepared model {decoded.model_id}")
-        connection.launched = decoded
-        return _OK
-
     def _release(self, connection, message, start) -> bytes:
         r = Reader(message.payload)
         model_id = r.u32()

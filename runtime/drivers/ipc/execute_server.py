@@ -1,0 +1,213 @@
+"""Driver side of ``executeSynchronously`` (EXECUTE_SYNC; EXECUTE_SYNC_MEMO repeats a memoized
+request) and ``execute`` (EXECUTE, then a NOTIFY callback): decoded on the serve loop, then run
+right there or queued by priority.
+
+An execution runs on the serve loop itself (no thread hand-off, the fastest path) when the
+scheduler is idle and its prepared model's runs are expected to be short (:data:`INLINE_NS`,
+from the sample driver's running estimate). Otherwise it goes to the
+:class:`~runtime.drivers.ipc.scheduler.Scheduler` with its prepared model's priority (from
+``prepareModel_1_3``), and its connection is *parked*: the loop reads nothing more from it until
+the reply is sent, so nothing the client sends meanwhile (FREE_POOLS, ...) can unmap what the
+queued execution reads. A queued run is traced on the worker thread as
+``[NN_LD_PE]SampleDriver::<method>``.
+
+Example (``DriverService`` routes the three messages here)::
+
+    executions = ExecuteServer(service)
+    payload = executions.sync(connection, message, start)   # bytes, or PARKED
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from runtime.drivers.ipc import _trace, buffers
+from runtime.drivers.ipc._trace import Phase
+from runtime.drivers.ipc.burst_server import with_driver_time
+from runtime.drivers.ipc.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
+                                                 KNOWS_SHAPES, decode_execute, encode_result)
+from runtime.drivers.ipc.protocol import REPLY, MsgType
+from runtime.drivers.ipc.scheduler import Job, Scheduler
+from runtime.hal.device_types import ExecutionResult
+from runtime.hal.types import ErrorStatus, Priority
+
+#: Expected run time (ns) up to which an execution runs on the serve loop when nothing is queued.
+INLINE_NS = 2_000_000
+#: Returned by a handler whose reply the scheduler sends later.
+PARKED = object()
+_OK = struct.pack("<I", 0)
+_OK_COMPACT = struct.pack("<IB", 0, FORM_COMPACT)
+_OK_FULL = struct.pack("<IB", 0, FORM_FULL)
+_OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
+_MEMO_HEAD_SIZE = _MEMO_HEAD.size
+_unpack_memo_head = _MEMO_HEAD.unpack_from
+_trace_enabled = _trace.enabled
+
+
+class Decoded(NamedTuple):
+    """What a run needs of a decoded execute (the memo path builds one)."""
+
+    model_id: int
+    measure: bool
+    deadline_ns: int | None
+    request: object
+
+
+class ExecuteServer:
+    """The service's execute handlers and its scheduler."""
+
+    def __init__(self, service):
+        self.service = service
+        self.scheduler = Scheduler(service.exec_lock)
+        self.label = service._label
+
+    # ------------------------------------------------------------------ executeSynchronously
+    def sync(self, connection, message, start: int):
+        if message.fds:
+            connection.pools.begin()
+        decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
+        models = connection.client.models
+        return self._now_or_queued(connection, message, decoded.model_id, lambda: _OK + encode_result(
+            self.run(models, decoded, start), decoded.request, decoded.inline_outputs), "executeSynchronously")
+
+    def memo(self, connection, message, start: int):
+        """A repeat of a memoized request: refill its inline pools, run the same Request object
+        (validated when the prepared model first bound it), answer compactly when nothing but
+        the output bytes changed."""
+        view = message.payload
+        if message.fds or len(view) < _MEMO_HEAD_SIZE:
+            raise CodecError("malformed execute repeat")
+        model_id, memo_id, measure, deadline = _unpack_memo_head(view)
+        memo = connection.state.memos.get(memo_id)
+        if memo is None or memo.model_id != model_id:
+            return _OK_UNKNOWN
+        if len(view) != _MEMO_HEAD_SIZE + memo.inline_size:
+            raise CodecError(f"execute repeat carries {len(view) - _MEMO_HEAD_SIZE} inline bytes, "
+                             f"its request has {memo.inline_size}")
+        memo.refill(view, _MEMO_HEAD_SIZE)
+        models = connection.client.models
+        return self._now_or_queued(connection, message, model_id, lambda: self._repeat(
+            models, model_id, memo, measure, None if deadline < 0 else deadline, start), "executeSynchronously")
+
+    def _repeat(self, models: dict, model_id: int, memo, measure: int, deadline_ns, start: int) -> bytes:
+        prepared = models.get(model_id)
+        if prepared is None:
+            raise CodecError(f"unknown prepared model {model_id}")
+        request = memo.request
+        if measure == KNOWS_SHAPES and deadline_ns is None and memo.shapes is not None \
+                and not self.service._cpuexe_vlog and not _trace_enabled():
+            results = prepared.compute_outputs(request, memo.shapes)
+            if results is not None and len(results) == len(memo.out_views):
+                try:
+                    return b"".join([_OK_COMPACT, *results])
+                except (TypeError, BufferError):  # a non-contiguous result: answer through execute()
+                    pass
+        if measure & 1:
+            result = self.run(models, Decoded(model_id, True, deadline_ns, request), start)
+        else:
+            result = prepared.execute(request, False, deadline_ns)
+            if measure & 2 and not result.status and result.timing is None:
+                shapes = memo.shapes
+                if shapes is not None and (result.output_shapes is shapes or result.output_shapes == shapes):
+                    return b"".join([_OK_COMPACT, *memo.out_views])
+        memo.shapes = result.output_shapes
+        return _OK_FULL + encode_result(result, request, memo.outputs)
+
+    def run(self, models: dict, decoded, start: int) -> ExecutionResult:
+        prepared = models.get(decoded.model_id)
+        if prepared is None:
+            raise CodecError(f"unknown prepared model {decoded.model_id}")
+        tokens = getattr(decoded, "tokens", None)  # device memories (driver-side IBuffers)
+        if tokens:
+            buffers.check_request(prepared, decoded.request, tokens)
+        result = prepared.execute(decoded.request, decoded.measure, decoded.deadline_ns)
+        if tokens:
+            buffers.mark_outputs(decoded.request, tokens, result.status == ErrorStatus.NONE)
+        if result.timing is not None:  # time in driver covers decoding (and queueing) too
+            result = with_driver_time(result, start)
+        return result
+
+    # ------------------------------------------------------------------ execute + NOTIFY
+    def execute_async(self, connection, message, start: int) -> None:
+        """Launch reply first (status only), then, only after a successful launch, the result as
+        a NOTIFY callback."""
+        service = self.service
+        with _trace.hidl("IPreparedModel", "execute", "server"):
+            with _trace.driver(Phase.EXECUTION, f"{self.label}::execute"):
+                decoded = None
+                launch = service._guarded(self._launch, connection, message)
+                if launch is _OK:
+                    decoded = connection.launched
+        connection.launched = None
+        connection.send(REPLY | MsgType.EXECUTE, message.request_id, launch)
+        if decoded is None:
+            return _trace.flush()
+        models = connection.client.models
+        prepared = models[decoded.model_id]
+        run = lambda: _OK + encode_result(self.run(models, decoded, start), decoded.request,  # noqa: E731
+                                          decoded.inline_outputs)
+        if self._queues(prepared):
+            return self._queue(connection, MsgType.NOTIFY, message.request_id, prepared, run, "asyncExecute")
+        with _trace.driver(Phase.EXECUTION, f"{self.label}::asyncExecute"), service.exec_lock:
+            payload = service._guarded(run)
+        _notify(connection, message.request_id, payload)
+
+    def _launch(self, connection, message) -> bytes:
+        if message.fds:
+            connection.pools.begin()
+        decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
+        if decoded.model_id not in connection.client.models:
+            raise CodecError(f"unknown prepared model {decoded.model_id}")
+        connection.launched = decoded
+        return _OK
+
+    # ------------------------------------------------------------------ scheduling
+    def _queues(self, prepared) -> bool:
+        return self.scheduler.busy() or getattr(prepared, "mean_ns", 0) > INLINE_NS
+
+    def _now_or_queued(self, connection, message, model_id: int, run, method: str):
+        prepared = connection.client.models.get(model_id)
+        if prepared is None:
+            raise CodecError(f"unknown prepared model {model_id}")
+        if not self._queues(prepared):
+            with self.service.exec_lock:
+                return run()
+        return self._queue(connection, message.type, message.request_id, prepared, run, method)
+
+    def _queue(self, connection, reply_type: int, request_id: int, prepared, run, method: str):
+        """Park ``connection`` and queue ``run`` with ``prepared``'s priority."""
+        guarded, label = self.service._guarded, f"{self.label}::{method}"
+
+        def traced_run() -> bytes:
+            with _trace.driver(Phase.EXECUTION, label):
+                return guarded(run)
+
+        def done(payload) -> None:
+            if isinstance(payload, Exception):
+                payload = error_reply(ErrorStatus.GENERAL_FAILURE, f"{type(payload).__name__}: {payload}")
+            if reply_type == MsgType.NOTIFY:
+                _notify(connection, request_id, payload)
+            else:
+                connection.send(REPLY | reply_type, request_id, payload)
+                _trace.flush()
+            connection.unpark()
+
+        connection.parked = True
+        self.scheduler.submit(Job(connection.client, getattr(prepared, "priority", Priority.MEDIUM),
+                                  traced_run, done, label))
+        return PARKED
+
+
+def _notify(connection, request_id: int, payload: bytes) -> None:
+    with _trace.hidl("IExecutionCallback", "notify", "client"):
+        connection.send(MsgType.NOTIFY, request_id, payload)
+    _trace.flush()
+
+
+def error_reply(status: ErrorStatus, message: str) -> bytes:
+    """A failure payload: the status, then its message."""
+    w = Writer()
+    w.u32(status)
+    w.text(message[:4000])
+    return w.getvalue()

@@ -1,0 +1,135 @@
+"""The driver's execution scheduler: priorities within each client, preemption at operation
+boundaries, one worker thread.
+
+NNAPI 1.3 priorities rank the prepared models of one client (AOSP's calling UID; here, the
+client process). Executions wait in their client's queue, highest priority first, then in order
+of arrival; the worker serves the waiting clients in turn (round robin), so one client's
+priorities never starve another client. When an execution arrives with a higher priority than
+the one of the same client that is running, the running one is asked to yield
+(:mod:`runtime.ops.preempt`): it stops at its next operation boundary, goes back to the front of
+its priority in the queue, and is later **rerun from the start**. We chose rerun over resume: the
+CPU executor writes outputs only after its last operation, so a rerun needs no saved context
+that could go stale, and the work lost is at most what ran before the higher-priority arrival.
+
+Each job runs under the service's execution lock (shared with burst and fenced threads), and its
+``done`` callback gets the reply payload on the worker thread.
+
+Example::
+
+    scheduler = Scheduler(exec_lock)
+    scheduler.submit(Job(client, Priority.HIGH, run=lambda: payload, done=send_reply))
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+
+from runtime.ops import preempt
+
+_log = logging.getLogger("nn.SampleDriver")
+_YIELDED = object()  # what an attempt that was preempted returns
+
+
+class Job:
+    """One execution: ``run()`` returns the reply payload (errors mapped to a status payload),
+    ``done(payload)`` delivers it (an Exception instance if ``run`` raised nonetheless)."""
+
+    __slots__ = ("client", "priority", "seq", "run", "done", "preemptions", "label")
+
+    def __init__(self, client, priority: int, run, done, label: str = "execute"):
+        self.client, self.priority, self.run, self.done = client, int(priority), run, done
+        self.seq = 0
+        self.preemptions = 0
+        self.label = label
+
+    def __lt__(self, other: "Job") -> bool:  # heap order: higher priority, then earlier arrival
+        return (-self.priority, self.seq) < (-other.priority, other.seq)
+
+
+class Scheduler:
+    """Per-client priority queues served by one worker thread (started on first submit)."""
+
+    def __init__(self, exec_lock: threading.Lock):
+        self.exec_lock = exec_lock
+        self._cond = threading.Condition()
+        self._queues: dict = {}  # client -> heap of Jobs
+        self._turns: dict = {}  # client -> when it was last served (round robin)
+        self._arrivals = itertools.count(1)
+        self._running: Job | None = None
+        self._yield = preempt.YieldRequest()
+        self._worker: threading.Thread | None = None
+        self.preemptions = 0  # in all, for the driver's log and tests
+
+    def busy(self) -> bool:
+        """True while a job runs or waits: a new execution must queue behind them."""
+        return self._running is not None or bool(self._queues)
+
+    def submit(self, job: Job) -> None:
+        with self._cond:
+            job.seq = next(self._arrivals)
+            heapq.heappush(self._queues.setdefault(job.client, []), job)
+            running = self._running
+            if running is not None and running.client is job.client and job.priority > running.priority:
+                self._yield.wanted = True
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work, name="nn-scheduler", daemon=True)
+                self._worker.start()
+            self._cond.notify()
+
+    def _take(self) -> Job:
+        """The next job (caller holds the condition): the best of the waiting client served
+        longest ago (then: waiting longest)."""
+        while not self._queues:
+            self._cond.wait()
+        turns = self._turns
+        client = min(self._queues, key=lambda c: (turns.get(c, 0), min(job.seq for job in self._queues[c])))
+        if len(turns) > 4096:
+            turns.clear()
+        turns[client] = next(self._arrivals)
+        queue = self._queues[client]
+        job = heapq.heappop(queue)
+        if not queue:
+            del self._queues[client]
+        self._running, self._yield.wanted = job, False
+        return job
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                job = self._take()
+            payload = self._attempt(job)
+            with self._cond:
+                self._running = None
+                if payload is _YIELDED:  # back in front of its priority: it keeps its arrival
+                    heapq.heappush(self._queues.setdefault(job.client, []), job)
+                    continue
+            try:
+                job.done(payload)
+            except Exception as error:  # noqa: BLE001 - never lose the worker
+                _log.error("%s: delivering the reply failed: %s", job.label, error)
+
+    def _attempt(self, job: Job):
+        """The job's payload, or _YIELDED when it stopped for higher-priority work."""
+        try:
+            with self.exec_lock, preempt.yielding(self._yield):
+                return job.run()
+        except preempt.Preempted as stop:
+            job.preemptions += 1
+            self.preemptions += 1
+            _log.debug("%s (priority %d) yielded %s; it will rerun", job.label, job.priority, stop)
+            return _YIELDED
+        except Exception as error:  # noqa: BLE001 - run() maps errors itself; never lose the worker
+            _log.error("%s failed in the scheduler: %s", job.label, error)
+            return error  # done() answers it as GENERAL_FAILURE
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """True once nothing runs or waits (tests and shutdown)."""
+        end = time.monotonic() + timeout_s
+        while self.busy():
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.001)
+        return True

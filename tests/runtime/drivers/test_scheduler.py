@@ -1,0 +1,140 @@
+"""The driver's priority scheduler (runtime.drivers.ipc.scheduler) on real prepared models of
+the sample driver, in this process: order by priority within a client, clients in turn,
+preemption at an operation boundary with a rerun from the start, and correct outputs after it."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from runtime.builtin_models import mobilenet, sample_input
+from runtime.drivers.ipc.scheduler import Job, Scheduler
+from runtime.drivers.sample import SAMPLES, SampleDriver
+from runtime.hal.device_types import Request, RequestArgument
+from runtime.hal.types import ErrorStatus, Priority
+from runtime.manager import cpu_device
+from runtime.ops import preempt
+
+LOW, MEDIUM, HIGH = Priority.LOW, Priority.MEDIUM, Priority.HIGH
+
+
+@pytest.fixture(scope="module")
+def net():
+    """MobileNet (64x64) prepared twice on a sample driver, its input and reference output."""
+    model = mobilenet(size=64)
+    hal = model.to_hal()
+    driver = SampleDriver(SAMPLES["sample-all"])
+    inputs = sample_input(model)
+    reference = cpu_device().prepare_model(hal)
+    expected = _run(reference, inputs)[1]
+    return driver.prepare_model(hal), driver.prepare_model(hal), inputs, expected
+
+
+def _run(prepared, inputs):
+    data = np.ascontiguousarray(inputs[0])
+    out = bytearray(4 * 1000)
+    request = Request((RequestArgument(False, 0, 0, data.nbytes),), (RequestArgument(False, 1, 0, len(out)),),
+                      (bytearray(data.tobytes()), out))
+    result = prepared.execute(request)
+    return result.status, np.frombuffer(out, np.float32).copy()
+
+
+class _Recorder:
+    """Jobs that run a prepared model and record the order they finish in."""
+
+    def __init__(self):
+        self.finished: list[str] = []
+        self.outputs: dict[str, np.ndarray] = {}
+        self.all_done = threading.Event()
+        self.expected = 0
+
+    def job(self, name: str, client, priority, prepared, inputs, started: threading.Event | None = None):
+        self.expected += 1
+
+        def run():
+            if started is not None:
+                started.set()
+            return _run(prepared, inputs)
+
+        def done(payload):
+            status, output = payload
+            assert status == ErrorStatus.NONE
+            self.finished.append(name)
+            self.outputs[name] = output
+            if len(self.finished) == self.expected:
+                self.all_done.set()
+
+        return Job(client, priority, run, done, name)
+
+
+def _blocked(scheduler: Scheduler):
+    """Hold the execution lock so that submitted jobs queue up; release() lets them run."""
+    scheduler.exec_lock.acquire()
+    gate = Job("gate", LOW, lambda: None, lambda payload: None, "gate")
+    scheduler.submit(gate)
+    return scheduler.exec_lock.release
+
+
+def test_a_clients_queue_runs_by_priority_then_arrival(net):
+    low_model, high_model, inputs, expected = net
+    scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
+    release = _blocked(scheduler)
+    for name, priority in (("low1", LOW), ("medium", MEDIUM), ("low2", LOW), ("high", HIGH)):
+        scheduler.submit(recorder.job(name, "client", priority, low_model, inputs))
+    release()
+    assert recorder.all_done.wait(60)
+    assert recorder.finished == ["high", "medium", "low1", "low2"]
+    for output in recorder.outputs.values():
+        np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_waiting_clients_take_turns(net):
+    model, _, inputs, _ = net
+    scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
+    release = _blocked(scheduler)
+    scheduler.submit(recorder.job("a-low", "a", LOW, model, inputs))
+    scheduler.submit(recorder.job("b-high", "b", HIGH, model, inputs))
+    scheduler.submit(recorder.job("a-high", "a", HIGH, model, inputs))
+    release()
+    assert recorder.all_done.wait(60)
+    # a waited first and its best is a-high; then b's turn: b's priority does not outrank a's
+    assert recorder.finished == ["a-high", "b-high", "a-low"]
+
+
+def test_a_running_low_priority_execution_yields_and_reruns(net):
+    low_model, high_model, inputs, expected = net
+    scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
+    started = threading.Event()
+    low = recorder.job("low", "client", LOW, low_model, inputs, started)
+    scheduler.submit(low)
+    assert started.wait(30)
+    scheduler.submit(recorder.job("high", "client", HIGH, high_model, inputs))
+    assert recorder.all_done.wait(60)
+    assert recorder.finished == ["high", "low"]
+    assert low.preemptions >= 1 and scheduler.preemptions >= 1
+    np.testing.assert_allclose(recorder.outputs["low"], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(recorder.outputs["high"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_another_clients_priority_does_not_preempt(net):
+    low_model, high_model, inputs, _ = net
+    scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
+    started = threading.Event()
+    low = recorder.job("low", "a", LOW, low_model, inputs, started)
+    scheduler.submit(low)
+    assert started.wait(30)
+    scheduler.submit(recorder.job("high", "b", HIGH, high_model, inputs))
+    assert recorder.all_done.wait(60)
+    assert recorder.finished == ["low", "high"] and low.preemptions == 0
+
+
+def test_the_executor_stops_at_an_operation_boundary_when_asked(net):
+    model, _, inputs, _ = net
+    request = preempt.YieldRequest()
+    request.wanted = True
+    with preempt.yielding(request), pytest.raises(preempt.Preempted) as stop:
+        _run(model, inputs)
+    assert stop.value.step == 0
+    assert preempt.current() is None
+    assert _run(model, inputs)[0] == ErrorStatus.NONE  # nothing left behind
