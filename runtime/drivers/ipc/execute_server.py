@@ -8,8 +8,11 @@ from the sample driver's running estimate). Otherwise it goes to the
 :class:`~runtime.drivers.ipc.scheduler.Scheduler` with its prepared model's priority (from
 ``prepareModel_1_3``), and its connection is *parked*: the loop reads nothing more from it until
 the reply is sent, so nothing the client sends meanwhile (FREE_POOLS, ...) can unmap what the
-queued execution reads. A queued run is traced on the worker thread as
-``[NN_LD_PE]SampleDriver::<method>``.
+queued execution reads. A queued run is traced on the worker thread, one span per attempt:
+``HIDL::IPreparedModel::executeSynchronously::server`` around ``[NN_LD_PE]SampleDriver::<method>``
+(the server side of a synchronous call lasts until its reply), or for ``execute``
+``[NN_LD_PE]SampleDriver::asyncExecute`` then the ``IExecutionCallback::notify`` client mark, as
+on the loop.
 
 Example (``DriverService`` routes the three messages here)::
 
@@ -18,6 +21,7 @@ Example (``DriverService`` routes the three messages here)::
 """
 from __future__ import annotations
 
+import contextlib
 import struct
 from typing import NamedTuple
 
@@ -43,6 +47,7 @@ _OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
 _MEMO_HEAD_SIZE = _MEMO_HEAD.size
 _unpack_memo_head = _MEMO_HEAD.unpack_from
 _trace_enabled = _trace.enabled
+_NO_MARK = contextlib.nullcontext()
 
 
 class Decoded(NamedTuple):
@@ -179,9 +184,10 @@ class ExecuteServer:
         """Park ``connection`` and queue ``run`` with ``prepared``'s priority."""
         guarded, label = self.service._guarded, f"{self.label}::{method}"
 
-        def traced_run() -> bytes:
-            with _trace.driver(Phase.EXECUTION, label):
-                return guarded(run)
+        def traced_run() -> bytes:  # a sync call's server side lasts until its reply: trace it here too
+            with _trace.hidl("IPreparedModel", method, "server") if reply_type != MsgType.NOTIFY else _NO_MARK:
+                with _trace.driver(Phase.EXECUTION, label):
+                    return guarded(run)
 
         def done(payload) -> None:
             if isinstance(payload, Exception):
