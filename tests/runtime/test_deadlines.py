@@ -19,6 +19,7 @@ from runtime.drivers.sample import SAMPLES, SampleDriver
 from runtime.hal.device_types import Request, RequestArgument
 from runtime.hal.types import ErrorStatus
 from runtime.manager import cpu_device
+from tests.support.log_capture import captured_log
 
 MISSED = {ResultCode.MISSED_DEADLINE_TRANSIENT, ResultCode.MISSED_DEADLINE_PERSISTENT}
 TIMEOUTS = {"none": 0, "passed": 1, "short": 1_000_000, "generous": 60_000_000_000}
@@ -99,6 +100,32 @@ def test_prepare_deadline_matrix(driver, timeout):
     else:
         compilation.finish()
         compilation.free()
+
+
+@pytest.mark.parametrize("timeout", TIMEOUTS)
+def test_prepare_from_cache_deadline_matrix(driver, timeout, tmp_path):
+    model, token = mobilenet(size=64), bytes(range(32))
+    warm = Compilation.for_devices(model, [driver])
+    warm.set_caching(str(tmp_path), token)
+    warm.finish()  # writes the cache files
+    warm.free()
+    compilation = Compilation.for_devices(model, [driver])
+    compilation.set_caching(str(tmp_path), token)
+    if TIMEOUTS[timeout]:
+        compilation.set_timeout(TIMEOUTS[timeout])
+    with captured_log("nn", "compilation") as lines:
+        if timeout in ("passed", "short"):
+            with pytest.raises(NnError) as error:
+                compilation.finish()
+            assert error.value.code in MISSED, error.value
+            return
+        compilation.finish()
+    assert any("from cache" in line and "not prepared" not in line for line in lines), lines
+    reference = Compilation.for_devices(model, [cpu_device()])
+    reference.finish()
+    inputs = sample_input(model)
+    np.testing.assert_allclose(_outputs(compilation, inputs), _outputs(reference, inputs), rtol=1e-5, atol=1e-6)
+    compilation.free()
 
 
 def test_a_hung_driver_returns_control_by_the_deadline():

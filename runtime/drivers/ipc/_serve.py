@@ -11,6 +11,10 @@ the others:
   at most the replies of one request; a peer that takes nothing for :data:`STUCK_S` is dropped.
 - With a single client the loop waits in that client's ``recv`` itself (one syscall per
   request), back to ``epoll`` every ``_DIRECT_S`` so new connections are never starved.
+- A connection whose execution went to the priority scheduler is *parked*: taken out of the
+  ``epoll`` set until the scheduler's thread has sent the reply and handed it back (an eventfd
+  wakes the loop), so nothing it sends meanwhile can free what the execution reads. A parked
+  connection is never dropped to make room.
 
 Example (``DriverService.serve_forever`` does this)::
 
