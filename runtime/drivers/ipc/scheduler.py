@@ -50,7 +50,7 @@ class Job:
 
 
 class Scheduler:
-    """Per-client priority queues served by one worker thread (started on first submit)."""
+    """Per-client priority queues served by one worker thread."""
 
     def __init__(self, exec_lock: threading.Lock):
         self.exec_lock = exec_lock
@@ -60,7 +60,8 @@ class Scheduler:
         self._arrivals = itertools.count(1)
         self._running: Job | None = None
         self._yield = preempt.YieldRequest()
-        self._worker: threading.Thread | None = None
+        # started now, not on first use: a driver's threads stay the same from start to exit
+        threading.Thread(target=self._work, name="nn-scheduler", daemon=True).start()
         self.preemptions = 0  # in all, for the driver's log and tests
 
     def busy(self) -> bool:
@@ -74,9 +75,6 @@ class Scheduler:
             running = self._running
             if running is not None and running.client is job.client and job.priority > running.priority:
                 self._yield.wanted = True
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._work, name="nn-scheduler", daemon=True)
-                self._worker.start()
             self._cond.notify()
 
     def _take(self) -> Job:
