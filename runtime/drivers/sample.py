@@ -113,14 +113,19 @@ class SamplePreparedModel(CpuPreparedModel):
             return ExecutionResult(ErrorStatus.INVALID_ARGUMENT)
         return result
 
-    def _decline(self, deadline_ns: int) -> ExecutionResult | None:
+    def _decline(self, deadline_ns: int, queued_ns: int = 0) -> ExecutionResult | None:
+        """The MISSED_DEADLINE result to decline with, or None to run; ``queued_ns``: the
+        expected wait in the driver's queue before this run starts."""
         now = time.monotonic_ns()
         left, needed = deadline_ns - now, int(self.mean_ns)
-        if left <= 0 or (needed <= left and needed + self.load.pending_ns(now) <= left):
+        waiting = self.load.pending_ns(now) + queued_ns
+        if left <= 0 or (needed <= left and needed + waiting <= left):
             return None  # passed already: the CPU model reports it (TRANSIENT, as fenced runs want)
         status = ErrorStatus.MISSED_DEADLINE_PERSISTENT if needed > left else ErrorStatus.MISSED_DEADLINE_TRANSIENT
-        return self._fail(status, f"needs about {needed / 1e6:.3g} ms (+{self.load.pending_ns(now) / 1e6:.3g} "
-                                  f"ms of running work), {max(left, 0) / 1e6:.3g} ms left before the deadline")
+        return self._fail(status, f"needs about {needed / 1e6:.3g} ms (+{waiting / 1e6:.3g} ms of running and "
+                                  f"queued work), {max(left, 0) / 1e6:.3g} ms left before the deadline")
+
+    decline_queued = _decline  # the driver's scheduler asks before it queues a run
 
 
 class SampleDriver(Device):

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from runtime import Compilation, Execution
+from runtime import Compilation, Execution, NnError, ResultCode
 from runtime.builtin_models import mobilenet, sample_input
 from runtime.drivers.ipc import RemoteDevice
 from runtime.hal.types import Priority
@@ -95,3 +95,36 @@ def test_high_priority_cuts_through_a_low_priority_flood(setup):
     in_flight = [sum(1 for s, e in lows if s < hs < e) for hs, _ in highs]
     assert sum(overtaken) >= sum(in_flight) - HIGH_RUNS // 2, (overtaken, in_flight)
     assert sum(in_flight) >= HIGH_RUNS * (FLOOD_THREADS - 1)  # the flood really was in flight
+
+
+def test_a_deadline_only_the_queue_makes_impossible_is_declined_at_once(setup):
+    compilations, inputs, _, _ = setup
+    low = compilations[Priority.LOW]
+    idle = statistics.median(_latency(_run(low, inputs)[0]) for _ in range(5))
+    stop = threading.Event()
+
+    def flood():
+        while not stop.is_set():
+            _run(low, inputs)
+
+    threads = [threading.Thread(target=flood) for _ in range(FLOOD_THREADS)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(0.5)
+        left = 1.3 * idle  # enough for one idle run, not for the work queued before it
+        execution = Execution(low)
+        for index, value in enumerate(inputs):
+            execution.set_input(index, value)
+        execution.set_output(0, np.zeros((1, 1000), np.float32))
+        execution.set_timeout(int(left * 1e9))
+        start = time.perf_counter()
+        with pytest.raises(NnError) as error:
+            execution.compute()
+        elapsed = time.perf_counter() - start
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert error.value.code == ResultCode.MISSED_DEADLINE_TRANSIENT, error.value
+    assert elapsed < 0.5 * left, (elapsed, left)  # declined on arrival, not after waiting

@@ -8,7 +8,9 @@ from the sample driver's running estimate). Otherwise it goes to the
 :class:`~runtime.drivers.ipc.scheduler.Scheduler` with its prepared model's priority (from
 ``prepareModel_1_3``), and its connection is *parked*: the loop reads nothing more from it until
 the reply is sent, so nothing the client sends meanwhile (FREE_POOLS, ...) can unmap what the
-queued execution reads. A queued run is traced on the worker thread, one span per attempt:
+queued execution reads. An execution with a deadline is declined before it is queued when its
+expected run plus the work that would go first (``Scheduler.backlog_ns``) cannot make it
+(MISSED_DEADLINE_TRANSIENT; _PERSISTENT when even an idle run cannot). A queued run is traced on the worker thread, one span per attempt:
 ``HIDL::IPreparedModel::executeSynchronously::server`` around ``[NN_LD_PE]SampleDriver::<method>``
 (the server side of a synchronous call lasts until its reply), or for ``execute``
 ``[NN_LD_PE]SampleDriver::asyncExecute`` then the ``IExecutionCallback::notify`` client mark, as
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import time
 from typing import NamedTuple
 
 from runtime.drivers.ipc import _trace, buffers
@@ -74,7 +77,8 @@ class ExecuteServer:
         decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
         models = connection.client.models
         return self._now_or_queued(connection, message, decoded.model_id, lambda: _OK + encode_result(
-            self.run(models, decoded, start), decoded.request, decoded.inline_outputs), "executeSynchronously")
+            self.run(models, decoded, start), decoded.request, decoded.inline_outputs), "executeSynchronously",
+            decoded.deadline_ns)
 
     def memo(self, connection, message, start: int):
         """A repeat of a memoized request: refill its inline pools, run the same Request object
@@ -91,9 +95,9 @@ class ExecuteServer:
             raise CodecError(f"execute repeat carries {len(view) - _MEMO_HEAD_SIZE} inline bytes, "
                              f"its request has {memo.inline_size}")
         memo.refill(view, _MEMO_HEAD_SIZE)
-        models = connection.client.models
+        models, deadline_ns = connection.client.models, None if deadline < 0 else deadline
         return self._now_or_queued(connection, message, model_id, lambda: self._repeat(
-            models, model_id, memo, measure, None if deadline < 0 else deadline, start), "executeSynchronously")
+            models, model_id, memo, measure, deadline_ns, start), "executeSynchronously", deadline_ns)
 
     def _repeat(self, models: dict, model_id: int, memo, measure: int, deadline_ns, start: int) -> bytes:
         prepared = models.get(model_id)
@@ -153,7 +157,9 @@ class ExecuteServer:
         run = lambda: _OK + encode_result(self.run(models, decoded, start), decoded.request,  # noqa: E731
                                           decoded.inline_outputs)
         if self._queues(prepared):
-            return self._queue(connection, MsgType.NOTIFY, message.request_id, prepared, run, "asyncExecute")
+            declined = self._queue(connection, MsgType.NOTIFY, message.request_id, prepared, run,
+                                   "asyncExecute", decoded.deadline_ns)
+            return None if declined is PARKED else _notify(connection, message.request_id, declined)
         with _trace.driver(Phase.EXECUTION, f"{self.label}::asyncExecute"), service.exec_lock:
             payload = service._guarded(run)
         _notify(connection, message.request_id, payload)
@@ -171,17 +177,25 @@ class ExecuteServer:
     def _queues(self, prepared) -> bool:
         return self.scheduler.busy() or getattr(prepared, "mean_ns", 0) > INLINE_NS
 
-    def _now_or_queued(self, connection, message, model_id: int, run, method: str):
+    def _now_or_queued(self, connection, message, model_id: int, run, method: str, deadline_ns):
         prepared = connection.client.models.get(model_id)
         if prepared is None:
             raise CodecError(f"unknown prepared model {model_id}")
         if not self._queues(prepared):
             with self.service.exec_lock:
                 return run()
-        return self._queue(connection, message.type, message.request_id, prepared, run, method)
+        return self._queue(connection, message.type, message.request_id, prepared, run, method, deadline_ns)
 
-    def _queue(self, connection, reply_type: int, request_id: int, prepared, run, method: str):
-        """Park ``connection`` and queue ``run`` with ``prepared``'s priority."""
+    def _queue(self, connection, reply_type: int, request_id: int, prepared, run, method: str,
+               deadline_ns: int | None):
+        """Park ``connection`` and queue ``run`` with ``prepared``'s priority (PARKED), or
+        answer at once when the deadline cannot be met (its MISSED_DEADLINE payload)."""
+        priority = getattr(prepared, "priority", Priority.MEDIUM)
+        if deadline_ns is not None and hasattr(prepared, "decline_queued"):
+            declined = prepared.decline_queued(deadline_ns, self.scheduler.backlog_ns(
+                connection.client, priority, time.monotonic_ns()))
+            if declined is not None:
+                return error_reply(declined.status, prepared.last_error or declined.status.name)
         guarded, label = self.service._guarded, f"{self.label}::{method}"
 
         def traced_run() -> bytes:  # a sync call's server side lasts until its reply: trace it here too
@@ -200,8 +214,8 @@ class ExecuteServer:
             connection.unpark()
 
         connection.parked = True
-        self.scheduler.submit(Job(connection.client, getattr(prepared, "priority", Priority.MEDIUM),
-                                  traced_run, done, label))
+        self.scheduler.submit(Job(connection.client, priority, traced_run, done, label,
+                                  getattr(prepared, "mean_ns", 0)))
         return PARKED
 
 

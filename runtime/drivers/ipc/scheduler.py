@@ -37,13 +37,14 @@ class Job:
     """One execution: ``run()`` returns the reply payload (errors mapped to a status payload),
     ``done(payload)`` delivers it (an Exception instance if ``run`` raised nonetheless)."""
 
-    __slots__ = ("client", "priority", "seq", "run", "done", "preemptions", "label")
+    __slots__ = ("client", "priority", "seq", "run", "done", "preemptions", "label", "estimate_ns")
 
-    def __init__(self, client, priority: int, run, done, label: str = "execute"):
+    def __init__(self, client, priority: int, run, done, label: str = "execute", estimate_ns: int = 0):
         self.client, self.priority, self.run, self.done = client, int(priority), run, done
         self.seq = 0
         self.preemptions = 0
         self.label = label
+        self.estimate_ns = int(estimate_ns)  # expected run time (the deadline policy's backlog)
 
     def __lt__(self, other: "Job") -> bool:  # heap order: higher priority, then earlier arrival
         return (-self.priority, self.seq) < (-other.priority, other.seq)
@@ -59,6 +60,7 @@ class Scheduler:
         self._turns: dict = {}  # client -> when it was last served (round robin)
         self._arrivals = itertools.count(1)
         self._running: Job | None = None
+        self._started_ns = 0
         self._yield = preempt.YieldRequest()
         # started now, not on first use: a driver's threads stay the same from start to exit
         threading.Thread(target=self._work, name="nn-scheduler", daemon=True).start()
@@ -67,6 +69,22 @@ class Scheduler:
     def busy(self) -> bool:
         """True while a job runs or waits: a new execution must queue behind them."""
         return self._running is not None or bool(self._queues)
+
+    def backlog_ns(self, client, priority: int, now_ns: int) -> int:
+        """Expected wait before a new execution of ``client`` at ``priority`` starts: the rest of
+        the running one (unless it would yield to it), this client's queued executions that go
+        first, and one turn of every other waiting client."""
+        with self._cond:
+            wait = 0
+            running = self._running
+            if running is not None and not (running.client is client and priority > running.priority):
+                wait += max(0, self._started_ns + running.estimate_ns - now_ns)
+            for other, queue in self._queues.items():
+                if other is client:
+                    wait += sum(job.estimate_ns for job in queue if job.priority >= priority)
+                else:
+                    wait += min(queue).estimate_ns
+            return wait
 
     def submit(self, job: Job) -> None:
         with self._cond:
@@ -92,6 +110,7 @@ class Scheduler:
         if not queue:
             del self._queues[client]
         self._running, self._yield.wanted = job, False
+        self._started_ns = time.monotonic_ns()
         return job
 
     def _work(self) -> None:
