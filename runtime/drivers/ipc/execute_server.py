@@ -10,8 +10,9 @@ from the sample driver's running estimate). Otherwise it goes to the
 the reply is sent, so nothing the client sends meanwhile (FREE_POOLS, ...) can unmap what the
 queued execution reads. An execution with a deadline is declined before it is queued when its
 expected run plus the work that would go first (``Scheduler.backlog_ns``) cannot make it
-(MISSED_DEADLINE_TRANSIENT; _PERSISTENT when even an idle run cannot). A queued run is traced on the worker thread, one span per attempt:
-``HIDL::IPreparedModel::executeSynchronously::server`` around ``[NN_LD_PE]SampleDriver::<method>``
+(MISSED_DEADLINE_TRANSIENT; _PERSISTENT when even an idle run cannot). A queued run is traced
+on the worker thread, one span per attempt: ``HIDL::IPreparedModel::executeSynchronously::server``
+around ``[NN_LD_PE]SampleDriver::<method>``
 (the server side of a synchronous call lasts until its reply), or for ``execute``
 ``[NN_LD_PE]SampleDriver::asyncExecute`` then the ``IExecutionCallback::notify`` client mark, as
 on the loop.
