@@ -102,31 +102,22 @@ def test_waiting_clients_take_turns(net):
     assert recorder.finished == ["a-high", "b-high", "a-low"]
 
 
-def test_a_running_low_priority_execution_yields_and_reruns(net):
+@pytest.mark.parametrize("high_client, order", [("a", ["high", "low"]), ("b", ["low", "high"])])
+def test_a_running_low_priority_execution_yields_to_its_own_clients_high_priority(net, high_client, order):
+    """Client a's running LOW execution yields to a's HIGH one (and reruns from the start with
+    the right outputs), not to client b's: priorities rank one client's models only."""
     low_model, high_model, inputs, expected = net
-    scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
-    started = threading.Event()
-    low = recorder.job("low", "client", LOW, low_model, inputs, started)
-    scheduler.submit(low)
-    assert started.wait(30)
-    scheduler.submit(recorder.job("high", "client", HIGH, high_model, inputs))
-    assert recorder.all_done.wait(60)
-    assert recorder.finished == ["high", "low"]
-    assert low.preemptions >= 1 and scheduler.preemptions >= 1
-    np.testing.assert_allclose(recorder.outputs["low"], expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(recorder.outputs["high"], expected, rtol=1e-5, atol=1e-6)
-
-
-def test_another_clients_priority_does_not_preempt(net):
-    low_model, high_model, inputs, _ = net
     scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
     started = threading.Event()
     low = recorder.job("low", "a", LOW, low_model, inputs, started)
     scheduler.submit(low)
     assert started.wait(30)
-    scheduler.submit(recorder.job("high", "b", HIGH, high_model, inputs))
+    scheduler.submit(recorder.job("high", high_client, HIGH, high_model, inputs))
     assert recorder.all_done.wait(60)
-    assert recorder.finished == ["low", "high"] and low.preemptions == 0
+    assert recorder.finished == order
+    assert (low.preemptions >= 1) == (high_client == "a") and scheduler.preemptions == low.preemptions
+    for output in recorder.outputs.values():
+        np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_the_executor_stops_at_an_operation_boundary_when_asked(net):
