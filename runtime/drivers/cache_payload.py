@@ -1,21 +1,23 @@
 """What a sample driver caches for a prepared model, and how it comes back without preparing.
 
-The *model cache* payload (struct records, no pickle)::
+The *model cache* payload (struct records and fixed-size arrays, no pickle)::
 
-    payload version u32 | model structure (``codec.encode_model``, values out of line) as a blob
-    | segments: u32 count, then (offset u64, length u64) into the data payload, the operand
-      values first, then each pool | u8 plans-follow-input-shapes | steps: u32 count, then per
-      step the operand indexes freed after it (u32 list)
+    payload version u32 | model structure blob: the graph tables (``cache_tables``): relax u8,
+      operand-values length u64, referenced subgraph count u32, then each subgraph's tables
+      (a model with extension types is not cached) | segments: u32 count, then (offset u64, length u64) pairs into
+      the data payload, the operand values first, then each pool | plan records: the number of
+      operands freed after each step (u32 list), then those operand indexes (u32 list)
 
 The *data cache* payload is the segments (operand values and model pools), each at a 64-byte
 aligned offset. Both headers carry one model digest: SHA-256 of the model payload and the data
 payload checksum, so a model cache only loads with the data cache written with it.
 
 :func:`save` writes both after a successful ``prepareModel_1_3``; :func:`load` rebuilds the
-prepared model (``prepareModelFromCache_1_3``): the model structure is decoded, constants become
-read-only numpy views of the data payload, and the executor's plan is restored from the cached
-records instead of validating every operation and planning again (:func:`restore_executor`).
-A model with control flow (IF/WHILE) is planned as usual. Any inconsistency raises
+prepared model (``prepareModelFromCache_1_3``): the graph tables are read whole with numpy and
+range-checked, constants become read-only numpy views of the data payload (one read, one
+checksum pass), and the executor's plan is restored from the cached records instead of
+validating every operation and planning again (:func:`restore_executor`). A model with control
+flow (IF/WHILE) is planned as usual. Any inconsistency raises
 :class:`~runtime.drivers.cache_files.CacheError`.
 
 Example:
@@ -27,14 +29,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import struct
-from concurrent import futures
 from typing import NamedTuple
 
 import numpy as np
 
 from runtime.drivers import cache_files as files, cache_tables as tables
 from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer, decode_model, encode_model
+from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.hal.types import HalModel
 from runtime.hal.validate import pool_buffer
 from runtime.ops import control_flow, registry
@@ -43,8 +44,6 @@ from runtime.ops.executor import CpuExecutor
 PAYLOAD_VERSION = 2
 _ALIGN = 64
 _SUMS = struct.Struct("<3Q")
-#: Reads and checksums data caches (one at a time) while the model cache is decoded.
-_DATA_READER = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-data")
 
 
 def _segments(model: HalModel) -> list:
@@ -68,9 +67,7 @@ def _data_payload(segments: list) -> tuple[files.Sealed, list[tuple[int, int]]]:
 def _model_payload(model: HalModel, table, executor: CpuExecutor) -> bytes:
     w = Writer()
     w.u32(PAYLOAD_VERSION)
-    in_tables = not model.extension_name_to_prefix
-    w.u8(1 if in_tables else 0)
-    w.blob(_structure(model) if in_tables else encode_model(model, values_inline=False))
+    w.blob(_structure(model))
     w.u32(len(table))
     w.parts.append(np.array(table, "<u8").tobytes())
     frees = [step.frees for step in executor.steps]
@@ -81,6 +78,8 @@ def _model_payload(model: HalModel, table, executor: CpuExecutor) -> bytes:
 
 def _structure(model: HalModel) -> bytes:
     """The model's structure as graph tables (``cache_tables``), operand values out of line."""
+    if model.extension_name_to_prefix:
+        raise CacheError("a model with extension types is not cached")
     w = Writer()
     w.u8(1 if model.relax_float32_to_float16 else 0)
     w.u64(len(model.operand_values))
@@ -113,22 +112,15 @@ def save(driver, prepared, model_fds, data_fds, token: bytes) -> None:
 
 
 def load(driver, model_fds, data_fds, token: bytes):
-    """``(model, executor)`` restored from the cache files. The data cache is read and
-    checksummed on a worker thread (file reads and numpy reductions release the GIL) while
-    this thread decodes the model cache.
+    """``(model, executor)`` restored from the cache files.
 
     Raises:
         CacheError: a file that does not check out, or files that do not belong together.
     """
     _check_counts(model_fds, data_fds)
-    pending = _DATA_READER.submit(files.read, data_fds[0], KIND_DATA, driver.name, driver.version,
-                                  token)
-    try:
-        model_record = files.read(model_fds[0], KIND_MODEL, driver.name, driver.version, token)
-        layout = _decoded(_read_layout, model_record.payload)
-    finally:
-        futures.wait((pending,))
-    data_record = pending.result()
+    model_record = files.read(model_fds[0], KIND_MODEL, driver.name, driver.version, token)
+    layout = _decoded(_read_layout, model_record.payload)
+    data_record = files.read(data_fds[0], KIND_DATA, driver.name, driver.version, token)
     if not model_record.model_digest == data_record.model_digest == \
             digest(model_record.payload, data_record.sums):
         raise CacheError("model and data cache files do not belong together")
@@ -159,9 +151,8 @@ def _read_layout(payload) -> _Layout:
     r = Reader(payload)
     if r.u32() != PAYLOAD_VERSION:
         raise CacheError("unknown model payload version")
-    form = r.u8()
     structure = Reader(r.blob())
-    model, external = _read_structure(structure) if form else decode_model(structure)
+    model, external = _read_structure(structure)
     structure.end()
     segments = tables.array(r, np.dtype("<u8"), 2 * r.count(16)).reshape(-1, 2).tolist()
     counts = r.u32s()

@@ -11,8 +11,7 @@ A subgraph is a count header, then arrays read whole with ``np.frombuffer`` (no 
     | extras: per operand with per-channel quantisation, channel dim u32, count u32, scales f64
     | model inputs, model outputs (u32 lists)
 
-Extension types are not written here (a model with ``extensionNameToPrefix`` keeps the wire
-codec form, see ``cache_payload``). Every type and lifetime is looked up in its enum and every
+Extension types have no table form (``cache_payload`` does not cache such a model). Every type and lifetime is looked up in its enum and every
 count checked against the bytes left, every operand index against the operands: a bad table
 raises ``CodecError``/``KeyError``/``ValueError``.
 

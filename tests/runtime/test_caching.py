@@ -297,6 +297,7 @@ def test_cache_paths_that_are_links_or_fifos_are_not_used(driver, expected, tmp_
 # ------------------------------------------------------------------ no pickle, no code
 PICKLE_OPCODES = {ord(opcode.code) for opcode in pickletools.opcodes}
 LOADER_MODULES = ("runtime/drivers/cache_files.py", "runtime/drivers/cache_payload.py",
+                  "runtime/drivers/cache_tables.py",
                   "runtime/drivers/ipc/cache_server.py", "runtime/drivers/ipc/cache_client.py")
 
 
