@@ -185,7 +185,7 @@ def _payload_cases():
         yield f"{which}-extended", which, lambda p: p.write_bytes(p.read_bytes() + bytes(4096))
         yield f"{which}-words-swapped", which, _swap_words
         kind = KIND_MODEL if which == "model" else KIND_DATA
-        yield f"{which}-resealed-version", which, lambda p, k=kind: _reseal(p, k, version=2)
+        yield f"{which}-resealed-version", which, lambda p, k=kind: _reseal(p, k, version=cache_files.FORMAT_VERSION + 1)
         yield f"{which}-resealed-driver-version", which, lambda p, k=kind: _reseal(p, k, driver_version=b"9")
         yield f"{which}-resealed-digest", which, lambda p, k=kind: _reseal(p, k, digest=bytes(32))
         yield f"{which}-resealed-length", which, lambda p, k=kind: _reseal(p, k, length=8)
