@@ -1,21 +1,23 @@
 """What a sample driver caches for a prepared model, and how it comes back without preparing.
 
-The *model cache* payload (struct records, no pickle)::
+The *model cache* payload (struct records and fixed-size arrays, no pickle)::
 
-    payload version u32 | model structure (``codec.encode_model``, values out of line) as a blob
-    | segments: u32 count, then (offset u64, length u64) into the data payload, the operand
-      values first, then each pool | u8 plans-follow-input-shapes | steps: u32 count, then per
-      step the operand indexes freed after it (u32 list)
+    payload version u32 | model structure blob: the graph tables (``cache_tables``): relax u8,
+      operand-values length u64, referenced subgraph count u32, then each subgraph's tables
+      (a model with extension types is not cached) | segments: u32 count, then (offset u64, length u64) pairs into
+      the data payload, the operand values first, then each pool | plan records: the number of
+      operands freed after each step (u32 list), then those operand indexes (u32 list)
 
 The *data cache* payload is the segments (operand values and model pools), each at a 64-byte
 aligned offset. Both headers carry one model digest: SHA-256 of the model payload and the data
 payload checksum, so a model cache only loads with the data cache written with it.
 
 :func:`save` writes both after a successful ``prepareModel_1_3``; :func:`load` rebuilds the
-prepared model (``prepareModelFromCache_1_3``): the model structure is decoded, constants become
-read-only numpy views of the data payload, and the executor's plan is restored from the cached
-records instead of validating every operation and planning again (:func:`restore_executor`).
-A model with control flow (IF/WHILE) is planned as usual. Any inconsistency raises
+prepared model (``prepareModelFromCache_1_3``): the graph tables are read whole with numpy and
+range-checked, constants become read-only numpy views of the data payload (one read, one
+checksum pass), and the executor's plan is restored from the cached records instead of
+validating every operation and planning again (:func:`restore_executor`). A model with control
+flow (IF/WHILE) is planned as usual. Any inconsistency raises
 :class:`~runtime.drivers.cache_files.CacheError`.
 
 Example:
@@ -24,20 +26,22 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import struct
+from typing import NamedTuple
 
 import numpy as np
 
-from runtime.drivers import cache_files as files
+from runtime.drivers import cache_files as files, cache_tables as tables
 from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer, decode_model, encode_model
+from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.hal.types import HalModel
 from runtime.hal.validate import pool_buffer
 from runtime.ops import control_flow, registry
-from runtime.ops.executor import CpuExecutor, plans_follow_input_shapes
+from runtime.ops.executor import CpuExecutor
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2
 _ALIGN = 64
 _SUMS = struct.Struct("<3Q")
 
@@ -63,16 +67,32 @@ def _data_payload(segments: list) -> tuple[files.Sealed, list[tuple[int, int]]]:
 def _model_payload(model: HalModel, table, executor: CpuExecutor) -> bytes:
     w = Writer()
     w.u32(PAYLOAD_VERSION)
-    w.blob(encode_model(model, values_inline=False))
+    w.blob(_structure(model))
     w.u32(len(table))
-    for offset, length in table:
-        w.u64(offset)
-        w.u64(length)
-    w.u8(1 if executor._static_plans else 0)
-    w.u32(len(executor.steps))
-    for step in executor.steps:
-        w.u32s(step.frees)
+    w.parts.append(np.array(table, "<u8").tobytes())
+    frees = [step.frees for step in executor.steps]
+    w.u32s([len(freed) for freed in frees])
+    w.u32s([index for freed in frees for index in freed])
     return w.getvalue()
+
+
+def _structure(model: HalModel) -> bytes:
+    """The model's structure as graph tables (``cache_tables``), operand values out of line."""
+    if model.extension_name_to_prefix:
+        raise CacheError("a model with extension types is not cached")
+    w = Writer()
+    w.u8(1 if model.relax_float32_to_float16 else 0)
+    w.u64(len(model.operand_values))
+    w.u32(len(model.referenced))
+    w.parts += [tables.encode_subgraph(graph) for graph in (model.main, *model.referenced)]
+    return w.getvalue()
+
+
+def _read_structure(r: Reader) -> tuple[HalModel, int]:
+    relax, external, count = bool(r.u8()), r.u64(), r.count(4)
+    main = tables.decode_subgraph(r)
+    referenced = tuple(tables.decode_subgraph(r) for _ in range(count))
+    return HalModel(main, referenced, b"", (), relax), external
 
 
 def digest(model_payload, data_sums) -> bytes:
@@ -81,8 +101,7 @@ def digest(model_payload, data_sums) -> bytes:
 
 def save(driver, prepared, model_fds, data_fds, token: bytes) -> None:
     """Write ``prepared`` (a CPU prepared model) to one model-cache and one data-cache fd."""
-    if len(model_fds) != 1 or len(data_fds) != 1:
-        raise CacheError(f"expected 1 model and 1 data cache file, got {len(model_fds)} and {len(data_fds)}")
+    _check_counts(model_fds, data_fds)
     model = prepared.model
     sealed_data, table = _data_payload(_segments(model))
     model_payload = _model_payload(model, table, prepared.executor)
@@ -98,61 +117,88 @@ def load(driver, model_fds, data_fds, token: bytes):
     Raises:
         CacheError: a file that does not check out, or files that do not belong together.
     """
-    if len(model_fds) != 1 or len(data_fds) != 1:
-        raise CacheError(f"expected 1 model and 1 data cache file, got {len(model_fds)} and {len(data_fds)}")
+    _check_counts(model_fds, data_fds)
     model_record = files.read(model_fds[0], KIND_MODEL, driver.name, driver.version, token)
+    layout = _decoded(_read_layout, model_record.payload)
     data_record = files.read(data_fds[0], KIND_DATA, driver.name, driver.version, token)
     if not model_record.model_digest == data_record.model_digest == \
             digest(model_record.payload, data_record.sums):
         raise CacheError("model and data cache files do not belong together")
+    return _decoded(_restore, layout, data_record.payload, driver.budget_bytes)
+
+
+def _check_counts(model_fds, data_fds) -> None:
+    if len(model_fds) != 1 or len(data_fds) != 1:
+        raise CacheError(f"expected 1 model and 1 data cache file, got {len(model_fds)} and {len(data_fds)}")
+
+
+def _decoded(function, *args):
+    """``function(*args)``, any decoding error raised as CacheError."""
     try:
-        return _decode(model_record.payload, data_record.payload, driver.budget_bytes)
+        return function(*args)
     except (CodecError, ValueError, TypeError, IndexError, KeyError) as error:
         raise CacheError(f"cached model does not decode: {error}") from None
 
 
-def _decode(payload, data, budget_bytes):
+class _Layout(NamedTuple):
+    model: HalModel  # without operand values and pools
+    external: int  # bytes of operand values
+    segments: list  # (offset, length) in the data payload: operand values, then each pool
+    frees: list  # per step, the operands freed after it
+
+
+def _read_layout(payload) -> _Layout:
     r = Reader(payload)
     if r.u32() != PAYLOAD_VERSION:
         raise CacheError("unknown model payload version")
     structure = Reader(r.blob())
-    model, external = decode_model(structure)
+    model, external = _read_structure(structure)
     structure.end()
+    segments = tables.array(r, np.dtype("<u8"), 2 * r.count(16)).reshape(-1, 2).tolist()
+    counts = r.u32s()
+    flat = r.u32s()
+    r.end()
+    if sum(counts) != len(flat):
+        raise CacheError(f"plan records of {sum(counts)} operands, {len(flat)} given")
+    frees, at = [], 0
+    for count in counts:
+        frees.append(flat[at:at + count])
+        at += count
+    _check_records(model, frees)
+    return _Layout(model, external, segments, frees)
+
+
+def _restore(layout: _Layout, data, budget_bytes):
     segments = []
-    for _ in range(r.count(16)):
-        offset, length = r.u64(), r.u64()
+    for offset, length in layout.segments:
         if offset + length > len(data):
             raise CacheError(f"segment [{offset}, {offset + length}) outside the data cache")
         segments.append(data[offset:offset + length])
-    if not segments or external is None or len(segments[0]) != external:
+    if not segments or len(segments[0]) != layout.external:
         raise CacheError("operand values do not match the model")
-    model = HalModel(model.main, model.referenced, segments[0], tuple(segments[1:]),
-                     model.relax_float32_to_float16)
-    static_plans = bool(r.u8())
-    frees = [r.u32s() for _ in range(r.count(4))]
-    r.end()
-    return model, restore_executor(model, frees, static_plans, budget_bytes)
+    model = dataclasses.replace(layout.model, operand_values=segments[0], pools=tuple(segments[1:]))
+    return model, restore_executor(model, layout.frees, budget_bytes)
 
 
-def restore_executor(model: HalModel, frees, static_plans: bool, budget_bytes) -> CpuExecutor:
+def restore_executor(model: HalModel, frees, budget_bytes) -> CpuExecutor:
     """A :class:`CpuExecutor` for ``model`` from its cached plan records
     (``CpuExecutor.restored``: no validation again; the driver validated the model before
     caching it). Control flow or a mismatching plan: a full construction."""
-    graph = model.main
-    if model.referenced or len(frees) != len(graph.operations) \
-            or static_plans != plans_follow_input_shapes(graph):
+    if model.referenced or len(frees) != len(model.main.operations):
         return CpuExecutor(model, budget_bytes)
-    _check_records(graph, frees)
     return CpuExecutor.restored(model, frees, budget_bytes)
 
 
-def _check_records(graph, frees) -> None:
-    """CacheError unless every operation has a kernel (and no control flow) and every operand
-    index of the operations and the plan records is in range."""
+def _check_records(model: HalModel, frees) -> None:
+    """CacheError unless every operation has a kernel (and no control flow) and every freed
+    operand exists (the graph tables checked the other indexes); a model with referenced
+    subgraphs or another number of records is planned in full (:func:`restore_executor`)."""
+    graph = model.main
+    if model.referenced or len(frees) != len(graph.operations):
+        return
     registry.load_all()
-    operands = graph.operands
-    for index, (operation, freed) in enumerate(zip(graph.operations, frees)):
+    for index, operation in enumerate(graph.operations):
         if registry.get(operation.type) is None or operation.type in control_flow.TYPES:
             raise CacheError(f"operation {index} ({operation.type.name}) cannot be restored")
-        if any(i >= len(operands) for i in (*operation.inputs, *operation.outputs, *freed)):
-            raise CacheError(f"operation {index} refers to a missing operand")
+    if max(map(max, filter(None, frees)), default=-1) >= len(graph.operands):
+        raise CacheError("a plan record refers to a missing operand")

@@ -52,6 +52,9 @@ _COMPUTE_TAG = format_name(Layer.CPU, Phase.COMPUTATION, marker=SWITCH)
 _new_context = tuple.__new__  # OpContext(...) without the NamedTuple's Python-level __new__
 _IGNORE = {}.get  # a C-level callable taking one argument: records nothing
 _NO_RECORDER = (_IGNORE, _IGNORE, int)
+_CONSTANT = frozenset({L.CONSTANT_COPY, L.CONSTANT_REFERENCE})
+_SUBGRAPH = L.SUBGRAPH  # a module global: Enum member access is slow on Python 3.11
+_KERNEL_NAMES: dict = {}  # (operation type, first input type) -> kernel name
 
 
 class _Step(NamedTuple):
@@ -70,10 +73,11 @@ class _Step(NamedTuple):
 
 def kernel_name(operation: Operation, operands: Sequence[Operand]) -> str:
     """AOSP-style kernel name, e.g. ``addFloat32`` or ``softmaxQuant8Signed``."""
-    words = operation.type.name.lower().split("_")
-    base = words[0] + "".join(w.capitalize() for w in words[1:])
-    first = operands[operation.inputs[0]].type if operation.inputs else None
-    return base + _SUFFIX.get(first, "")
+    key = (operation.type, operands[operation.inputs[0]].type if operation.inputs else None)
+    if key not in _KERNEL_NAMES:
+        first, *rest = operation.type.name.lower().split("_")
+        _KERNEL_NAMES[key] = first + "".join(w.capitalize() for w in rest) + _SUFFIX.get(key[1], "")
+    return _KERNEL_NAMES[key]
 
 
 def read_constant(model: HalModel, operand: Operand):
@@ -143,9 +147,9 @@ class CpuExecutor:
     def _constants(self, model: HalModel, graph) -> list:
         values: list = [None] * len(graph.operands)
         for index, operand in enumerate(graph.operands):
-            if operand.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE):
+            if operand.lifetime in _CONSTANT:
                 values[index] = read_constant(model, operand)
-            elif operand.lifetime == L.SUBGRAPH and operand.location is not None:
+            elif operand.lifetime == _SUBGRAPH and operand.location is not None:
                 values[index] = model.referenced[operand.location.offset]
         return values
 
@@ -166,8 +170,8 @@ class CpuExecutor:
             name = operation.type.name
             if record is None:
                 raise OpValidationError(f"operation {index} ({name}): not supported by the CPU executor")
-            ins = tuple(graph.operands[i] for i in operation.inputs)
-            outs = tuple(graph.operands[i] for i in operation.outputs)
+            ins = tuple(map(graph.operands.__getitem__, operation.inputs))
+            outs = tuple(map(graph.operands.__getitem__, operation.outputs))
             execute = record.execute
             try:
                 if trusted_frees is None:

@@ -9,26 +9,28 @@ Example:
 """
 from __future__ import annotations
 
-from runtime.hal.types import OperandLifetime as L, OperandType, OperationType, is_scalar
+from runtime.hal.types import SCALAR_TYPES, OperandLifetime as L, OperandType, OperationType
 from runtime.ops import control_flow
 
 #: Operations whose output shapes follow from input values, not shapes.
 _DATA_SHAPED = frozenset({OperationType.BOX_WITH_NMS_LIMIT, OperationType.GENERATE_PROPOSALS,
                           *control_flow.TYPES})
+_VALUE_KNOWN = frozenset({L.CONSTANT_COPY, L.CONSTANT_REFERENCE, L.NO_VALUE})
+_INT32 = OperandType.TENSOR_INT32  # a module global: Enum member access is slow on Python 3.11
 
 
 def plans_follow_input_shapes(graph) -> bool:
     """True when every operation's output shapes and scratch follow from the shapes (and scalar
     values) of the graph's inputs: no data-shaped operation, and no computed or input
     TENSOR_INT32 (shapes, paddings, ...) and no computed scalar feeding an operation."""
-    inputs = set(graph.input_indexes)
+    inputs, operands = set(graph.input_indexes), graph.operands
     for operation in graph.operations:
         if operation.type in _DATA_SHAPED:
             return False
         for index in operation.inputs:
-            operand = graph.operands[index]
-            if operand.lifetime in (L.CONSTANT_COPY, L.CONSTANT_REFERENCE, L.NO_VALUE):
+            operand = operands[index]
+            if operand.lifetime in _VALUE_KNOWN:
                 continue
-            if operand.type == OperandType.TENSOR_INT32 or (is_scalar(operand.type) and index not in inputs):
+            if operand.type == _INT32 or (operand.type in SCALAR_TYPES and index not in inputs):
                 return False
     return True

@@ -185,7 +185,7 @@ def _payload_cases():
         yield f"{which}-extended", which, lambda p: p.write_bytes(p.read_bytes() + bytes(4096))
         yield f"{which}-words-swapped", which, _swap_words
         kind = KIND_MODEL if which == "model" else KIND_DATA
-        yield f"{which}-resealed-version", which, lambda p, k=kind: _reseal(p, k, version=2)
+        yield f"{which}-resealed-version", which, lambda p, k=kind: _reseal(p, k, version=cache_files.FORMAT_VERSION + 1)
         yield f"{which}-resealed-driver-version", which, lambda p, k=kind: _reseal(p, k, driver_version=b"9")
         yield f"{which}-resealed-digest", which, lambda p, k=kind: _reseal(p, k, digest=bytes(32))
         yield f"{which}-resealed-length", which, lambda p, k=kind: _reseal(p, k, length=8)
@@ -297,6 +297,7 @@ def test_cache_paths_that_are_links_or_fifos_are_not_used(driver, expected, tmp_
 # ------------------------------------------------------------------ no pickle, no code
 PICKLE_OPCODES = {ord(opcode.code) for opcode in pickletools.opcodes}
 LOADER_MODULES = ("runtime/drivers/cache_files.py", "runtime/drivers/cache_payload.py",
+                  "runtime/drivers/cache_tables.py",
                   "runtime/drivers/ipc/cache_server.py", "runtime/drivers/ipc/cache_client.py")
 
 
