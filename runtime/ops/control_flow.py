@@ -31,6 +31,7 @@ import numpy as np
 
 from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType, Subgraph)
+from runtime.ops import preempt
 from runtime.ops._common import expect
 from runtime.ops.registry import OpContext, OpValidationError, register
 
@@ -55,6 +56,15 @@ def check_deadline(deadline_ns: int, step: int) -> None:
     """Raise DeadlinePassed before operation ``step`` once ``deadline_ns`` (monotonic) passed."""
     if time.monotonic_ns() > deadline_ns:
         raise DeadlinePassed(f"deadline passed before operation {step}")
+
+
+def checkpoint(deadline_ns: int | None, yielding: preempt.YieldRequest | None, step: int) -> None:
+    """An operation boundary: DeadlinePassed past the deadline, ``preempt.Preempted`` when
+    higher-priority work asked the run to yield."""
+    if deadline_ns is not None:
+        check_deadline(deadline_ns, step)
+    if yielding is not None and yielding.wanted:
+        raise preempt.Preempted(step)
 
 
 class RunState(NamedTuple):

@@ -303,10 +303,8 @@ class CpuExecutor:
         step = None
         try:
             for step in self.steps:
-                if deadline_ns is not None:
-                    control_flow.check_deadline(deadline_ns, step.index)
-                if yielding is not None and yielding.wanted:
-                    raise preempt.Preempted(step.index)
+                if deadline_ns is not None or yielding is not None:
+                    control_flow.checkpoint(deadline_ns, yielding, step.index)
                 ctx = _new_context(OpContext, (step.operation, [values[i] for i in step.inputs],
                                                 step.input_operands, step.output_operands))
                 if step.prepare is not None and not checked:
@@ -354,10 +352,8 @@ class CpuExecutor:
         append, extend, now = recorder
         yielding = preempt.current()
         for step in self.steps:
-            if deadline_ns is not None:
-                control_flow.check_deadline(deadline_ns, step.index)
-            if yielding is not None and yielding.wanted:
-                raise preempt.Preempted(step.index)
+            if deadline_ns is not None or yielding is not None:
+                control_flow.checkpoint(deadline_ns, yielding, step.index)
             args = [values[i] for i in step.inputs]
             if logging:
                 _log_step(step, args)
