@@ -12,7 +12,8 @@ fixed 196-byte little-endian header followed by the payload, zero-padded to a mu
 :func:`read` checks every field against what the driver expects before returning the payload:
 the header checksum, magic, version, kind, driver name and version, token, the exact file size
 and the payload checksum. Anything else raises :class:`CacheError`; the caller then prepares
-from scratch. The payload is read into private memory (never a live mapping of the file, which
+from scratch. A file verified before and unchanged since (``cache_memo``: inotify) is not read
+again. The payload is read into private memory (never a live mapping of the file, which
 the runtime may rewrite or truncate while the prepared model runs). Nothing here is executed or
 unpickled: a cache file is numbers and bytes.
 
@@ -39,6 +40,8 @@ import zlib
 from typing import NamedTuple
 
 import numpy as np
+
+from runtime.drivers.cache_memo import MEMO
 
 #: Like PNG's: a first byte that is no pickle opcode and not ASCII, then text, then CR LF SUB.
 MAGIC = b"\xabNNSC\r\n\x1a"
@@ -149,6 +152,11 @@ def read(fd: int, kind: int, driver: str, version: str, token: bytes) -> CacheRe
         CacheError: naming the first check that failed.
     """
     try:
+        key = MEMO.key(fd, kind, driver, version, token)
+        remembered = MEMO.get(key)
+        if remembered is not None:
+            return remembered
+        watch = MEMO.watch(fd)
         size = os.fstat(fd).st_size
         head = os.pread(fd, HEADER_SIZE, 0)
     except OSError as error:
@@ -166,8 +174,10 @@ def read(fd: int, kind: int, driver: str, version: str, token: bytes) -> CacheRe
     if checksum(padded) != sums:
         raise CacheError("payload checksum mismatch")
     padded.flags.writeable = False
-    return CacheRecord(head[FIELDS["model_digest"][0]:FIELDS["model_digest"][1]],
-                       memoryview(padded)[:length], sums)
+    record = CacheRecord(head[FIELDS["model_digest"][0]:FIELDS["model_digest"][1]],
+                         memoryview(padded)[:length], sums)
+    MEMO.put(key, watch, record, len(padded))
+    return record
 
 
 def _check_header(head: bytes, kind: int, driver: str, version: str, token: bytes):

@@ -17,7 +17,9 @@ prepared model (``prepareModelFromCache_1_3``): the graph tables are read whole 
 range-checked, constants become read-only numpy views of the data payload (one read, one
 checksum pass), and the executor's plan is restored from the cached records instead of
 validating every operation and planning again (:func:`restore_executor`). A model with control
-flow (IF/WHILE) is planned as usual. Any inconsistency raises
+flow (IF/WHILE) is planned as usual. Files the driver verified before and that did not change
+since (``cache_memo``) give the same record objects again, and then a copy of the executor
+restored from them then, without decoding anything. Any inconsistency raises
 :class:`~runtime.drivers.cache_files.CacheError`.
 
 Example:
@@ -26,6 +28,8 @@ Example:
 """
 from __future__ import annotations
 
+import collections
+import copy
 import dataclasses
 import hashlib
 import struct
@@ -33,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from runtime.drivers import cache_files as files, cache_tables as tables
+from runtime.drivers import cache_files as files, cache_memo, cache_tables as tables
 from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.hal.types import HalModel
@@ -42,6 +46,9 @@ from runtime.ops import control_flow, registry
 from runtime.ops.executor import CpuExecutor
 
 PAYLOAD_VERSION = 2
+#: id(model record) -> (model record, data record, budget, model, executor never run): the restored
+#: model of cache files ``cache_memo`` still vouches for (it returns the same record objects).
+_RESTORED: collections.OrderedDict = collections.OrderedDict()
 _ALIGN = 64
 _SUMS = struct.Struct("<3Q")
 
@@ -119,12 +126,22 @@ def load(driver, model_fds, data_fds, token: bytes):
     """
     _check_counts(model_fds, data_fds)
     model_record = files.read(model_fds[0], KIND_MODEL, driver.name, driver.version, token)
-    layout = _decoded(_read_layout, model_record.payload)
     data_record = files.read(data_fds[0], KIND_DATA, driver.name, driver.version, token)
+    restored = _RESTORED.get(id(model_record))
+    if restored is not None and restored[0] is model_record and restored[1] is data_record \
+            and restored[2] == driver.budget_bytes:
+        return restored[3], copy.copy(restored[4])  # the template never runs: a fresh executor
+    layout = _decoded(_read_layout, model_record.payload)
     if not model_record.model_digest == data_record.model_digest == \
             digest(model_record.payload, data_record.sums):
         raise CacheError("model and data cache files do not belong together")
-    return _decoded(_restore, layout, data_record.payload, driver.budget_bytes)
+    model, executor = _decoded(_restore, layout, data_record.payload, driver.budget_bytes)
+    if not model.referenced:
+        _RESTORED[id(model_record)] = (model_record, data_record, driver.budget_bytes, model,
+                                       copy.copy(executor))
+        while len(_RESTORED) > cache_memo.MAX_ENTRIES:
+            _RESTORED.popitem(last=False)
+    return model, executor
 
 
 def _check_counts(model_fds, data_fds) -> None:

@@ -1,0 +1,136 @@
+"""A driver's memory of the cache files it has verified, forgotten the moment a file changes.
+
+``prepareModelFromCache`` of an unchanged file then skips reading and checksumming its payload
+again (for the built-in model, 5 MB of weights: most of a cached preparation). An entry is keyed
+by the file (device, inode, size) and the header fields ``cache_files.read`` checks (kind,
+driver, version, token), and lives only while the kernel reports no change to the file: each
+remembered file has an inotify watch (written, truncated, attributes changed, moved, deleted),
+and the event queue is drained before every lookup. The kernel queues the event inside the
+``write``/``truncate`` call itself, so a change made before a lookup is always seen. The watch is
+added *before* the file is read, and an event during the read means the record is not kept. A
+full event queue (IN_Q_OVERFLOW) forgets everything; without inotify nothing is remembered.
+inotify does not see stores through a shared mapping of the file: an entry then still serves the
+bytes verified before (right for the token), never bytes that were not verified.
+At most :data:`MAX_ENTRIES` files and :data:`MAX_BYTES` of payload, least recently used out.
+
+Example (``cache_files.read`` does this)::
+
+    key = MEMO.key(fd, kind, driver, version, token)
+    record = MEMO.get(key)          # None: read and verify the file, then
+    watch = MEMO.watch(fd)          # before reading it
+    MEMO.put(key, watch, record)    # kept only if the file did not change meanwhile
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import struct
+import threading
+
+#: Files remembered at once, and payload bytes.
+MAX_ENTRIES = 16
+MAX_BYTES = 256 << 20
+_IN_MODIFY, _IN_ATTRIB = 0x2, 0x4  # not IN_CLOSE_WRITE: the runtime opens cache files read-write
+_IN_MOVE_SELF, _IN_DELETE_SELF, _IN_IGNORED, _IN_Q_OVERFLOW = 0x800, 0x400, 0x8000, 0x4000
+_CHANGES = _IN_MODIFY | _IN_ATTRIB | _IN_MOVE_SELF | _IN_DELETE_SELF
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, name length
+
+
+def _inotify():
+    """(inotify fd, libc inotify_add_watch), or None where inotify is unavailable."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, AttributeError):
+        return None
+    return (fd, libc.inotify_add_watch) if fd >= 0 else None
+
+
+class VerifiedFiles:
+    """The remembered records (thread-safe: burst and socket threads may prepare at once)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entries: collections.OrderedDict = collections.OrderedDict()  # key -> (wd, record)
+        self._bytes = 0
+        self._changed: set = set()  # watches with an event since they were added
+        self._inotify = None
+        self._started = False
+        self.hits = 0
+
+    @staticmethod
+    def key(fd: int, *checked) -> tuple:
+        info = os.fstat(fd)
+        return (info.st_dev, info.st_ino, info.st_size, *checked)
+
+    def get(self, key: tuple):
+        with self._lock:
+            self._drain()
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry[1]
+
+    def watch(self, fd: int) -> int | None:
+        """Watch the file behind ``fd`` for changes; its watch id, or None (then nothing is kept)."""
+        with self._lock:
+            if not self._started:
+                self._inotify, self._started = _inotify(), True
+            if self._inotify is None:
+                return None
+            wd = self._inotify[1](self._inotify[0], f"/proc/self/fd/{fd}".encode(), _CHANGES)
+            if wd < 0:
+                return None
+            self._drain()
+            self._changed.discard(wd)  # events from before this read do not count
+            return wd
+
+    def put(self, key: tuple, wd: int | None, record, size: int) -> None:
+        """Remember ``record`` unless its file changed since :meth:`watch` (or is too large)."""
+        if wd is None or size > MAX_BYTES:
+            return
+        with self._lock:
+            self._drain()
+            if wd in self._changed:
+                return
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            self._entries[key] = (wd, record, size)
+            self._bytes += size
+            while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_BYTES:
+                self._bytes -= self._entries.popitem(last=False)[1][2]
+
+    def _drain(self) -> None:
+        """Read every queued event (caller holds the lock); forget the files that changed."""
+        if self._inotify is None:
+            return
+        while True:
+            try:
+                data = os.read(self._inotify[0], 65536)
+            except BlockingIOError:
+                return
+            for wd, mask in _events(data):
+                if mask & _IN_Q_OVERFLOW:
+                    self._entries.clear()
+                    self._bytes = 0
+                    continue
+                self._changed.add(wd)
+                for key in [k for k, entry in self._entries.items() if entry[0] == wd]:
+                    self._bytes -= self._entries.pop(key)[2]
+
+
+def _events(data: bytes):
+    """(watch id, mask) of each inotify_event in ``data``."""
+    offset = 0
+    while offset + _EVENT.size <= len(data):
+        wd, mask, _, length = _EVENT.unpack_from(data, offset)
+        offset += _EVENT.size + length
+        yield wd, mask
+
+
+#: The driver process's memory of verified cache files.
+MEMO = VerifiedFiles()
