@@ -55,8 +55,7 @@ class VerifiedFiles:
         self._entries: collections.OrderedDict = collections.OrderedDict()  # key -> (wd, record)
         self._bytes = 0
         self._changed: set = set()  # watches with an event since they were added
-        self._inotify = None
-        self._started = False
+        self._inotify = _inotify()  # now: a driver's fd count does not change on first use
         self.hits = 0
 
     @staticmethod
@@ -77,8 +76,6 @@ class VerifiedFiles:
     def watch(self, fd: int) -> int | None:
         """Watch the file behind ``fd`` for changes; its watch id, or None (then nothing is kept)."""
         with self._lock:
-            if not self._started:
-                self._inotify, self._started = _inotify(), True
             if self._inotify is None:
                 return None
             wd = self._inotify[1](self._inotify[0], f"/proc/self/fd/{fd}".encode(), _CHANGES)

@@ -10,8 +10,9 @@ after which the runtime closes its copies.
 
 Wire additions: ``PREPARE_MODEL`` carries ``n_model u32 | n_data u32 | [token 32s when a
 count is not 0]`` after its fixed fields, and the cache fds before the model's fds;
-``PREPARE_MODEL_FROM_CACHE`` (type 24) is ``deadline i64 | n_model u32 | n_data u32 | token
-blob`` with the cache fds only.
+``PREPARE_MODEL_FROM_CACHE`` (type 24) is ``deadline i64 | n_model u32 | n_data u32 | priority
+u8 | token blob`` with the cache fds only (HAL 1.3's call has no priority; ours carries it, so
+that the driver's scheduler ranks a model prepared from cache as one prepared from scratch).
 
 Example:
     >>> cache_paths("/c", bytes([0x21]) + bytes(31), (1, 1))[0]
@@ -25,16 +26,16 @@ import struct
 
 import vlog
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.codec import CodecError, Reader, Writer, enum_value
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.drivers.ipc.transport import close_fds
 from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from runtime.hal.types import ErrorStatus, Priority
 
 TOKEN_SIZE = 32
 _COUNTS = struct.Struct("<II")
 _TOKEN = struct.Struct("<32s")
-_FROM_CACHE = struct.Struct("<qII")
+_FROM_CACHE = struct.Struct("<qIIB")
 #: NNAPI ``Constant::MAX_NUMBER_OF_CACHE_FILES``.
 MAX_NUMBER_OF_CACHE_FILES = 32
 
@@ -124,7 +125,8 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
     if not fds:
         raise HalError(ErrorStatus.GENERAL_FAILURE, "no cache files to prepare from")
     try:
-        payload = _FROM_CACHE.pack(-1 if deadline_ns is None else deadline_ns, *counts)
+        payload = _FROM_CACHE.pack(-1 if deadline_ns is None else deadline_ns, *counts,
+                                   int(Priority.MEDIUM if priority is None else priority))
         w = Writer()
         w.blob(token)
         r = device._simple(MsgType.PREPARE_MODEL_FROM_CACHE, Phase.COMPILATION,
@@ -139,12 +141,12 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
 
 def read_from_cache_args(r: Reader, fds: list):
     """Driver side of ``PREPARE_MODEL_FROM_CACHE``: ``(deadline or None, model fds, data fds,
-    token)``."""
-    deadline, n_model, n_data = r._take(_FROM_CACHE)
+    token, priority)``."""
+    deadline, n_model, n_data, priority = r._take(_FROM_CACHE)
     model_fds, data_fds, token, rest = _split(n_model, n_data, r.blob(), fds)
     r.end()
     if rest or not model_fds and not data_fds:
         raise CodecError(f"prepareModelFromCache needs exactly its {n_model + n_data} cache fds")
-    return None if deadline < 0 else deadline, model_fds, data_fds, token
+    return None if deadline < 0 else deadline, model_fds, data_fds, token, enum_value(Priority, priority)
 
 

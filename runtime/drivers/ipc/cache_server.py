@@ -26,7 +26,7 @@ _OK = struct.pack("<I", 0)
 
 def prepare_from_cache(service, connection, message) -> bytes:
     """Answer ``PREPARE_MODEL_FROM_CACHE``: the new model id, or an error status."""
-    deadline, model_fds, data_fds, token = cache_client.read_from_cache_args(
+    deadline, model_fds, data_fds, token, priority = cache_client.read_from_cache_args(
         Reader(message.payload), message.fds)
     load = getattr(service.device, "prepare_model_from_cache_files", None)
     if load is None:
@@ -36,6 +36,7 @@ def prepare_from_cache(service, connection, message) -> bytes:
     except HalError as error:
         _log(service, "prepareModelFromCache(%s) failed: %s", service.device.name, error)
         raise
+    prepared.priority = priority  # the scheduler's rank among this client's models
     model_id = service.clients.add_model(connection.client, prepared, 0)
     _log(service, "prepareModelFromCache(%s): model %d", service.device.name, model_id)
     return _OK + struct.pack("<I", model_id)

@@ -27,7 +27,7 @@ def driver():
 
 
 def _from_cache(n_model: int, n_data: int, token: bytes = TOKEN, deadline: int = -1) -> bytes:
-    return struct.pack("<qII", deadline, n_model, n_data) + struct.pack("<I", len(token)) + token
+    return struct.pack("<qIIB", deadline, n_model, n_data, 100) + struct.pack("<I", len(token)) + token
 
 
 def _file(attacker, content: bytes = b"", mode=os.O_RDWR) -> int:
