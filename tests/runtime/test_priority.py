@@ -112,7 +112,7 @@ def test_a_deadline_only_the_queue_makes_impossible_is_declined_at_once(setup):
         thread.start()
     try:
         time.sleep(0.5)
-        left = 1.3 * idle  # enough for one idle run, not for the work queued before it
+        left = 2 * idle  # enough for an idle run, not for the work queued before it
         execution = Execution(low)
         for index, value in enumerate(inputs):
             execution.set_input(index, value)
