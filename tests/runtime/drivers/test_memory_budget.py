@@ -13,16 +13,15 @@ import pytest
 
 import tracing
 from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.drivers.memory_budget import (DRIVER_BUDGET_ENV, EXECUTE, MemoryBudget,
                                            configured_driver_budget, model_footprint)
 from runtime.drivers.sample import SAMPLES, SampleDriver
 from runtime.hal.device_types import Request, RequestArgument
 from runtime.hal.errors import HalError
-from runtime.ops.executor import CpuExecutor
 from runtime.hal.types import (ErrorStatus, HalModel, Operand, OperandLifetime as L,
                                OperandType as T, Operation, OperationType as Op, Subgraph)
+from runtime.ops.executor import CpuExecutor
 from tests.runtime.drivers._hal import _Values, add_model
 from tests.support.driver_attack import AttackedDriver, exchange, prepare_payload
 from tests.support.log_capture import captured_log
