@@ -104,17 +104,26 @@ class MemoryBudget:
 
     def reserve(self, needed: int, activity: Activity, own: int = 0) -> Charge:
         """Charge ``needed`` bytes for ``activity`` (``own``: bytes already held that the work
-        cannot outlive, e.g. an execution's prepared model).
+        cannot outlive, e.g. an execution's prepared model) until the charge is released.
 
         Raises:
             HalError: RESOURCE_EXHAUSTED_PERSISTENT when ``needed + own`` exceeds the whole
                 budget, RESOURCE_EXHAUSTED_TRANSIENT when it fits but not in what is free now.
         """
-        with self._lock:
-            free = self.total_bytes - self._held
-            if needed <= free and needed + own <= self.total_bytes:
-                self._held += needed
-                return Charge(self, needed)
+        self.take(needed, activity, own)
+        return Charge(self, needed)
+
+    def take(self, needed: int, activity: Activity, own: int = 0) -> None:
+        """:meth:`reserve` without a :class:`Charge` (an execution's fast path): the caller
+        gives the bytes back with :meth:`give`."""
+        lock = self._lock
+        lock.acquire()
+        free = self.total_bytes - self._held
+        if needed <= free and needed + own <= self.total_bytes:
+            self._held += needed
+            lock.release()
+            return
+        lock.release()
         if needed + own > self.total_bytes:
             raise refusal(ErrorStatus.RESOURCE_EXHAUSTED_PERSISTENT, activity,
                           f"needs {needed} bytes{_own(own)}, more than the whole memory budget of "
@@ -122,6 +131,11 @@ class MemoryBudget:
         raise refusal(ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT, activity,
                       f"needs {needed} bytes, {max(free, 0)} of the {self.total_bytes}-byte memory "
                       f"budget are free (other models or executions hold the rest)")
+
+    def give(self, nbytes: int) -> None:
+        """Give back bytes charged with :meth:`take`."""
+        with self._lock:
+            self._held -= nbytes
 
 
 def _own(own: int) -> str:

@@ -37,6 +37,7 @@ _FLOAT = frozenset({T.TENSOR_FLOAT32})
 _QUANT = frozenset({T.TENSOR_QUANT8_ASYMM})
 _INDEX = frozenset({T.TENSOR_INT32})
 _BOOL = frozenset({T.TENSOR_BOOL8})  # comparison results, SELECT conditions
+_EXECUTE = memory_budget.EXECUTE
 #: Estimated nanoseconds per operation at exec_time 1.0, before a model has run.
 _NS_PER_OPERATION = 20_000
 
@@ -86,7 +87,9 @@ class SamplePreparedModel(CpuPreparedModel):
     advertised performance); a deadline that even an idle driver cannot make is declined with
     MISSED_DEADLINE_PERSISTENT, one missed only because of the work already running with
     MISSED_DEADLINE_TRANSIENT; a deadline passed before the start, or passing during the run
-    (which stops at the next operation boundary), gives MISSED_DEADLINE_TRANSIENT."""
+    (which stops at the next operation boundary), gives MISSED_DEADLINE_TRANSIENT. While it runs,
+    an execution holds its request's bytes in the driver's memory budget (``memory_budget``:
+    RESOURCE_EXHAUSTED_TRANSIENT / _PERSISTENT when they do not fit), as the model its footprint."""
 
     def __init__(self, model: HalModel, executor, perf: PerformanceInfo, load: Load, charge: Charge):
         super().__init__(model, executor)
@@ -94,6 +97,7 @@ class SamplePreparedModel(CpuPreparedModel):
         #: The model's footprint in the driver's memory budget (given back by :meth:`release`).
         self.charge = charge
         weakref.finalize(self, charge.release)
+        self._need: tuple = (None, 0)  # (request, its bytes) of the request charged last
         self.mean_ns = len(model.main.operations) * _NS_PER_OPERATION * perf.exec_time
         self.runs = 0  # successful runs measured (the first replaces the advertised estimate)
 
@@ -104,9 +108,10 @@ class SamplePreparedModel(CpuPreparedModel):
             if declined is not None:
                 return declined
         try:
-            held = self._reserve(request)
+            taken = self._reserve(request)
         except HalError as error:
             return self._fail(error.status, str(error))
+        memory = self.charge.budget
         load, start = self.load, time.monotonic_ns()
         load.running += 1
         load.busy_until_ns = max(load.busy_until_ns, start + int(self.mean_ns))
@@ -114,7 +119,7 @@ class SamplePreparedModel(CpuPreparedModel):
             result = CpuPreparedModel.execute(self, request, measure_timing, deadline_ns)
         finally:
             load.running -= 1
-            held.release()
+            memory.give(taken)
         if not result.status:
             took = time.monotonic_ns() - start
             self.mean_ns = took if not self.runs else self.mean_ns + (took - self.mean_ns) / 4
@@ -125,24 +130,31 @@ class SamplePreparedModel(CpuPreparedModel):
 
     def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
         try:
-            held = self._reserve(request)
+            taken = self._reserve(request)
         except HalError:
             return None  # execute() reports it
-        with held:
+        try:
             return CpuPreparedModel.compute_outputs(self, request, shapes)
+        finally:
+            self.charge.budget.give(taken)
 
     def release(self) -> None:
         self.charge.release()
 
-    def _reserve(self, request: Request) -> Charge:
-        """Charge ``request``'s bytes to the driver's memory budget (the request is bound, and
-        so validated, first). Raises HalError: the binding's, or RESOURCE_EXHAUSTED_*."""
-        cached_request, binding = self._cache
-        if cached_request is not request:
-            binding = self._bind(request)
-            self._cache = (request, binding)
-        needed = memory_budget.request_bytes(binding.inputs, binding.capacities)
-        return self.charge.budget.reserve(needed, memory_budget.EXECUTE, own=self.charge.bytes)
+    def _reserve(self, request: Request) -> int:
+        """Take ``request``'s bytes from the driver's memory budget (the request is bound, and
+        so validated, first); returns them. Raises HalError: the binding's, or RESOURCE_EXHAUSTED_*."""
+        need_of, needed = self._need
+        if need_of is not request:
+            cached_request, binding = self._cache
+            if cached_request is not request:
+                binding = self._bind(request)
+                self._cache = (request, binding)
+            needed = memory_budget.request_bytes(binding.inputs, binding.capacities)
+            self._need = (request, needed)
+        charge = self.charge
+        charge.budget.take(needed, _EXECUTE, charge.bytes)
+        return needed
 
     def _decline(self, deadline_ns: int) -> ExecutionResult | None:
         now = time.monotonic_ns()

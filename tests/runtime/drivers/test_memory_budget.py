@@ -147,14 +147,24 @@ def test_a_request_larger_than_the_whole_budget_is_persistent_at_execute(budgete
     np.testing.assert_array_equal(out, reference(dynamic_model(), small))
 
 
-def test_a_request_that_fits_once_memory_is_released_is_transient(budgeted):
+_CALLS = {  # every way a driver process runs an execution
+    "executeSynchronously": lambda prepared: prepared.execute,
+    "execute": lambda prepared: lambda request: prepared.execute_async(request).wait(30.0),
+    "burst": lambda prepared: prepared.configure_execution_burst().execute,
+}
+
+
+@pytest.mark.parametrize("call", sorted(_CALLS))
+def test_a_request_that_fits_once_memory_is_released_is_transient(budgeted, call):
     holder = budgeted.prepare_model(constant_add_model(BIG))
     prepared = budgeted.prepare_model(dynamic_model())
+    execute = _CALLS[call](prepared)
     request, out = dynamic_request(BIG)  # 12 * BIG bytes: fits the budget, not what is free
-    assert prepared.execute(request).status == ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+    assert execute(request).status == ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
     holder.release()
-    assert prepared.execute(request).status == ErrorStatus.NONE
+    assert execute(request).status == ErrorStatus.NONE
     np.testing.assert_array_equal(out, reference(dynamic_model(), request))
+    assert execute(dynamic_request(LARGE_REQUEST)[0]).status == ErrorStatus.RESOURCE_EXHAUSTED_PERSISTENT
 
 
 def test_the_driver_trace_and_vlog_name_the_code(monkeypatch, fresh_device, capfd):
