@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 import struct
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -279,3 +281,17 @@ def test_the_environment_budget_and_its_default():
     assert configured_driver_budget({DRIVER_BUDGET_ENV: "4096"}) == 4096
     default = configured_driver_budget({})
     assert configured_driver_budget({DRIVER_BUDGET_ENV: "lots"}) == default == 4 << 30
+
+
+@pytest.mark.parametrize("driver, value, message", [
+    ("sample-all", "0", "argument --driver-memory-budget: '0' is not a positive number of bytes"),
+    ("sample-all", "1MB", "argument --driver-memory-budget: '1MB' is not a positive number of bytes"),
+    ("sample-fibonacci", "4096", "--driver-memory-budget: driver sample-fibonacci has no memory budget"),
+])
+def test_a_bad_driver_budget_is_one_clear_line_and_exit_2(tmp_path, driver, value, message):
+    proc = subprocess.run([sys.executable, "-m", "runtime.drivers", driver, "--socket",
+                           str(tmp_path / "driver.sock"), "--driver-memory-budget", value],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == f"python -m runtime.drivers: error: {message}"
+    assert "Traceback" not in proc.stderr and not (tmp_path / "driver.sock").exists()
