@@ -116,14 +116,11 @@ class MemoryBudget:
     def take(self, needed: int, activity: Activity, own: int = 0) -> None:
         """:meth:`reserve` without a :class:`Charge` (an execution's fast path): the caller
         gives the bytes back with :meth:`give`."""
-        lock = self._lock
-        lock.acquire()
-        free = self.total_bytes - self._held
-        if needed <= free and needed + own <= self.total_bytes:
-            self._held += needed
-            lock.release()
-            return
-        lock.release()
+        with self._lock:
+            free = self.total_bytes - self._held
+            if needed <= free and needed + own <= self.total_bytes:
+                self._held += needed
+                return
         if needed + own > self.total_bytes:
             raise refusal(ErrorStatus.RESOURCE_EXHAUSTED_PERSISTENT, activity,
                           f"needs {needed} bytes{_own(own)}, more than the whole memory budget of "

@@ -136,3 +136,20 @@ def test_a_transient_shortage_is_retried_then_falls_back_then_passes_once_freed(
     with captured_log("nn", "execution") as lines:
         np.testing.assert_array_equal(run_dynamic(compilation, BIG), expected)
     assert not any("RESOURCE_EXHAUSTED" in line or "cpuFallback" in line for line in lines)
+
+
+def test_a_model_that_fits_once_another_is_freed_is_transient_at_compilation(driver):
+    holder = compiled(constant_add_model(BIG), [driver])
+    code = code_of(lambda: compiled(constant_add_model(BIG), [driver]))
+    assert (code.name, int(code)) == ("RESOURCE_EXHAUSTED_TRANSIENT", 12)
+    with captured_log("nn", "compilation") as lines:
+        fallback = compiled(constant_add_model(BIG))
+    assert [step.device.name for step in fallback.plan.steps] == ["nnapi-reference"]
+    assert any("with CPU fallback (RESOURCE_EXHAUSTED_TRANSIENT, ResultCode 12: " in line
+               for line in lines)
+    holder.free()
+    again = compiled(constant_add_model(BIG))
+    assert [step.device.name for step in again.plan.steps] == ["sample-float-fast"]
+    expected = run_constant(compiled(constant_add_model(BIG), [CpuDevice()]), BIG)
+    for compilation in (fallback, again):
+        np.testing.assert_array_equal(run_constant(compilation, BIG), expected)
