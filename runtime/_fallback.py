@@ -7,7 +7,9 @@ that fails too, the whole model runs on the CPU. RESOURCE_EXHAUSTED_TRANSIENT is
 once on the same driver. Not retried: OUTPUT_INSUFFICIENT_SIZE and missed deadlines (redoing
 the work cannot make the deadline), plans without a fallback device
 (``Compilation.for_devices``, ``NN_PARTITION=2``) and steps already on the CPU. Each fallback
-is a runtime scope in the trace and a VLOG ``execution`` line (log tag ExecutionBuilder).
+is a runtime scope in the trace and a VLOG ``execution`` line (log tag ExecutionBuilder), after
+the line naming the failure's result code and number (``execute: RESOURCE_EXHAUSTED_PERSISTENT
+(ResultCode 13)``).
 
 Example:
     >>> result = execute(step.prepared, request, False, None)          # doctest: +SKIP
@@ -21,7 +23,7 @@ from typing import Callable
 import tracing
 import vlog
 from runtime.hal.device_types import ExecutionResult, Request
-from runtime.hal.errors import HalError
+from runtime.hal.errors import HalError, result_code_from_status
 from runtime.hal.types import ErrorStatus
 from tracing import Phase
 
@@ -43,10 +45,14 @@ def execute(prepared, request: Request, measure: bool, deadline_ns: int | None) 
 
 def _execute_once(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:
     try:
-        return prepared.execute(request, measure, deadline_ns)
+        result = prepared.execute(request, measure, deadline_ns)
     except HalError as error:
         vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
         return ExecutionResult(error.status)
+    if result.status:
+        code = result_code_from_status(result.status)
+        vlog.log("execution", "ExecutionBuilder", "execute: %s (ResultCode %d)", code.name, int(code))
+    return result
 
 
 def allowed(plan, step, result: ExecutionResult) -> bool:

@@ -251,7 +251,7 @@ def _cpu_fallback_plan(failed: ExecutionPlan, error: NnError, deadline_ns) -> Ex
     """AOSP ``CompilationBuilder::finish`` with CPU fallback: the whole model on the CPU."""
     cpu = failed.fallback
     vlog.log("compilation", "CompilationBuilder", "CompilationBuilder::finish with CPU fallback "
-             "(%s)", error.message)
+             "(%s, ResultCode %d: %s)", error.code.name, int(error.code), error.message)
     with tracing.runtime(Phase.COMPILATION, "CompilationBuilder::cpuFallback"):
         plan = ExecutionPlan(failed.model, _single(failed.model, cpu), frozenset(), cpu,
                              failed.preference, failed.priority)

@@ -1,7 +1,9 @@
 """Driver process entry point: ``python -m runtime.drivers <driver-name> --socket PATH``.
 
 Serves one registered sample driver on a Unix ``SOCK_SEQPACKET`` socket until the runtime sends
-SHUTDOWN or exits. Exit code 2 on bad usage (unknown driver names are listed).
+SHUTDOWN or exits. Exit code 2 on bad usage (unknown driver names are listed). Memory:
+``--memory-budget`` bounds one operation (``runtime.ops.budget``), ``--driver-memory-budget``
+what a sample driver's models and executions hold at once (``runtime.drivers.memory_budget``).
 
 Example::
 
@@ -24,6 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--memory-budget", type=_positive_bytes, default=None, metavar="BYTES",
                         help="bytes one operation may allocate (default: $NNSCOPE_MEMORY_BUDGET or "
                              "256 MiB); beyond it an execution gets RESOURCE_EXHAUSTED_PERSISTENT")
+    parser.add_argument("--driver-memory-budget", type=_positive_bytes, default=None, metavar="BYTES",
+                        help="bytes a sample driver's prepared models and running executions may hold "
+                             "at once (default: $NNSCOPE_DRIVER_MEMORY_BUDGET or 4 GiB); beyond it "
+                             "RESOURCE_EXHAUSTED_TRANSIENT, or _PERSISTENT when it could never fit")
     return parser
 
 
@@ -44,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     except registry.UnknownDriverError as error:
         parser.error(str(error))
     driver.budget_bytes = args.memory_budget
+    if args.driver_memory_budget is not None:
+        if not hasattr(driver, "memory"):
+            parser.error(f"--driver-memory-budget: driver {args.driver} has no memory budget")
+        from runtime.drivers.memory_budget import MemoryBudget  # noqa: PLC0415
+        driver.memory = MemoryBudget(args.driver_memory_budget)
     from runtime.drivers.ipc import _trace  # noqa: PLC0415
     from runtime.drivers.ipc.service import DriverService, listen  # noqa: PLC0415
 

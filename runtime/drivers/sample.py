@@ -16,12 +16,14 @@ Example:
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass
 
-from runtime.drivers import cache_payload
+from runtime.drivers import cache_payload, memory_budget
 from runtime.drivers.base import Device, PreparedModel
 from runtime.drivers.cache_files import CacheError
 from runtime.drivers.cpu import CpuPreparedModel
+from runtime.drivers.memory_budget import Charge, MemoryBudget
 from runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, OperationType as O,
@@ -35,6 +37,7 @@ _FLOAT = frozenset({T.TENSOR_FLOAT32})
 _QUANT = frozenset({T.TENSOR_QUANT8_ASYMM})
 _INDEX = frozenset({T.TENSOR_INT32})
 _BOOL = frozenset({T.TENSOR_BOOL8})  # comparison results, SELECT conditions
+_EXECUTE = memory_budget.EXECUTE
 #: Estimated nanoseconds per operation at exec_time 1.0, before a model has run.
 _NS_PER_OPERATION = 20_000
 
@@ -84,11 +87,17 @@ class SamplePreparedModel(CpuPreparedModel):
     advertised performance); a deadline that even an idle driver cannot make is declined with
     MISSED_DEADLINE_PERSISTENT, one missed only because of the work already running with
     MISSED_DEADLINE_TRANSIENT; a deadline passed before the start, or passing during the run
-    (which stops at the next operation boundary), gives MISSED_DEADLINE_TRANSIENT."""
+    (which stops at the next operation boundary), gives MISSED_DEADLINE_TRANSIENT. While it runs,
+    an execution holds its request's bytes in the driver's memory budget (``memory_budget``:
+    RESOURCE_EXHAUSTED_TRANSIENT / _PERSISTENT when they do not fit), as the model its footprint."""
 
-    def __init__(self, model: HalModel, executor, perf: PerformanceInfo, load: Load):
+    def __init__(self, model: HalModel, executor, perf: PerformanceInfo, load: Load, charge: Charge):
         super().__init__(model, executor)
         self.load = load
+        #: The model's footprint in the driver's memory budget (given back by :meth:`release`).
+        self.charge = charge
+        weakref.finalize(self, charge.release)
+        self._need: tuple = (None, 0)  # (request, its bytes) of the request charged last
         self.mean_ns = len(model.main.operations) * _NS_PER_OPERATION * perf.exec_time
         self.runs = 0  # successful runs measured (the first replaces the advertised estimate)
 
@@ -98,6 +107,11 @@ class SamplePreparedModel(CpuPreparedModel):
             declined = self._decline(deadline_ns)
             if declined is not None:
                 return declined
+        try:
+            taken = self._reserve(request)
+        except HalError as error:
+            return self._fail(error.status, str(error))
+        memory = self.charge.budget
         load, start = self.load, time.monotonic_ns()
         load.running += 1
         load.busy_until_ns = max(load.busy_until_ns, start + int(self.mean_ns))
@@ -105,6 +119,7 @@ class SamplePreparedModel(CpuPreparedModel):
             result = CpuPreparedModel.execute(self, request, measure_timing, deadline_ns)
         finally:
             load.running -= 1
+            memory.give(taken)
         if not result.status:
             took = time.monotonic_ns() - start
             self.mean_ns = took if not self.runs else self.mean_ns + (took - self.mean_ns) / 4
@@ -112,6 +127,34 @@ class SamplePreparedModel(CpuPreparedModel):
         elif result.status == ErrorStatus.GENERAL_FAILURE and any(a.has_no_value for a in request.inputs):
             return ExecutionResult(ErrorStatus.INVALID_ARGUMENT)
         return result
+
+    def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
+        try:
+            taken = self._reserve(request)
+        except HalError:
+            return None  # execute() reports it
+        try:
+            return CpuPreparedModel.compute_outputs(self, request, shapes)
+        finally:
+            self.charge.budget.give(taken)
+
+    def release(self) -> None:
+        self.charge.release()
+
+    def _reserve(self, request: Request) -> int:
+        """Take ``request``'s bytes from the driver's memory budget (the request is bound, and
+        so validated, first); returns them. Raises HalError: the binding's, or RESOURCE_EXHAUSTED_*."""
+        need_of, needed = self._need
+        if need_of is not request:
+            cached_request, binding = self._cache
+            if cached_request is not request:
+                binding = self._bind(request)
+                self._cache = (request, binding)
+            needed = memory_budget.request_bytes(binding.inputs, binding.capacities)
+            self._need = (request, needed)
+        charge = self.charge
+        charge.budget.take(needed, _EXECUTE, charge.bytes)
+        return needed
 
     def _decline(self, deadline_ns: int, queued_ns: int = 0) -> ExecutionResult | None:
         """The MISSED_DEADLINE result to decline with, or None to run; ``queued_ns``: the
@@ -140,6 +183,8 @@ class SampleDriver(Device):
         self.version = config.version
         #: Bytes one operation may allocate (None: ``runtime.ops.budget.configured_budget()``).
         self.budget_bytes: int | None = None
+        #: What its prepared models and running executions may hold at once (``memory_budget``).
+        self.memory = MemoryBudget(memory_budget.configured_driver_budget())
         self.load = Load()
 
     def capabilities(self) -> Capabilities:
@@ -190,7 +235,12 @@ class SampleDriver(Device):
             executor = CpuExecutor(model, self.budget_bytes)
         except (OpValidationError, ValueError, TypeError, IndexError, KeyError) as error:
             raise invalid(f"model rejected by the CPU executor: {error}") from None
-        return SamplePreparedModel(model, executor, self.config.perf, self.load)
+        return self._prepared(model, executor)
+
+    def _prepared(self, model: HalModel, executor) -> SamplePreparedModel:
+        """The prepared model, its footprint charged (HalError RESOURCE_EXHAUSTED_* if refused)."""
+        charge = self.memory.reserve(memory_budget.model_footprint(model, executor), memory_budget.PREPARE)
+        return SamplePreparedModel(model, executor, self.config.perf, self.load, charge)
 
     # ------------------------------------------------------------------ compilation caching
     def number_of_cache_files_needed(self) -> tuple[int, int]:
@@ -210,4 +260,4 @@ class SampleDriver(Device):
             model, executor = cache_payload.load(self, model_cache, data_cache, token)
         except CacheError as error:
             raise HalError(ErrorStatus.GENERAL_FAILURE, f"cache not usable: {error}") from None
-        return SamplePreparedModel(model, executor, self.config.perf, self.load)
+        return self._prepared(model, executor)

@@ -222,8 +222,10 @@ class Clients:
         return model_id
 
     def release_model(self, client: Client, model_id: int) -> None:
-        if client.models.pop(model_id, None) is not None:
+        prepared = client.models.pop(model_id, None)
+        if prepared is not None:
             self.budget.give_for(client, client.model_fds.pop(model_id, 0))
+            prepared.release()  # e.g. a sample driver's memory budget charge
 
     def _forget_if_gone(self, client: Client) -> None:
         if client.id.start_time and start_time(client.id.pid) == client.id.start_time:

@@ -179,7 +179,7 @@ def _open_fds(pid: int) -> int:
 
 def _settled_fds(pid: int, expected: int) -> int:
     """The driver's fd count once it is back to ``expected`` (worker threads close theirs last)."""
-    for _ in range(100):
+    for _ in range(500):  # up to 5 s: a loaded machine may run a finishing worker late
         now = _open_fds(pid)
         if now == expected:
             return now
