@@ -55,6 +55,7 @@ _MEMORY = struct.Struct("<IQQ")  # slot, offset, size
 _LABEL = "ExecutionBurstServer"
 _INVALID = encode_result(ExecutionResult(ErrorStatus.INVALID_ARGUMENT))
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+_NO_FAST = (None, None, None)
 
 
 class BurstServer:
@@ -73,6 +74,7 @@ class BurstServer:
         self._answers: queue.SimpleQueue = queue.SimpleQueue()
         self._last: tuple = (None, None, False)  # (message, HAL Request, measure) of the last run
         self._encoded: tuple = (None, None)  # (ExecutionResult, its bytes)
+        self._fast: tuple = _NO_FAST  # (message, the prepared model's bound run, reply): see _serve
         self._stop = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         for channel in channels:
             channel.watch(self._stop)
@@ -98,6 +100,12 @@ class BurstServer:
 
     def _serve(self, message: bytes) -> bytes:
         if not _trace.enabled():
+            fast_message, run, reply = self._fast
+            if message == fast_message and not vlog.is_on("cpuexe"):
+                with self.service.exec_lock:
+                    if run():
+                        return reply
+                self._fast = _NO_FAST  # the ordinary path reports it (and binds it again)
             return self._answer(message)
         with _trace.hidl("IBurstContext", "executeBurst", "server"):
             with _trace.driver(Phase.EXECUTION, f"{_LABEL}::execute"):
@@ -105,10 +113,13 @@ class BurstServer:
 
     def _answer(self, message: bytes) -> bytes:
         start = time.monotonic_ns()
+        run = None
         try:
             with self.service.exec_lock:
                 request, measure = self._request_for(message)
                 result = self.prepared.execute(request, measure, None)
+                if not measure and message != self._fast[0]:
+                    run = self._bound_run(request, result)
             if result.timing is not None:  # time in driver covers decoding too
                 result = with_driver_time(result, start)
         except (CodecError, HalError) as error:
@@ -120,7 +131,16 @@ class BurstServer:
         if result is not last_result:
             encoded = encode_result(result)
             self._encoded = (result, encoded)
+        if run is not None:
+            self._fast = (message, run, encoded)
         return encoded
+
+    def _bound_run(self, request: Request, result: ExecutionResult):
+        """What repeats this validated request (its slots mapped) while its message repeats
+        and tracing and ``cpuexe`` vlog stay off (see :meth:`_serve`): the prepared model's
+        bound run after an untimed success, else None."""
+        bound_run = getattr(self.prepared, "bound_run", None)
+        return bound_run(request, result) if bound_run is not None else None
 
     def _request_for(self, message: bytes) -> tuple[Request, bool]:
         """The HAL Request of a message (the previous one's object when the bytes repeat)."""
@@ -193,6 +213,7 @@ class BurstServer:
         would keep freed pools mapped."""
         request = self._last[1]
         self._last = (None, None, False)
+        self._fast = _NO_FAST
         cached = getattr(self.prepared, "_cache", None)
         if request is not None and cached and cached[0] is request:
             self.prepared._cache = (None, None)
