@@ -44,19 +44,23 @@ def bind(executor, inputs: Sequence[np.ndarray | None], capacities: Sequence[int
     key = executor._signature(template, capacities)
     if key is None:
         return None
-    steps = tuple((s.execute, s.operation, s.inputs, s.input_operands, s.output_operands,
-                   s.outputs, s.frees) for s in executor.steps)
+    if key == executor._checked_key:
+        key = executor._checked_key  # the same object: the usual check is one identity test
+    computed = {index for step in executor.steps for index in step.outputs}
+    steps = tuple(_bound_step(step, template, computed) for step in executor.steps)
     outputs = tuple(zip(executor._outputs, out_views))
 
     def run() -> bool:
         checked = executor._checked_key
         if (checked is not key and checked != key) or executor.forTest_step_hook is not None:
             return False
-        values = template.copy()
+        values = {}  # the operands computed by this run
         try:
-            for execute, operation, ins, in_operands, out_operands, outs, frees in steps:
-                results = execute(_new_context(OpContext, (operation, [values[i] for i in ins],
-                                                           in_operands, out_operands)))
+            for execute, operation, args, fills, in_operands, out_operands, outs, frees in steps:
+                args = args.copy()
+                for position, index in fills:
+                    args[position] = values[index]
+                results = execute(_new_context(OpContext, (operation, args, in_operands, out_operands)))
                 for index, value in zip(outs, results):
                     values[index] = value
                 for index in frees:
@@ -64,7 +68,7 @@ def bind(executor, inputs: Sequence[np.ndarray | None], capacities: Sequence[int
         except Exception:  # noqa: BLE001 - the ordinary path runs again and reports it
             return False
         for index, view in outputs:
-            value = values[index]
+            value = values.get(index)
             if type(value) is not _ndarray or value.shape != view.shape:
                 return False
         for index, view in outputs:
@@ -72,3 +76,12 @@ def bind(executor, inputs: Sequence[np.ndarray | None], capacities: Sequence[int
         return True
 
     return run
+
+
+def _bound_step(step, template: list, computed: set) -> tuple:
+    """A step's kernel and context parts, its arguments filled from ``template`` (inputs,
+    constants) but for those ``computed`` by earlier steps: (position, operand) to fill."""
+    args = [None if index in computed else template[index] for index in step.inputs]
+    fills = tuple((position, index) for position, index in enumerate(step.inputs) if index in computed)
+    return (step.execute, step.operation, args, fills, step.input_operands, step.output_operands,
+            step.outputs, step.frees)
