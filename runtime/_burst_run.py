@@ -51,20 +51,16 @@ def run(execution, burst: Burst) -> None:
         controller = burst.direct
         if controller is None or execution._described or execution._timeout_ns:
             execution._run(request, prepared_of=burst.prepared_for)
-        else:
-            _run_direct(execution, controller, request)
+            return
+        try:
+            measure = execution._measure
+            result = _fallback.execute(controller, request, measure, None)
+            if result.status != _NONE:
+                result, failed = _steps.after_failure(execution._plan, request, measure, None, result)
+            execution._result = result
+            if result.status != _NONE:
+                raise execution._error(result, failed)
+        finally:
+            execution._state.complete()
     finally:
         burst.end()
-
-
-def _run_direct(execution, controller, request) -> None:
-    try:
-        measure = execution._measure
-        result = _fallback.execute(controller, request, measure, None)
-        if result.status != _NONE:
-            result, failed = _steps.after_failure(execution._plan, request, measure, None, result)
-        execution._result = result
-        if result.status != _NONE:
-            raise execution._error(result, failed)
-    finally:
-        execution._state.complete()

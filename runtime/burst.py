@@ -77,7 +77,7 @@ class Burst:
             raise checks.bad(call, "the burst and the execution come from different compilations")
         if self._freed:
             raise NnError(ResultCode.BAD_STATE, f"{call}: the burst was freed")
-        if not self._busy.acquire(blocking=False):
+        if not self._busy.acquire(False):
             raise NnError(ResultCode.BAD_STATE, f"{call}: the burst is running another execution")
 
     def end(self) -> None:
