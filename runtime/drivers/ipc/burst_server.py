@@ -10,7 +10,9 @@ over the socket with the fds), runs the prepared model on the cached pools and w
 runtime asked for (AOSP's burst server polls too; 0 for low power), then sleeps on the wake-up.
 A request whose bytes repeat the previous one (and whose slots were
 not freed since) runs the same HAL ``Request`` object, so the prepared model's binding
-(validation, numpy views) is reused. Pools stay mapped per slot until
+(validation, numpy views) is reused; with tracing and ``cpuexe`` vlog off, it runs the prepared
+model's *bound run* (``CpuPreparedModel.bound_run``: the kernels on those views) and answers the
+result datum of the same success, decoding and validating nothing. Pools stay mapped per slot until
 ``IBurstContext.freeMemory(slot)``, the burst's release, or its connection closing.
 
 A malformed message gets an INVALID_ARGUMENT result and the thread goes on; a ring whose shared
@@ -82,30 +84,36 @@ class BurstServer:
 
     # ------------------------------------------------------------------ listener thread
     def _listen(self) -> None:
+        read, write, poll_s = self.requests.read, self.results.write, self.poll_s
         while True:
             try:
-                message = self.requests.read(poll_s=self.poll_s)
+                message = read(poll_s=poll_s)
             except FmqCorrupt as error:
                 self._log("burst %d: request ring broken (%s); burst ends", self.burst_id, error)
                 return
             except FmqError:
                 return  # stopped: released, or the connection closed
-            reply = self._serve(message)
-            if _trace.enabled():
-                _trace.flush()  # before the answer: the runtime may end the session on it
+            fast_message, run, reply = self._fast
+            if message != fast_message or _trace.enabled() or vlog.is_on("cpuexe") or not self._repeat(run):
+                reply = self._serve(message)
+                if _trace.enabled():
+                    _trace.flush()  # before the answer: the runtime may end the session on it
             try:
-                self.results.write(reply, timeout=CALLBACK_TIMEOUT_S)
+                write(reply, timeout=CALLBACK_TIMEOUT_S)
             except FmqError:
                 return
 
+    def _repeat(self, run) -> bool:
+        """The previous request again, untraced: its bound run (see :meth:`_answer`); False
+        when it declined (it is dropped: the ordinary path reports, and binds again)."""
+        with self.service.exec_lock:
+            if run():
+                return True
+        self._fast = _NO_FAST
+        return False
+
     def _serve(self, message: bytes) -> bytes:
         if not _trace.enabled():
-            fast_message, run, reply = self._fast
-            if message == fast_message and not vlog.is_on("cpuexe"):
-                with self.service.exec_lock:
-                    if run():
-                        return reply
-                self._fast = _NO_FAST  # the ordinary path reports it (and binds it again)
             return self._answer(message)
         with _trace.hidl("IBurstContext", "executeBurst", "server"):
             with _trace.driver(Phase.EXECUTION, f"{_LABEL}::execute"):
@@ -137,7 +145,7 @@ class BurstServer:
 
     def _bound_run(self, request: Request, result: ExecutionResult):
         """What repeats this validated request (its slots mapped) while its message repeats
-        and tracing and ``cpuexe`` vlog stay off (see :meth:`_serve`): the prepared model's
+        and tracing and ``cpuexe`` vlog stay off (see :meth:`_listen`): the prepared model's
         bound run after an untimed success, else None."""
         bound_run = getattr(self.prepared, "bound_run", None)
         return bound_run(request, result) if bound_run is not None else None
