@@ -93,8 +93,7 @@ class BurstServer:
                 return
             except FmqError:
                 return  # stopped: released, or the connection closed
-            fast_message, run, reply = self._fast
-            if message != fast_message or _trace.enabled() or vlog.is_on("cpuexe") or not self._repeat(run):
+            if _trace.enabled() or vlog.is_on("cpuexe") or (reply := self._repeat(message)) is None:
                 reply = self._serve(message)
                 if _trace.enabled():
                     _trace.flush()  # before the answer: the runtime may end the session on it
@@ -103,14 +102,18 @@ class BurstServer:
             except FmqError:
                 return
 
-    def _repeat(self, run) -> bool:
-        """The previous request again, untraced: its bound run (see :meth:`_answer`); False
-        when it declined (it is dropped: the ordinary path reports, and binds again)."""
+    def _repeat(self, message: bytes) -> bytes | None:
+        """The reply to a repeat of the last bound request (see :meth:`_answer`), run through
+        its bound run; None for another message, or when the run declined (it is dropped: the
+        ordinary path reports, and binds again). Holds no view of a pool once it returns."""
+        fast_message, run, reply = self._fast
+        if message != fast_message:
+            return None
         with self.service.exec_lock:
             if run():
-                return True
+                return reply
         self._fast = _NO_FAST
-        return False
+        return None
 
     def _serve(self, message: bytes) -> bytes:
         if not _trace.enabled():
