@@ -161,7 +161,7 @@ class BurstController:
                 or encoded.generation != self.slots.generation:
             if (request.loop_timeout_ns or LOOP_TIMEOUT_DEFAULT_NS) != LOOP_TIMEOUT_DEFAULT_NS \
                     or any(getattr(pool, "ibuffer_token", None) is not None for pool in request.pools):
-                return self.prepared.execute(request, measure_timing, deadline_ns)  # device memory
+                return self.prepared.execute(request, measure_timing, deadline_ns)  # datums carry neither
             encoded = self._encode(request, measure_timing)
         for source, target in encoded.copy_in:
             target[:] = source
