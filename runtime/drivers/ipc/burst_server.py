@@ -105,14 +105,15 @@ class BurstServer:
     def _repeat(self, message: bytes) -> bytes | None:
         """The reply to a repeat of the last bound request (see :meth:`_answer`), run through
         its bound run; None for another message, or when the run declined (it is dropped: the
-        ordinary path reports, and binds again). Holds no view of a pool once it returns."""
-        fast_message, run, reply = self._fast
-        if message != fast_message:
-            return None
+        ordinary path reports, and binds again). ``_fast`` is only read and set under the
+        execution lock, which freeMemory holds to drop it: a bound run never outlives a slot."""
         with self.service.exec_lock:
+            fast_message, run, reply = self._fast
+            if message != fast_message:
+                return None
             if run():
                 return reply
-        self._fast = _NO_FAST
+            self._fast = _NO_FAST
         return None
 
     def _serve(self, message: bytes) -> bytes:
@@ -124,26 +125,29 @@ class BurstServer:
 
     def _answer(self, message: bytes) -> bytes:
         start = time.monotonic_ns()
-        run = None
         try:
             with self.service.exec_lock:
                 request, measure = self._request_for(message)
                 result = self.prepared.execute(request, measure, None)
+                if result.timing is not None:  # time in driver covers decoding too
+                    result = with_driver_time(result, start)
+                encoded = self._encode(result)
                 if not measure and message != self._fast[0]:
                     run = self._bound_run(request, result)
-            if result.timing is not None:  # time in driver covers decoding too
-                result = with_driver_time(result, start)
+                    self._fast = (message, run, encoded) if run is not None else _NO_FAST
         except (CodecError, HalError) as error:
             self._log("burst %d: request rejected: %s", self.burst_id, error)
             status = getattr(error, "status", ErrorStatus.INVALID_ARGUMENT)
             return _INVALID if status == ErrorStatus.INVALID_ARGUMENT else \
                 encode_result(ExecutionResult(status))
+        return encoded
+
+    def _encode(self, result: ExecutionResult) -> bytes:
+        """The result datums of ``result`` (the last ones again for the same object)."""
         last_result, encoded = self._encoded
         if result is not last_result:
             encoded = encode_result(result)
             self._encoded = (result, encoded)
-        if run is not None:
-            self._fast = (message, run, encoded)
         return encoded
 
     def _bound_run(self, request: Request, result: ExecutionResult):
