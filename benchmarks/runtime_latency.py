@@ -203,18 +203,23 @@ def _driver_figures(figures: dict) -> dict:
 
 @contextlib.contextmanager
 def _pinned(pins: tuple[set[int], set[int]] | None, peer_pid: int):
-    """Pin this process to ``pins[0]`` and ``peer_pid`` to ``pins[1]`` (None: leave both)."""
+    """Pin this process to ``pins[0]`` and every thread of ``peer_pid`` (the burst listener
+    too: an affinity is per thread) to ``pins[1]`` (None: leave both)."""
     if pins is None:
         yield
         return
-    mine, peers = os.sched_getaffinity(0), os.sched_getaffinity(peer_pid)
+    threads = [int(tid) for tid in os.listdir(f"/proc/{peer_pid}/task")]
+    mine, peers = os.sched_getaffinity(0), {tid: os.sched_getaffinity(tid) for tid in threads}
     os.sched_setaffinity(0, pins[0])
-    os.sched_setaffinity(peer_pid, pins[1])
+    for tid in threads:
+        os.sched_setaffinity(tid, pins[1])
     try:
         yield
     finally:
         os.sched_setaffinity(0, mine)
-        os.sched_setaffinity(peer_pid, peers)
+        for tid, cpus in peers.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(tid, cpus)
 
 
 def measure_builtin_per_device(runs: int) -> dict:

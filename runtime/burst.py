@@ -47,6 +47,9 @@ class Burst:
         self.compilation = compilation
         low_power = compilation.preference == Preference.LOW_POWER
         self._controllers = {step.index: _configure(step, low_power) for step in compilation.plan.steps}
+        plan = compilation.plan
+        #: The controller of a simple plan's only step (None: the plan runs step by step).
+        self.direct = self._controllers[plan.steps[0].index] if plan.simple else None
         self._busy = threading.Lock()
         self._freed = False
 
@@ -74,7 +77,7 @@ class Burst:
             raise checks.bad(call, "the burst and the execution come from different compilations")
         if self._freed:
             raise NnError(ResultCode.BAD_STATE, f"{call}: the burst was freed")
-        if not self._busy.acquire(blocking=False):
+        if not self._busy.acquire(False):
             raise NnError(ResultCode.BAD_STATE, f"{call}: the burst is running another execution")
 
     def end(self) -> None:

@@ -25,7 +25,7 @@ import tracing
 import vlog
 from runtime import _checks as checks
 from runtime import _execargs as args
-from runtime import _fenced, _fenced_remote
+from runtime import _burst_run, _fenced, _fenced_remote
 from runtime import _steps
 from runtime import memory_desc
 from runtime._lifecycle import ExecutionState
@@ -265,12 +265,7 @@ class Execution:
         """Run synchronously through ``burst`` (ANeuralNetworksExecution_burstCompute). Raises
         NnError as :meth:`compute`; UNEXPECTED_NULL for None, BAD_DATA for something that is not
         a Burst or a burst of another compilation, BAD_STATE for a freed or busy burst."""
-        with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_burstCompute"):
-            Burst.enter(burst, self, "burstCompute")
-            try:
-                self._run(self._start("burstCompute"), prepared_of=burst.prepared_for)
-            finally:
-                burst.end()
+        _burst_run.compute(self, burst)  # in the span [NN_LR_PE]ANeuralNetworksExecution_burstCompute
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startCompute")
     def start_compute(self) -> Event:

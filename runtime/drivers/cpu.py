@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType, Preference,
                                Priority, numpy_dtype)
 from runtime.hal.validate import merge_dimensions, pool_buffer, validate_request
-from runtime.ops import control_flow
+from runtime.ops import _bound, control_flow
 from runtime.ops.budget import BudgetExceeded, OutputTooSmall
 from runtime.ops.control_flow import DeadlinePassed, LoopTimeout
 from timing import Timing
@@ -134,6 +134,18 @@ class CpuPreparedModel(PreparedModel):
                     or (value.dtype is not out.dtype and value.dtype != out.dtype):
                 return None
         return results
+
+    def bound_run(self, request: Request, result: ExecutionResult) -> Callable[[], bool] | None:
+        """After ``result`` of :meth:`execute` on ``request``: a callable repeating that run
+        untimed, unobserved and without a deadline (outputs written in place; see
+        :mod:`runtime.ops._bound`). It returns True when it ran and every output filled its
+        region as bound, False when the caller must use :meth:`execute` instead. None unless
+        ``result`` was the untimed success of the request this model bound last."""
+        cached_request, binding = self._cache
+        if cached_request is not request or binding.ok_result is None or result is not binding.ok_result:
+            return None
+        return _bound.bind(self.executor, binding.inputs, binding.capacities,
+                           [out.view for out in binding.outputs])
 
     def _bind(self, request: Request) -> _Binding:
         validate_request(request, self.model)

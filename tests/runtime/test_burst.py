@@ -241,3 +241,24 @@ def test_burst_spans_on_both_sides(devices):
     assert names.count("[NN_LI_PE]ExecutionBurstController::compute") == 3
     server = [s for s in spans if s.name == "[NN_LD_PE]ExecutionBurstServer::execute"]
     assert len(server) == 3 and {s.pid for s in server} == {devices["sample-float-fast"].pid}
+
+
+def test_repeats_are_traced_in_the_driver_once_it_joins_a_session(devices):
+    fast = devices["sample-float-fast"]
+    compilation = _compiled(add_model(), [fast])
+    a, b = np.ones((1, 4), np.float32), np.arange(4, dtype=np.float32).reshape(1, 4)
+    out = np.zeros((1, 4), np.float32)
+    execution = add_execution(compilation, a, b, out)
+    execution.set_reusable(True)
+    with Burst(compilation) as burst:
+        for _ in range(3):  # the driver repeats these through its bound run, untraced
+            execution.burst_compute(burst)
+        with tracing.TraceSession() as session:
+            fast.launch()  # the running driver joins the session
+            for value in (2, 3, 4):
+                a[:] = value
+                execution.burst_compute(burst)
+                np.testing.assert_array_equal(out, value + b)
+        fast.launch()  # and leaves it
+    runs = [s for s in session.collect().spans() if s.name == "[NN_LC_PE]CpuExecutor::run"]
+    assert len(runs) == 3 and {s.pid for s in runs} == {fast.pid}

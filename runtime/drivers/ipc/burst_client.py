@@ -64,6 +64,7 @@ _U32 = struct.Struct("<I")
 _SLOT_ENTRY = struct.Struct("<IQQ")
 _LABEL = "ExecutionBurstController"
 _DEAD = ErrorStatus.DEAD_OBJECT
+_NONE = ErrorStatus.NONE  # a module global: Enum member access is slow on Python 3.11
 
 
 class SlotTable:
@@ -153,14 +154,14 @@ class BurstController:
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
         """Run ``request`` through the burst (or executeSynchronously, see the module docstring)."""
-        if deadline_ns is not None or self.broken is not None or self.device.channel is not self._connection \
-                or (request.loop_timeout_ns or LOOP_TIMEOUT_DEFAULT_NS) != LOOP_TIMEOUT_DEFAULT_NS:
+        if deadline_ns is not None or self.broken is not None or self.device.channel is not self._connection:
             return self.prepared.execute(request, measure_timing, deadline_ns)
         encoded = self._encoded
         if encoded is None or encoded.request is not request or encoded.measure != measure_timing \
                 or encoded.generation != self.slots.generation:
-            if any(getattr(pool, "ibuffer_token", None) is not None for pool in request.pools):
-                return self.prepared.execute(request, measure_timing, deadline_ns)  # device memory
+            if (request.loop_timeout_ns or LOOP_TIMEOUT_DEFAULT_NS) != LOOP_TIMEOUT_DEFAULT_NS \
+                    or any(getattr(pool, "ibuffer_token", None) is not None for pool in request.pools):
+                return self.prepared.execute(request, measure_timing, deadline_ns)  # datums carry neither
             encoded = self._encode(request, measure_timing)
         for source, target in encoded.copy_in:
             target[:] = source
@@ -170,17 +171,20 @@ class BurstController:
                     result = self._exchange(encoded.message)
         else:
             result = self._exchange(encoded.message)
-        if result.status == ErrorStatus.NONE:
+        if result.status == _NONE:
             for source, target in encoded.copy_out:
                 target[:] = source
         return result
 
     def _exchange(self, message: bytes) -> ExecutionResult:
         """Send one request, serve getMemories calls, return the decoded result."""
+        last_reply, result = self._reply
         try:
             self.requests.write(message, timeout=self.device.timeout_s)
             while True:
                 reply = self.results.read(timeout=self.device.timeout_s, poll_s=self.poll_s)
+                if reply == last_reply:  # the same result again (never a getMemories call)
+                    return result
                 slots = decode_memory_request(reply)
                 if slots is None:
                     break
@@ -194,13 +198,11 @@ class BurstController:
             return self._break(f"burst failed: {error}")
         except ValueError as error:
             return self._break(f"malformed burst reply: {error}")
-        last_reply, result = self._reply
-        if reply != last_reply:
-            try:
-                result = decode_result(reply)
-            except ValueError as error:
-                return self._break(f"malformed burst result: {error}")
-            self._reply = (reply, result)
+        try:
+            result = decode_result(reply)
+        except ValueError as error:
+            return self._break(f"malformed burst result: {error}")
+        self._reply = (reply, result)
         return result
 
     def _encode(self, request: Request, measure: bool) -> _Encoded:

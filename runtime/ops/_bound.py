@@ -1,0 +1,86 @@
+"""Internal: a :class:`~runtime.ops.executor.CpuExecutor` run bound to fixed arrays.
+
+A burst's listener runs the same request again and again: the same input views on the same
+mapped pools, the same output regions. :func:`bind` returns a callable that runs the executor's
+steps on those views and copies each result into its output view, without what
+:meth:`CpuExecutor.run` derives again on every call (binding and converting the inputs, the plan
+signature, collecting the outputs): for the same arrays none of it can change. The checks the
+executor skips for an input signature whose plans passed (``_checked_key``) are skipped the
+same way, and only while that signature is still the one that passed.
+
+The callable returns False when it cannot finish the run that way (the plans were checked for
+another signature since, a test step hook is set, a kernel raised, or a result does not have
+the shape of its output view); nothing is reported then: the caller runs the ordinary path,
+which does (kernels are pure functions of their inputs, so running again is harmless).
+
+Example:
+    >>> run = bind(executor, input_views, capacities, output_views)   # doctest: +SKIP
+    >>> run() or prepared.execute(request)                             # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from runtime.ops.registry import OpContext
+
+_new_context = tuple.__new__  # OpContext(...) without the NamedTuple's Python-level __new__
+_ndarray = np.ndarray
+
+
+def bind(executor, inputs: Sequence[np.ndarray | None], capacities: Sequence[int],
+         out_views: Sequence[np.ndarray]) -> Callable[[], bool] | None:
+    """A run of ``executor`` on ``inputs`` (arrays, None for an omitted input) writing
+    ``out_views`` (one per model output); None when the executor's plans may depend on computed
+    values or control flow, or when an input would be converted (a copy, or a scalar read out
+    of its pool: later runs must see the pool's new bytes)."""
+    if executor.has_control_flow or len(out_views) != len(executor._outputs):
+        return None
+    template = executor._bind_inputs(inputs)
+    if any(template[index] is not value for index, value in zip(executor._inputs, inputs)):
+        return None
+    key = executor._signature(template, capacities)
+    if key is None:
+        return None
+    if key == executor._checked_key:
+        key = executor._checked_key  # the same object: the usual check is one identity test
+    computed = {index for step in executor.steps for index in step.outputs}
+    steps = tuple(_bound_step(step, template, computed) for step in executor.steps)
+    outputs = tuple(zip(executor._outputs, out_views))
+
+    def run() -> bool:
+        checked = executor._checked_key
+        if (checked is not key and checked != key) or executor.forTest_step_hook is not None:
+            return False
+        values = {}  # the operands computed by this run
+        try:
+            for execute, operation, args, fills, in_operands, out_operands, outs, frees in steps:
+                args = args.copy()
+                for position, index in fills:
+                    args[position] = values[index]
+                results = execute(_new_context(OpContext, (operation, args, in_operands, out_operands)))
+                for index, value in zip(outs, results):
+                    values[index] = value
+                for index in frees:
+                    values[index] = None
+        except Exception:  # noqa: BLE001 - the ordinary path runs again and reports it
+            return False
+        for index, view in outputs:
+            value = values.get(index)
+            if type(value) is not _ndarray or value.shape != view.shape:
+                return False
+        for index, view in outputs:
+            view[...] = values[index]  # as np.copyto(casting="unsafe"): same shape, any dtype
+        return True
+
+    return run
+
+
+def _bound_step(step, template: list, computed: set) -> tuple:
+    """A step's kernel and context parts, its arguments filled from ``template`` (inputs,
+    constants) but for those ``computed`` by earlier steps: (position, operand) to fill."""
+    args = [None if index in computed else template[index] for index in step.inputs]
+    fills = tuple((position, index) for position, index in enumerate(step.inputs) if index in computed)
+    return (step.execute, step.operation, args, fills, step.input_operands, step.output_operands,
+            step.outputs, step.frees)
