@@ -226,7 +226,8 @@ class FmqChannel:
         """The next message; None when non-blocking and no whole message is there yet.
 
         ``poll_s``: before going to sleep, watch the ring for that long (a polling window: the
-        message is taken without waiting for the wake-up, at the price of a busy CPU).
+        message is taken without waiting for the wake-up, at the price of a busy CPU; every 64
+        looks it yields the CPU, so that a peer placed on the same CPU can write meanwhile).
 
         Raises:
             FmqTimeout: blocking and no whole message within ``timeout`` seconds (bytes of a
@@ -252,11 +253,14 @@ class FmqChannel:
 
     def _poll_ring(self, seconds: float) -> bool:
         """Watch the write index for up to ``seconds``; True once bytes arrived."""
-        index, read, clock = self._index, self._index[_READ], time.perf_counter
-        end = clock() + seconds
+        index, read, clock, pause = self._index, self._index[_READ], time.perf_counter, os.sched_yield
+        end, spins = clock() + seconds, 0
         while index[_WRITE] == read:
-            if clock() > end:
-                return False
+            spins += 1
+            if not spins & 63:  # every few microseconds: a peer sharing this CPU gets to write
+                if clock() > end:
+                    return False
+                pause()
         return True
 
     def _take_whole(self) -> bytes | None:
