@@ -49,12 +49,10 @@ class _Recorder:
         self.all_done = threading.Event()
         self.expected = 0
 
-    def job(self, name: str, client, priority, prepared, inputs, started: threading.Event | None = None):
+    def job(self, name: str, client, priority, prepared, inputs):
         self.expected += 1
 
         def run():
-            if started is not None:
-                started.set()
             return _run(prepared, inputs)
 
         def done(payload):
@@ -108,14 +106,26 @@ def test_a_running_low_priority_execution_yields_to_its_own_clients_high_priorit
     the right outputs), not to client b's: priorities rank one client's models only."""
     low_model, high_model, inputs, expected = net
     scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
-    started = threading.Event()
-    low = recorder.job("low", "a", LOW, low_model, inputs, started)
-    scheduler.submit(low)
-    assert started.wait(30)
-    scheduler.submit(recorder.job("high", high_client, HIGH, high_model, inputs))
-    assert recorder.all_done.wait(60)
+    low = recorder.job("low", "a", LOW, low_model, inputs)
+    high = recorder.job("high", high_client, HIGH, high_model, inputs)
+    running, submitted = threading.Event(), threading.Event()
+
+    def hold_first_run(step: int, values) -> None:  # the LOW run waits after operation 1 until HIGH is queued
+        if step == 1 and not submitted.is_set():
+            running.set()
+            submitted.wait(30)
+
+    low_model.executor.forTest_step_hook = hold_first_run
+    try:
+        scheduler.submit(low)
+        assert running.wait(30)
+        scheduler.submit(high)
+        submitted.set()
+        assert recorder.all_done.wait(60)
+    finally:
+        low_model.executor.forTest_step_hook = None
     assert recorder.finished == order
-    assert (low.preemptions >= 1) == (high_client == "a") and scheduler.preemptions == low.preemptions
+    assert (low.preemptions == 1) == (high_client == "a") and scheduler.preemptions == low.preemptions
     for output in recorder.outputs.values():
         np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-6)
 
