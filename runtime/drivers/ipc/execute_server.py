@@ -25,6 +25,7 @@ Example (``DriverService`` routes the three messages here)::
 from __future__ import annotations
 
 import contextlib
+import functools
 import struct
 import time
 from typing import NamedTuple
@@ -76,10 +77,9 @@ class ExecuteServer:
         if message.fds:
             connection.pools.begin()
         decoded = decode_execute(Reader(message.payload), connection.state, message.fds)
-        models = connection.client.models
-        return self._now_or_queued(connection, message, decoded.model_id, lambda: _OK + encode_result(
-            self.run(models, decoded, start), decoded.request, decoded.inline_outputs), "executeSynchronously",
-            decoded.deadline_ns)
+        run = functools.partial(self._answer, connection.client.models, decoded, start)
+        return self._now_or_queued(connection, message, decoded.model_id, run, "executeSynchronously",
+                                   decoded.deadline_ns)
 
     def memo(self, connection, message, start: int):
         """A repeat of a memoized request: refill its inline pools, run the same Request object
@@ -124,6 +124,10 @@ class ExecuteServer:
         memo.shapes = result.output_shapes
         return _OK_FULL + encode_result(result, request, memo.outputs)
 
+    def _answer(self, models: dict, decoded, start: int) -> bytes:
+        """The reply payload of a decoded execute: status, then the encoded result."""
+        return _OK + encode_result(self.run(models, decoded, start), decoded.request, decoded.inline_outputs)
+
     def run(self, models: dict, decoded, start: int) -> ExecutionResult:
         prepared = models.get(decoded.model_id)
         if prepared is None:
@@ -155,8 +159,7 @@ class ExecuteServer:
             return _trace.flush()
         models = connection.client.models
         prepared = models[decoded.model_id]
-        run = lambda: _OK + encode_result(self.run(models, decoded, start), decoded.request,  # noqa: E731
-                                          decoded.inline_outputs)
+        run = functools.partial(self._answer, models, decoded, start)
         if self._queues(prepared):
             declined = self._queue(connection, MsgType.NOTIFY, message.request_id, prepared, run,
                                    "asyncExecute", decoded.deadline_ns)

@@ -16,6 +16,7 @@ Example::
 """
 from __future__ import annotations
 
+import functools
 import struct
 
 import vlog
@@ -60,24 +61,23 @@ class RemotePreparedModel(PreparedModel):
         device = self.device
         if device._dead is not None or self.generation != device.generation:
             self._recover()
+        lane = None
         if not device._lock.acquire(blocking=False):  # another thread's call is in flight
             lane = device.lanes.borrow()
-            if lane is not None:
-                try:
-                    with _trace.ipc(Phase.EXECUTION, "executeSynchronously"):
-                        with _trace.hidl("IPreparedModel", "executeSynchronously", "client"):
-                            return self._execute_on_lane(lane, request, measure_timing, deadline_ns)
-                finally:
-                    device.lanes.give_back(lane)
-            device._lock.acquire()
+            if lane is None:  # every lane busy too: wait for the main connection
+                device._lock.acquire()
+        run = self._execute if lane is None else functools.partial(self._execute_on_lane, lane)
         try:
             if not _trace_enabled():  # one check per call: no scopes to open
-                return self._execute(request, measure_timing, deadline_ns)
+                return run(request, measure_timing, deadline_ns)
             with _trace.ipc(Phase.EXECUTION, "executeSynchronously"):
                 with _trace.hidl("IPreparedModel", "executeSynchronously", "client"):
-                    return self._execute(request, measure_timing, deadline_ns)
+                    return run(request, measure_timing, deadline_ns)
         finally:
-            device._lock.release()
+            if lane is None:
+                device._lock.release()
+            else:
+                device.lanes.give_back(lane)
 
     def _execute(self, request: Request, measure_timing: bool, deadline_ns: int | None) -> ExecutionResult:
         memo = self._memo

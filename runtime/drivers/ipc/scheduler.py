@@ -141,12 +141,3 @@ class Scheduler:
         except Exception as error:  # noqa: BLE001 - run() maps errors itself; never lose the worker
             _log.error("%s failed in the scheduler: %s", job.label, error)
             return error  # done() answers it as GENERAL_FAILURE
-
-    def wait_idle(self, timeout_s: float) -> bool:
-        """True once nothing runs or waits (tests and shutdown)."""
-        end = time.monotonic() + timeout_s
-        while self.busy():
-            if time.monotonic() >= end:
-                return False
-            time.sleep(0.001)
-        return True
