@@ -32,7 +32,7 @@ import threading
 MAX_ENTRIES = 16
 MAX_BYTES = 256 << 20
 _IN_MODIFY, _IN_ATTRIB = 0x2, 0x4  # not IN_CLOSE_WRITE: the runtime opens cache files read-write
-_IN_MOVE_SELF, _IN_DELETE_SELF, _IN_IGNORED, _IN_Q_OVERFLOW = 0x800, 0x400, 0x8000, 0x4000
+_IN_MOVE_SELF, _IN_DELETE_SELF, _IN_Q_OVERFLOW = 0x800, 0x400, 0x4000
 _CHANGES = _IN_MODIFY | _IN_ATTRIB | _IN_MOVE_SELF | _IN_DELETE_SELF
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, name length
 
@@ -52,7 +52,7 @@ class VerifiedFiles:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._entries: collections.OrderedDict = collections.OrderedDict()  # key -> (wd, record)
+        self._entries: collections.OrderedDict = collections.OrderedDict()  # key -> (wd, record, bytes)
         self._bytes = 0
         self._changed: set = set()  # watches with an event since they were added
         self._inotify = _inotify()  # now: a driver's fd count does not change on first use
@@ -72,6 +72,12 @@ class VerifiedFiles:
             self._entries.move_to_end(key)
             self.hits += 1
             return entry[1]
+
+    def holds(self, record) -> bool:
+        """True while ``record`` is remembered (its file unchanged since it was verified)."""
+        with self._lock:
+            self._drain()
+            return any(entry[1] is record for entry in self._entries.values())
 
     def watch(self, fd: int) -> int | None:
         """Watch the file behind ``fd`` for changes; its watch id, or None (then nothing is kept)."""

@@ -47,7 +47,8 @@ from runtime.ops.executor import CpuExecutor
 
 PAYLOAD_VERSION = 2
 #: id(model record) -> (model record, data record, budget, model, executor never run): the restored
-#: model of cache files ``cache_memo`` still vouches for (it returns the same record objects).
+#: model of cache files ``cache_memo`` still vouches for (it returns the same record objects);
+#: entries whose records the memo let go of are dropped, so both hold the same files' memory.
 _RESTORED: collections.OrderedDict = collections.OrderedDict()
 _ALIGN = 64
 _SUMS = struct.Struct("<3Q")
@@ -136,11 +137,12 @@ def load(driver, model_fds, data_fds, token: bytes):
             digest(model_record.payload, data_record.sums):
         raise CacheError("model and data cache files do not belong together")
     model, executor = _decoded(_restore, layout, data_record.payload, driver.budget_bytes)
-    if not model.referenced:
+    if not model.referenced and cache_memo.MEMO.holds(model_record) and cache_memo.MEMO.holds(data_record):
+        for stale in [key for key, entry in _RESTORED.items()  # records the memo let go of
+                      if not (cache_memo.MEMO.holds(entry[0]) and cache_memo.MEMO.holds(entry[1]))]:
+            del _RESTORED[stale]
         _RESTORED[id(model_record)] = (model_record, data_record, driver.budget_bytes, model,
                                        copy.copy(executor))
-        while len(_RESTORED) > cache_memo.MAX_ENTRIES:
-            _RESTORED.popitem(last=False)
     return model, executor
 
 
