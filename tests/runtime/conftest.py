@@ -28,3 +28,11 @@ def float_and_quant_drivers():
     manager.forTest_reset()
     for device in made:
         device.shutdown()
+
+
+@pytest.fixture(scope="module")
+def sample_all():
+    """A ``sample-all`` driver process shared by one test module."""
+    device = RemoteDevice("sample-all", timeout_s=30.0)
+    yield device
+    device.shutdown()

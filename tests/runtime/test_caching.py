@@ -40,10 +40,8 @@ INPUT = sample_input(MODEL)[0]
 
 
 @pytest.fixture(scope="module")
-def driver():
-    device = RemoteDevice("sample-all", timeout_s=30.0)
-    yield device
-    device.shutdown()
+def driver(sample_all):
+    return sample_all
 
 
 @pytest.fixture(scope="module")

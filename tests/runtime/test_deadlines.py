@@ -27,10 +27,8 @@ RUNS = ("compute", "start_compute", "fenced", "burst")
 
 
 @pytest.fixture(scope="module")
-def driver():
-    device = RemoteDevice("sample-all", timeout_s=60.0)
-    yield device
-    device.shutdown()
+def driver(sample_all):
+    return sample_all
 
 
 @pytest.fixture(scope="module")

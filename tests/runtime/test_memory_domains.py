@@ -32,10 +32,8 @@ def fast():
 
 
 @pytest.fixture(scope="module")
-def every():
-    device = RemoteDevice("sample-all", timeout_s=30.0)
-    yield device
-    device.shutdown()
+def every(sample_all):
+    return sample_all
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import pytest
 
 from runtime import Compilation, Execution, NnError, ResultCode
 from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.ipc import RemoteDevice
 from runtime.hal.types import Priority
 from runtime.manager import cpu_device
 
@@ -22,8 +21,8 @@ HIGH_RUNS = 7
 
 
 @pytest.fixture(scope="module")
-def setup():
-    driver = RemoteDevice("sample-all", timeout_s=60.0)
+def setup(sample_all):
+    driver = sample_all
     model = mobilenet()
     inputs = sample_input(model)
     compilations = {}
@@ -34,8 +33,7 @@ def setup():
         compilations[priority] = compilation
     reference = Compilation.for_devices(model, [cpu_device()])
     reference.finish()
-    yield compilations, inputs, _run(reference, inputs)[1], driver
-    driver.shutdown()
+    return compilations, inputs, _run(reference, inputs)[1], driver
 
 
 def _run(compilation, inputs) -> tuple[tuple[float, float], np.ndarray]:

@@ -4,13 +4,6 @@ import pytest
 from runtime.drivers.ipc import RemoteDevice
 
 
-@pytest.fixture(scope="module")
-def sample_all():
-    device = RemoteDevice("sample-all", timeout_s=30.0)
-    yield device
-    device.shutdown()
-
-
 @pytest.fixture
 def fresh_device():
     """A factory of devices owned by one test (each its own driver process)."""
