@@ -12,12 +12,17 @@ Through a driver process: the tiny model compiled for ``sample-all`` only (its o
 record to an echo process over the same transport (``runtime.drivers.ipc.bench``), measured in
 interleaved rounds of the same run. Targets: driver compute() median <= 150 us and <= 3x the
 raw round trip. In the same rounds, ``burst_compute()`` through one burst (FMQ rings, the
-driver's listener thread) next to the raw round trip of a small message over two FMQs with
-eventfd wake-ups (the floor); targets: burst <= 2x that floor and <= 0.6x driver compute(). The headline figures leave CPU placement to the scheduler, which may keep a
-ping-ponging pair on one CPU (then both processes' caches go cold at each switch) or put the two
-on different CPUs; with two CPUs or more both pairs are also measured pinned alike, on different
-CPUs and on one CPU (``driver_placements``). The built-in model is also timed per device (and on
-the default all-device plan).
+driver's listener thread), each execution followed by the round trip of a 60-byte echo message
+through the same burst's rings and listener (``BurstController.echo``): the floor, timed one
+for one with the executions, so that both see the same thread placement and machine speed.
+Targets: burst <= 2x that floor and <= 0.6x driver compute(). Also reported, not a target:
+``fmq_process_roundtrip_us``, the same message between this process and a separate echo
+process over two fresh FMQs (``bench.fmq_round_trip``). The headline figures leave CPU
+placement to the scheduler, which may keep a ping-ponging pair on one CPU (then both
+processes' caches go cold at each switch) or put the two on different CPUs; with two CPUs or
+more both pairs are also measured pinned alike, on different CPUs and on one CPU
+(``driver_placements``). The built-in model is also timed per device (and on the default
+all-device plan).
 
 Usage:
     python benchmarks/runtime_latency.py [--runs N] [--rounds N] [--builtin-runs N]
@@ -39,6 +44,7 @@ import numpy as np
 import tracing
 from runtime import Burst, Compilation, Execution, NnError, manager
 from runtime.drivers.ipc import bench
+from runtime.drivers.ipc.fmq_datum import encode_echo
 from runtime.manager import cpu_device
 from runtime.builtin_models import mobilenet, sample_input, tiny_add
 
@@ -162,7 +168,7 @@ def measure_driver(runs: int, rounds: int) -> dict:
     compilation, execution, _, _ = _prepared_execution(tiny_add(), device)
     burst = Burst(compilation)
     _time_compute(execution, 1000)  # warm the driver, the encoders and the pools
-    _time_burst(execution, burst, 1000)
+    _time_burst_and_echo(execution, burst, 1000)
     placements = {"unpinned": None}
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) >= 2:
@@ -177,27 +183,51 @@ def measure_driver(runs: int, rounds: int) -> dict:
     return {**results.pop("unpinned"), "driver_rounds": rounds, "driver_placements": results}
 
 
-_DRIVER_KEYS = ("driver", "burst", "raw", "fmq")
+_DRIVER_KEYS = ("driver", "burst", "raw", "fmq", "fmq_process")
+#: Datums of the echo message (60 bytes, 64 with the FMQ's length prefix).
+_ECHO_DATUMS = 3
 
 
 def _round(samples: dict, execution, burst, runs: int, peer_cpus) -> None:
     _time_compute(execution, 100)  # settle after a move
     samples["driver"].append(_stats(_time_compute(execution, runs)))
-    samples["burst"].append(_stats(_time_burst(execution, burst, runs)))
+    _time_burst(execution, burst, 100)  # settle after a move
+    bursts, echoes = _time_burst_and_echo(execution, burst, runs)
+    samples["burst"].append(_stats(bursts))
+    samples["fmq"].append(_stats(echoes)[0])
     samples["raw"].append(bench.raw_round_trip(iterations=runs, warmup=100, peer_cpus=peer_cpus).median_us)
-    poll_s = burst.controllers[0].poll_s  # the floor waits as the burst's controller does
-    samples["fmq"].append(bench.fmq_round_trip(iterations=runs, warmup=100, peer_cpus=peer_cpus,
-                                               poll_s=poll_s).median_us)
+    poll_s = burst.controllers[0].poll_s  # the echo process waits as the burst's controller does
+    samples["fmq_process"].append(bench.fmq_round_trip(iterations=runs, warmup=100, peer_cpus=peer_cpus,
+                                                       poll_s=poll_s).median_us)
+
+
+def _time_burst_and_echo(execution, burst, runs: int) -> tuple[list[int], list[int]]:
+    """``runs`` burst executions, each followed by the round trip of an echo message through
+    the same burst's rings and listener thread (the floor): the two see the same placement of
+    the threads and the same machine speed (seen here: the floor alone flips between about
+    4.6 and 8.5 us from one second to the next)."""
+    controller, message = burst.controllers[0], encode_echo(_ECHO_DATUMS)
+    clock, bursts, echoes = time.perf_counter_ns, [], []
+    for _ in range(runs):
+        start = clock()
+        execution.burst_compute(burst)
+        middle = clock()
+        controller.echo(message)
+        bursts.append(middle - start)
+        echoes.append(clock() - middle)
+    return bursts, echoes
 
 
 def _driver_figures(figures: dict) -> dict:
     driver_med, driver_p99 = (float(x) for x in np.median(figures["driver"], axis=0))
     burst_med, burst_p99 = (float(x) for x in np.median(figures["burst"], axis=0))
     raw, fmq = float(np.median(figures["raw"])), float(np.median(figures["fmq"]))
+    burst_vs_fmq = [burst[0] / floor for burst, floor in zip(figures["burst"], figures["fmq"])]
     return {"driver_us": round(driver_med, 2), "driver_p99_us": round(driver_p99, 2),
             "raw_roundtrip_us": round(raw, 2), "driver_vs_raw": round(driver_med / raw, 2),
             "burst_us": round(burst_med, 2), "burst_p99_us": round(burst_p99, 2),
-            "fmq_roundtrip_us": round(fmq, 2), "burst_vs_fmq": round(burst_med / fmq, 2),
+            "fmq_roundtrip_us": round(fmq, 2), "burst_vs_fmq": round(float(np.median(burst_vs_fmq)), 2),
+            "fmq_process_roundtrip_us": round(float(np.median(figures["fmq_process"])), 2),
             "burst_vs_driver": round(burst_med / driver_med, 2)}
 
 

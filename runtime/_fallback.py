@@ -30,6 +30,7 @@ from tracing import Phase
 _NOT_RETRIED = frozenset({ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE,
                           ErrorStatus.MISSED_DEADLINE_TRANSIENT,
                           ErrorStatus.MISSED_DEADLINE_PERSISTENT})
+_NONE = ErrorStatus.NONE
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT  # a module global: Enum member access is slow
 
 
@@ -37,11 +38,32 @@ def execute(prepared, request: Request, measure: bool, deadline_ns: int | None) 
     """``prepared.execute``, with a driver-side ``HalError`` (e.g. a dead driver process)
     returned as its status instead of raised. RESOURCE_EXHAUSTED_TRANSIENT is retried once on
     the same driver (its other work may have ended); the persistent codes are final there."""
-    result = _execute_once(prepared, request, measure, deadline_ns)
-    if result.status == _EXHAUSTED:
-        vlog.log("execution", "ExecutionBuilder", "RESOURCE_EXHAUSTED_TRANSIENT: retrying once")
-        result = _execute_once(prepared, request, measure, deadline_ns)
-    return result
+    try:
+        result = prepared.execute(request, measure, deadline_ns)
+    except HalError as error:
+        return after_error(prepared, request, measure, deadline_ns, error)
+    return result if result.status == _NONE else after_status(prepared, request, measure, deadline_ns, result)
+
+
+def after_error(prepared, request: Request, measure: bool, deadline_ns: int | None,
+                error: HalError) -> ExecutionResult:
+    """What :func:`execute` returns when its first attempt raised ``error``."""
+    return _retried(prepared, request, measure, deadline_ns, _failed(error))
+
+
+def after_status(prepared, request: Request, measure: bool, deadline_ns: int | None,
+                 result: ExecutionResult) -> ExecutionResult:
+    """What :func:`execute` returns when its first attempt gave the failed ``result``."""
+    _log_status(result.status)
+    return _retried(prepared, request, measure, deadline_ns, result)
+
+
+def _retried(prepared, request: Request, measure: bool, deadline_ns: int | None,
+             result: ExecutionResult) -> ExecutionResult:
+    if result.status != _EXHAUSTED:
+        return result
+    vlog.log("execution", "ExecutionBuilder", "RESOURCE_EXHAUSTED_TRANSIENT: retrying once")
+    return _execute_once(prepared, request, measure, deadline_ns)
 
 
 def _execute_once(prepared, request: Request, measure: bool, deadline_ns: int | None) -> ExecutionResult:

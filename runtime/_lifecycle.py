@@ -31,6 +31,14 @@ def _bad_state(call: str, message: str) -> NnError:
     return NnError(ResultCode.BAD_STATE, f"{call}: {message}")
 
 
+def _refusal(call: str, value) -> NnError:
+    """Why an execution in state ``value`` cannot begin computing."""
+    if value == COMPUTATION:
+        return _bad_state(call, "the execution is already computing")
+    return _bad_state(call, "the execution has completed and is not reusable; create a new "
+                      "Execution or call set_reusable(True) before the first compute")
+
+
 class BuilderState:
     """Building -> finished, or -> invalid after a failed ``finish()``."""
 
@@ -80,13 +88,14 @@ class ExecutionState:
 
     def begin(self, call: str) -> None:
         """Enter computation; BAD_STATE while one runs or when a non-reusable one completed."""
-        with self._lock:
-            if self.value == COMPUTATION:
-                raise _bad_state(call, "the execution is already computing")
-            if self.value == COMPLETED and not self.reusable:
-                raise _bad_state(call, "the execution has completed and is not reusable; create a "
-                                 "new Execution or call set_reusable(True) before the first compute")
-            self._before, self.value = self.value, COMPUTATION
+        lock = self._lock
+        lock.acquire()  # no with-block: this is every compute's path; nothing below raises
+        value = self.value
+        if value == COMPUTATION or (value == COMPLETED and not self.reusable):
+            lock.release()
+            raise _refusal(call, value)
+        self._before, self.value = value, COMPUTATION
+        lock.release()
 
     def cancel(self) -> None:
         """Leave computation without computing (the request was rejected before it started)."""

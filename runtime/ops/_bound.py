@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from runtime.ops import registry
 from runtime.ops.registry import OpContext
 
 _new_context = tuple.__new__  # OpContext(...) without the NamedTuple's Python-level __new__
@@ -49,38 +50,113 @@ def bind(executor, inputs: Sequence[np.ndarray | None], capacities: Sequence[int
     steps = tuple(_bound_step(step, template, computed) for step in executor.steps)
     outputs = tuple(zip(executor._outputs, out_views))
 
-    def run() -> bool:
+    def current() -> bool:
+        """Whether the checks this run skips still hold (see the module docstring)."""
         checked = executor._checked_key
-        if (checked is not key and checked != key) or executor.forTest_step_hook is not None:
+        return (checked is key or checked == key) and executor.forTest_step_hook is None
+
+    if len(steps) == 1 and not steps[0][2] and steps[0][3] == tuple(index for index, _ in outputs):
+        into = _into(executor.steps[0], steps[0][1], out_views)
+        if into is not None:
+            return _into_run(executor, key, into)
+        return _one_step_run(executor, key, steps[0], outputs)
+    return _steps_run(current, steps, outputs)
+
+
+def _steps_run(current, steps: tuple, outputs: tuple) -> Callable[[], bool]:
+    def run() -> bool:
+        if not current():
             return False
         values = {}  # the operands computed by this run
         try:
-            for execute, operation, args, fills, in_operands, out_operands, outs, frees in steps:
-                args = args.copy()
-                for position, index in fills:
-                    args[position] = values[index]
-                results = execute(_new_context(OpContext, (operation, args, in_operands, out_operands)))
-                for index, value in zip(outs, results):
+            for execute, context, fills, outs, frees in steps:
+                if fills:
+                    context = _filled(context, fills, values)
+                for index, value in zip(outs, execute(context)):
                     values[index] = value
                 for index in frees:
                     values[index] = None
         except Exception:  # noqa: BLE001 - the ordinary path runs again and reports it
             return False
-        for index, view in outputs:
-            value = values.get(index)
-            if type(value) is not _ndarray or value.shape != view.shape:
-                return False
-        for index, view in outputs:
-            view[...] = values[index]  # as np.copyto(casting="unsafe"): same shape, any dtype
+        return _write(values, outputs)
+
+    return run
+
+
+def _into(step, context, out_views):
+    """The operation's in-place form for these fixed arguments (``registry.BindInto``), if any."""
+    record = registry.get(step.operation.type)
+    if record is None or record.bind_into is None or record.execute is not step.execute:
+        return None
+    return record.bind_into(context, out_views)
+
+
+def _into_run(executor, key, into) -> Callable[[], bool]:
+    """A model of one operation that writes the model's outputs in place: one kernel call."""
+    def run() -> bool:
+        checked = executor._checked_key
+        if (checked is not key and checked != key) or executor.forTest_step_hook is not None:
+            return False
+        try:
+            into()
+        except Exception:  # noqa: BLE001 - the ordinary path runs again and reports it
+            return False
         return True
 
     return run
 
 
+def _one_step_run(executor, key, step: tuple, outputs: tuple) -> Callable[[], bool]:
+    """A model of one operation computing exactly the model's outputs (a burst's typical
+    per-frame kernel): its results go straight to the views, with no table of values."""
+    execute, context = step[0], step[1]
+    views = tuple(view for _, view in outputs)
+
+    def run() -> bool:
+        checked = executor._checked_key  # current(), inline: one call less per frame
+        if (checked is not key and checked != key) or executor.forTest_step_hook is not None:
+            return False
+        try:
+            results = execute(context)
+        except Exception:  # noqa: BLE001 - the ordinary path runs again and reports it
+            return False
+        if len(results) != len(views):
+            return False
+        for value, view in zip(results, views):
+            if type(value) is not _ndarray or value.shape != view.shape:
+                return False
+        for value, view in zip(results, views):
+            view[...] = value
+        return True
+
+    return run
+
+
+def _write(values: dict, outputs: tuple) -> bool:
+    """Copy each computed output into its view; False (nothing written) unless all fit."""
+    for index, view in outputs:
+        value = values.get(index)
+        if type(value) is not _ndarray or value.shape != view.shape:
+            return False
+    for index, view in outputs:
+        view[...] = values[index]  # as np.copyto(casting="unsafe"): same shape, any dtype
+    return True
+
+
+def _filled(context, fills: tuple, values: dict):
+    """``context`` with the arguments computed by earlier steps of this run filled in."""
+    args = context[1].copy()
+    for position, index in fills:
+        args[position] = values[index]
+    return _new_context(OpContext, (context[0], args, context[2], context[3]))
+
+
 def _bound_step(step, template: list, computed: set) -> tuple:
-    """A step's kernel and context parts, its arguments filled from ``template`` (inputs,
-    constants) but for those ``computed`` by earlier steps: (position, operand) to fill."""
+    """A step's kernel, its context with the arguments from ``template`` (inputs, constants)
+    but for those ``computed`` by earlier steps (``fills``: (position, operand) to fill per
+    run), its outputs and frees. Kernels never change their arguments, so a context without
+    fills serves every run."""
     args = [None if index in computed else template[index] for index in step.inputs]
     fills = tuple((position, index) for position, index in enumerate(step.inputs) if index in computed)
-    return (step.execute, step.operation, args, fills, step.input_operands, step.output_operands,
-            step.outputs, step.frees)
+    context = _new_context(OpContext, (step.operation, args, step.input_operands, step.output_operands))
+    return step.execute, context, fills, step.outputs, step.frees

@@ -43,6 +43,10 @@ Kernel = Callable[[OpContext], list]
 #: Shape inference before the kernel runs: an ``runtime.ops.budget.OutputPlan`` (output shapes
 #: and scratch bytes), or None when the outputs are no larger than the inputs.
 Prepare = Callable[[OpContext], Any]
+#: For a context whose inputs stay the same arrays run after run (a burst's bound run,
+#: ``runtime.ops._bound``): a callable computing the outputs straight into ``out_views`` (as
+#: AOSP's kernels write their output buffers), or None when this context needs ``execute``.
+BindInto = Callable[[OpContext, Sequence[Any]], Callable[[], Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +56,20 @@ class OperationRecord:
     validate: Validator
     execute: Kernel
     prepare: Prepare | None = None
+    bind_into: BindInto | None = None
 
 
 _RECORDS: dict[OperationType, OperationRecord] = {}
 
 
 def register(op_type: OperationType, family: str, validate: Validator, execute: Kernel,
-             prepare: Prepare | None = None) -> None:
+             prepare: Prepare | None = None, bind_into: BindInto | None = None) -> None:
     """Register an operation; ``prepare`` lets the executor check its memory before running it
-    (needed wherever outputs can outgrow the inputs: padding, broadcasting, windows, tiling)."""
+    (needed wherever outputs can outgrow the inputs: padding, broadcasting, windows, tiling);
+    ``bind_into`` (see :data:`BindInto`) lets a bound run write its outputs in place."""
     if op_type in _RECORDS:
         raise ValueError(f"operation {op_type.name} registered twice")
-    _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute, prepare)
+    _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute, prepare, bind_into)
 
 
 _loaded: list = []  # families imported (or found absent) so far: load_all looks them up once

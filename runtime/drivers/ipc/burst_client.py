@@ -59,7 +59,9 @@ RING_BYTES = 64 * 1024
 #: wake-up (AOSP's burst polling window; 0 when the compilation prefers low power).
 #: ``NNSCOPE_BURST_POLL_US``.
 DEFAULT_POLL_US = 50
-_ALIGN = 64
+#: Staged pools start on a cache line; smaller ones are packed 16-byte aligned (any dtype's
+#: alignment), so that a small request's arguments cross between the CPUs as one line.
+_ALIGN, _SMALL_ALIGN = 64, 16
 _U32 = struct.Struct("<I")
 _SLOT_ENTRY = struct.Struct("<IQQ")
 _LABEL = "ExecutionBurstController"
@@ -205,6 +207,25 @@ class BurstController:
         self._reply = (reply, result)
         return result
 
+    def echo(self, message: bytes) -> None:
+        """Send an echo message (:func:`~runtime.drivers.ipc.fmq_datum.encode_echo`) through the
+        burst's rings and wait until the driver's listener wrote it back: the round trip of the
+        channel alone, the floor of a burst execution (``benchmarks/runtime_latency.py``).
+
+        Raises:
+            HalError: DEAD_OBJECT when the burst is or becomes broken; INVALID_ARGUMENT when
+                the driver answered anything but the message.
+        """
+        if self.broken is not None:
+            raise HalError(_DEAD, f"burst {self.burst_id}: {self.broken}")
+        try:
+            self.requests.write(message, timeout=self.device.timeout_s)
+            reply = self.results.read(timeout=self.device.timeout_s, poll_s=self.poll_s)
+        except (FmqError, ValueError) as error:  # FmqCorrupt is a CodecError (ValueError)
+            raise HalError(self._break(f"echo failed: {error}").status, self.broken) from None
+        if reply != message:
+            raise HalError(ErrorStatus.INVALID_ARGUMENT, "the driver did not echo the message")
+
     def _encode(self, request: Request, measure: bool) -> _Encoded:
         slots, positions, staged = [], {}, {}
         for position, pool in enumerate(request.pools):
@@ -237,8 +258,10 @@ class BurstController:
         for position in sorted(used):
             pool = request.pools[position]
             if not is_shared(pool):
-                staged[position] = size
-                size += -(-pool_bytes(pool).nbytes // _ALIGN) * _ALIGN
+                nbytes = pool_bytes(pool).nbytes
+                align = _ALIGN if nbytes >= _ALIGN else _SMALL_ALIGN  # small ones share a line
+                staged[position] = -(-size // align) * align
+                size = staged[position] + nbytes
         return size
 
     def _staged_view(self, placed: tuple, argument: RequestArgument) -> memoryview:

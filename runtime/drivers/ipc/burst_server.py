@@ -13,7 +13,9 @@ not freed since) runs the same HAL ``Request`` object, so the prepared model's b
 (validation, numpy views) is reused; with tracing and ``cpuexe`` vlog off, it runs the prepared
 model's *bound run* (``CpuPreparedModel.bound_run``: the kernels on those views) and answers the
 result datum of the same success, decoding and validating nothing. Pools stay mapped per slot until
-``IBurstContext.freeMemory(slot)``, the burst's release, or its connection closing.
+``IBurstContext.freeMemory(slot)``, the burst's release, or its connection closing. An echo
+message (:data:`~runtime.drivers.ipc.fmq_datum.ECHO`, not AOSP's) is written back unchanged: its
+round trip is the channel's floor, timed on the burst's own rings and thread.
 
 A malformed message gets an INVALID_ARGUMENT result and the thread goes on; a ring whose shared
 indices are broken ends the burst. The thread and the socket loop share the service's execution
@@ -37,8 +39,8 @@ from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader
 from runtime.drivers.ipc.fmq import FmqChannel, FmqCorrupt, FmqError
-from runtime.drivers.ipc.fmq_datum import (decode_request, encode_memory_request,
-                                           encode_result)
+from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_request,
+                                           encode_result, is_echo)
 from runtime.drivers.ipc.shm import map_fd
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
@@ -84,7 +86,8 @@ class BurstServer:
 
     # ------------------------------------------------------------------ listener thread
     def _listen(self) -> None:
-        read, write, poll_s = self.requests.read, self.results.write, self.poll_s
+        read, write, poll_s, repeat = self.requests.read, self.results.write, self.poll_s, self._repeat
+        traced, observed = _trace.enabled, vlog.is_on
         while True:
             try:
                 message = read(poll_s=poll_s)
@@ -93,9 +96,11 @@ class BurstServer:
                 return
             except FmqError:
                 return  # stopped: released, or the connection closed
-            if _trace.enabled() or vlog.is_on("cpuexe") or (reply := self._repeat(message)) is None:
+            if message.startswith(ECHO):
+                reply = message if is_echo(message) else _INVALID
+            elif traced() or observed("cpuexe") or (reply := repeat(message)) is None:
                 reply = self._serve(message)
-                if _trace.enabled():
+                if traced():
                     _trace.flush()  # before the answer: the runtime may end the session on it
             try:
                 write(reply, timeout=CALLBACK_TIMEOUT_S)

@@ -8,7 +8,8 @@ request: ``PACKET(size, inputs, outputs, pools)``, per input ``INPUT(has_no_valu
 offset, length, rank)`` + ``rank`` x ``INPUT_DIM``, the same for outputs, ``pools`` x
 ``POOL(slot)``, ``MEASURE(flag)``;
 result: ``PACKET(size, status, operands)``, per output ``OPERAND(is_sufficient; rank)`` +
-``rank`` x ``DIM``, ``TIMING(on device, in driver)``.
+``rank`` x ``DIM``, ``TIMING(on device, in driver)``. Not AOSP's: an echo request (``ECHO``
+then zero datums) that the listener writes back unchanged, to time the channel alone.
 
 No pickle: the decoders only unpack integers. They check every field against the bytes received
 (whole datums, the declared packet size, counts against the datums left, tags in order, ranks,
@@ -65,6 +66,15 @@ class CallbackTag(enum.IntEnum):
 
     GET_MEMORIES = 0x10
     SLOT = 0x11
+
+
+#: Not AOSP's: a request whose first datum is this (tag 0x20 and a 16-byte magic, which no
+#: request or bit flip of one can form) is an echo: the listener writes it back unchanged. Its
+#: round trip is the floor of a burst execution, timed on the burst's own rings and thread.
+ECHO_TAG = 0x20
+ECHO = DATUM.pack(ECHO_TAG, 0, 0, *struct.unpack("<IIII", b"nnscope:echo\x00\x00\x00\x01"))
+#: Longest echo message, in datums.
+MAX_ECHO_DATUMS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +249,18 @@ def decode_result(data) -> ExecutionResult:
     except ValueError as error:
         raise CodecError(f"timing: {error}") from None
     return ExecutionResult(status, tuple(shapes), timing if timing != Timing() else None)
+
+
+def encode_echo(datums: int) -> bytes:
+    """An echo message of ``datums`` datums (1..MAX_ECHO_DATUMS): ECHO, then zero datums."""
+    if not 1 <= datums <= MAX_ECHO_DATUMS:
+        raise CodecError(f"an echo has 1 to {MAX_ECHO_DATUMS} datums, not {datums}")
+    return ECHO + bytes(DATUM_SIZE * (datums - 1))
+
+
+def is_echo(data: bytes) -> bool:
+    """Whether ``data`` is a well-formed echo message (see :data:`ECHO`)."""
+    return data.startswith(ECHO) and len(data) % DATUM_SIZE == 0 and len(data) <= DATUM_SIZE * MAX_ECHO_DATUMS
 
 
 def encode_memory_request(slots) -> bytes:

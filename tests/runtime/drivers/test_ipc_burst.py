@@ -14,7 +14,9 @@ import pytest
 from runtime import Burst, Compilation, Execution
 from runtime.drivers.ipc.fmq import FmqChannel
 from runtime.drivers.ipc._reply import check_status
-from runtime.drivers.ipc.fmq_datum import DATUM_SIZE, decode_memory_request, decode_result
+from runtime.drivers.ipc.codec import CodecError
+from runtime.drivers.ipc.fmq_datum import (DATUM_SIZE, ECHO, MAX_ECHO_DATUMS, decode_memory_request,
+                                           decode_result, encode_echo)
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.hal.errors import HalError
@@ -82,6 +84,19 @@ def test_random_and_bit_flipped_datums_never_break_the_driver(burst_setup):
     for a in (2.0, -3.5):
         np.testing.assert_array_equal(_run(compilation, burst, a)[0], a + np.arange(4))
     assert device.process.alive()
+
+
+def test_an_echo_comes_back_unchanged_and_a_malformed_one_is_refused(burst_setup):
+    device, compilation, burst = burst_setup
+    _run(compilation, burst, 0.0)
+    controller = burst.controllers[0]
+    for datums in (1, 3, MAX_ECHO_DATUMS):
+        controller.echo(encode_echo(datums))  # raises unless the very bytes came back
+    assert _status(controller, ECHO + bytes(7)) == ErrorStatus.INVALID_ARGUMENT  # not whole datums
+    assert _status(controller, ECHO * (MAX_ECHO_DATUMS + 1)) == ErrorStatus.INVALID_ARGUMENT
+    with pytest.raises(CodecError):
+        encode_echo(0)
+    np.testing.assert_array_equal(_run(compilation, burst, 7.0)[0], 7.0 + np.arange(4))
 
 
 def test_configure_rejects_bad_fds_and_unknown_models(burst_setup):

@@ -5,13 +5,18 @@ and decline (False, or None when binding) whenever the ordinary path's checks co
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from runtime.builtin_models import mobilenet, sample_input
 from runtime.drivers.cpu import CpuDevice
-from runtime.ops import _bound
+from runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, Operation, OperationType as Op
+from runtime.ops import _bound, registry
+from runtime.ops.registry import OpContext
 from runtime.ops.executor import CpuExecutor
 from tests.runtime.drivers._hal import make_request
+from tests.runtime.drivers._hal import _Values
 from tests.runtime.ops.test_executor_signature import _inputs, _unknown_add_model
+from tests.support import cost_models as cm
 
 
 def _bound_mobilenet():
@@ -82,3 +87,43 @@ def test_no_binding_for_inputs_the_executor_would_convert():
     as_float64 = [x.astype(np.float64) for x in _inputs(4)]
     executor.run(as_float64, [64])
     assert _bound.bind(executor, as_float64, [64], [np.zeros((4, 4), np.float32)]) is None
+
+
+def _binary_model(op, fuse: int, operand_type=T.TENSOR_FLOAT32):
+    """``out [4, 4] = op(a [4, 1], b [1, 4])`` with fused activation ``fuse``."""
+    values = _Values()
+    a = Operand(operand_type, (4, 1), lifetime=L.SUBGRAPH_INPUT)
+    b = Operand(operand_type, (1, 4), lifetime=L.SUBGRAPH_INPUT)
+    act = values.add(T.INT32, np.int32(fuse))
+    out = Operand(operand_type, (4, 4), lifetime=L.SUBGRAPH_OUTPUT)
+    return cm._graph((a, b, act, out), (Operation(op, (0, 1, 2), (3,)),), (0, 1), (3,), values)
+
+
+@pytest.mark.parametrize("op", [Op.ADD, Op.SUB, Op.MUL, Op.DIV])
+@pytest.mark.parametrize("fuse", [0, 1])  # NONE (in place where the op can), RELU
+def test_one_operation_runs_bound_equal_the_ordinary_path_for_new_bytes(op, fuse):
+    executor = CpuExecutor(_binary_model(op, fuse))
+    rng = np.random.default_rng(int(op) * 10 + fuse)
+    inputs = [np.ones((4, 1), np.float32), np.full((1, 4), 2, np.float32)]
+    executor.run(inputs, [64])
+    out = np.zeros((4, 4), np.float32)
+    run = _bound.bind(executor, inputs, [64], [out])
+    for _ in range(3):
+        for array in inputs:
+            array[...] = rng.uniform(-2, 2, array.shape).astype(np.float32)
+        out[...] = np.nan
+        assert run() is True
+        np.testing.assert_array_equal(out, executor.run(inputs, [64])[0])
+
+
+def test_in_place_forms_only_where_they_give_the_ordinary_bits():
+    ctx = lambda fuse, a, b: OpContext(None, [a, b, fuse], (), ())  # noqa: E731
+    a, b, out = np.ones((4, 1), np.float32), np.ones((1, 4), np.float32), np.zeros((4, 4), np.float32)
+    bind = registry.get(Op.ADD).bind_into
+    assert bind(ctx(0, a, b), [out]) is not None
+    assert bind(ctx(1, a, b), [out]) is None                          # RELU: two passes
+    assert bind(ctx(0, a, b), [np.zeros((2, 8), np.float32)]) is None  # not the broadcast shape
+    assert bind(ctx(0, a, b), [np.zeros((1, 4, 4), np.float32)]) is None  # numpy would broadcast into it
+    half = a.astype(np.float16), b.astype(np.float16), out.astype(np.float16)
+    assert bind(ctx(0, *half[:2]), [half[2]]) is None                # float16 computes via float32
+    assert registry.get(Op.DIV).bind_into is None                   # x / 0 needs the kernel's errstate
