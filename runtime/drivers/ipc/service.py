@@ -143,7 +143,7 @@ class DriverService:
         connection.send(flags | msg_type, request_id, payload)
 
     # ------------------------------------------------------------------ dispatch
-    def handle(self, connection: _Connection, message) -> None:
+    def handle(self, connection: Connection, message) -> None:
         """Answer one decoded record (always replies, never raises for client errors)."""
         start = _monotonic_ns()
         msg_type = message.type
