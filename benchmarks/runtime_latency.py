@@ -291,7 +291,8 @@ def main() -> None:
           f"(p99 {results['driver_p99_us']}); raw round trip {results['raw_roundtrip_us']} us; "
           f"ratio {results['driver_vs_raw']}x")
     print(f"tiny ADD burst_compute() via sample-all: median {results['burst_us']} us "
-          f"(p99 {results['burst_p99_us']}); FMQ round trip {results['fmq_roundtrip_us']} us; "
+          f"(p99 {results['burst_p99_us']}); FMQ round trip {results['fmq_roundtrip_us']} us (echo through "
+          f"the burst; to a separate process {results['fmq_process_roundtrip_us']} us); "
           f"{results['burst_vs_fmq']}x the FMQ floor, {results['burst_vs_driver']}x compute()")
     for name, figures in results["driver_placements"].items():
         print(f"  pinned {name}-CPU: driver {figures['driver_us']} us, raw {figures['raw_roundtrip_us']} us, "
