@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from runtime.drivers import cache_files as files, cache_memo, cache_tables as tables
+from runtime.drivers import cache_files as files, cache_memo, cache_tables as tables, memory_budget
 from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.hal.types import HalModel
@@ -120,7 +120,8 @@ def save(driver, prepared, model_fds, data_fds, token: bytes) -> None:
 
 
 def load(driver, model_fds, data_fds, token: bytes):
-    """``(model, executor)`` restored from the cache files.
+    """``(model, executor, footprint)`` restored from the cache files (``footprint``: the
+    model's ``memory_budget.model_footprint``, remembered with a restored executor).
 
     Raises:
         CacheError: a file that does not check out, or files that do not belong together.
@@ -131,19 +132,20 @@ def load(driver, model_fds, data_fds, token: bytes):
     restored = _RESTORED.get(id(model_record))
     if restored is not None and restored[0] is model_record and restored[1] is data_record \
             and restored[2] == driver.budget_bytes:
-        return restored[3], copy.copy(restored[4])  # the template never runs: a fresh executor
+        return restored[3], copy.copy(restored[4]), restored[5]  # the template never runs: a copy
     layout = _decoded(_read_layout, model_record.payload)
     if not model_record.model_digest == data_record.model_digest == \
             digest(model_record.payload, data_record.sums):
         raise CacheError("model and data cache files do not belong together")
     model, executor = _decoded(_restore, layout, data_record.payload, driver.budget_bytes)
+    footprint = memory_budget.model_footprint(model, executor)
     if not model.referenced and cache_memo.MEMO.holds(model_record) and cache_memo.MEMO.holds(data_record):
         for stale in [key for key, entry in _RESTORED.items()  # records the memo let go of
                       if not (cache_memo.MEMO.holds(entry[0]) and cache_memo.MEMO.holds(entry[1]))]:
             del _RESTORED[stale]
         _RESTORED[id(model_record)] = (model_record, data_record, driver.budget_bytes, model,
-                                       copy.copy(executor))
-    return model, executor
+                                       copy.copy(executor), footprint)
+    return model, executor, footprint
 
 
 def _check_counts(model_fds, data_fds) -> None:

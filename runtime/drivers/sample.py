@@ -237,9 +237,12 @@ class SampleDriver(Device):
             raise invalid(f"model rejected by the CPU executor: {error}") from None
         return self._prepared(model, executor)
 
-    def _prepared(self, model: HalModel, executor) -> SamplePreparedModel:
-        """The prepared model, its footprint charged (HalError RESOURCE_EXHAUSTED_* if refused)."""
-        charge = self.memory.reserve(memory_budget.model_footprint(model, executor), memory_budget.PREPARE)
+    def _prepared(self, model: HalModel, executor, footprint: int | None = None) -> SamplePreparedModel:
+        """The prepared model, its footprint (computed unless given) charged (HalError
+        RESOURCE_EXHAUSTED_* if refused)."""
+        if footprint is None:
+            footprint = memory_budget.model_footprint(model, executor)
+        charge = self.memory.reserve(footprint, memory_budget.PREPARE)
         return SamplePreparedModel(model, executor, self.config.perf, self.load, charge)
 
     # ------------------------------------------------------------------ compilation caching
@@ -257,7 +260,7 @@ class SampleDriver(Device):
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             raise HalError(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "deadline passed before prepareModelFromCache")
         try:
-            model, executor = cache_payload.load(self, model_cache, data_cache, token)
+            model, executor, footprint = cache_payload.load(self, model_cache, data_cache, token)
         except CacheError as error:
             raise HalError(ErrorStatus.GENERAL_FAILURE, f"cache not usable: {error}") from None
-        return self._prepared(model, executor)
+        return self._prepared(model, executor, footprint)

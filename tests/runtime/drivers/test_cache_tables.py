@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from runtime.cts.loader import CTS_ROOT, load_file
-from runtime.drivers import cache_payload, cache_tables
+from runtime.drivers import cache_payload, cache_tables, memory_budget
 from runtime.drivers.cache_files import CacheError
 from runtime.drivers.ipc.codec import CodecError, Reader
 from runtime.drivers.sample import SAMPLES, SampleDriver
@@ -34,7 +34,9 @@ def _save_and_load(driver, model):
     with tempfile.TemporaryFile() as model_file, tempfile.TemporaryFile() as data_file:
         fds = [model_file.fileno()], [data_file.fileno()]
         cache_payload.save(driver, prepared, *fds, TOKEN)
-        return cache_payload.load(driver, *fds, TOKEN)
+        model, executor, footprint = cache_payload.load(driver, *fds, TOKEN)
+        assert footprint == memory_budget.model_footprint(model, executor)
+        return model, executor
 
 
 @pytest.mark.parametrize("relative", VECTORS)
