@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from runtime import Compilation, Execution, NnError, ResultCode
+from runtime import Burst, Compilation, Execution, NnError, ResultCode
 from runtime.builtin_models import mobilenet, sample_input
 from runtime.hal.types import Priority
 from runtime.manager import cpu_device
@@ -44,6 +44,18 @@ def _run(compilation, inputs) -> tuple[tuple[float, float], np.ndarray]:
     execution.set_output(0, out)
     start = time.perf_counter()
     execution.compute()
+    return (start, time.perf_counter()), out
+
+
+def _frame(compilation, burst, inputs) -> tuple[tuple[float, float], np.ndarray]:
+    """One execution of ``compilation`` through ``burst``, as :func:`_run`."""
+    execution = Execution(compilation)
+    for index, value in enumerate(inputs):
+        execution.set_input(index, value)
+    out = np.zeros((1, 1000), np.float32)
+    execution.set_output(0, out)
+    start = time.perf_counter()
+    execution.burst_compute(burst)
     return (start, time.perf_counter()), out
 
 
@@ -142,3 +154,32 @@ def test_a_deadline_only_the_queue_makes_impossible_is_declined_at_once(setup):
         return code == ResultCode.MISSED_DEADLINE_TRANSIENT and elapsed < 0.5 * left, (code.name, elapsed, left)
 
     _in_attempts(attempt)
+
+
+def test_high_priority_burst_frames_cut_through_a_low_priority_flood(setup):
+    """A burst runs its frames outside the driver's queue, on its listener thread; ranked by its
+    model's priority (``Scheduler.exclusive``), a HIGH frame makes the client's running LOW
+    execution yield (it reruns later) instead of waiting for it to finish."""
+    compilations, inputs, expected, _ = setup
+    low, high = compilations[Priority.LOW], compilations[Priority.HIGH]
+    with Burst(high) as burst:
+        def attempt():
+            idle = statistics.median(_latency(_frame(high, burst, inputs)[0]) for _ in range(5))
+            frames = []
+            with _Flood(low, inputs, expected) as flood:
+                for _ in range(HIGH_RUNS):
+                    span, out = _frame(high, burst, inputs)
+                    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+                    frames.append(span)
+                    time.sleep(0.03)
+            assert not flood.wrong
+            loaded = statistics.median(_latency(span) for span in frames)
+            # a LOW execution that ends while a frame waits is one the frame did not cut through
+            # (but for the odd one whose reply was already on its way)
+            waited_for = [sum(1 for s, e in flood.spans if s < fs < e < fe) for fs, fe in frames]
+            in_flight = [sum(1 for s, e in flood.spans if s < fs < e) for fs, _ in frames]
+            ok = (sum(waited_for) <= HIGH_RUNS // 2 and loaded <= 1.5 * idle
+                  and sum(in_flight) >= HIGH_RUNS * (FLOOD_THREADS - 1))  # the flood was in flight
+            return ok, dict(idle=idle, loaded=loaded, waited_for=waited_for, in_flight=in_flight)
+
+        _in_attempts(attempt)

@@ -18,8 +18,9 @@ message (:data:`~runtime.drivers.ipc.fmq_datum.ECHO`, not AOSP's) is written bac
 round trip is the channel's floor, timed on the burst's own rings and thread.
 
 A malformed message gets an INVALID_ARGUMENT result and the thread goes on; a ring whose shared
-indices are broken ends the burst. The thread and the socket loop share the service's execution
-lock, so a prepared model never runs twice at once.
+indices are broken ends the burst. Each frame takes the service's execution lock through the
+scheduler (``Scheduler.exclusive``), ranked by its model's priority among its client's
+executions, so a prepared model never runs twice at once.
 
 Example (the socket handlers ``DriverService`` routes)::
 
@@ -44,7 +45,7 @@ from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_r
 from runtime.drivers.ipc.shm import map_fd
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from runtime.hal.types import ErrorStatus, Priority
 
 #: Bursts one connection may hold at once, and pool slots one burst may keep mapped.
 MAX_BURSTS_PER_CONNECTION = 64
@@ -71,6 +72,7 @@ class BurstServer:
         self.client = client
         self.burst_id = burst_id
         self.prepared = prepared
+        self.priority = getattr(prepared, "priority", Priority.MEDIUM)
         self.requests, self.results = channels
         self.slots: dict[int, object] = {}  # slot -> MappedRegion
         self.maps = 0  # pools mapped over the burst's life (each slot once until freed)
@@ -112,7 +114,7 @@ class BurstServer:
         its bound run; None for another message, or when the run declined (it is dropped: the
         ordinary path reports, and binds again). ``_fast`` is only read and set under the
         execution lock, which freeMemory holds to drop it: a bound run never outlives a slot."""
-        with self.service.exec_lock:
+        with self._exclusive():
             fast_message, run, reply = self._fast
             if message != fast_message:
                 return None
@@ -120,6 +122,11 @@ class BurstServer:
                 return reply
             self._fast = _NO_FAST
         return None
+
+    def _exclusive(self):
+        """The execution lock for one frame, ranked by the model's priority among the client's
+        executions (``Scheduler.exclusive``)."""
+        return self.service.executions.scheduler.exclusive(self.client, self.priority)
 
     def _serve(self, message: bytes) -> bytes:
         if not _trace.enabled():
@@ -131,7 +138,7 @@ class BurstServer:
     def _answer(self, message: bytes) -> bytes:
         start = time.monotonic_ns()
         try:
-            with self.service.exec_lock:
+            with self._exclusive():
                 request, measure = self._request_for(message)
                 result = self.prepared.execute(request, measure, None)
                 if result.timing is not None:  # time in driver covers decoding too

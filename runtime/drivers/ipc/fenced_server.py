@@ -38,7 +38,7 @@ from runtime.drivers.ipc.protocol import REPLY, MsgType, pack_header
 from runtime.drivers.ipc.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
 from runtime.drivers.ipc.transport import PeerClosed, close_fds
 from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from runtime.hal.types import ErrorStatus, Priority
 from timing import UINT64_MAX, Timing
 
 LAUNCH = struct.Struct("<Iq")
@@ -61,10 +61,10 @@ class FencedJob:
     """One fenced execution: its wait fences, decoded request, sync fence and outcome."""
 
     def __init__(self, prepared, decoded, state: DecodeState, waits: list, duration_ns: int | None,
-                 launched_ns: int, label: str, connection, exec_lock):
+                 launched_ns: int, label: str, connection, scheduler):
         self.prepared, self.decoded, self.state = prepared, decoded, state
         self.connection = connection  # a job whose client is gone stops waiting for its fences
-        self.exec_lock = exec_lock  # the service's: one prepared model never runs twice at once
+        self.scheduler = scheduler  # its exclusive(): the execution lock, ranked by priority
         self.waits, self.duration_ns, self.launched_ns = waits, duration_ns, launched_ns
         self.label = label
         self.fence = new_fence()  # signalled, then closed, by the worker (the client has a dup)
@@ -111,7 +111,9 @@ class FencedJob:
         if self.duration_ns is not None:
             after = fenced_ns + self.duration_ns
             deadline = after if deadline is None else min(deadline, after)
-        with _trace.driver(Phase.EXECUTION, self.label), self.exec_lock:
+        priority = getattr(self.prepared, "priority", Priority.MEDIUM)
+        with _trace.driver(Phase.EXECUTION, self.label), \
+                self.scheduler.exclusive(self.connection.client, priority):
             result = self.prepared.execute(self.decoded.request, self.decoded.measure, deadline)
         if result.status != _NONE:
             return result.status, getattr(self.prepared, "last_error", None) or result.status.name
@@ -204,7 +206,7 @@ class FencedServer:
             state.close()
             raise
         return FencedJob(prepared, decoded, state, waits, None if duration < 0 else duration, start,
-                         self.label, connection, self.service.exec_lock)
+                         self.label, connection, self.service.executions.scheduler)
 
     def info(self, connection, message, start: int) -> bytes:
         """getExecutionInfo of a callback this connection launched."""

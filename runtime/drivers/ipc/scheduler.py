@@ -11,16 +11,23 @@ its priority in the queue, and is later **rerun from the start**. We chose rerun
 CPU executor writes outputs only after its last operation, so a rerun needs no saved context
 that could go stale, and the work lost is at most what ran before the higher-priority arrival.
 
-Each job runs under the service's execution lock (shared with burst and fenced threads), and its
-``done`` callback gets the reply payload on the worker thread.
+Each job runs under the service's execution lock, and its ``done`` callback gets the reply payload
+on the worker thread. Runs outside the queue (a burst's frames on its listener thread, a fenced
+execution on its own thread) take that lock through :meth:`Scheduler.exclusive`, ranked as
+executions of their client: a lower-priority execution of the same client that runs is asked to
+yield and none starts meanwhile, and a higher-priority one of the same client goes first. While
+nothing runs or waits, ``exclusive`` is the bare lock (a burst's hot path stays one acquire).
 
 Example::
 
     scheduler = Scheduler(exec_lock)
     scheduler.submit(Job(client, Priority.HIGH, run=lambda: payload, done=send_reply))
+    with scheduler.exclusive(client, Priority.HIGH):   # a burst frame
+        prepared.execute(request)
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
@@ -60,6 +67,7 @@ class Scheduler:
         self._turns: dict = {}  # client -> when it was last served (round robin)
         self._arrivals = itertools.count(1)
         self._running: Job | None = None
+        self._outside: dict = {}  # client -> priorities of its runs outside the queue (exclusive)
         self._started_ns = 0
         self._yield = preempt.YieldRequest()
         # started now, not on first use: a driver's threads stay the same from start to exit
@@ -90,18 +98,59 @@ class Scheduler:
         with self._cond:
             job.seq = next(self._arrivals)
             heapq.heappush(self._queues.setdefault(job.client, []), job)
-            running = self._running
-            if running is not None and running.client is job.client and job.priority > running.priority:
-                self._yield.wanted = True
-            self._cond.notify()
+            self._outranked(job.client, job.priority)
+            self._cond.notify_all()  # the worker, and exclusive runs it may now have to follow
+
+    def exclusive(self, client, priority: int):
+        """The execution lock for a run outside the queue, ranked as ``client``'s execution at
+        ``priority`` (see the module docstring); the bare lock while nothing runs or waits."""
+        if self._running is None and not self._queues:
+            return self.exec_lock  # a job submitted meanwhile waits for this one run
+        return self._ranked(client, int(priority))
+
+    @contextlib.contextmanager
+    def _ranked(self, client, priority: int):
+        with self._cond:
+            self._outside.setdefault(client, []).append(priority)
+            self._outranked(client, priority)
+            while self._ahead_of(client, priority):
+                self._cond.wait()
+        try:
+            with self.exec_lock:
+                yield
+        finally:
+            with self._cond:
+                mine = self._outside[client]
+                mine.remove(priority)
+                if not mine:
+                    del self._outside[client]
+                self._cond.notify_all()
+
+    def _outranked(self, client, priority: int) -> None:
+        """Ask the running job to yield if it is ``client``'s with a lower priority."""
+        running = self._running
+        if running is not None and running.client is client and priority > running.priority:
+            self._yield.wanted = True
+
+    def _ahead_of(self, client, priority: int) -> bool:
+        """Whether an execution of ``client`` with a higher priority runs or waits."""
+        running, queue = self._running, self._queues.get(client)
+        return (running is not None and running.client is client and running.priority > priority) \
+            or (bool(queue) and queue[0].priority > priority)
+
+    def _ready(self) -> list:
+        """Clients whose best waiting job no run outside the queue of theirs outranks."""
+        outside = self._outside
+        return [client for client, queue in self._queues.items()
+                if client not in outside or queue[0].priority >= max(outside[client])]
 
     def _take(self) -> Job:
-        """The next job (caller holds the condition): the best of the waiting client served
+        """The next job (caller holds the condition): the best of the ready client served
         longest ago (then: waiting longest)."""
-        while not self._queues:
+        while not (ready := self._ready()):
             self._cond.wait()
         turns = self._turns
-        client = min(self._queues, key=lambda c: (turns.get(c, 0), min(job.seq for job in self._queues[c])))
+        client = min(ready, key=lambda c: (turns.get(c, 0), min(job.seq for job in self._queues[c])))
         if len(turns) > 4096:
             turns.clear()
         turns[client] = next(self._arrivals)
@@ -120,6 +169,7 @@ class Scheduler:
             payload = self._attempt(job)
             with self._cond:
                 self._running = None
+                self._cond.notify_all()  # exclusive runs that waited for this one
                 if payload is _YIELDED:  # back in front of its priority: it keeps its arrival
                     heapq.heappush(self._queues.setdefault(job.client, []), job)
                     continue

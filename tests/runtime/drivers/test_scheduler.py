@@ -4,6 +4,7 @@ preemption at an operation boundary with a rerun from the start, and correct out
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -139,3 +140,72 @@ def test_the_executor_stops_at_an_operation_boundary_when_asked(net):
     assert stop.value.step == 0
     assert preempt.current() is None
     assert _run(model, inputs)[0] == ErrorStatus.NONE  # nothing left behind
+
+
+def _exclusive_thread(scheduler: Scheduler, client, priority, model, inputs, finished: list, name: str):
+    """A run outside the queue (as a burst frame): ``model`` under ``scheduler.exclusive``."""
+    def run():
+        with scheduler.exclusive(client, priority):
+            assert _run(model, inputs)[0] == ErrorStatus.NONE
+            finished.append(name)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _until(condition, timeout: float = 30.0) -> bool:
+    give_up = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+@pytest.mark.parametrize("client, order, preempted", [("a", ["exclusive", "low"], 1),
+                                                      ("b", ["low", "exclusive"], 0)])
+def test_an_exclusive_run_outranks_its_own_clients_running_lower_priority(net, client, order, preempted):
+    """A burst frame of client a at HIGH makes a's running LOW execution yield (it reruns, right
+    outputs); client b's does not: it waits for the lock like any other client's work."""
+    low_model, high_model, inputs, expected = net
+    scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
+    low = recorder.job("low", "a", LOW, low_model, inputs)
+    running, registered = threading.Event(), threading.Event()
+
+    def hold_first_run(step: int, values) -> None:  # the LOW run waits after operation 1
+        if step == 1 and not registered.is_set():
+            running.set()
+            registered.wait(30)
+
+    low_model.executor.forTest_step_hook = hold_first_run
+    try:
+        scheduler.submit(low)
+        assert running.wait(30)
+        thread = _exclusive_thread(scheduler, client, HIGH, high_model, inputs, recorder.finished, "exclusive")
+        assert _until(lambda: scheduler._outside)  # the frame is ranked, waiting for the lock
+        registered.set()
+        thread.join(60)
+        assert _until(lambda: len(recorder.finished) == 2, 60)  # the job's done() and the frame
+    finally:
+        low_model.executor.forTest_step_hook = None
+    assert recorder.finished == order
+    assert low.preemptions == preempted
+    np.testing.assert_allclose(recorder.outputs["low"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_exclusive_run_follows_its_own_clients_queued_higher_priority(net):
+    model, _, inputs, _ = net
+    scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
+    release = _blocked(scheduler)  # busy: the gate job holds the worker
+    scheduler.submit(recorder.job("high", "a", HIGH, model, inputs))
+    thread = _exclusive_thread(scheduler, "a", LOW, model, inputs, recorder.finished, "exclusive-low")
+    assert _until(lambda: scheduler._outside)
+    release()
+    thread.join(60)
+    assert recorder.finished == ["high", "exclusive-low"]
+
+
+def test_exclusive_is_the_bare_lock_while_nothing_runs_or_waits():
+    lock = threading.Lock()
+    assert Scheduler(lock).exclusive("a", HIGH) is lock
