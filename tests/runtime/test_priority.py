@@ -36,26 +36,18 @@ def setup(sample_all):
     return compilations, inputs, _run(reference, inputs)[1], driver
 
 
-def _run(compilation, inputs) -> tuple[tuple[float, float], np.ndarray]:
+def _run(compilation, inputs, burst=None) -> tuple[tuple[float, float], np.ndarray]:
+    """One execution (through ``burst`` when given): its (start, end) and its output."""
     execution = Execution(compilation)
     for index, value in enumerate(inputs):
         execution.set_input(index, value)
     out = np.zeros((1, 1000), np.float32)
     execution.set_output(0, out)
     start = time.perf_counter()
-    execution.compute()
-    return (start, time.perf_counter()), out
-
-
-def _frame(compilation, burst, inputs) -> tuple[tuple[float, float], np.ndarray]:
-    """One execution of ``compilation`` through ``burst``, as :func:`_run`."""
-    execution = Execution(compilation)
-    for index, value in enumerate(inputs):
-        execution.set_input(index, value)
-    out = np.zeros((1, 1000), np.float32)
-    execution.set_output(0, out)
-    start = time.perf_counter()
-    execution.burst_compute(burst)
+    if burst is None:
+        execution.compute()
+    else:
+        execution.burst_compute(burst)
     return (start, time.perf_counter()), out
 
 
@@ -164,11 +156,11 @@ def test_high_priority_burst_frames_cut_through_a_low_priority_flood(setup):
     low, high = compilations[Priority.LOW], compilations[Priority.HIGH]
     with Burst(high) as burst:
         def attempt():
-            idle = statistics.median(_latency(_frame(high, burst, inputs)[0]) for _ in range(5))
+            idle = statistics.median(_latency(_run(high, inputs, burst)[0]) for _ in range(5))
             frames = []
             with _Flood(low, inputs, expected) as flood:
                 for _ in range(HIGH_RUNS):
-                    span, out = _frame(high, burst, inputs)
+                    span, out = _run(high, inputs, burst)
                     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
                     frames.append(span)
                     time.sleep(0.03)

@@ -3,6 +3,7 @@ the sample driver, in this process: order by priority within a client, clients i
 preemption at an operation boundary with a rerun from the start, and correct outputs after it."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -101,6 +102,25 @@ def test_waiting_clients_take_turns(net):
     assert recorder.finished == ["a-high", "b-high", "a-low"]
 
 
+@contextlib.contextmanager
+def _held_after_operation_1(model):
+    """Inside: ``model``'s first run waits after operation 1 (``running`` is set) until ``go``
+    is set (at the latest on leaving)."""
+    running, go = threading.Event(), threading.Event()
+
+    def hold(step: int, values) -> None:
+        if step == 1 and not go.is_set():
+            running.set()
+            go.wait(30)
+
+    model.executor.forTest_step_hook = hold
+    try:
+        yield running, go
+    finally:
+        go.set()
+        model.executor.forTest_step_hook = None
+
+
 @pytest.mark.parametrize("high_client, order", [("a", ["high", "low"]), ("b", ["low", "high"])])
 def test_a_running_low_priority_execution_yields_to_its_own_clients_high_priority(net, high_client, order):
     """Client a's running LOW execution yields to a's HIGH one (and reruns from the start with
@@ -109,22 +129,12 @@ def test_a_running_low_priority_execution_yields_to_its_own_clients_high_priorit
     scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
     low = recorder.job("low", "a", LOW, low_model, inputs)
     high = recorder.job("high", high_client, HIGH, high_model, inputs)
-    running, submitted = threading.Event(), threading.Event()
-
-    def hold_first_run(step: int, values) -> None:  # the LOW run waits after operation 1 until HIGH is queued
-        if step == 1 and not submitted.is_set():
-            running.set()
-            submitted.wait(30)
-
-    low_model.executor.forTest_step_hook = hold_first_run
-    try:
+    with _held_after_operation_1(low_model) as (running, submitted):  # until HIGH is queued
         scheduler.submit(low)
         assert running.wait(30)
         scheduler.submit(high)
         submitted.set()
         assert recorder.all_done.wait(60)
-    finally:
-        low_model.executor.forTest_step_hook = None
     assert recorder.finished == order
     assert (low.preemptions == 1) == (high_client == "a") and scheduler.preemptions == low.preemptions
     for output in recorder.outputs.values():
@@ -171,15 +181,7 @@ def test_an_exclusive_run_outranks_its_own_clients_running_lower_priority(net, c
     low_model, high_model, inputs, expected = net
     scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
     low = recorder.job("low", "a", LOW, low_model, inputs)
-    running, registered = threading.Event(), threading.Event()
-
-    def hold_first_run(step: int, values) -> None:  # the LOW run waits after operation 1
-        if step == 1 and not registered.is_set():
-            running.set()
-            registered.wait(30)
-
-    low_model.executor.forTest_step_hook = hold_first_run
-    try:
+    with _held_after_operation_1(low_model) as (running, registered):  # until the frame is ranked
         scheduler.submit(low)
         assert running.wait(30)
         thread = _exclusive_thread(scheduler, client, HIGH, high_model, inputs, recorder.finished, "exclusive")
@@ -187,8 +189,6 @@ def test_an_exclusive_run_outranks_its_own_clients_running_lower_priority(net, c
         registered.set()
         thread.join(60)
         assert _until(lambda: len(recorder.finished) == 2, 60)  # the job's done() and the frame
-    finally:
-        low_model.executor.forTest_step_hook = None
     assert recorder.finished == order
     assert low.preemptions == preempted
     np.testing.assert_allclose(recorder.outputs["low"], expected, rtol=1e-5, atol=1e-6)
