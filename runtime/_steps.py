@@ -1,8 +1,12 @@
 """Internal: the StepExecutor — runs an :class:`~runtime.plan.ExecutionPlan` for one request.
 
-A simple plan hands the request to its only device. A compound plan builds one request per
-step: model inputs/outputs keep their pools, tensors crossing steps get buffers allocated here
-(re-allocated and the step re-run when a device reports an unknown shape larger than guessed).
+A simple plan hands the request to its only device. A compound plan runs every step against the
+plan's step memory (``runtime._step_memory``): one shared region holding the tensors that cross
+steps and the model's inputs and outputs, each at an offset; the model inputs are copied in before
+the first step and the outputs out after the last. With static shapes each step's request is
+built once and reused by later executions (the driver then gets a repeat: its memo, no pools).
+A temporary of unknown shape starts at 64 KiB; when a device reports it larger, the region grows
+and the step runs again.
 A step that fails on its driver (also a dead driver process) is redone on the CPU, then the
 whole model (see ``runtime._fallback``).
 
@@ -14,9 +18,11 @@ from __future__ import annotations
 import tracing
 import vlog
 from runtime import _fallback
+from runtime._step_memory import StepMemory
+from runtime.drivers.ipc.encoder import pool_bytes
 from runtime.extensions import operand_byte_size
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
-from runtime.hal.types import ErrorStatus, Operand
+from runtime.hal.types import ErrorStatus
 from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
 from tracing import Phase
 
@@ -59,50 +65,94 @@ def after_failure(plan: ExecutionPlan, request: Request, measure: bool, deadline
     return result, (None if result.status == ErrorStatus.NONE else step)
 
 
-class _Temporaries:
-    """Buffers of the tensors passed between steps of one execution."""
+class _Arguments:
+    """Where each step argument of one execution lives: a slot of the plan's step memory, or a
+    device memory (an IBuffer: only its driver can reach the bytes) passed through as a pool."""
 
-    def __init__(self, plan: ExecutionPlan, request: Request):
-        self.model, self.graph = plan.model, plan.model.main
-        self.devices = plan.devices()
-        self.request = request
-        self.pools = list(request.pools)
-        self.slots: dict[int, int] = {}      # operand -> pool index
-        self.dims: dict[int, tuple[int, ...]] = {}
-        self.model_output_dims: dict[int, tuple[int, ...]] = {}
+    def __init__(self, plan: ExecutionPlan, memory: StepMemory, request: Request):
+        self.plan, self.memory, self.request = plan, memory, request
+        self.graph = plan.model.main
+        self.dims: dict = {}  # temporary operand or ("out", position) -> dimensions
+        self.through = [i for i, pool in enumerate(request.pools) if _is_device_memory(pool)]
+        sizes = {key: arg.length for key, arg in self._model_slots()}
+        for operand_index in plan.temporaries:
+            sizes[operand_index] = self.size(operand_index, self.graph.operands[operand_index].dimensions) \
+                or _GUESS_BYTES
+        memory.fit(sizes)
+        signature = (request.inputs, request.outputs, tuple(id(request.pools[i]) for i in self.through))
+        if not plan.static_boundaries or memory.signature != signature:
+            memory.requests, memory.signature = {}, (signature if plan.static_boundaries else None)
 
-    def allocate(self, operand_index: int, size: int | None = None) -> int:
-        operand: Operand = self.graph.operands[operand_index]
-        size = size or self.size(operand_index, operand.dimensions) or _GUESS_BYTES
-        self.pools.append(bytearray(size))
-        self.slots[operand_index] = len(self.pools) - 1
-        return self.slots[operand_index]
+    def _model_slots(self):
+        """(slot key, argument) of the model inputs and outputs copied through the step memory."""
+        request, through = self.request, self.through
+        for kind, args in (("in", request.inputs), ("out", request.outputs)):
+            for position, arg in enumerate(args):
+                if not arg.has_no_value and arg.pool_index not in through:
+                    yield (kind, position), arg
 
     def size(self, operand_index: int, dims: tuple[int, ...]) -> int:
         """Bytes of operand ``operand_index`` with ``dims`` (an extension type: as a device
         describes it); 0 when unknown."""
-        return operand_byte_size(self.model, self.graph.operands[operand_index], dims,
-                                 self.devices) or 0
+        return operand_byte_size(self.plan.model, self.graph.operands[operand_index], dims,
+                                 self.plan.devices()) or 0
 
-    def input_arg(self, source: Source, operand_index: int) -> RequestArgument:
+    def copy_inputs(self) -> None:
+        view, pools = self.memory.region.view, self.request.pools
+        for key, arg in self._model_slots():
+            if key[0] == "in":
+                offset = self.memory.slot(key)[0]
+                view[offset:offset + arg.length] = pool_bytes(pools[arg.pool_index])[arg.offset:arg.offset + arg.length]
+
+    def copy_outputs(self) -> None:
+        view, pools = self.memory.region.view, self.request.pools
+        for key, arg in self._model_slots():
+            if key[0] == "out":
+                offset = self.memory.slot(key)[0]
+                pool_bytes(pools[arg.pool_index])[arg.offset:arg.offset + arg.length] = view[offset:offset + arg.length]
+
+    def step_request(self, step: ExecutionStep) -> Request:
+        cached = self.memory.requests.get(step.index)
+        if cached is not None:
+            return cached
+        inputs = tuple(self._input(s, o) for s, o in zip(step.input_sources, step.inputs))
+        outputs = tuple(self._output(s, o) for s, o in zip(step.output_sources, step.outputs))
+        pools = (self.memory.region, *(self.request.pools[i] for i in self.through))
+        request = Request(inputs, outputs, pools, self.request.loop_timeout_ns)
+        if self.memory.signature is not None:
+            self.memory.requests[step.index] = request
+        return request
+
+    def _model_arg(self, arg: RequestArgument, key, length: int, dims) -> RequestArgument:
+        if arg.has_no_value:
+            return RequestArgument(True, 0, 0, 0, arg.dimensions)
+        if arg.pool_index in self.through:
+            return RequestArgument(False, 1 + self.through.index(arg.pool_index), arg.offset, length, dims)
+        return RequestArgument(False, 0, self.memory.slot(key)[0], length, dims)
+
+    def _input(self, source: Source, operand_index: int) -> RequestArgument:
         if source.kind == MODEL_INPUT:
-            return self.request.inputs[source.position]
+            arg = self.request.inputs[source.position]
+            return self._model_arg(arg, ("in", source.position), arg.length, arg.dimensions)
         if source.kind == MODEL_OUTPUT:
-            arg = self.request.outputs[source.position]
-            dims = self.model_output_dims[source.position]
-            return RequestArgument(False, arg.pool_index, arg.offset,
+            key = ("out", source.position)
+            dims = self.dims[key]
+            return self._model_arg(self.request.outputs[source.position], key,
                                    self.size(operand_index, dims), dims)
         dims = self.dims[operand_index]
-        pool = self.slots[operand_index]
-        return RequestArgument(False, pool, 0, self.size(operand_index, dims), dims)
+        offset = self.memory.slot(operand_index)[0]
+        return RequestArgument(False, 0, offset, self.size(operand_index, dims), dims)
 
-    def output_arg(self, source: Source, operand_index: int) -> RequestArgument:
+    def _output(self, source: Source, operand_index: int) -> RequestArgument:
         if source.kind == MODEL_OUTPUT:
-            return self.request.outputs[source.position]
-        pool = self.slots.get(operand_index)
-        if pool is None:
-            pool = self.allocate(operand_index)
-        return RequestArgument(False, pool, 0, len(self.pools[pool]), ())
+            arg = self.request.outputs[source.position]
+            return self._model_arg(arg, ("out", source.position), arg.length, arg.dimensions)
+        offset, size = self.memory.slot(operand_index)
+        return RequestArgument(False, 0, offset, size, ())
+
+
+def _is_device_memory(pool) -> bool:
+    return getattr(pool, "ibuffer_token", None) is not None
 
 
 def _own_prepared(step: ExecutionStep):
@@ -111,42 +161,52 @@ def _own_prepared(step: ExecutionStep):
 
 def _run_compound(plan: ExecutionPlan, request: Request, deadline_ns: int | None,
                   prepared_of) -> tuple[ExecutionResult, ExecutionStep | None]:
-    temps = _Temporaries(plan, request)
+    memory = plan.memories.take()
+    try:
+        arguments = _Arguments(plan, memory, request)
+        arguments.copy_inputs()
+        result, failed = _run_steps(plan, arguments, deadline_ns, prepared_of)
+        if result.status == _NONE:
+            arguments.copy_outputs()
+        return result, failed
+    finally:
+        plan.memories.give_back(memory, plan.forget_pool)
+
+
+def _run_steps(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | None,
+               prepared_of) -> tuple[ExecutionResult, ExecutionStep | None]:
     shapes = [OutputShape(plan.model.main.operands[i].dimensions) for i in plan.model.main.output_indexes]
     for step in plan.steps:
         with tracing.runtime(_EXECUTION, "StepExecutor::compute"):
-            result = _run_step(step, prepared_of(step), temps, deadline_ns)
+            result = _run_step(step, prepared_of(step), arguments, deadline_ns)
         if _fallback.allowed(plan, step, result):
             result = _fallback.partial(plan, step, lambda cpu: _run_step(
-                step, cpu, temps, deadline_ns)) or result
+                step, cpu, arguments, deadline_ns)) or result
         vlog.log("execution", "ExecutionPlan", "step %d on %s: %s", step.index, step.device.name,
                  result.status.name)
         for source, operand_index, shape in zip(step.output_sources, step.outputs, result.output_shapes):
             if source.kind == MODEL_OUTPUT:
                 shapes[source.position] = shape
-                temps.model_output_dims[source.position] = tuple(shape.dimensions)
+                arguments.dims[("out", source.position)] = tuple(shape.dimensions)
             else:
-                temps.dims[operand_index] = tuple(shape.dimensions)
-        if result.status != ErrorStatus.NONE:
+                arguments.dims[operand_index] = tuple(shape.dimensions)
+        if result.status != _NONE:
             return ExecutionResult(result.status, tuple(shapes)), step
-    return ExecutionResult(ErrorStatus.NONE, tuple(shapes)), None
+    return ExecutionResult(_NONE, tuple(shapes)), None
 
 
-def _run_step(step: ExecutionStep, prepared, temps: _Temporaries,
+def _run_step(step: ExecutionStep, prepared, arguments: _Arguments,
               deadline_ns: int | None) -> ExecutionResult:
-    inputs = tuple(temps.input_arg(s, o) for s, o in zip(step.input_sources, step.inputs))
+    """Run one step; a temporary reported larger than its slot grows the step memory and the
+    step runs once more."""
     for _attempt in range(2):
-        outputs = tuple(temps.output_arg(s, o) for s, o in zip(step.output_sources, step.outputs))
-        request = Request(inputs, outputs, tuple(temps.pools), temps.request.loop_timeout_ns)
-        result = _fallback.execute(prepared, request, False, deadline_ns)
+        result = _fallback.execute(prepared, arguments.step_request(step), False, deadline_ns)
         if result.status != ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
             return result
-        retry = False
-        for source, operand_index, shape in zip(step.output_sources, step.outputs, result.output_shapes):
-            if source.kind != MODEL_OUTPUT and not shape.is_sufficient:
-                needed = temps.size(operand_index, tuple(shape.dimensions))
-                temps.allocate(operand_index, needed)
-                retry = True
-        if not retry:
+        needed = {operand_index: arguments.size(operand_index, tuple(shape.dimensions))
+                  for source, operand_index, shape in zip(step.output_sources, step.outputs,
+                                                          result.output_shapes)
+                  if source.kind != MODEL_OUTPUT and not shape.is_sufficient}
+        if not needed or not arguments.memory.fit(needed):
             return result
     return result

@@ -29,11 +29,12 @@ from typing import Sequence
 import tracing
 import vlog
 from runtime import _caching, partition as partitioner
+from runtime._step_memory import StepMemories
 from runtime.api import NnError, from_hal_error
 from runtime.drivers.base import Device, PreparedModel
 from runtime.extensions import has_extension_operation
 from runtime.hal.errors import HalError
-from runtime.hal.types import HalModel, Preference, Priority, Subgraph
+from runtime.hal.types import HalModel, Preference, Priority, Subgraph, is_scalar
 from tracing import Phase
 
 MODEL_INPUT, MODEL_OUTPUT, TEMPORARY = "input", "output", "temporary"
@@ -94,6 +95,16 @@ class ExecutionPlan:
     preference: Preference = Preference.FAST_SINGLE_ANSWER
     priority: Priority = Priority.MEDIUM
     _cpu: dict = field(default_factory=dict, repr=False)  # step index / "whole" -> PreparedModel
+    memories: StepMemories = field(default_factory=StepMemories, repr=False)
+
+    def __post_init__(self) -> None:
+        graph = self.model.main
+        self.temporaries = tuple(dict.fromkeys(
+            o for step in self.steps for s, o in zip(step.output_sources, step.outputs) if s.kind == TEMPORARY))
+        read = {o for step in self.steps for s, o in zip(step.input_sources, step.inputs) if s.kind != MODEL_INPUT}
+        #: Every tensor a step reads from another step has a fixed shape: step requests are reused.
+        self.static_boundaries = all(_fixed(graph.operands[o]) for o in read)
+        self._devices = tuple(step.device for step in self.steps)
 
     @property
     def simple(self) -> bool:
@@ -101,7 +112,12 @@ class ExecutionPlan:
         return len(self.steps) == 1 and self.steps[0].model is self.model
 
     def devices(self) -> tuple[Device, ...]:
-        return tuple(step.device for step in self.steps)
+        return self._devices
+
+    def forget_pool(self, pool) -> None:
+        """Tell every device of the plan that ``pool`` goes away (drivers unmap it)."""
+        for device in dict.fromkeys(self._devices):
+            device.forget_pool(pool)
 
     def cpu_step(self, step: ExecutionStep) -> PreparedModel | None:
         """``step``'s sub-model prepared on the fallback device (None: no CPU stand-in)."""
@@ -112,10 +128,16 @@ class ExecutionPlan:
         return self._cpu.get("whole")
 
     def release(self) -> None:
+        self.memories.close(self.forget_pool)
         for prepared in (*(s.prepared for s in self.steps), *self._cpu.values()):
             if prepared is not None:
                 prepared.release()
         self._cpu.clear()
+
+
+def _fixed(operand) -> bool:
+    """True when ``operand``'s shape is fully specified (a scalar's always is)."""
+    return is_scalar(operand.type) or bool(operand.dimensions) and all(operand.dimensions)
 
 
 def _sources(graph: Subgraph, operands: Sequence[int]) -> tuple[Source, ...]:

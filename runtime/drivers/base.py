@@ -77,6 +77,9 @@ class Device(ABC):
     def number_of_cache_files_needed(self) -> tuple[int, int]:
         return (0, 0)
 
+    def forget_pool(self, pool) -> None:
+        """Stop caching the shared pool ``pool`` (it is about to close); a no-op in-process."""
+
     def launch(self, wait: bool = False) -> None:
         """Start any backing process (remote devices; a no-op here).
 
