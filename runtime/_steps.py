@@ -29,6 +29,7 @@ from tracing import Phase
 _GUESS_BYTES = 1 << 16
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
 _NONE = ErrorStatus.NONE
+_DEAD = ExecutionResult(ErrorStatus.DEAD_OBJECT)
 
 
 def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: int | None,
@@ -176,9 +177,15 @@ def _run_compound(plan: ExecutionPlan, request: Request, deadline_ns: int | None
 def _run_steps(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | None,
                prepared_of) -> tuple[ExecutionResult, ExecutionStep | None]:
     shapes = [OutputShape(plan.model.main.operands[i].dimensions) for i in plan.model.main.output_indexes]
+    dead = set()  # devices that died in this execution: their later steps go to the CPU at once
     for step in plan.steps:
-        with tracing.runtime(_EXECUTION, "StepExecutor::compute"):
-            result = _run_step(step, prepared_of(step), arguments, deadline_ns)
+        if step.device in dead:
+            result = _DEAD
+        else:
+            with tracing.runtime(_EXECUTION, "StepExecutor::compute"):
+                result = _run_step(step, prepared_of(step), arguments, deadline_ns)
+            if result.status == ErrorStatus.DEAD_OBJECT:
+                dead.add(step.device)
         if _fallback.allowed(plan, step, result):
             result = _fallback.partial(plan, step, lambda cpu: _run_step(
                 step, cpu, arguments, deadline_ns)) or result

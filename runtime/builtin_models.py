@@ -4,6 +4,8 @@
 depthwise-separable blocks (3x3 DEPTHWISE_CONV_2D + 1x1 CONV_2D, ReLU6 fused), a global
 AVERAGE_POOL_2D, a FULLY_CONNECTED classifier and SOFTMAX. Weights are deterministic (seeded
 numpy RNG, He-scaled). :func:`tiny_add` is ADD of two float32 [1, 4] tensors.
+:func:`conv_pad_chain` alternates a 3x3 CONV_2D (ReLU fused) with a PAD: ``sample-minimal``
+has no PAD, so across every device the default plan has one step per operation.
 
 Example:
     >>> model = mobilenet()
@@ -116,6 +118,31 @@ def tiny_add(shape=(1, 4)) -> Model:
     model.set_operand_value(act, FuseCode.NONE)
     model.add_operation(Op.ADD, [a, b, act], [out])
     model.identify_inputs_and_outputs([a, b], [out])
+    model.finish()
+    return model
+
+
+def conv_pad_chain(operations: int = 90, size: int = 16, channels: int = 8, seed: int = 0) -> Model:
+    """A finished chain of ``operations`` operations on [1, size, size, channels] float32:
+    CONV_2D (3x3, SAME, stride 1, ReLU) at even positions, PAD (by zero) at odd ones."""
+    model = Model(f"conv_pad_chain_{operations}")
+    b = _Builder(model, seed)
+    shape = (1, size, size, channels)
+    first = x = b.tensor(shape)
+    zero_pads = model.add_operand(T.TENSOR_INT32, (4, 2))
+    model.set_operand_value(zero_pads, np.zeros((4, 2), np.int32))
+    for position in range(operations):
+        out = b.tensor(shape)
+        if position % 2:
+            model.add_operation(Op.PAD, [x, zero_pads], [out])
+        else:
+            weights = b.tensor((channels, 3, 3, channels),
+                               b.rng.standard_normal((channels, 3, 3, channels)) * (2 / (9 * channels)) ** 0.5)
+            bias = b.tensor((channels,), np.full(channels, 0.01))
+            model.add_operation(Op.CONV_2D, [x, weights, bias, b.scalar(PaddingCode.SAME), b.scalar(1),
+                                             b.scalar(1), b.scalar(FuseCode.RELU)], [out])
+        x = out
+    model.identify_inputs_and_outputs([first], [x])
     model.finish()
     return model
 

@@ -8,7 +8,9 @@ fallback: the CPU device ``nnapi-reference`` takes what no driver can do, and th
 when a driver fails). ``Compilation.for_devices(model, devices)`` uses only ``devices``,
 without CPU fallback (BAD_DATA if they cannot run the whole model), as
 ``ANeuralNetworksCompilation_createForDevices``. After ``finish()``, successful or not, every
-setter and a second ``finish()`` raise BAD_STATE.
+setter and a second ``finish()`` raise BAD_STATE. A compilation that is garbage-collected without
+``free()`` releases its prepared models too, at the next compilation's ``finish()`` (its finalizer
+only queues the plan, so that no driver call runs inside another one).
 
 Example:
     >>> compilation = Compilation(model)                       # doctest: +SKIP
@@ -19,8 +21,10 @@ Example:
 """
 from __future__ import annotations
 
+import collections
 import os
 import time
+import weakref
 from typing import Sequence
 
 import tracing
@@ -33,6 +37,9 @@ from runtime.hal.types import Preference, Priority
 from runtime.model import Model
 from runtime.plan import ExecutionPlan, build_plan
 from tracing import Phase
+
+#: Plans of compilations collected without free(), released at the next finish().
+_UNREFERENCED: collections.deque = collections.deque()
 
 #: ANEURALNETWORKS_BYTE_SIZE_OF_CACHE_TOKEN.
 BYTE_SIZE_OF_CACHE_TOKEN = 32
@@ -149,6 +156,7 @@ class Compilation:
                 operation is supported by no device; the failing device's code when a prepare fails.
         """
         self._state.check_mutable("finish")
+        release_unreferenced()
         self._state.invalidate()  # NNAPI: finished from here on, valid only if planning succeeds
         deadline = deadline_after(self.timeout_ns)
         fallback = manager.cpu_device() if manager.allows_fallback(self.partitioning) else None
@@ -156,6 +164,8 @@ class Compilation:
         self.plan = build_plan(self.model.to_hal(), self.devices, self.preference, self.priority,
                                deadline, self.cache_dir, self.cache_token, fallback,
                                self.partitioning)
+        self._finalizer = weakref.finalize(self, _UNREFERENCED.append, self.plan)
+        self._finalizer.atexit = False  # the driver processes stop at exit anyway
         self._state.finish()
         graphdump.dump_to_env_dir(self)
 
@@ -171,11 +181,18 @@ class Compilation:
         """Release the prepared models (ANeuralNetworksCompilation_free)."""
         with tracing.runtime(Phase.TERMINATION, "ANeuralNetworksCompilation_free"):
             if self.plan is not None:
+                self._finalizer.detach()
                 self.plan.release()
 
     def __repr__(self) -> str:
         devices = ", ".join(d.name for d in self.devices)
         return f"Compilation({self.model.name!r}, devices=[{devices}], finished={self.finished})"
+
+
+def release_unreferenced() -> None:
+    """Release the plans of compilations that were collected without ``free()``."""
+    while _UNREFERENCED:
+        _UNREFERENCED.popleft().release()
 
 
 def deadline_after(duration_ns: int) -> int | None:

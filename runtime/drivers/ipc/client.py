@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import atexit
+import os
 import socket
 import struct
 import threading
@@ -37,7 +38,7 @@ from runtime.drivers.ipc.codec import (Reader, Writer, decode_capabilities, deco
 from runtime.drivers.ipc.encoder import PoolCache, is_shared
 from runtime.drivers.ipc.lanes import LanePool
 from runtime.drivers.ipc.prepared import RemotePreparedModel
-from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType
+from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
 from runtime.hal.device_types import Capabilities
@@ -45,8 +46,22 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
 from runtime.hal.validate import pool_buffer
 
-#: Longest any single call waits for the driver before declaring it dead (seconds).
-DEFAULT_TIMEOUT_S = 60.0
+NNSCOPE_DRIVER_TIMEOUT_S = "NNSCOPE_DRIVER_TIMEOUT_S"
+"""Seconds any single call waits for a driver before it is declared dead (default 60)."""
+
+
+def _timeout_from_env() -> float:
+    try:
+        value = float(os.environ.get(NNSCOPE_DRIVER_TIMEOUT_S, "60"))
+    except ValueError:
+        value = 60.0
+    return value if value > 0 else 60.0
+
+
+#: Longest any single call waits for the driver before declaring it dead (seconds): a driver
+#: that does not answer in time is killed, the call gives DEAD_OBJECT (the step then runs on
+#: the CPU when fallback is allowed) and the driver restarts on next use.
+DEFAULT_TIMEOUT_S = _timeout_from_env()
 #: Longest the driver process may take to start listening (seconds).
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
 _PREPARE = struct.Struct("<BBq")
@@ -263,6 +278,8 @@ class RemoteDevice(Device):
             self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
             try:
                 channel.send(msg_type, request_id, payload, fds)
+            except ProtocolError as error:  # refused here, before the driver saw it
+                raise HalError(ErrorStatus.INVALID_ARGUMENT, str(error)) from None
             except OSError as error:
                 self._lost(f"send failed: {error}")
             if deadline_ns is not None or timeout_s is not None:
@@ -289,8 +306,9 @@ class RemoteDevice(Device):
             self._lost(f"malformed reply: {error}")
 
     def _is_reply(self, message, reply_type: int, request_id: int) -> bool:
-        """True for the awaited reply; a NOTIFY for another request is stashed."""
-        if message.request_id == request_id and message.type == reply_type:
+        """True for the awaited reply (or the driver's refusal of that request: a bare ``REPLY``);
+        a NOTIFY for another request is stashed."""
+        if message.request_id == request_id and (message.type == reply_type or message.type == REPLY):
             return True
         if message.type == _NOTIFY:
             self._stash[message.request_id] = message._replace(payload=bytes(message.payload))

@@ -24,7 +24,7 @@ import time
 
 from runtime.drivers.ipc._reply import DeadlineExpired, deadline_grace_s, readable
 from runtime.drivers.ipc.encoder import PoolCache
-from runtime.drivers.ipc.protocol import REPLY
+from runtime.drivers.ipc.protocol import REPLY, ProtocolError
 from runtime.drivers.ipc.transport import PeerClosed
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
@@ -49,11 +49,17 @@ class Lane:
         self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
         try:
             self.channel.send(msg_type, request_id, payload, fds)
+        except ProtocolError as error:  # refused here, before the driver saw it
+            raise HalError(ErrorStatus.INVALID_ARGUMENT, str(error)) from None
+        except (PeerClosed, OSError) as error:
+            self.close()
+            raise HalError(ErrorStatus.DEAD_OBJECT, f"driver {self.device.name}: lane lost: {error}") from None
+        try:
             message = self._receive(deadline_ns)
         except (PeerClosed, OSError, ValueError) as error:
             self.close()
             raise HalError(ErrorStatus.DEAD_OBJECT, f"driver {self.device.name}: lane lost: {error}") from None
-        if message.request_id != request_id or message.type != REPLY | msg_type:
+        if message.request_id != request_id or message.type not in (REPLY | msg_type, REPLY):
             self.close()
             raise HalError(ErrorStatus.GENERAL_FAILURE, "a lane received a reply to another request")
         return message

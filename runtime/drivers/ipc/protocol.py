@@ -105,11 +105,13 @@ HIDL_NAMES = {
 
 
 class ProtocolError(ValueError):
-    """A record that does not follow the framing; ``request_id`` is 0 when unknown."""
+    """A record that does not follow the framing; ``request_id`` and ``msg_type`` (what the
+    answer is a reply to) are 0 when unknown."""
 
-    def __init__(self, message: str, request_id: int = 0):
+    def __init__(self, message: str, request_id: int = 0, msg_type: int = 0):
         super().__init__(message)
         self.request_id = request_id
+        self.msg_type = msg_type
 
 
 class Header(NamedTuple):
@@ -135,9 +137,9 @@ def unpack_header(data) -> Header:
     if magic != MAGIC:
         raise ProtocolError(f"bad magic 0x{magic:08x}")
     if version != VERSION:
-        raise ProtocolError(f"unsupported protocol version {version} (speaks {VERSION})", request_id)
+        raise ProtocolError(f"unsupported protocol version {version} (speaks {VERSION})", request_id, msg_type)
     if flags & ~FLAG_BULK:
-        raise ProtocolError(f"unknown flags 0x{flags:02x}", request_id)
+        raise ProtocolError(f"unknown flags 0x{flags:02x}", request_id, msg_type)
     if length > MAX_PAYLOAD:
-        raise ProtocolError(f"payload length {length} exceeds {MAX_PAYLOAD}", request_id)
+        raise ProtocolError(f"payload length {length} exceeds {MAX_PAYLOAD}", request_id, msg_type)
     return Header(flags, msg_type, request_id, length)

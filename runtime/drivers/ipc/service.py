@@ -136,7 +136,8 @@ class DriverService:
 
     def reject(self, connection: Connection, error: ProtocolError) -> None:
         """Answer a record that breaks the framing."""
-        self._reply(connection, 0, error.request_id, error_reply(ErrorStatus.INVALID_ARGUMENT, str(error)))
+        self._reply(connection, error.msg_type & 0x7FFF, error.request_id,
+                    error_reply(ErrorStatus.INVALID_ARGUMENT, str(error)))
 
     def _reply(self, connection: Connection, msg_type: int, request_id: int, payload,
                flags: int = REPLY) -> None:

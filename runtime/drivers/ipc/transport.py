@@ -96,6 +96,9 @@ class Channel:
 
     def send(self, msg_type: int, request_id: int, payload=b"", fds=()) -> None:
         """Send one record; raises PeerClosed when the peer is gone."""
+        if len(fds) > MAX_FDS - 1:  # a bulk record adds its payload's fd
+            raise ProtocolError(f"a record carries at most {MAX_FDS - 1} file descriptors, not {len(fds)}",
+                                request_id, msg_type)
         try:
             size = len(payload)
             if size > MAX_INLINE_PAYLOAD:
@@ -198,7 +201,7 @@ class Channel:
     def _parse(self, size: int, flags: int, fds: list) -> Message:
         if flags & _BAD_FLAGS or size == _RECV_SIZE:
             raise ProtocolError(f"more than {MAX_FDS} file descriptors" if flags & _CTRUNC
-                                else f"record longer than {_RECV_SIZE - 1} bytes")
+                                else f"record longer than {_RECV_SIZE - 1} bytes", *self._sender(size))
         if size >= HEADER_SIZE:  # fast path: a well-formed plain record
             magic, version, bits, msg_type, request_id, length = _HEADER_UNPACK(self._buf)
             if magic == MAGIC and version == VERSION and not bits and length == size - HEADER_SIZE:
@@ -214,6 +217,16 @@ class Channel:
                                     f"{size - HEADER_SIZE}", head.request_id)
             payload = self._view[HEADER_SIZE:size]
         return Message(head.type, head.request_id, payload, fds)
+
+
+    def _sender(self, size: int) -> tuple[int, int]:
+        """(request id, message type) of a refused record whose header is readable, else (0, 0):
+        the refusal is then answered as a reply to that request, never left unanswered."""
+        if size >= HEADER_SIZE:
+            magic, _, _, msg_type, request_id, _ = _HEADER_UNPACK(self._buf)
+            if magic == MAGIC:
+                return request_id, msg_type
+        return 0, 0
 
 
 def _timeval(seconds: float | None) -> bytes:

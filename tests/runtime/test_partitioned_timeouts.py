@@ -1,0 +1,114 @@
+"""A driver that stops answering in the middle of a partitioned run: the execution returns after
+the device timeout (the step redone on the CPU, or the NNAPI error without fallback), and the next
+execution runs on the restarted driver. The silence comes from real processes: a request that
+never reaches the driver, or a driver stopped with SIGSTOP."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from runtime import Compilation, Execution, NnError, ResultCode, manager
+from runtime.builtin_models import conv_pad_chain, sample_input
+from runtime.drivers.cpu import CpuDevice
+from runtime.drivers.ipc import RemoteDevice
+from runtime.drivers.ipc.protocol import MsgType
+from tests.support.log_capture import captured_log
+
+TIMEOUT_S = 2.0
+_EXECUTES = {int(MsgType.EXECUTE_SYNC), int(MsgType.EXECUTE_SYNC_MEMO)}
+
+
+@pytest.fixture
+def devices():
+    """Fresh minimal and float-fast driver processes with a short call timeout."""
+    made = [RemoteDevice("sample-minimal", timeout_s=TIMEOUT_S), RemoteDevice("sample-float-fast")]
+    manager.forTest_set_devices(made)
+    yield made
+    manager.forTest_reset()
+    for device in made:
+        device.shutdown()
+
+
+def _swallow_next_execute(device: RemoteDevice) -> None:
+    """The next execute request on ``device``'s connection is lost on the way (the driver never
+    sees it, so it never answers)."""
+    channel = device.channel
+    send = channel.send
+
+    def lossy(msg_type, request_id, payload=b"", fds=()):
+        if msg_type in _EXECUTES:
+            channel.send = send
+            return None
+        return send(msg_type, request_id, payload, fds)
+    channel.send = lossy
+
+
+def _stop(device: RemoteDevice) -> None:
+    os.kill(device.pid, signal.SIGSTOP)
+
+
+def _run(compilation, image):
+    out = np.empty_like(image)
+    execution = Execution(compilation)
+    execution.set_input(0, image)
+    execution.set_output(0, out)
+    start = time.monotonic()
+    try:
+        execution.compute()
+    finally:
+        elapsed = time.monotonic() - start
+    return out, elapsed
+
+
+def _reference(model, image):
+    compilation = Compilation.for_devices(model, [CpuDevice()])
+    compilation.finish()
+    out, _ = _run(compilation, image)
+    compilation.free()
+    return out
+
+
+@pytest.mark.parametrize("silence", [_swallow_next_execute, _stop], ids=["lost-request", "SIGSTOP"])
+def test_a_silent_driver_mid_plan_falls_back_then_restarts(devices, silence):
+    minimal = devices[0]
+    model = conv_pad_chain(6)
+    [image] = sample_input(model)
+    compilation = Compilation(model)
+    compilation.finish()
+    assert [s.device.name for s in compilation.plan.steps] == ["sample-minimal", "sample-float-fast"] * 3
+    _run(compilation, image)  # warm: the next requests are repeats
+    first_pid = minimal.pid
+    silence(minimal)
+    with captured_log("nn", "execution,manager") as lines:
+        out, elapsed = _run(compilation, image)
+    np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-6)
+    assert any(f"no reply within {TIMEOUT_S:g}s; driver killed" in line for line in lines)
+    assert sum("cpuFallbackPartial" in line for line in lines) == 3  # every step of the dead driver
+    assert elapsed < TIMEOUT_S + 1.0, f"returned {elapsed:.2f}s after the start"
+    with captured_log("nn", "execution,manager") as lines:
+        again, _ = _run(compilation, image)
+    np.testing.assert_allclose(again, out)
+    assert minimal.pid != first_pid and minimal.process.alive()
+    assert not any("cpuFallback" in line for line in lines)
+    assert sum("on sample-minimal: NONE" in line for line in lines) == 3
+    compilation.free()
+
+
+def test_without_fallback_a_silent_driver_gives_the_nnapi_error(devices):
+    minimal = devices[0]
+    model = conv_pad_chain(1)  # CONV_2D alone: the minimal driver runs the whole model
+    [image] = sample_input(model)
+    compilation = Compilation.for_devices(model, [minimal])
+    compilation.finish()
+    _run(compilation, image)
+    _stop(minimal)
+    with pytest.raises(NnError) as error:
+        _run(compilation, image)
+    assert error.value.code == ResultCode.DEAD_OBJECT
+    out, _ = _run(compilation, image)  # restarted on next use
+    np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-6)
+    compilation.free()
