@@ -92,6 +92,7 @@ class StepMemories:
     """The idle :class:`StepMemory` objects of one plan (at most :data:`KEEP_IDLE`)."""
 
     def __init__(self) -> None:
+        self.temporary_sizes: dict | None = None  # operand -> bytes at first (the shape's, or a guess)
         self._idle: list[StepMemory] = []
         self._lock = threading.Lock()
         self._closed = False

@@ -75,11 +75,11 @@ class _Arguments:
         self.graph = plan.model.main
         self.dims: dict = {}  # temporary operand or ("out", position) -> dimensions
         self.through = [i for i, pool in enumerate(request.pools) if _is_device_memory(pool)]
-        sizes = {key: arg.length for key, arg in self._model_slots()}
-        for operand_index in plan.temporaries:
-            sizes[operand_index] = self.size(operand_index, self.graph.operands[operand_index].dimensions) \
-                or _GUESS_BYTES
-        memory.fit(sizes)
+        temporaries = plan.memories.temporary_sizes
+        if temporaries is None:
+            temporaries = plan.memories.temporary_sizes = {o: self.size(o, self.graph.operands[o].dimensions)
+                                                           or _GUESS_BYTES for o in plan.temporaries}
+        memory.fit({**temporaries, **{key: arg.length for key, arg in self._model_slots()}})
         signature = (request.inputs, request.outputs, tuple(id(request.pools[i]) for i in self.through))
         if not plan.static_boundaries or memory.signature != signature:
             memory.requests, memory.signature = {}, (signature if plan.static_boundaries else None)

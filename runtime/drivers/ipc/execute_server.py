@@ -106,7 +106,8 @@ class ExecuteServer:
             raise CodecError(f"unknown prepared model {model_id}")
         request = memo.request
         if measure == KNOWS_SHAPES and deadline_ns is None and memo.shapes is not None \
-                and not self.service._cpuexe_vlog and not _trace_enabled():
+                and len(memo.out_views) == len(request.outputs) \
+                and not self.service._cpuexe_vlog and not _trace_enabled():  # outputs all inline
             results = prepared.compute_outputs(request, memo.shapes)
             if results is not None and len(results) == len(memo.out_views):
                 try:
