@@ -22,6 +22,7 @@ import os
 import resource
 import socket
 import struct
+import threading
 from typing import NamedTuple
 
 from runtime.drivers.ipc.codec import CodecError
@@ -97,30 +98,36 @@ class FdBudget:
         self.max_connections = max(4, min(MAX_CONNECTIONS, limit // 4))
         self.max_client_connections = max(2, self.max_connections // 4)
         self.max_client_pools = max(8, (limit - self.max_connections) // 2)
+        self._lock = threading.Lock()  # fenced workers give back fds from their own threads
 
     @classmethod
     def for_this_process(cls) -> FdBudget:
         return cls(max(raise_fd_limit() - FD_RESERVE, 16))
 
     def take(self, count: int = 1) -> bool:
-        if self.used + count > self.limit:
-            return False
-        self.used += count
-        return True
+        with self._lock:
+            if self.used + count > self.limit:
+                return False
+            self.used += count
+            return True
 
     def give(self, count: int = 1) -> None:
-        self.used = max(self.used - count, 0)
+        with self._lock:
+            self.used = max(self.used - count, 0)
 
     def take_for(self, client: Client, count: int) -> bool:
-        """``count`` pool fds for ``client`` within its share and the total."""
-        if client.pools + count > self.max_client_pools or not self.take(count):
-            return False
-        client.pools += count
-        return True
+        """``count`` pool fds for ``client`` within its share and the total (any thread)."""
+        with self._lock:
+            if client.pools + count > self.max_client_pools or self.used + count > self.limit:
+                return False
+            client.pools += count
+            self.used += count
+            return True
 
     def give_for(self, client: Client, count: int) -> None:
-        client.pools -= count
-        self.give(count)
+        with self._lock:
+            client.pools -= count
+            self.used = max(self.used - count, 0)
 
 
 class PoolTable(dict):
@@ -170,14 +177,16 @@ class PoolTable(dict):
 class Client:
     """One client process: its prepared models (id -> model) and the fds they hold."""
 
-    __slots__ = ("id", "models", "model_fds", "connections", "pools")
+    __slots__ = ("id", "models", "model_fds", "connections", "pools", "bursts", "fenced")
 
     def __init__(self, client_id: ClientId):
         self.id = client_id
         self.models: dict = {}
         self.model_fds: dict = {}
         self.connections = 0
-        self.pools = 0  # fds its mapped pools and models hold
+        self.pools = 0  # fds its mapped pools, models, bursts and fenced runs hold
+        self.bursts = 0  # bursts open (each a listener thread)
+        self.fenced = 0  # fenced executions running (each a worker thread)
 
 
 class Clients:

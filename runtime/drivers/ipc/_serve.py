@@ -31,7 +31,7 @@ import select
 import socket
 import time
 
-from runtime.drivers.ipc import _guard
+from runtime.drivers.ipc import _guard, burst_server
 from runtime.drivers.ipc.execution_codec import DecodeState
 from runtime.drivers.ipc.protocol import ProtocolError
 from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
@@ -93,6 +93,8 @@ class Connection:
             self.dead = True
 
     def close(self) -> None:
+        for burst in self.bursts.values():
+            burst.signal_stop()  # all at once: each join below is then short
         for burst in self.bursts.values():
             burst.stop()
         self.bursts.clear()
@@ -168,6 +170,8 @@ class ServeLoop:
                             serve(fd, connections[fd])
                 if self._writing:
                     self._drop_stuck(monotonic())
+                if service.ending_bursts:
+                    burst_server.reap(service)
                 if not events:
                     self._idle()
         finally:

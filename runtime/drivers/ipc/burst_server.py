@@ -29,6 +29,7 @@ Example (the socket handlers ``DriverService`` routes)::
 """
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import struct
@@ -40,16 +41,24 @@ from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader
 from runtime.drivers.ipc.fmq import FmqChannel, FmqCorrupt, FmqError
-from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_request,
-                                           encode_result, is_echo)
+from runtime.drivers.ipc.fmq_datum import (DATUM_SIZE, ECHO, MAX_DATUMS, MAX_ECHO_DATUMS, MAX_RANK,
+                                           decode_request, encode_memory_request, encode_result,
+                                           is_echo)
 from runtime.drivers.ipc.shm import map_fd
+from runtime.drivers.ipc.transport import close_fds
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Priority
 
-#: Bursts one connection may hold at once, and pool slots one burst may keep mapped.
+#: Bursts one connection and one client process may hold at once, and pool slots one burst
+#: may keep mapped.
 MAX_BURSTS_PER_CONNECTION = 64
+MAX_BURSTS_PER_CLIENT = 64
 MAX_SLOTS = 1024
+#: fds one burst holds (two rings of three, its stop eventfd), charged to its client's fd share.
+BURST_FDS = 7
+#: Seconds the serve loop waits for a stopped listener; a later pass reaps it (``reap``).
+STOP_JOIN_S = 0.2
 #: Longest polling window a runtime may ask the listener for (microseconds).
 MAX_POLL_US = 1000
 #: Seconds the listener waits for the runtime's getMemories answer, or to write a result.
@@ -61,6 +70,7 @@ _LABEL = "ExecutionBurstServer"
 _INVALID = encode_result(ExecutionResult(ErrorStatus.INVALID_ARGUMENT))
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
 _NO_FAST = (None, None, None)
+_warn = logging.getLogger("nn.SampleDriver").warning
 
 
 class BurstServer:
@@ -84,9 +94,15 @@ class BurstServer:
         self._stop = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         for channel in channels:
             channel.watch(self._stop)
-        self.thread = threading.Thread(target=self._listen, name=f"{_LABEL}-{burst_id}", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=f"{_LABEL}-{burst_id}", daemon=True)
 
     # ------------------------------------------------------------------ listener thread
+    def _run(self) -> None:
+        try:
+            self._listen()
+        except Exception as error:  # noqa: BLE001 - a listener logs and ends, it never raises
+            _warn("burst %d: listener ended: %s: %s", self.burst_id, type(error).__name__, error)
+
     def _listen(self) -> None:
         read, write, poll_s, repeat = self.requests.read, self.results.write, self.poll_s, self._repeat
         traced, observed = _trace.enabled, vlog.is_on
@@ -220,12 +236,24 @@ class BurstServer:
     def start(self) -> None:
         self.thread.start()
 
-    def stop(self) -> None:
-        """End the burst: wake and join the thread, unmap every slot, close the rings."""
+    def signal_stop(self) -> None:
+        """Wake the listener to end (it ends at its next frame boundary)."""
         os.eventfd_write(self._stop, 1)
         self._answers.put(None)
+
+    def stop(self, wait_s: float = STOP_JOIN_S) -> None:
+        """End the burst: wake the thread and join it for at most ``wait_s``, then unmap every
+        slot and close the rings; a thread still running is left to :func:`reap`, which frees
+        them once it ended (until then they stay charged to the client)."""
+        self.signal_stop()
         if self.thread.is_alive() and self.thread is not threading.current_thread():
-            self.thread.join(CALLBACK_TIMEOUT_S)
+            self.thread.join(wait_s)
+        if self.thread.is_alive():
+            self.service.ending_bursts.append(self)
+            return
+        self._close()
+
+    def _close(self) -> None:
         self._forget_binding()
         for region in self.slots.values():
             region.close()
@@ -234,6 +262,8 @@ class BurstServer:
         for channel in (self.requests, self.results):
             channel.close()
         os.close(self._stop)
+        self.service.budget.give_for(self.client, BURST_FDS)
+        self.client.bursts -= 1
 
     def _forget_binding(self) -> None:
         """Drop the cached Request (and the prepared model's binding of it): its numpy views
@@ -247,6 +277,14 @@ class BurstServer:
 
     def _log(self, fmt: str, *args) -> None:
         vlog.log("driver", _LABEL, fmt, *args)
+
+
+def reap(service) -> None:
+    """(The serve loop) close the stopped bursts whose listener has ended since."""
+    ending = service.ending_bursts
+    for burst in [b for b in ending if not b.thread.is_alive()]:
+        ending.remove(burst)
+        burst._close()
 
 
 def with_driver_time(result: ExecutionResult, start_ns: int) -> ExecutionResult:
@@ -270,26 +308,64 @@ def configure(service, connection, message) -> bytes:
         raise CodecError(f"unknown prepared model {model_id}")
     if len(message.fds) != 6:
         raise CodecError(f"configureExecutionBurst needs 6 fds (two FMQs), {len(message.fds)} were sent")
-    if len(connection.bursts) >= MAX_BURSTS_PER_CONNECTION:
-        raise HalError(_EXHAUSTED, f"{MAX_BURSTS_PER_CONNECTION} bursts open on this connection")
-    channels = _attach(message.fds)
+    client = connection.client
+    if len(connection.bursts) >= MAX_BURSTS_PER_CONNECTION or client.bursts >= MAX_BURSTS_PER_CLIENT \
+            or not service.budget.take_for(client, BURST_FDS):
+        raise HalError(_EXHAUSTED, f"burst limit reached: {len(connection.bursts)} on this connection, "
+                       f"{client.bursts} for this client, {client.pools} fds held (release some first)")
+    channels: tuple = ()
+    try:
+        channels = _attach(message.fds, max_request_bytes(prepared))
+        burst = BurstServer(service, client, service.next_burst_id + 1, prepared, channels,
+                            poll_us / 1e6)
+    except BaseException:
+        for channel in channels:
+            channel.close()
+        service.budget.give_for(client, BURST_FDS)
+        raise
     service.next_burst_id += 1
-    burst = BurstServer(service, connection.client, service.next_burst_id, prepared, channels,
-                        poll_us / 1e6)
+    client.bursts += 1
     connection.bursts[burst.burst_id] = burst
-    burst.start()
+    try:
+        burst.start()
+    except RuntimeError as error:  # no thread to be had
+        del connection.bursts[burst.burst_id]
+        burst.stop()
+        raise HalError(_EXHAUSTED, f"cannot start the burst's listener: {error}") from None
     vlog.log("driver", _LABEL, "configureExecutionBurst: burst %d of model %d", burst.burst_id, model_id)
     return _OK + _U32.pack(burst.burst_id)
 
 
-def _attach(fds: list) -> tuple:
-    copies = [os.dup(fd) for fd in fds]
-    requests = FmqChannel.attach(*copies[:3])
+def _attach(fds: list, max_request: int) -> tuple:
+    """The request and result rings on copies of ``fds``; every copy is closed if one fails."""
+    copies: list = []
+    try:
+        for fd in fds:
+            copies.append(os.dup(fd))
+    except OSError:
+        close_fds(copies)
+        raise
+    try:
+        requests = FmqChannel.attach(*copies[:3], max_message=max_request)
+    except BaseException:
+        close_fds(copies[3:])
+        raise
     try:
         return requests, FmqChannel.attach(*copies[3:])
     except BaseException:
         requests.close()
         raise
+
+
+def max_request_bytes(prepared) -> int:
+    """The longest legal request message for ``prepared`` (every argument at the largest rank,
+    every slot), or an echo: a longer length prefix is corrupt (nothing is allocated for it)."""
+    model = getattr(prepared, "model", None)
+    if model is None:  # a device that keeps no HAL model: the datum decoder's own bound
+        return DATUM_SIZE * MAX_DATUMS
+    graph = model.main
+    arguments = len(graph.input_indexes) + len(graph.output_indexes)
+    return DATUM_SIZE * max(2 + arguments * (1 + MAX_RANK) + MAX_SLOTS, 1 + MAX_ECHO_DATUMS)
 
 
 def memories(service, connection, message) -> bytes:

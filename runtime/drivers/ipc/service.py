@@ -102,6 +102,7 @@ class DriverService:
         #: Held while a prepared model runs: the socket loop and burst threads share the models.
         self.exec_lock = threading.Lock()
         self.next_burst_id = 0
+        self.ending_bursts: list = []  # stopped bursts whose listener has not ended yet
         self._label = "SampleDriver"
         self._vlog = vlog.is_on("driver")  # the mask is read once, at import
         self._cpuexe_vlog = vlog.is_on("cpuexe")
