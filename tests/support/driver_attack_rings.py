@@ -1,0 +1,76 @@
+"""Attack helpers for the surfaces added after the first hardening (issue 24): raw bursts
+(configureExecutionBurst with fds the attacker chooses), fenced launches, cache fds and IBuffer
+allocations, plus what the promises add for them (inotify watches, threads, CPU time).
+
+Example::
+
+    with AttackedDriver() as driver:
+        with driver.attack() as attacker:
+            sock = attacker.connect()
+            model_id = prepare_add(sock)
+            reply = configure_burst(sock, ring_fds(attacker) + ring_fds(attacker), model_id)
+"""
+from __future__ import annotations
+
+import os
+import struct
+
+from runtime.drivers.ipc.fmq import FmqChannel
+from runtime.drivers.ipc.protocol import MsgType
+from tests.support.driver_attack import Attacker, Reply, exchange
+
+#: Ring size of the attacker's FMQs (small: the attacks are about fds and lengths, not data).
+RING_BYTES = 4096
+
+
+def ring(attacker: Attacker, capacity: int = RING_BYTES) -> FmqChannel:
+    """A real FMQ whose fds the attack closes when it ends."""
+    channel = FmqChannel.create(capacity)
+    for fd in channel.fds:
+        attacker.own(fd)
+    return channel
+
+
+def ring_fds(attacker: Attacker, capacity: int = RING_BYTES) -> list:
+    """The three fds of a fresh ring (memfd, data eventfd, space eventfd)."""
+    return list(ring(attacker, capacity).fds)
+
+
+def configure_burst(sock, fds, model_id: int, poll_us: int = 0) -> Reply:
+    """CONFIGURE_BURST(model, polling window) with the six given fds."""
+    return exchange(sock, MsgType.CONFIGURE_BURST, struct.pack("<II", model_id, poll_us), fds)
+
+
+def burst_id(reply: Reply) -> int:
+    assert reply.status == 0, reply
+    return struct.unpack_from("<I", reply.body)[0]
+
+
+def announce_length(channel: FmqChannel, length: int) -> None:
+    """Write only a message's u32 length prefix into ``channel`` and wake the reader."""
+    struct.pack_into("<I", channel._ring, 0, length)
+    channel._index[8] = 4  # the write index (byte 64 of the header): 4 bytes published
+    os.eventfd_write(channel.fds[1], 1)
+
+
+def inotify_watches(pid: int) -> int:
+    """inotify watches the process holds (``/proc/<pid>/fdinfo`` lines of its inotify fds)."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as info:
+                count += sum(line.startswith("inotify wd:") for line in info)
+        except OSError:
+            continue
+    return count
+
+
+def threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of the process, in clock ticks."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
