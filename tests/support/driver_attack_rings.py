@@ -74,3 +74,43 @@ def cpu_ticks(pid: int) -> int:
     with open(f"/proc/{pid}/stat", "rb") as stat:
         fields = stat.read().rsplit(b")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
+
+
+def fenced_payload(model_id: int, waits: int, value: float = 2.0) -> bytes:
+    """An EXECUTE_FENCED payload: ``waits`` fences (sent as the first fds), no timeout after
+    them, then an inline-pool ADD of a :func:`prepare_add` model."""
+    from runtime.drivers.ipc.fenced_server import LAUNCH  # noqa: PLC0415
+    from tests.support.driver_attack import execute_add_payload  # noqa: PLC0415
+
+    return LAUNCH.pack(waits, -1) + execute_add_payload(model_id, value)
+
+
+def unsignalled_fences(attacker: Attacker, count: int) -> list:
+    """``count`` sync fences (eventfds) that are never signalled."""
+    return [attacker.own(os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)) for _ in range(count)]
+
+
+# Another client process (the repository's Python): prepares ADD and launches one executeFenced
+# without fences; prints the launch status.
+_FENCED_CHILD = r"""
+import sys
+from runtime.drivers.ipc.protocol import MsgType
+from tests.support.driver_attack import exchange, prepare_add
+from tests.support.driver_attack_rings import fenced_payload
+sock = __import__("socket").socket(1, 5)
+sock.settimeout(5.0)
+sock.connect(sys.argv[1])
+print(exchange(sock, MsgType.EXECUTE_FENCED, fenced_payload(prepare_add(sock), 0)).status)
+"""
+
+
+def fenced_from_other_process(socket_path: str) -> int:
+    """The status another client process gets for an executeFenced (with no fences)."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", _FENCED_CHILD, socket_path], capture_output=True,
+                          text=True, timeout=60, cwd=root)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
