@@ -41,9 +41,8 @@ from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader
 from runtime.drivers.ipc.fmq import FmqChannel, FmqCorrupt, FmqError
-from runtime.drivers.ipc.fmq_datum import (DATUM_SIZE, ECHO, MAX_DATUMS, MAX_ECHO_DATUMS, MAX_RANK,
-                                           decode_request, encode_memory_request, encode_result,
-                                           is_echo)
+from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_request,
+                                           encode_result, is_echo, max_request_bytes)
 from runtime.drivers.ipc.shm import map_fd
 from runtime.drivers.ipc.transport import close_fds
 from runtime.hal.device_types import ExecutionResult, Request
@@ -234,7 +233,11 @@ class BurstServer:
         self.service.budget.give_for(self.client, 1)
 
     def start(self) -> None:
-        self.thread.start()
+        try:
+            self.thread.start()
+        except RuntimeError as error:  # no thread to be had
+            self._close()
+            raise HalError(_EXHAUSTED, f"cannot start the burst's listener: {error}") from None
 
     def signal_stop(self) -> None:
         """Wake the listener to end (it ends at its next frame boundary)."""
@@ -315,7 +318,7 @@ def configure(service, connection, message) -> bytes:
                        f"{client.bursts} for this client, {client.pools} fds held (release some first)")
     channels: tuple = ()
     try:
-        channels = _attach(message.fds, max_request_bytes(prepared))
+        channels = _attach(message.fds, max_request_bytes(getattr(prepared, "model", None), MAX_SLOTS))
         burst = BurstServer(service, client, service.next_burst_id + 1, prepared, channels,
                             poll_us / 1e6)
     except BaseException:
@@ -325,13 +328,8 @@ def configure(service, connection, message) -> bytes:
         raise
     service.next_burst_id += 1
     client.bursts += 1
+    burst.start()
     connection.bursts[burst.burst_id] = burst
-    try:
-        burst.start()
-    except RuntimeError as error:  # no thread to be had
-        del connection.bursts[burst.burst_id]
-        burst.stop()
-        raise HalError(_EXHAUSTED, f"cannot start the burst's listener: {error}") from None
     vlog.log("driver", _LABEL, "configureExecutionBurst: burst %d of model %d", burst.burst_id, model_id)
     return _OK + _U32.pack(burst.burst_id)
 
@@ -355,17 +353,6 @@ def _attach(fds: list, max_request: int) -> tuple:
     except BaseException:
         requests.close()
         raise
-
-
-def max_request_bytes(prepared) -> int:
-    """The longest legal request message for ``prepared`` (every argument at the largest rank,
-    every slot), or an echo: a longer length prefix is corrupt (nothing is allocated for it)."""
-    model = getattr(prepared, "model", None)
-    if model is None:  # a device that keeps no HAL model: the datum decoder's own bound
-        return DATUM_SIZE * MAX_DATUMS
-    graph = model.main
-    arguments = len(graph.input_indexes) + len(graph.output_indexes)
-    return DATUM_SIZE * max(2 + arguments * (1 + MAX_RANK) + MAX_SLOTS, 1 + MAX_ECHO_DATUMS)
 
 
 def memories(service, connection, message) -> bytes:
