@@ -77,6 +77,18 @@ class Device(ABC):
     def number_of_cache_files_needed(self) -> tuple[int, int]:
         return (0, 0)
 
+    def wait(self) -> None:
+        """ANeuralNetworksDevice_wait: block until the device is live (:meth:`ensure_live`).
+
+        Raises:
+            NnError: OP_FAILED when it cannot be (a driver process whose restart failed).
+        """
+        from runtime.manager import wait_live  # noqa: PLC0415 - the runtime's NNAPI call
+        wait_live(self)
+
+    def ensure_live(self) -> None:
+        """Return once the device serves (an in-process device: at once); HalError if it cannot."""
+
     def launch(self, wait: bool = False) -> None:
         """Start any backing process (remote devices; a no-op here).
 
