@@ -52,7 +52,8 @@ from runtime.hal.types import ErrorStatus, Priority
 #: Bursts one connection and one client process may hold at once, and pool slots one burst
 #: may keep mapped.
 MAX_BURSTS_PER_CONNECTION = 64
-MAX_BURSTS_PER_CLIENT = 64
+MAX_BURSTS_TOTAL = 256  # each one a listener thread
+MAX_BURSTS_PER_CLIENT = MAX_BURSTS_TOTAL // 4
 MAX_SLOTS = 1024
 #: fds one burst holds (two rings of three, its stop eventfd), charged to its client's fd share.
 BURST_FDS = 7
@@ -267,6 +268,7 @@ class BurstServer:
         os.close(self._stop)
         self.service.budget.give_for(self.client, BURST_FDS)
         self.client.bursts -= 1
+        self.service.bursts_open -= 1
 
     def _forget_binding(self) -> None:
         """Drop the cached Request (and the prepared model's binding of it): its numpy views
@@ -313,9 +315,10 @@ def configure(service, connection, message) -> bytes:
         raise CodecError(f"configureExecutionBurst needs 6 fds (two FMQs), {len(message.fds)} were sent")
     client = connection.client
     if len(connection.bursts) >= MAX_BURSTS_PER_CONNECTION or client.bursts >= MAX_BURSTS_PER_CLIENT \
-            or not service.budget.take_for(client, BURST_FDS):
+            or service.bursts_open >= MAX_BURSTS_TOTAL or not service.budget.take_for(client, BURST_FDS):
         raise HalError(_EXHAUSTED, f"burst limit reached: {len(connection.bursts)} on this connection, "
-                       f"{client.bursts} for this client, {client.pools} fds held (release some first)")
+                       f"{client.bursts} for this client, {service.bursts_open} in all, {client.pools} "
+                       f"fds held (release some first)")
     channels: tuple = ()
     try:
         channels = _attach(message.fds, max_request_bytes(getattr(prepared, "model", None), MAX_SLOTS))
@@ -328,6 +331,7 @@ def configure(service, connection, message) -> bytes:
         raise
     service.next_burst_id += 1
     client.bursts += 1
+    service.bursts_open += 1
     burst.start()
     connection.bursts[burst.burst_id] = burst
     vlog.log("driver", _LABEL, "configureExecutionBurst: burst %d of model %d", burst.burst_id, model_id)
@@ -335,18 +339,14 @@ def configure(service, connection, message) -> bytes:
 
 
 def _attach(fds: list, max_request: int) -> tuple:
-    """The request and result rings on copies of ``fds``; every copy is closed if one fails."""
+    """The request and result rings on copies of ``fds``; every copy is closed if one fails
+    (a failing ``attach`` closes its own three)."""
     copies: list = []
     try:
-        for fd in fds:
-            copies.append(os.dup(fd))
-    except OSError:
-        close_fds(copies)
-        raise
-    try:
+        copies.extend(os.dup(fd) for fd in fds)
         requests = FmqChannel.attach(*copies[:3], max_message=max_request)
     except BaseException:
-        close_fds(copies[3:])
+        close_fds(copies[3:] if len(copies) == 6 else copies)
         raise
     try:
         return requests, FmqChannel.attach(*copies[3:])

@@ -103,6 +103,7 @@ class DriverService:
         self.exec_lock = threading.Lock()
         self.next_burst_id = 0
         self.ending_bursts: list = []  # stopped bursts whose listener has not ended yet
+        self.bursts_open = 0  # bursts of every connection (listener threads)
         self._label = "SampleDriver"
         self._vlog = vlog.is_on("driver")  # the mask is read once, at import
         self._cpuexe_vlog = vlog.is_on("cpuexe")
