@@ -22,8 +22,9 @@ INVALID = ErrorStatus.INVALID_ARGUMENT
 EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def driver():
+    """One driver process for the module's attacks (the promises are checked after each)."""
     with AttackedDriver() as attacked:
         yield attacked
 

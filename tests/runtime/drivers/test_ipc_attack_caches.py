@@ -22,8 +22,9 @@ DRIVER, VERSION = "sample-all", "nnscope-sample-1.3"
 READ_SLACK_KB = 64 << 10
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def driver():
+    """One driver process for the module's attacks (the promises are checked after each)."""
     with AttackedDriver() as attacked:
         yield attacked
 
