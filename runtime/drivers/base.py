@@ -30,6 +30,11 @@ class PreparedModel(ABC):
     def release(self) -> None:
         """Free driver-side resources."""
 
+    def forget(self, match) -> None:
+        """Drop what the model remembers of requests for which ``match(request)`` is true (a
+        cached binding keeps their memory mapped): a driver service calls it before it unmaps
+        or frees that memory. Nothing is remembered by default."""
+
 
 class Device(ABC):
     """IDevice. ``name``, ``type``, ``version`` and ``feature_level`` describe the device."""

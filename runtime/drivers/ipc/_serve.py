@@ -104,6 +104,12 @@ class Connection:
             close_fds(self.outbox.popleft()[1])
         self.channel.close()
 
+    def forget_requests(self) -> None:
+        """Drop the requests this connection remembers (memos, the last one, the models'
+        bindings of them): a freed IBuffer must not stay alive, uncharged, through them."""
+        self._unbind()
+        self.state.memos.clear()
+        self.state.last = (None, (), None)
 
     def _unbind(self) -> None:
         """Make the client's models forget requests decoded on this connection: their cached
@@ -111,9 +117,7 @@ class Connection:
         state = self.state
         requests = {id(state.last[2]), *(id(memo.request) for memo in state.memos.values())}
         for prepared in self.client.models.values():
-            cached = getattr(prepared, "_cache", None)  # cpu.CpuPreparedModel's last binding
-            if cached and cached[0] is not None and id(cached[0]) in requests:
-                prepared._cache = (None, None)
+            prepared.forget(lambda request: id(request) in requests)
 
 
 def _no_loop() -> None:
@@ -211,6 +215,10 @@ class ServeLoop:
             self.poller.modify(fd, _OUT)  # read nothing more until the peer takes its replies
             self._writing.add(fd)
         return True
+
+    def connections_of(self, client) -> list:
+        """The open connections of ``client`` (parked ones too)."""
+        return [c for c in self.connections.values() if c.client is client]
 
     def _park(self, fd: int) -> None:
         """Stop polling ``fd`` until the scheduler has sent the queued execution's reply."""

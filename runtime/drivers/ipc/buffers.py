@@ -73,7 +73,7 @@ class DeviceBuffer:
         self.token = token
         self.owner = owner
         self.operand = operand
-        self.data = mmap.mmap(-1, operand.byte_size())  # zero pages, mapped only once written
+        self.data = mmap.mmap(-1, operand.byte_size(), mmap.MAP_PRIVATE)  # zero until written
         self.roles = roles  # {(prepared model, "input"|"output", index)}
         self.initialized = False
         self.charge = charge  # memory_budget.Charge, released when the buffer goes
@@ -279,8 +279,18 @@ def free(service, connection, message) -> bytes:
     token = r.u32()
     r.end()
     TRACKER.get(token, connection.client)
+    with service.exec_lock:  # no model runs (and reads its binding) meanwhile
+        for holder in {connection, *service.connections_of(connection.client)}:
+            holder.forget_requests()  # their cached requests would keep the freed memory alive
+        _unbind_models(connection.client, TRACKER.buffers[token].data)
     TRACKER.remove(token)
     return _OK
+
+
+def _unbind_models(client, data) -> None:
+    """Make the client's models forget the requests that name ``data`` (as ``Connection._unbind``)."""
+    for prepared in client.models.values():
+        prepared.forget(lambda request: any(pool is data for pool in request.pools))
 
 
 def _log(service, method: str, buffer: DeviceBuffer) -> None:

@@ -276,9 +276,8 @@ class BurstServer:
         request = self._last[1]
         self._last = (None, None, False)
         self._fast = _NO_FAST
-        cached = getattr(self.prepared, "_cache", None)
-        if request is not None and cached and cached[0] is request:
-            self.prepared._cache = (None, None)
+        if request is not None:
+            self.prepared.forget(lambda cached: cached is request)
 
     def _log(self, fmt: str, *args) -> None:
         vlog.log("driver", _LABEL, fmt, *args)

@@ -91,6 +91,7 @@ class FencedJob:
         finally:
             close_fds(self.waits)
             self._unbind()
+            self.decoded = None  # a kept job must not keep its request's IBuffers alive
             self.state.close()  # its PoolTable gives the pools' fds back
             self.budget.give_for(self.client, len(self.waits) + 1)
             _trace.flush()  # before the fence: a client that saw it finds the spans written
@@ -101,9 +102,8 @@ class FencedJob:
     def _unbind(self) -> None:
         """Make the model forget this job's request (as ``Connection._unbind``), so that closing
         the job's pools unmaps them now rather than at the model's next execution."""
-        cached = getattr(self.prepared, "_cache", None)  # cpu.CpuPreparedModel's last binding
-        if cached and cached[0] is self.decoded.request:
-            self.prepared._cache = (None, None)
+        request = self.decoded.request
+        self.prepared.forget(lambda cached: cached is request)
 
     def _work(self) -> tuple[ErrorStatus, str]:
         deadline = self.decoded.deadline_ns

@@ -104,6 +104,7 @@ class DriverService:
         self.next_burst_id = 0
         self.ending_bursts: list = []  # stopped bursts whose listener has not ended yet
         self.bursts_open = 0  # bursts of every connection (listener threads)
+        self.loop: ServeLoop | None = None
         self._label = "SampleDriver"
         self._vlog = vlog.is_on("driver")  # the mask is read once, at import
         self._cpuexe_vlog = vlog.is_on("cpuexe")
@@ -132,9 +133,14 @@ class DriverService:
     # ------------------------------------------------------------------ loop
     def serve_forever(self) -> None:
         try:
-            ServeLoop(self).run()
+            self.loop = ServeLoop(self)
+            self.loop.run()
         finally:
             _trace.flush()
+
+    def connections_of(self, client) -> list:
+        """The open connections of client process ``client`` (none without a serve loop)."""
+        return self.loop.connections_of(client) if self.loop is not None else []
 
     def reject(self, connection: Connection, error: ProtocolError) -> None:
         """Answer a record that breaks the framing."""

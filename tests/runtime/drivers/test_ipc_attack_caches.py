@@ -121,3 +121,4 @@ def test_allocations_are_charged_to_the_memory_budget():
             token = struct.pack("<I", 1)
             assert exchange(sock, MsgType.BUFFER_FREE, token).status == 0
             assert _allocate(sock, model_id)[0] == 0  # freeing gave the bytes back
+
