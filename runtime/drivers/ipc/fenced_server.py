@@ -81,7 +81,11 @@ class FencedJob:
         self.launched = self.fenced = None  # Timing when measured
 
     def start(self) -> None:
-        threading.Thread(target=self._run, name="nn-fenced", daemon=True).start()
+        try:
+            threading.Thread(target=self._run, name="nn-fenced", daemon=True).start()
+        except RuntimeError as error:  # no thread to be had: the run fails, and its fence says so
+            self.message = f"cannot start the fenced run: {error}"
+            self._finish()
 
     def _run(self) -> None:
         try:
@@ -89,15 +93,19 @@ class FencedJob:
         except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
             self.status, self.message = ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}"
         finally:
-            close_fds(self.waits)
-            self._unbind()
-            self.decoded = None  # a kept job must not keep its request's IBuffers alive
-            self.state.close()  # its PoolTable gives the pools' fds back
-            self.budget.give_for(self.client, len(self.waits) + 1)
-            _trace.flush()  # before the fence: a client that saw it finds the spans written
-            self.done = True
-            signal(self.fence, self.status == _NONE)
-            os.close(self.fence)
+            self._finish()
+
+    def _finish(self) -> None:
+        """Give back what the run held, then signal and close the sync fence."""
+        close_fds(self.waits)
+        self._unbind()
+        self.decoded = None  # a kept job must not keep its request's IBuffers alive
+        self.state.close()  # its PoolTable gives the pools' fds back
+        self.budget.give_for(self.client, len(self.waits) + 1)
+        _trace.flush()  # before the fence: a client that saw it finds the spans written
+        self.done = True
+        signal(self.fence, self.status == _NONE)
+        os.close(self.fence)
 
     def _unbind(self) -> None:
         """Make the model forget this job's request (as ``Connection._unbind``), so that closing
