@@ -24,20 +24,25 @@ from __future__ import annotations
 
 import collections
 import errno
+import fcntl
 import functools
 import logging
 import os
 import select
 import socket
+import struct
+import termios
 import time
 
 from runtime.drivers.ipc import _guard, burst_server
 from runtime.drivers.ipc.execution_codec import DecodeState
-from runtime.drivers.ipc.protocol import ProtocolError
+from runtime.drivers.ipc.protocol import MAX_INLINE_PAYLOAD, ProtocolError
 from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
 
 #: Seconds a peer may leave its replies unread before it is dropped.
 STUCK_S = 5.0
+#: Large (memfd) replies a peer may leave unread in its socket queue before it is dropped.
+MAX_UNREAD_BULK = 8
 #: How long the loop blocks in one connection's recv before it polls all sockets again.
 _DIRECT_S = 0.05
 _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
@@ -49,7 +54,7 @@ class Connection:
     """One client connection: its channel, decode state, pools, client and pending output."""
 
     __slots__ = ("channel", "state", "pools", "client", "pid", "outbox", "stuck_since", "dead",
-                 "launched", "bursts", "parked", "unpark")
+                 "launched", "bursts", "parked", "unpark", "bulk_unread")
 
     def __init__(self, channel: Channel, client, pid: int, budget: _guard.FdBudget):
         self.channel = channel
@@ -64,10 +69,11 @@ class Connection:
         self.bursts: dict = {}  # burst id -> burst_server.BurstServer
         self.parked = False  # an execution of it is queued: read nothing more until it replies
         self.unpark = _no_loop  # called by the scheduler's thread once the reply is sent
+        self.bulk_unread = 0  # large replies sent since the peer's queue was last seen empty
 
     def send(self, msg_type: int, request_id: int, payload) -> None:
         """Send now, or queue behind what the peer has not taken yet."""
-        if self.dead:
+        if self.dead or (len(payload) > MAX_INLINE_PAYLOAD and not self._may_send_bulk()):
             return
         try:
             if self.outbox:
@@ -80,6 +86,17 @@ class Connection:
         if pending is not None:
             self.outbox = collections.deque([pending])
             self.stuck_since = time.monotonic()
+
+    def _may_send_bulk(self) -> bool:
+        """A large reply is a memfd pinned in the peer's socket queue until it reads it: a peer
+        that leaves :data:`MAX_UNREAD_BULK` of them unread (its queue never empty meanwhile)
+        is dropped instead of sent more."""
+        if _unread_bytes(self.channel.sock) == 0:
+            self.bulk_unread = 0
+        self.bulk_unread += 1
+        if self.bulk_unread > MAX_UNREAD_BULK:
+            self.dead = True
+        return not self.dead
 
     def flush(self) -> None:
         """Send what the peer now takes."""
@@ -118,6 +135,14 @@ class Connection:
         requests = {id(state.last[2]), *(id(memo.request) for memo in state.memos.values())}
         for prepared in self.client.models.values():
             prepared.forget(lambda request: id(request) in requests)
+
+
+def _unread_bytes(sock) -> int:
+    """Bytes the peer has not read yet (``SIOCOUTQ``); 0 when it cannot be told."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
 
 
 def _no_loop() -> None:

@@ -37,7 +37,7 @@ from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model,
                                        encode_extensions, enum_value)
 from runtime.drivers.ipc.execute_server import PARKED, ExecuteServer, error_reply
 from runtime.drivers.ipc.fenced_server import FencedServer
-from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
+from runtime.drivers.ipc.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import MappingError, map_fd
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Preference, Priority
@@ -68,6 +68,8 @@ _EXECUTE_FENCED = int(MsgType.EXECUTE_FENCED)
 _monotonic_ns = time.monotonic_ns
 _trace_enabled = _trace.enabled
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+#: Longest PING payload echoed (the reply stays an inline record).
+MAX_PING_BYTES = MAX_INLINE_PAYLOAD - 4
 
 
 def listen(path: str) -> socket.socket:
@@ -282,6 +284,10 @@ class DriverService:
         return _OK
 
     def _ping(self, connection, message, start) -> bytes:
+        """Echo a payload of at most MAX_PING_BYTES: a longer echo would travel back as a new
+        memfd, which a client that never reads could pin in its socket queue for free."""
+        if len(message.payload) > MAX_PING_BYTES:
+            raise CodecError(f"PING payload of {len(message.payload)} bytes; at most {MAX_PING_BYTES}")
         return _OK + bytes(message.payload)
 
     def _trace_dir(self, connection, message, start) -> bytes:

@@ -5,16 +5,21 @@ the five promises (alive, a new client answered within 5 s, peak RSS under 500 M
 than before, no traceback).
 """
 import os
+import select
+import socket
 import struct
 import tempfile
 
 import pytest
 
+from runtime.drivers.ipc import encoder
 from runtime.drivers.ipc._guard import FD_RESERVE, FdBudget
+from runtime.drivers.ipc._serve import MAX_UNREAD_BULK
 from runtime.drivers.ipc.protocol import MAX_INLINE_PAYLOAD, MsgType
 from runtime.drivers.ipc.burst_server import BURST_FDS, MAX_BURSTS_PER_CLIENT
 from runtime.hal.types import ErrorStatus
-from tests.support.driver_attack import AttackedDriver, exchange, prepare_add, record, send
+from tests.support.driver_attack import (AttackedDriver, exchange, execute_add_payload, prepare_add,
+                                         record, send)
 from tests.support.driver_attack_rings import (announce_length, burst_id, configure_burst, ring,
                                                ring_fds, threads)
 
@@ -37,6 +42,35 @@ def test_large_reply_to_a_client_that_left_leaks_nothing(driver):
             # a PING's echo longer than the inline limit goes back in a sealed memfd
             send(sock, record(MsgType.PING, request_id, b"x" * (4 * MAX_INLINE_PAYLOAD)))
             sock.close()  # gone before the driver answers: its send fails
+
+
+def test_ping_echo_is_never_a_memfd(driver):
+    """A long PING echo would come back as a fresh memfd per request, for one reused memfd of
+    the client's: pinned in a queue the client never reads, at no cost to it."""
+    with driver.attack() as attacker:
+        sock = attacker.connect()
+        for request_id in range(20):
+            send(sock, record(MsgType.PING, request_id, b"x" * (4 * MAX_INLINE_PAYLOAD)))
+        for request_id in range(20):
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 17, 8)
+            assert not fds and struct.unpack_from("<I", data, 16)[0] == INVALID
+
+
+def test_a_peer_that_leaves_large_replies_unread_is_dropped(driver, monkeypatch):
+    """Execute replies with 40 KB of inline outputs travel as memfds: after MAX_UNREAD_BULK of
+    them unread, the driver sends no more (it drops the connection; the replies it had sent are
+    then unreadable: the kernel reports the reset first)."""
+    monkeypatch.setattr(encoder, "INLINE_DATA_LIMIT", 128 << 10)  # an attacker inlines its pool
+    shape = (10_000,)
+    with driver.attack() as attacker:
+        sock = attacker.connect()
+        model_id = prepare_add(sock, shape=shape)
+        payload = execute_add_payload(model_id, 1.0, shape)
+        for request_id in range(MAX_UNREAD_BULK + 8):
+            send(sock, record(MsgType.EXECUTE_SYNC, request_id, payload))
+        hung_up = select.poll()  # nothing read yet: the driver closes its end once it refuses
+        hung_up.register(sock, select.POLLRDHUP)
+        assert hung_up.poll(60_000), "the driver went on sending large replies nobody reads"
 
 
 # ---------------------------------------------------------------- bug 2: refused bursts
