@@ -8,19 +8,17 @@ by asking the runtime (``IBurstCallback.getMemories``: a message on the result c
 over the socket with the fds), runs the prepared model on the cached pools and writes the
 ``FmqResultDatum`` sequence; between requests it watches the ring for the polling window the
 runtime asked for (AOSP's burst server polls too; 0 for low power), then sleeps on the wake-up.
-A request whose bytes repeat the previous one (and whose slots were
-not freed since) runs the same HAL ``Request`` object, so the prepared model's binding
-(validation, numpy views) is reused; with tracing and ``cpuexe`` vlog off, it runs the prepared
-model's *bound run* (``CpuPreparedModel.bound_run``: the kernels on those views) and answers the
-result datum of the same success, decoding and validating nothing. Pools stay mapped per slot until
+A request whose bytes repeat the previous one (its slots not freed since) runs the same HAL
+``Request`` object, so the prepared model's binding (validation, numpy views) is reused; with
+tracing and ``cpuexe`` vlog off, it runs the model's *bound run* (``CpuPreparedModel.bound_run``)
+and answers the result datum of the same success, decoding nothing. Pools stay mapped per slot until
 ``IBurstContext.freeMemory(slot)``, the burst's release, or its connection closing. An echo
 message (:data:`~runtime.drivers.ipc.fmq_datum.ECHO`, not AOSP's) is written back unchanged: its
 round trip is the channel's floor, timed on the burst's own rings and thread.
 
 A malformed message gets an INVALID_ARGUMENT result and the thread goes on; a ring whose shared
-indices are broken ends the burst. Each frame takes the service's execution lock through the
-scheduler (``Scheduler.exclusive``), ranked by its model's priority among its client's
-executions, so a prepared model never runs twice at once.
+indices are broken ends the burst. Each frame takes the execution lock through the scheduler
+(``Scheduler.exclusive``), ranked by its model's priority among its client's executions.
 
 Example (the socket handlers ``DriverService`` routes)::
 
@@ -92,6 +90,7 @@ class BurstServer:
         self._encoded: tuple = (None, None)  # (ExecutionResult, its bytes)
         self._fast: tuple = _NO_FAST  # (message, the prepared model's bound run, reply): see _serve
         self._stop = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        self.stopping = False
         for channel in channels:
             channel.watch(self._stop)
         self.thread = threading.Thread(target=self._run, name=f"{_LABEL}-{burst_id}", daemon=True)
@@ -106,7 +105,7 @@ class BurstServer:
     def _listen(self) -> None:
         read, write, poll_s, repeat = self.requests.read, self.results.write, self.poll_s, self._repeat
         traced, observed = _trace.enabled, vlog.is_on
-        while True:
+        while not self.stopping:  # a peer that never lets the ring run dry still gets stopped
             try:
                 message = read(poll_s=poll_s)
             except FmqCorrupt as error:
@@ -242,6 +241,7 @@ class BurstServer:
 
     def signal_stop(self) -> None:
         """Wake the listener to end (it ends at its next frame boundary)."""
+        self.stopping = True
         os.eventfd_write(self._stop, 1)
         self._answers.put(None)
 
@@ -340,6 +340,9 @@ def configure(service, connection, message) -> bytes:
 def _attach(fds: list, max_request: int) -> tuple:
     """The request and result rings on copies of ``fds``; every copy is closed if one fails
     (a failing ``attach`` closes its own three)."""
+    ring, other = os.fstat(fds[0]), os.fstat(fds[3])
+    if (ring.st_dev, ring.st_ino) == (other.st_dev, other.st_ino):
+        raise CodecError("the request and result FMQs are one file (the listener would feed itself)")
     copies: list = []
     try:
         copies.extend(os.dup(fd) for fd in fds)

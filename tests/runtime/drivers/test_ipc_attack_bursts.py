@@ -86,6 +86,19 @@ def test_refused_burst_closes_the_result_rings_fds(driver):
             assert configure_burst(sock, requests + ring_fds(attacker), model_id).status == INVALID
 
 
+def test_one_file_for_both_rings_is_refused(driver):
+    """Request and result rings on one memfd: the listener would read its own answers as
+    requests forever, never noticing its release (a busy thread and 7 fds for good)."""
+    with driver.attack() as attacker:
+        sock = attacker.connect()
+        model_id = prepare_add(sock)
+        shared = ring(attacker)
+        for fds in ([*shared.fds, *shared.fds], [shared.fd, *ring_fds(attacker)[1:], shared.fd,
+                                                 *ring_fds(attacker)[1:]]):
+            reply = configure_burst(sock, fds, model_id)
+            assert reply.status == INVALID and b"one file" in reply.body, reply
+
+
 # ---------------------------------------------------------------- bug 3: wake-up fds of any kind
 def _not_an_eventfd(kind: str, attacker) -> int:
     if kind == "dev-zero":
