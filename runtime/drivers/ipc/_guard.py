@@ -196,6 +196,8 @@ class Clients:
         self.budget = budget
         self._clients: dict[ClientId, Client] = {}
         self._next_model = 1
+        self._holders: dict = {}  # id(prepared model) -> bursts and IBuffers holding it
+        self._released: dict = {}  # id -> prepared models released while held
 
     def busiest(self) -> Client | None:
         """The client holding the most connections."""
@@ -234,6 +236,24 @@ class Clients:
         prepared = client.models.pop(model_id, None)
         if prepared is not None:
             self.budget.give_for(client, client.model_fds.pop(model_id, 0))
+            self._release_unless_held(prepared)
+
+    def hold(self, prepared) -> None:
+        """A burst or IBuffer keeps ``prepared`` alive: its release (and its memory budget
+        charge) waits for :meth:`let_go` of every holder, as AOSP's strong references."""
+        self._holders[id(prepared)] = self._holders.get(id(prepared), 0) + 1
+
+    def let_go(self, prepared) -> None:
+        left = self._holders.pop(id(prepared), 1) - 1
+        if left > 0:
+            self._holders[id(prepared)] = left
+        elif self._released.pop(id(prepared), None) is not None:
+            prepared.release()
+
+    def _release_unless_held(self, prepared) -> None:
+        if id(prepared) in self._holders:
+            self._released[id(prepared)] = prepared  # released by the last let_go
+        else:
             prepared.release()  # e.g. a sample driver's memory budget charge
 
     def _forget_if_gone(self, client: Client) -> None:

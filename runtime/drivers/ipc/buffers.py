@@ -108,8 +108,12 @@ class BufferTracker:
             raise
         return buffer
 
-    def remove(self, token: int) -> None:
-        self.buffers.pop(token).release()
+    def remove(self, token: int, let_go=lambda prepared: None) -> None:
+        """Drop buffer ``token``: its charge, and (``let_go``) its hold on its roles' models."""
+        buffer = self.buffers.pop(token)
+        buffer.release()
+        for prepared in {role[0] for role in buffer.roles}:
+            let_go(prepared)
 
     def get(self, token: int, owner) -> DeviceBuffer:
         """The buffer ``token`` of ``owner``; CodecError (INVALID_ARGUMENT) otherwise."""
@@ -118,13 +122,13 @@ class BufferTracker:
             raise CodecError(f"unknown buffer token {token}")
         return buffer
 
-    def sweep(self) -> None:
+    def sweep(self, let_go=lambda prepared: None) -> None:
         """Drop the buffers of client processes that have exited."""
         for token, buffer in list(self.buffers.items()):
             client = buffer.owner
             if client.connections <= 0 and (not client.id.start_time or
                                             _guard.start_time(client.id.pid) != client.id.start_time):
-                self.remove(token)
+                self.remove(token, let_go)
 
 
 TRACKER = BufferTracker()
@@ -165,8 +169,10 @@ def allocate(service, connection, message) -> bytes:
         raise _invalid(f"allocate: dimensions {list(merged)} are not fully specified")
     if size > MAX_BUFFER_BYTES:
         raise _invalid(f"allocate: {size} bytes exceed the {MAX_BUFFER_BYTES}-byte limit")
-    TRACKER.sweep()
+    TRACKER.sweep(service.clients.let_go)
     buffer = TRACKER.add(connection.client, operand, role_set, getattr(service.device, "memory", None))
+    for prepared in {role[0] for role in role_set}:  # a model outlives its release while used
+        service.clients.hold(prepared)
     if service._vlog:
         vlog.log("driver", _LABEL, "allocate(%s): token %d, %s %s, %d bytes, %d role(s)",
                  service.device.name, buffer.token, operand.type.name, list(merged), size, len(role_set))
@@ -283,7 +289,7 @@ def free(service, connection, message) -> bytes:
         for holder in {connection, *service.connections_of(connection.client)}:
             holder.forget_requests()  # their cached requests would keep the freed memory alive
         _unbind_models(connection.client, TRACKER.buffers[token].data)
-    TRACKER.remove(token)
+    TRACKER.remove(token, service.clients.let_go)
     return _OK
 
 

@@ -38,6 +38,7 @@ import vlog
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader
+from runtime.drivers.ipc.execute_server import with_driver_time
 from runtime.drivers.ipc.fmq import FmqChannel, FmqCorrupt, FmqError
 from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_request,
                                            encode_result, is_echo, max_request_bytes)
@@ -267,6 +268,7 @@ class BurstServer:
             channel.close()
         os.close(self._stop)
         self.service.budget.give_for(self.client, BURST_FDS)
+        self.service.clients.let_go(self.prepared)
         self.client.bursts -= 1
         self.service.bursts_open -= 1
 
@@ -289,13 +291,6 @@ def reap(service) -> None:
     for burst in [b for b in ending if not b.thread.is_alive()]:
         ending.remove(burst)
         burst._close()
-
-
-def with_driver_time(result: ExecutionResult, start_ns: int) -> ExecutionResult:
-    """``result`` with its time in driver counted from ``start_ns`` (decoding included)."""
-    in_driver = max((time.monotonic_ns() - start_ns) // 1000, result.timing.time_in_driver)
-    return ExecutionResult(result.status, result.output_shapes,
-                           type(result.timing)(result.timing.time_on_device, in_driver))
 
 
 # ---------------------------------------------------------------------- socket handlers
@@ -329,6 +324,7 @@ def configure(service, connection, message) -> bytes:
         service.budget.give_for(client, BURST_FDS)
         raise
     service.next_burst_id += 1
+    service.clients.hold(prepared)
     client.bursts += 1
     service.bursts_open += 1
     burst.start()

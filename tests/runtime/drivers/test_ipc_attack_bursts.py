@@ -187,3 +187,30 @@ def test_ring_length_prefix_allocates_nothing(driver):
             announce_length(requests, (64 << 20) - 1)  # then no data ever comes
         for ident in idents:  # the driver ended or waits; either way it answers the release
             assert exchange(sock, MsgType.BURST_RELEASE, struct.pack("<I", ident)).status == 0
+
+
+def test_a_model_released_while_a_burst_runs_it_stays_charged():
+    """RELEASE_MODEL while a burst still holds the model: the model lives on (AOSP's strong
+    reference), so its memory budget charge must too, until the burst ends."""
+    from tests.runtime.drivers._hal import add_model  # noqa: PLC0415
+    from tests.support.driver_attack import prepare_payload  # noqa: PLC0415
+
+    shape = ((16 << 20) // 4,)  # 16 MiB operands: a footprint of 48 MiB
+
+    def prepare(sock):
+        payload, fds, keep = prepare_payload(add_model(shape))
+        try:
+            return exchange(sock, MsgType.PREPARE_MODEL, payload, fds)
+        finally:
+            for pool in keep:
+                pool.close()
+
+    with AttackedDriver(extra_args=["--driver-memory-budget", str(64 << 20)]) as driver:
+        with driver.attack() as attacker:
+            sock = attacker.connect()
+            model_id = prepare_add(sock, shape=shape)
+            ident = burst_id(configure_burst(sock, ring_fds(attacker) + ring_fds(attacker), model_id))
+            assert exchange(sock, MsgType.RELEASE_MODEL, struct.pack("<I", model_id)).status == 0
+            assert prepare(sock).status == EXHAUSTED  # the burst's model still holds its bytes
+            assert exchange(sock, MsgType.BURST_RELEASE, struct.pack("<I", ident)).status == 0
+            assert prepare(sock).status == 0
