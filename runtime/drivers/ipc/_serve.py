@@ -34,7 +34,7 @@ import struct
 import termios
 import time
 
-from runtime.drivers.ipc import _guard, burst_server
+from runtime.drivers.ipc import _guard, buffers, burst_server
 from runtime.drivers.ipc.execution_codec import DecodeState
 from runtime.drivers.ipc.protocol import MAX_INLINE_PAYLOAD, ProtocolError
 from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
@@ -308,6 +308,7 @@ class ServeLoop:
         if parent is not None and os.getppid() != parent:
             self.service._running = False  # idle and orphaned: the runtime process is gone
         self.clients.sweep()
+        buffers.TRACKER.sweep(self.clients.let_go)  # IBuffers of exited clients, and their charge
 
     # ------------------------------------------------------------------ accepting
     def _accept_all(self) -> None:
