@@ -17,7 +17,7 @@ import struct
 
 from runtime.drivers.ipc.fmq import FmqChannel
 from runtime.drivers.ipc.protocol import MsgType
-from tests.support.driver_attack import Attacker, Reply, exchange
+from tests.support.driver_attack import Attacker, Reply, exchange, inotify_watches  # noqa: F401
 
 #: Ring size of the attacker's FMQs (small: the attacks are about fds and lengths, not data).
 RING_BYTES = 4096
@@ -51,18 +51,6 @@ def announce_length(channel: FmqChannel, length: int) -> None:
     struct.pack_into("<I", channel._ring, 0, length)
     channel._index[8] = 4  # the write index (byte 64 of the header): 4 bytes published
     os.eventfd_write(channel.fds[1], 1)
-
-
-def inotify_watches(pid: int) -> int:
-    """inotify watches the process holds (``/proc/<pid>/fdinfo`` lines of its inotify fds)."""
-    count = 0
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as info:
-                count += sum(line.startswith("inotify wd:") for line in info)
-        except OSError:
-            continue
-    return count
 
 
 def threads(pid: int) -> int:
