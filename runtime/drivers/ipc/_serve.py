@@ -8,7 +8,10 @@ the others:
   ``accept`` (EMFILE, ...) is logged and the pending connection shed; the loop goes on.
 - Replies are sent with ``MSG_DONTWAIT``. What a peer does not take waits in its connection's
   output queue, and that connection is not read again until the queue drains, so the queue holds
-  at most the replies of one request; a peer that takes nothing for :data:`STUCK_S` is dropped.
+  at most the replies of one request; a peer that takes nothing for :data:`STUCK_S` is dropped,
+  and so is one that leaves :data:`MAX_UNREAD_BULK` memfd replies unread (each pins memory).
+- Closing a connection stops its bursts with a bounded join; a listener still busy is closed
+  by a later pass once it has ended (``burst_server.reap``).
 - With a single client the loop waits in that client's ``recv`` itself (one syscall per
   request), back to ``epoll`` every ``_DIRECT_S`` so new connections are never starved.
 - A connection whose execution went to the priority scheduler is *parked*: taken out of the
