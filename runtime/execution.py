@@ -282,8 +282,9 @@ class Execution:
         """Start once all ``events`` signalled, the caller not waiting; returns an Event backed by a
         sync fence. ``duration_ns`` (0 = none) limits the run after the fences signal. Raises NnError
         as start_compute; UNEXPECTED_NULL/BAD_DATA for bad events; OP_FAILED for one already failed;
-        BAD_DATA for an unspecified output shape (NeuralNetworks.h); BAD_DATA for a duration unless on one device. ``wait()`` raises
-        OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when time runs out. A single step
+        BAD_DATA for an unspecified output shape (NeuralNetworks.h) and for a duration unless on one
+        device. ``wait()`` raises OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when
+        time runs out. A single step
         on a driver runs through its HAL executeFenced (see runtime._fenced_remote)."""
         call = "startComputeWithDependencies"
         deps = _fenced.dependencies(events, call, Event)
