@@ -78,15 +78,16 @@ def earlier(first: int | None, second: int | None) -> int | None:
 
 
 def check_outputs_specified(operands, arguments, call: str, on_failure: Callable[[], None]) -> None:
-    """OP_FAILED, after calling ``on_failure``, when an output tensor's shape is not fully
-    specified (AOSP's ``areOutputsFullySpecified``): a fenced run cannot report a new shape."""
+    """BAD_DATA (as NeuralNetworks.h says), after calling ``on_failure``, when an output
+    tensor's shape is not fully specified (AOSP's ``areOutputsFullySpecified``): a fenced run
+    cannot report a new shape."""
     for index, (operand, arg) in enumerate(zip(operands, arguments)):
         if arg.has_no_value or operand.type in SCALAR_TYPES:
             continue
         dims = arg.dimensions or operand.dimensions
         if not dims or 0 in dims:
             on_failure()
-            raise NnError(ResultCode.OP_FAILED, f"{call}: output {index} has unspecified dimensions "
+            raise NnError(ResultCode.BAD_DATA, f"{call}: output {index} has unspecified dimensions "
                           f"{list(dims)}; a fenced execution needs fully specified outputs")
 
 

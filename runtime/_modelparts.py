@@ -20,6 +20,7 @@ import numpy as np
 
 from runtime._checks import buffer_region
 from runtime.api import NnError, ResultCode
+from runtime.hal.extensions import is_extension
 from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType,
                                Operation, Subgraph, is_opaque, numpy_dtype)
 
@@ -45,12 +46,17 @@ def _bad(message: str) -> NnError:
     return NnError(ResultCode.BAD_DATA, message)
 
 
-def immediate_value(index: int, operand: Operand, value) -> Value:
-    """Check and copy a value given to setOperandValue."""
+def immediate_value(index: int, operand: Operand, value, is_tensor=lambda operand_type: None) -> Value:
+    """Check and copy a value given to setOperandValue (``is_tensor``: whether an extension
+    operand type is a tensor, None when no device describes it)."""
     if value is None:
         return Value(L.NO_VALUE)
     if operand.type == OperandType.SUBGRAPH:
         raise _bad(f"setOperandValue: operand {index} is SUBGRAPH; use set_operand_value_from_model")
+    if is_extension(operand.type) and (is_tensor(operand.type) or operand.dimensions) and \
+            (not operand.dimensions or 0 in operand.dimensions):  # as AOSP for every tensor type
+        raise _bad(f"setOperandValue: extension tensor operand {index} has unspecified dimensions "
+                   f"{list(operand.dimensions)}")
     if is_opaque(operand.type):  # extension / OEM scalar: bytes the driver interprets
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise _bad(f"setOperandValue: operand {index} is {operand.type.name}: give its bytes")

@@ -281,9 +281,10 @@ class Execution:
     def start_compute_with_dependencies(self, events: Sequence[Event], duration_ns: int = 0) -> Event:
         """Start once all ``events`` signalled, the caller not waiting; returns an Event backed by a
         sync fence. ``duration_ns`` (0 = none) limits the run after the fences signal. Raises NnError
-        as start_compute; UNEXPECTED_NULL/BAD_DATA for bad events; OP_FAILED for one already failed or
-        an unspecified output shape; BAD_DATA for a duration unless on one device. ``wait()`` raises
-        OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when time runs out. A single step
+        as start_compute; UNEXPECTED_NULL/BAD_DATA for bad events; OP_FAILED for one already failed;
+        BAD_DATA for an unspecified output shape (NeuralNetworks.h) and for a duration unless on one
+        device. ``wait()`` raises OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when
+        time runs out. A single step
         on a driver runs through its HAL executeFenced (see runtime._fenced_remote)."""
         call = "startComputeWithDependencies"
         deps = _fenced.dependencies(events, call, Event)

@@ -5,6 +5,8 @@
   model gives it the next free prefix (1, 2, ...), so prefixes are a bijection within a model and
   the same name may get different prefixes in different models. Its ``pairs`` become the HAL
   model's ``extension_name_to_prefix``.
+  A name that no device supports (:func:`supported_by_a_device`) is BAD_DATA, as in AOSP's
+  ``TypeManager``.
 * :func:`get_extension_support`: ``ANeuralNetworksDevice_getExtensionSupport``.
 * :func:`unsupported_extensions`: which extensions an operation needs that a device lacks
   (used by partitioning: an extension operation runs only where every extension it uses is
@@ -69,10 +71,23 @@ class ModelExtensions:
             raise checks.bad(call, f"type within extension {within} outside [0, {MAX_TYPE_WITHIN}]")
         prefix = self._prefix.get(extension)
         if prefix is None:
+            if not supported_by_a_device(extension):
+                raise checks.bad(call, f"extension {extension!r} is not supported by any device")
             if len(self._prefix) >= MAX_PREFIX:
                 raise checks.bad(call, "too many extensions in one model")
             prefix = self._prefix[extension] = len(self._prefix) + 1
         return extension_type(prefix, within, extension, kind)
+
+    def is_tensor(self, operand_type: int) -> bool | None:
+        """Whether extension operand type ``operand_type`` of this model is a tensor, from the
+        operand type information of a device supporting its extension (None: none says)."""
+        name = self.by_prefix.get(int(operand_type) >> 16)
+        from runtime import manager  # noqa: PLC0415 - the manager imports the model's modules
+
+        infos = [info for device in manager.devices() for extension in supported(device)
+                 if extension.name == name for info in extension.operand_types
+                 if info.type == type_within(operand_type)]
+        return infos[0].is_tensor if infos else None
 
     def known(self, value: int, kind: str, where: str) -> ExtensionType:
         """``value`` as a registered extension type of this model, else BAD_DATA."""
@@ -93,6 +108,14 @@ def get_extension_support(device, extension_name: str) -> bool:
     if not _allowlist.policy().allowed():
         return False
     return any(e.name == extension_name for e in supported(device))
+
+
+def supported_by_a_device(extension_name: str) -> bool:
+    """Whether a device of this runtime (``manager.devices()``) supports ``extension_name``: an
+    extension no device knows has no type here (AOSP's ``TypeManager``: BAD_DATA)."""
+    from runtime import manager  # noqa: PLC0415 - the manager imports the model's modules
+
+    return any(e.name == extension_name for device in manager.devices() for e in supported(device))
 
 
 def supported(device) -> tuple[Extension, ...]:

@@ -133,7 +133,7 @@ class Model:
             NnError: BAD_DATA for a wrong index, dtype or size; BAD_STATE after finish.
         """
         operand = self._operand_to_set("setOperandValue", index)
-        self._values[index] = parts.immediate_value(index, operand, value)
+        self._values[index] = parts.immediate_value(index, operand, value, self._extensions.is_tensor)
 
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_setOperandValueFromMemory")
     def set_operand_value_from_memory(self, index: int, memory: Memory, offset: int, length: int) -> None:

@@ -30,6 +30,11 @@ class PreparedModel(ABC):
     def release(self) -> None:
         """Free driver-side resources."""
 
+    def forget(self, match) -> None:
+        """Drop what the model remembers of requests for which ``match(request)`` is true (a
+        cached binding keeps their memory mapped): a driver service calls it before it unmaps
+        or frees that memory. Nothing is remembered by default."""
+
 
 class Device(ABC):
     """IDevice. ``name``, ``type``, ``version`` and ``feature_level`` describe the device."""
@@ -79,6 +84,18 @@ class Device(ABC):
 
     def forget_pool(self, pool) -> None:
         """Stop caching the shared pool ``pool`` (it is about to close); a no-op in-process."""
+
+    def wait(self) -> None:
+        """ANeuralNetworksDevice_wait: block until the device is live (:meth:`ensure_live`).
+
+        Raises:
+            NnError: OP_FAILED when it cannot be (a driver process whose restart failed).
+        """
+        from runtime.manager import wait_live  # noqa: PLC0415 - the runtime's NNAPI call
+        wait_live(self)
+
+    def ensure_live(self) -> None:
+        """Return once the device serves (an in-process device: at once); HalError if it cannot."""
 
     def launch(self, wait: bool = False) -> None:
         """Start any backing process (remote devices; a no-op here).

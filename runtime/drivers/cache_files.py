@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import zlib
 from typing import NamedTuple
@@ -59,8 +60,13 @@ FIELDS = {"magic": (0, 8), "version": (8, 10), "kind": (10, 11), "reserved": (11
           "driver": (16, 64), "driver_version": (64, 96), "token": (96, 128),
           "model_digest": (128, 160), "payload_length": (160, 168), "checksum": (168, 192),
           "header_checksum": (192, 196)}
-#: Largest payload a cache file may declare (the driver reads it whole into memory).
-MAX_PAYLOAD = 1 << 30
+#: Largest payload a cache file of each kind may declare (the driver reads it into memory): a
+#: model cache holds a model's structure, a data cache its constants. Larger ones are neither
+#: written nor read (the model is prepared from scratch).
+MAX_PAYLOADS = {KIND_MODEL: 16 << 20, KIND_DATA: 256 << 20}
+MAX_PAYLOAD = max(MAX_PAYLOADS.values())
+#: The payload is read in pieces of this many bytes (memory is touched only as data comes).
+READ_PIECE = 8 << 20
 
 
 class CacheError(ValueError):
@@ -132,6 +138,9 @@ def write(fd: int, kind: int, driver: str, version: str, token: bytes, digest: b
         CacheError: a name too long for its field. OSError: the file cannot be written.
     """
     sealed = payload if isinstance(payload, Sealed) else seal(payload)
+    if sealed.length > MAX_PAYLOADS[kind]:
+        raise CacheError(f"payload of {sealed.length} bytes exceeds the {MAX_PAYLOADS[kind]}-byte "
+                         f"limit of its kind")
     record = header(kind, driver, version, token, digest, sealed.length, sealed.sums)
     os.ftruncate(fd, 0)
     _write_all(fd, record, 0)
@@ -145,39 +154,69 @@ def _write_all(fd: int, data, offset: int) -> None:
         view, offset = view[written:], offset + written
 
 
-def read(fd: int, kind: int, driver: str, version: str, token: bytes) -> CacheRecord:
-    """The record in ``fd`` if it is exactly what this driver wrote for ``token``.
+def read(fd: int, kind: int, driver: str, version: str, token: bytes,
+         max_payload: int = MAX_PAYLOAD) -> CacheRecord:
+    """The record in ``fd`` if it is exactly what this driver wrote for ``token``. Before any
+    payload is read: the file must be a regular file, its header check out, its payload be at
+    most ``max_payload`` and :data:`MAX_PAYLOADS` of its kind, and its size match with no
+    hole (a sparse file would read as zeros costing no disk); then it is read in pieces.
 
     Raises:
         CacheError: naming the first check that failed.
     """
     try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CacheError("the cache fd is not a regular file")
         key = MEMO.key(fd, kind, driver, version, token)
         remembered = MEMO.get(key)
         if remembered is not None:
             return remembered
         watch = MEMO.watch(fd)
+    except OSError as error:
+        raise CacheError(f"cannot read the cache file: {error}") from None
+    try:
+        record = _read_checked(fd, kind, driver, version, token, min(max_payload, MAX_PAYLOADS[kind]))
+    except BaseException:
+        MEMO.unwatch(watch)
+        raise
+    MEMO.put(key, watch, record, padded_size(len(record.payload)))
+    return record
+
+
+def _read_checked(fd: int, kind: int, driver: str, version: str, token: bytes, limit: int):
+    try:
         size = os.fstat(fd).st_size
         head = os.pread(fd, HEADER_SIZE, 0)
     except OSError as error:
         raise CacheError(f"cannot read the cache file: {error}") from None
     length, sums = _check_header(head, kind, driver, version, token)
+    if length > limit:
+        raise CacheError(f"payload length {length} is implausible (at most {limit} bytes)")
     if size != HEADER_SIZE + padded_size(length):
         raise CacheError(f"file of {size} bytes, the header says {HEADER_SIZE + padded_size(length)}")
-    padded = np.empty(padded_size(length), np.uint8)
-    try:
-        got = os.preadv(fd, [padded], HEADER_SIZE)
-    except OSError as error:
-        raise CacheError(f"cannot read the payload: {error}") from None
-    if got != len(padded):
-        raise CacheError(f"payload truncated while reading ({got} of {len(padded)} bytes)")
+    padded = _read_payload(fd, padded_size(length))
     if checksum(padded) != sums:
         raise CacheError("payload checksum mismatch")
     padded.flags.writeable = False
-    record = CacheRecord(head[FIELDS["model_digest"][0]:FIELDS["model_digest"][1]],
-                         memoryview(padded)[:length], sums)
-    MEMO.put(key, watch, record, len(padded))
-    return record
+    return CacheRecord(head[FIELDS["model_digest"][0]:FIELDS["model_digest"][1]],
+                       memoryview(padded)[:length], sums)
+
+
+def _read_payload(fd: int, size: int) -> np.ndarray:
+    """``size`` payload bytes, read in :data:`READ_PIECE` pieces into pages that cost nothing
+    until read into; a hole or a short read is a CacheError."""
+    try:
+        if size and os.lseek(fd, HEADER_SIZE, os.SEEK_HOLE) < HEADER_SIZE + size:
+            raise CacheError("the cache file has holes (sparse): not a file this driver wrote")
+        padded = np.empty(size, np.uint8)
+        for start in range(0, size, READ_PIECE):
+            piece = padded[start:start + READ_PIECE]
+            if os.preadv(fd, [piece], HEADER_SIZE + start) != len(piece):
+                raise CacheError(f"payload truncated while reading (at byte {start} of {size})")
+    except OSError as error:
+        raise CacheError(f"cannot read the payload: {error}") from None
+    return padded
 
 
 def _check_header(head: bytes, kind: int, driver: str, version: str, token: bytes):
@@ -193,7 +232,7 @@ def _check_header(head: bytes, kind: int, driver: str, version: str, token: byte
               (name.rstrip(b"\0") == driver.encode(), "written by another driver"),
               (driver_version.rstrip(b"\0") == version.encode(), "written by another driver version"),
               (file_token == token, "written for another token"),
-              (length <= MAX_PAYLOAD, f"payload length {length} is implausible"))
+              (length <= MAX_PAYLOADS[kind], f"payload length {length} is implausible"))
     for ok, problem in checks:
         if not ok:
             raise CacheError(problem)

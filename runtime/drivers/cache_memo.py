@@ -11,7 +11,9 @@ added *before* the file is read, and an event during the read means the record i
 full event queue (IN_Q_OVERFLOW) forgets everything; without inotify nothing is remembered.
 inotify does not see stores through a shared mapping of the file: an entry then still serves the
 bytes verified before (right for the token), never bytes that were not verified.
-At most :data:`MAX_ENTRIES` files and :data:`MAX_BYTES` of payload, least recently used out.
+At most :data:`MAX_ENTRIES` files and :data:`MAX_BYTES` of payload, least recently used out;
+a watch lives only as long as a remembered record needs it (so at most MAX_ENTRIES watches,
+plus one per read in progress), and only regular files are watched.
 
 Example (``cache_files.read`` does this)::
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import os
+import stat
 import struct
 import threading
 
@@ -32,19 +35,19 @@ import threading
 MAX_ENTRIES = 16
 MAX_BYTES = 256 << 20
 _IN_MODIFY, _IN_ATTRIB = 0x2, 0x4  # not IN_CLOSE_WRITE: the runtime opens cache files read-write
-_IN_MOVE_SELF, _IN_DELETE_SELF, _IN_Q_OVERFLOW = 0x800, 0x400, 0x4000
+_IN_MOVE_SELF, _IN_DELETE_SELF, _IN_Q_OVERFLOW, _IN_IGNORED = 0x800, 0x400, 0x4000, 0x8000
 _CHANGES = _IN_MODIFY | _IN_ATTRIB | _IN_MOVE_SELF | _IN_DELETE_SELF
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, name length
 
 
 def _inotify():
-    """(inotify fd, libc inotify_add_watch), or None where inotify is unavailable."""
+    """(inotify fd, libc inotify_add_watch, inotify_rm_watch), or None without inotify."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, AttributeError):
         return None
-    return (fd, libc.inotify_add_watch) if fd >= 0 else None
+    return (fd, libc.inotify_add_watch, libc.inotify_rm_watch) if fd >= 0 else None
 
 
 class VerifiedFiles:
@@ -55,6 +58,7 @@ class VerifiedFiles:
         self._entries: collections.OrderedDict = collections.OrderedDict()  # key -> (wd, record, bytes)
         self._bytes = 0
         self._changed: set = set()  # watches with an event since they were added
+        self._reading: collections.Counter = collections.Counter()  # watches of reads under way
         self._inotify = _inotify()  # now: a driver's fd count does not change on first use
         self.hits = 0
 
@@ -80,32 +84,65 @@ class VerifiedFiles:
             return any(entry[1] is record for entry in self._entries.values())
 
     def watch(self, fd: int) -> int | None:
-        """Watch the file behind ``fd`` for changes; its watch id, or None (then nothing is kept)."""
+        """Watch the regular file behind ``fd`` for changes; its watch id, or None (then nothing
+        is kept). The caller ends the watch with :meth:`put` or :meth:`unwatch`."""
         with self._lock:
-            if self._inotify is None:
+            if self._inotify is None or not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
             wd = self._inotify[1](self._inotify[0], f"/proc/self/fd/{fd}".encode(), _CHANGES)
             if wd < 0:
                 return None
             self._drain()
             self._changed.discard(wd)  # events from before this read do not count
+            self._reading[wd] += 1
             return wd
 
+    def unwatch(self, wd: int | None) -> None:
+        """End a watch that no remembered record needs (a failed read)."""
+        if wd is not None:
+            with self._lock:
+                self._done_reading(wd)
+                self._release(wd)
+
     def put(self, key: tuple, wd: int | None, record, size: int) -> None:
-        """Remember ``record`` unless its file changed since :meth:`watch` (or is too large)."""
-        if wd is None or size > MAX_BYTES:
+        """Remember ``record`` unless its file changed since :meth:`watch` (or is too large);
+        the watch ends with the last record that needs it."""
+        if wd is None:
             return
         with self._lock:
             self._drain()
-            if wd in self._changed:
+            self._done_reading(wd)
+            if wd in self._changed or size > MAX_BYTES:
+                self._release(wd)
                 return
             old = self._entries.pop(key, None)
             if old is not None:
                 self._bytes -= old[2]
+                self._release(old[0], keep=wd)
             self._entries[key] = (wd, record, size)
             self._bytes += size
             while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_BYTES:
-                self._bytes -= self._entries.popitem(last=False)[1][2]
+                evicted = self._entries.popitem(last=False)[1]
+                self._bytes -= evicted[2]
+                self._release(evicted[0])
+
+    def _done_reading(self, wd: int) -> None:
+        self._reading[wd] -= 1
+        if self._reading[wd] <= 0:
+            del self._reading[wd]
+
+    def watches(self) -> int:
+        """inotify watches held now (one per remembered file; at most MAX_ENTRIES)."""
+        with self._lock:
+            return len({entry[0] for entry in self._entries.values()} | set(self._reading))
+
+    def _release(self, wd: int, keep: int | None = None) -> None:
+        """Remove watch ``wd`` unless a remembered record, a read in progress (or ``keep``)
+        still needs it."""
+        if wd == keep or wd in self._reading or any(entry[0] == wd for entry in self._entries.values()):
+            return
+        self._changed.discard(wd)
+        self._inotify[2](self._inotify[0], wd)  # fails harmlessly if the file is gone
 
     def _drain(self) -> None:
         """Read every queued event (caller holds the lock); forget the files that changed."""
@@ -118,12 +155,19 @@ class VerifiedFiles:
                 return
             for wd, mask in _events(data):
                 if mask & _IN_Q_OVERFLOW:
+                    for entry in self._entries.values():
+                        self._inotify[2](self._inotify[0], entry[0])
                     self._entries.clear()
                     self._bytes = 0
+                    self._changed.update(self._reading)  # unknown changes: keep no read under way
+                    continue
+                if mask & _IN_IGNORED:  # the watch is gone (removed, or its file deleted)
+                    self._changed.discard(wd)
                     continue
                 self._changed.add(wd)
                 for key in [k for k, entry in self._entries.items() if entry[0] == wd]:
                     self._bytes -= self._entries.pop(key)[2]
+                self._release(wd)
 
 
 def _events(data: bytes):

@@ -128,7 +128,9 @@ def load(driver, model_fds, data_fds, token: bytes):
     """
     _check_counts(model_fds, data_fds)
     model_record = files.read(model_fds[0], KIND_MODEL, driver.name, driver.version, token)
-    data_record = files.read(data_fds[0], KIND_DATA, driver.name, driver.version, token)
+    memory = driver.memory  # constants beyond what the budget has free could not be held
+    data_record = files.read(data_fds[0], KIND_DATA, driver.name, driver.version, token,
+                             max(memory.total_bytes - memory.held_bytes, 0))
     restored = _RESTORED.get(id(model_record))
     if restored is not None and restored[0] is model_record and restored[1] is data_record \
             and restored[2] == driver.budget_bytes:

@@ -65,9 +65,13 @@ class CpuPreparedModel(PreparedModel):
         graph = model.main
         self._in_ops = tuple(graph.operands[i] for i in graph.input_indexes)
         self._out_ops = tuple(graph.operands[i] for i in graph.output_indexes)
-        self._cache: tuple = (None, None)
+        self._cache: tuple = (None, None)  # (request, binding) of the last execution (see forget)
         #: Message of the last failed execution (the HAL result carries only a status).
         self.last_error: str | None = None
+
+    def forget(self, match) -> None:
+        if self._cache[0] is not None and match(self._cache[0]):
+            self._cache = (None, None)
 
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:

@@ -7,7 +7,9 @@ What is charged, and when:
   operand bytes plus the planned peak of the executor's temporaries, from the declared shapes),
   held until the prepared model is released (``IPreparedModel`` release, or garbage collected);
 - each execution: its :func:`request_bytes` (the bytes of its input and output arguments), held
-  while it runs and given back when it ends.
+  while it runs and given back when it ends;
+- each IBuffer (``IDevice::allocate``, ``runtime.drivers.ipc.buffers``): its tensor's bytes,
+  held until the buffer is freed or its client process is gone.
 
 A charge never waits. One that cannot fit even with every other model released and every other
 execution ended (for an execution: with its own prepared model's charge, which it cannot outlive)

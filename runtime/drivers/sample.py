@@ -141,6 +141,11 @@ class SamplePreparedModel(CpuPreparedModel):
     def release(self) -> None:
         self.charge.release()
 
+    def forget(self, match) -> None:
+        super().forget(match)
+        if self._need[0] is not None and match(self._need[0]):
+            self._need = (None, 0)
+
     def _reserve(self, request: Request) -> int:
         """Take ``request``'s bytes from the driver's memory budget (the request is bound, and
         so validated, first); returns them. Raises HalError: the binding's, or RESOURCE_EXHAUSTED_*."""

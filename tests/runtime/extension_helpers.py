@@ -32,3 +32,32 @@ def fibonacci(n: int) -> list[int]:
 
 
 suppress = contextlib.suppress
+
+
+class ClaimingDevice:
+    """A device that claims vendor extensions (for the runtime's "supported by a device" check:
+    an extension name no device supports has no type); it runs nothing of them."""
+
+    def __new__(cls, names, name: str = "test-vendor"):
+        from runtime.drivers.cpu import CpuDevice  # noqa: PLC0415
+        from runtime.hal.extensions import Extension  # noqa: PLC0415
+
+        extensions = tuple(Extension(n) for n in names)
+        device_class = type("ClaimingCpuDevice", (CpuDevice,), {
+            "name": name, "supported_extensions": lambda self: extensions})
+        return device_class()
+
+
+@contextlib.contextmanager
+def devices_claiming(*names):
+    """A ``with`` block in which ``manager.devices()`` is the CPU, the in-process Fibonacci
+    driver and a :class:`ClaimingDevice` of ``names``."""
+    from runtime import manager  # noqa: PLC0415
+    from runtime.drivers.cpu import CpuDevice  # noqa: PLC0415
+    from runtime.drivers.fibonacci import FibonacciDriver  # noqa: PLC0415
+
+    manager.forTest_set_devices([CpuDevice(), FibonacciDriver(), ClaimingDevice(names)])
+    try:
+        yield
+    finally:
+        manager.forTest_reset()

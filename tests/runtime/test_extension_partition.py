@@ -13,7 +13,7 @@ from runtime.drivers.ipc import RemoteDevice
 from runtime.extension_models import NAME, fibonacci, fibonacci_input
 from runtime.hal import fibonacci_extension as fx
 from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
-from tests.runtime.extension_helpers import allowed
+from tests.runtime.extension_helpers import ClaimingDevice, allowed
 from tests.runtime.extension_helpers import fibonacci as fibonacci_oracle
 
 N = 12
@@ -118,11 +118,13 @@ def test_quant64_example_through_the_runtime(all_devices):
 @pytest.mark.parametrize("mode", [manager.PARTITIONING_NO, manager.PARTITIONING_WITH_FALLBACK,
                                   manager.PARTITIONING_WITHOUT_FALLBACK])
 def test_no_device_with_the_extension_is_an_error_not_a_cpu_fallback(remote, mode):
-    devices = [CpuDevice(), remote["sample-all"]]
-    manager.forTest_set_devices(devices)
+    manager.forTest_set_devices([CpuDevice(), *remote.values()])  # the model names a known one
+    with allowed():
+        model = _mixed(4)
+    manager.forTest_set_devices([CpuDevice(), remote["sample-all"]])  # then it is gone
     try:
         with allowed(), manager.override_partitioning(mode):
-            compilation = Compilation(_mixed(4))
+            compilation = Compilation(model)
             with pytest.raises(NnError) as error:
                 compilation.finish()
     finally:
@@ -135,6 +137,8 @@ def test_no_device_with_the_extension_is_an_error_not_a_cpu_fallback(remote, mod
 
 
 def test_operand_of_an_extension_the_device_lacks_is_rejected(all_devices):
+    manager.forTest_set_devices([CpuDevice(), *all_devices[1].values(),
+                                 ClaimingDevice(["com.example.other"])])
     with allowed():
         model = Model("other-operand")
         n = model.add_operand(model.get_extension_operand_type(NAME, fx.EXAMPLE_INT64))

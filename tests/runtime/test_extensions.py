@@ -15,9 +15,28 @@ from runtime.hal.errors import HalError
 from runtime.hal.extensions import ExtensionTypeEncoding, is_extension, prefix_of, type_within
 from runtime.hal.types import OperandType as T, OperationType as Op
 from runtime.hal.validate import validate_model
-from tests.runtime.extension_helpers import allowed, refused
+from tests.runtime.extension_helpers import allowed, devices_claiming, refused
 
 NAME = fx.EXAMPLE_FIBONACCI_EXTENSION_NAME
+#: The vendor extensions these tests name (a device claims them: see ``devices_claiming``).
+VENDOR_NAMES = ("com.vendor.a", "com.vendor.b", "com.a", "com.b", "com.blob")
+
+
+@pytest.fixture(autouse=True)
+def claimed_extensions():
+    with devices_claiming(*VENDOR_NAMES):
+        yield
+
+
+def test_an_extension_no_device_supports_is_bad_data():
+    """AOSP's TypeManager: no type for an extension name that no device supports."""
+    with allowed():
+        model = Model("unknown-extension")
+        for call in (model.get_extension_operand_type, model.get_extension_operation_type):
+            with pytest.raises(NnError, match="not supported by any device") as error:
+                call("com.nobody.supports", 0)
+            assert error.value.code == ResultCode.BAD_DATA
+        assert model.get_extension_operand_type("com.a", 0) >> 16 == 1  # the first known one
 
 
 def _fib_model(model: Model, scale=0.5, zero_point=10):
@@ -159,3 +178,23 @@ def test_extension_constant_takes_bytes():
         model.set_operand_value(operand, np.int64(5).tobytes())
         with pytest.raises(NnError, match="give its bytes"):
             model.set_operand_value(operand, 5)
+
+
+@pytest.mark.parametrize("dims", [None, (), (0,), (3, 0)])
+def test_value_of_an_extension_tensor_with_unspecified_dimensions_is_bad_data(dims):
+    """As AOSP's setOperandValue for every tensor type: the Fibonacci driver describes
+    EXAMPLE_TENSOR_QUANT64_ASYMM as a tensor, so an unknown rank or dimension is BAD_DATA."""
+    with allowed():
+        model = Model()
+        q64 = model.add_operand(model.get_extension_operand_type(NAME, fx.EXAMPLE_TENSOR_QUANT64_ASYMM),
+                                dims)
+        with pytest.raises(NnError, match="unspecified dimensions") as info:
+            model.set_operand_value(q64, bytes(24))
+        assert info.value.code == ResultCode.BAD_DATA
+        known = model.add_operand(model.get_extension_operand_type(NAME, fx.EXAMPLE_TENSOR_QUANT64_ASYMM), (3,))
+        model.set_operand_value(known, bytes(24))  # fully specified: accepted
+        scalar = model.add_operand(model.get_extension_operand_type(NAME, fx.EXAMPLE_INT64))
+        model.set_operand_value(scalar, bytes(8))  # a scalar has no dimensions to specify
+        vendor = model.add_operand(model.get_extension_operand_type("com.blob", 1), (2, 0))
+        with pytest.raises(NnError, match="unspecified dimensions"):  # undescribed, yet rank 2
+            model.set_operand_value(vendor, bytes(4))

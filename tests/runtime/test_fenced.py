@@ -254,14 +254,15 @@ def test_state_rules_as_start_compute():
         reusable.start_compute_with_dependencies([]).wait()
 
 
-def test_unspecified_output_shape_is_refused():
+def test_unspecified_output_shape_is_bad_data():
+    """NeuralNetworks.h: BAD_DATA when the outputs lack fully specified dimensions."""
     execution = Execution(_compiled(model=add_model(out_shape=(1, 0))))
     execution.set_input(0, _ones())
     execution.set_input(1, _ones())
     execution.set_output(0, _zeros())
     with pytest.raises(NnError, match="output 0 has unspecified dimensions") as info:
         execution.start_compute_with_dependencies([])
-    assert info.value.code == ResultCode.OP_FAILED
+    assert info.value.code == ResultCode.BAD_DATA
     execution.compute()  # not started by the refused call
 
 

@@ -3,7 +3,8 @@ clients that speak the wire protocol directly, and the five promises checked aft
 
 After every attack the driver must: be alive; answer a correct request (PING) within
 :data:`ANSWER_S`; keep its peak RSS (``VmHWM``) under :data:`RSS_LIMIT_KB`; hold no more fds than
-before the attack; and have printed no traceback on its stderr.
+before the attack (nor more inotify watches than the cache memo's bound); and have printed no
+traceback on its stderr.
 
 Example::
 
@@ -27,6 +28,7 @@ import tempfile
 import time
 from typing import Iterator, NamedTuple
 
+from runtime.drivers.cache_memo import MAX_ENTRIES
 from runtime.drivers.ipc.protocol import (HEADER, MAGIC, MAX_INLINE_PAYLOAD, REPLY, VERSION, MsgType,
                                           pack_header)
 from runtime.drivers.ipc.transport import Channel
@@ -98,6 +100,15 @@ def ping(sock: socket.socket, timeout: float = ANSWER_S) -> float:
 
 def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def inotify_watches(pid: int) -> int:
+    """inotify watches the process holds (``/proc/<pid>/fdinfo`` lines of its inotify fds)."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as info:
+            count += sum(line.startswith("inotify wd:") for line in info)
+    return count
 
 
 def peak_rss_kb(pid: int) -> int:
@@ -236,8 +247,11 @@ class AttackedDriver:
         assert rss < RSS_LIMIT_KB, f"driver peak RSS {rss} kB"
         assert fds <= self.baseline_fds, f"driver holds {fds} fds, {self.baseline_fds} before"
         assert "Traceback" not in self.stderr(), self.stderr()
+        watches = inotify_watches(self.pid)  # one per remembered cache file, at most
+        assert watches <= MAX_ENTRIES, f"driver holds {watches} inotify watches"
         self.check_alive()
-        return {"answer_s": answer_s, "fds": fds, "baseline_fds": self.baseline_fds, "peak_rss_kb": rss}
+        return {"answer_s": answer_s, "fds": fds, "baseline_fds": self.baseline_fds, "peak_rss_kb": rss,
+                "inotify_watches": watches}
 
     def _settled_fds(self, target: int | None) -> int:
         """The driver's fd count once closed connections are noticed (waits up to ANSWER_S)."""

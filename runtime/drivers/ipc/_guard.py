@@ -22,6 +22,7 @@ import os
 import resource
 import socket
 import struct
+import threading
 from typing import NamedTuple
 
 from runtime.drivers.ipc.codec import CodecError
@@ -97,30 +98,36 @@ class FdBudget:
         self.max_connections = max(4, min(MAX_CONNECTIONS, limit // 4))
         self.max_client_connections = max(2, self.max_connections // 4)
         self.max_client_pools = max(8, (limit - self.max_connections) // 2)
+        self._lock = threading.Lock()  # fenced workers give back fds from their own threads
 
     @classmethod
     def for_this_process(cls) -> FdBudget:
         return cls(max(raise_fd_limit() - FD_RESERVE, 16))
 
     def take(self, count: int = 1) -> bool:
-        if self.used + count > self.limit:
-            return False
-        self.used += count
-        return True
+        with self._lock:
+            if self.used + count > self.limit:
+                return False
+            self.used += count
+            return True
 
     def give(self, count: int = 1) -> None:
-        self.used = max(self.used - count, 0)
+        with self._lock:
+            self.used = max(self.used - count, 0)
 
     def take_for(self, client: Client, count: int) -> bool:
-        """``count`` pool fds for ``client`` within its share and the total."""
-        if client.pools + count > self.max_client_pools or not self.take(count):
-            return False
-        client.pools += count
-        return True
+        """``count`` pool fds for ``client`` within its share and the total (any thread)."""
+        with self._lock:
+            if client.pools + count > self.max_client_pools or self.used + count > self.limit:
+                return False
+            client.pools += count
+            self.used += count
+            return True
 
     def give_for(self, client: Client, count: int) -> None:
-        client.pools -= count
-        self.give(count)
+        with self._lock:
+            client.pools -= count
+            self.used = max(self.used - count, 0)
 
 
 class PoolTable(dict):
@@ -170,14 +177,16 @@ class PoolTable(dict):
 class Client:
     """One client process: its prepared models (id -> model) and the fds they hold."""
 
-    __slots__ = ("id", "models", "model_fds", "connections", "pools")
+    __slots__ = ("id", "models", "model_fds", "connections", "pools", "bursts", "fenced")
 
     def __init__(self, client_id: ClientId):
         self.id = client_id
         self.models: dict = {}
         self.model_fds: dict = {}
         self.connections = 0
-        self.pools = 0  # fds its mapped pools and models hold
+        self.pools = 0  # fds its mapped pools, models, bursts and fenced runs hold
+        self.bursts = 0  # bursts open (each a listener thread)
+        self.fenced = 0  # fenced executions running (each a worker thread)
 
 
 class Clients:
@@ -187,6 +196,8 @@ class Clients:
         self.budget = budget
         self._clients: dict[ClientId, Client] = {}
         self._next_model = 1
+        self._holders: dict = {}  # id(prepared model) -> bursts and IBuffers holding it
+        self._released: dict = {}  # id -> prepared models released while held
 
     def busiest(self) -> Client | None:
         """The client holding the most connections."""
@@ -225,6 +236,24 @@ class Clients:
         prepared = client.models.pop(model_id, None)
         if prepared is not None:
             self.budget.give_for(client, client.model_fds.pop(model_id, 0))
+            self._release_unless_held(prepared)
+
+    def hold(self, prepared) -> None:
+        """A burst or IBuffer keeps ``prepared`` alive: its release (and its memory budget
+        charge) waits for :meth:`let_go` of every holder, as AOSP's strong references."""
+        self._holders[id(prepared)] = self._holders.get(id(prepared), 0) + 1
+
+    def let_go(self, prepared) -> None:
+        left = self._holders.pop(id(prepared), 1) - 1
+        if left > 0:
+            self._holders[id(prepared)] = left
+        elif self._released.pop(id(prepared), None) is not None:
+            prepared.release()
+
+    def _release_unless_held(self, prepared) -> None:
+        if id(prepared) in self._holders:
+            self._released[id(prepared)] = prepared  # released by the last let_go
+        else:
             prepared.release()  # e.g. a sample driver's memory budget charge
 
     def _forget_if_gone(self, client: Client) -> None:

@@ -8,7 +8,10 @@ the others:
   ``accept`` (EMFILE, ...) is logged and the pending connection shed; the loop goes on.
 - Replies are sent with ``MSG_DONTWAIT``. What a peer does not take waits in its connection's
   output queue, and that connection is not read again until the queue drains, so the queue holds
-  at most the replies of one request; a peer that takes nothing for :data:`STUCK_S` is dropped.
+  at most the replies of one request; a peer that takes nothing for :data:`STUCK_S` is dropped,
+  and so is one that leaves :data:`MAX_UNREAD_BULK` memfd replies unread (each pins memory).
+- Closing a connection stops its bursts with a bounded join; a listener still busy is closed
+  by a later pass once it has ended (``burst_server.reap``).
 - With a single client the loop waits in that client's ``recv`` itself (one syscall per
   request), back to ``epoll`` every ``_DIRECT_S`` so new connections are never starved.
 - A connection whose execution went to the priority scheduler is *parked*: taken out of the
@@ -24,20 +27,25 @@ from __future__ import annotations
 
 import collections
 import errno
+import fcntl
 import functools
 import logging
 import os
 import select
 import socket
+import struct
+import termios
 import time
 
-from runtime.drivers.ipc import _guard
+from runtime.drivers.ipc import _guard, buffers, burst_server
 from runtime.drivers.ipc.execution_codec import DecodeState
-from runtime.drivers.ipc.protocol import ProtocolError
+from runtime.drivers.ipc.protocol import MAX_INLINE_PAYLOAD, ProtocolError
 from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
 
 #: Seconds a peer may leave its replies unread before it is dropped.
 STUCK_S = 5.0
+#: Large (memfd) replies a peer may leave unread in its socket queue before it is dropped.
+MAX_UNREAD_BULK = 8
 #: How long the loop blocks in one connection's recv before it polls all sockets again.
 _DIRECT_S = 0.05
 _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
@@ -49,7 +57,7 @@ class Connection:
     """One client connection: its channel, decode state, pools, client and pending output."""
 
     __slots__ = ("channel", "state", "pools", "client", "pid", "outbox", "stuck_since", "dead",
-                 "launched", "bursts", "parked", "unpark")
+                 "launched", "bursts", "parked", "unpark", "bulk_unread")
 
     def __init__(self, channel: Channel, client, pid: int, budget: _guard.FdBudget):
         self.channel = channel
@@ -64,10 +72,11 @@ class Connection:
         self.bursts: dict = {}  # burst id -> burst_server.BurstServer
         self.parked = False  # an execution of it is queued: read nothing more until it replies
         self.unpark = _no_loop  # called by the scheduler's thread once the reply is sent
+        self.bulk_unread = 0  # large replies sent since the peer's queue was last seen empty
 
     def send(self, msg_type: int, request_id: int, payload) -> None:
         """Send now, or queue behind what the peer has not taken yet."""
-        if self.dead:
+        if self.dead or (len(payload) > MAX_INLINE_PAYLOAD and not self._may_send_bulk()):
             return
         try:
             if self.outbox:
@@ -80,6 +89,17 @@ class Connection:
         if pending is not None:
             self.outbox = collections.deque([pending])
             self.stuck_since = time.monotonic()
+
+    def _may_send_bulk(self) -> bool:
+        """A large reply is a memfd pinned in the peer's socket queue until it reads it: a peer
+        that leaves :data:`MAX_UNREAD_BULK` of them unread (its queue never empty meanwhile)
+        is dropped instead of sent more."""
+        if _unread_bytes(self.channel.sock) == 0:
+            self.bulk_unread = 0
+        self.bulk_unread += 1
+        if self.bulk_unread > MAX_UNREAD_BULK:
+            self.dead = True
+        return not self.dead
 
     def flush(self) -> None:
         """Send what the peer now takes."""
@@ -94,6 +114,8 @@ class Connection:
 
     def close(self) -> None:
         for burst in self.bursts.values():
+            burst.signal_stop()  # all at once: each join below is then short
+        for burst in self.bursts.values():
             burst.stop()
         self.bursts.clear()
         self._unbind()
@@ -102,6 +124,12 @@ class Connection:
             close_fds(self.outbox.popleft()[1])
         self.channel.close()
 
+    def forget_requests(self) -> None:
+        """Drop the requests this connection remembers (memos, the last one, the models'
+        bindings of them): a freed IBuffer must not stay alive, uncharged, through them."""
+        self._unbind()
+        self.state.memos.clear()
+        self.state.last = (None, (), None)
 
     def _unbind(self) -> None:
         """Make the client's models forget requests decoded on this connection: their cached
@@ -109,9 +137,15 @@ class Connection:
         state = self.state
         requests = {id(state.last[2]), *(id(memo.request) for memo in state.memos.values())}
         for prepared in self.client.models.values():
-            cached = getattr(prepared, "_cache", None)  # cpu.CpuPreparedModel's last binding
-            if cached and cached[0] is not None and id(cached[0]) in requests:
-                prepared._cache = (None, None)
+            prepared.forget(lambda request: id(request) in requests)
+
+
+def _unread_bytes(sock) -> int:
+    """Bytes the peer has not read yet (``SIOCOUTQ``); 0 when it cannot be told."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
 
 
 def _no_loop() -> None:
@@ -168,6 +202,8 @@ class ServeLoop:
                             serve(fd, connections[fd])
                 if self._writing:
                     self._drop_stuck(monotonic())
+                if service.ending_bursts:
+                    burst_server.reap(service)
                 if not events:
                     self._idle()
         finally:
@@ -207,6 +243,10 @@ class ServeLoop:
             self.poller.modify(fd, _OUT)  # read nothing more until the peer takes its replies
             self._writing.add(fd)
         return True
+
+    def connections_of(self, client) -> list:
+        """The open connections of ``client`` (parked ones too)."""
+        return [c for c in self.connections.values() if c.client is client]
 
     def _park(self, fd: int) -> None:
         """Stop polling ``fd`` until the scheduler has sent the queued execution's reply."""
@@ -271,6 +311,7 @@ class ServeLoop:
         if parent is not None and os.getppid() != parent:
             self.service._running = False  # idle and orphaned: the runtime process is gone
         self.clients.sweep()
+        buffers.TRACKER.sweep(self.clients.let_go)  # IBuffers of exited clients, and their charge
 
     # ------------------------------------------------------------------ accepting
     def _accept_all(self) -> None:

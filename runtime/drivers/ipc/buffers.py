@@ -27,10 +27,12 @@ Wire formats (after the 16-byte header)::
 from __future__ import annotations
 
 import math
+import mmap
 import struct
 
 import vlog
 from runtime.drivers.ipc import _guard
+from runtime.drivers.memory_budget import Activity
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader
 from runtime.drivers.ipc.protocol import MsgType
@@ -49,6 +51,8 @@ _ROLE = struct.Struct("<IId")
 _REGION = struct.Struct("<IQQ")
 _INPUT, _OUTPUT = "input", "output"
 _LABEL = "SampleDriver"
+#: What an IBuffer's charge in the driver's memory budget is named after (refusals, spans).
+ALLOCATE = Activity("allocate", Phase.COMPILATION)
 PHASES = {MsgType.ALLOCATE: Phase.COMPILATION, MsgType.BUFFER_COPY_TO: Phase.EXECUTION,
           MsgType.BUFFER_COPY_FROM: Phase.EXECUTION, MsgType.BUFFER_FREE: Phase.TERMINATION}
 #: Messages that are no HAL method (no ``HIDL::...::server`` mark; see ``service``).
@@ -60,17 +64,23 @@ def _invalid(message: str) -> HalError:
 
 
 class DeviceBuffer:
-    """One IBuffer: the tensor's bytes in this process, its owner, operand and roles."""
+    """One IBuffer: the tensor's bytes in this process (anonymous pages that cost nothing until
+    written), its owner, operand, roles and charge in the driver's memory budget."""
 
-    __slots__ = ("token", "owner", "data", "operand", "roles", "initialized")
+    __slots__ = ("token", "owner", "data", "operand", "roles", "initialized", "charge")
 
-    def __init__(self, token: int, owner, operand: Operand, roles: frozenset):
+    def __init__(self, token: int, owner, operand: Operand, roles: frozenset, charge=None):
         self.token = token
         self.owner = owner
         self.operand = operand
-        self.data = bytearray(operand.byte_size())
+        self.data = mmap.mmap(-1, operand.byte_size(), mmap.MAP_PRIVATE)  # zero until written
         self.roles = roles  # {(prepared model, "input"|"output", index)}
         self.initialized = False
+        self.charge = charge  # memory_budget.Charge, released when the buffer goes
+
+    def release(self) -> None:
+        if self.charge is not None:
+            self.charge.release()
 
 
 class BufferTracker:
@@ -80,16 +90,30 @@ class BufferTracker:
         self.buffers: dict[int, DeviceBuffer] = {}
         self._next = 1
 
-    def add(self, owner, operand: Operand, roles: frozenset) -> DeviceBuffer:
+    def add(self, owner, operand: Operand, roles: frozenset, memory=None) -> DeviceBuffer:
+        """A new buffer of ``owner``, charged to ``memory`` (the device's ``MemoryBudget``)."""
         mine = [b for b in self.buffers.values() if b.owner is owner]
         size = operand.byte_size()
         if len(mine) >= MAX_BUFFERS_PER_CLIENT or \
                 sum(len(b.data) for b in mine) + size > MAX_CLIENT_BYTES:
             raise HalError(ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT,
                            "allocate: this client holds too many buffers (free some first)")
+        charge = None if memory is None else memory.reserve(size, ALLOCATE)
         token, self._next = self._next, self._next + 1
-        buffer = self.buffers[token] = DeviceBuffer(token, owner, operand, roles)
+        try:
+            buffer = self.buffers[token] = DeviceBuffer(token, owner, operand, roles, charge)
+        except BaseException:
+            if charge is not None:
+                charge.release()
+            raise
         return buffer
+
+    def remove(self, token: int, let_go=lambda prepared: None) -> None:
+        """Drop buffer ``token``: its charge, and (``let_go``) its hold on its roles' models."""
+        buffer = self.buffers.pop(token)
+        buffer.release()
+        for prepared in {role[0] for role in buffer.roles}:
+            let_go(prepared)
 
     def get(self, token: int, owner) -> DeviceBuffer:
         """The buffer ``token`` of ``owner``; CodecError (INVALID_ARGUMENT) otherwise."""
@@ -98,13 +122,13 @@ class BufferTracker:
             raise CodecError(f"unknown buffer token {token}")
         return buffer
 
-    def sweep(self) -> None:
+    def sweep(self, let_go=lambda prepared: None) -> None:
         """Drop the buffers of client processes that have exited."""
         for token, buffer in list(self.buffers.items()):
             client = buffer.owner
             if client.connections <= 0 and (not client.id.start_time or
                                             _guard.start_time(client.id.pid) != client.id.start_time):
-                del self.buffers[token]
+                self.remove(token, let_go)
 
 
 TRACKER = BufferTracker()
@@ -145,8 +169,10 @@ def allocate(service, connection, message) -> bytes:
         raise _invalid(f"allocate: dimensions {list(merged)} are not fully specified")
     if size > MAX_BUFFER_BYTES:
         raise _invalid(f"allocate: {size} bytes exceed the {MAX_BUFFER_BYTES}-byte limit")
-    TRACKER.sweep()
-    buffer = TRACKER.add(connection.client, operand, role_set)
+    TRACKER.sweep(service.clients.let_go)
+    buffer = TRACKER.add(connection.client, operand, role_set, getattr(service.device, "memory", None))
+    for prepared in {role[0] for role in role_set}:  # a model outlives its release while used
+        service.clients.hold(prepared)
     if service._vlog:
         vlog.log("driver", _LABEL, "allocate(%s): token %d, %s %s, %d bytes, %d role(s)",
                  service.device.name, buffer.token, operand.type.name, list(merged), size, len(role_set))
@@ -259,8 +285,18 @@ def free(service, connection, message) -> bytes:
     token = r.u32()
     r.end()
     TRACKER.get(token, connection.client)
-    del TRACKER.buffers[token]
+    with service.exec_lock:  # no model runs (and reads its binding) meanwhile
+        for holder in {connection, *service.connections_of(connection.client)}:
+            holder.forget_requests()  # their cached requests would keep the freed memory alive
+        _unbind_models(connection.client, TRACKER.buffers[token].data)
+    TRACKER.remove(token, service.clients.let_go)
     return _OK
+
+
+def _unbind_models(client, data) -> None:
+    """Make the client's models forget the requests that name ``data`` (as ``Connection._unbind``)."""
+    for prepared in client.models.values():
+        prepared.forget(lambda request: any(pool is data for pool in request.pools))
 
 
 def _log(service, method: str, buffer: DeviceBuffer) -> None:

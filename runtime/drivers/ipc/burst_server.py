@@ -8,19 +8,17 @@ by asking the runtime (``IBurstCallback.getMemories``: a message on the result c
 over the socket with the fds), runs the prepared model on the cached pools and writes the
 ``FmqResultDatum`` sequence; between requests it watches the ring for the polling window the
 runtime asked for (AOSP's burst server polls too; 0 for low power), then sleeps on the wake-up.
-A request whose bytes repeat the previous one (and whose slots were
-not freed since) runs the same HAL ``Request`` object, so the prepared model's binding
-(validation, numpy views) is reused; with tracing and ``cpuexe`` vlog off, it runs the prepared
-model's *bound run* (``CpuPreparedModel.bound_run``: the kernels on those views) and answers the
-result datum of the same success, decoding and validating nothing. Pools stay mapped per slot until
+A request whose bytes repeat the previous one (its slots not freed since) runs the same HAL
+``Request`` object, so the prepared model's binding (validation, numpy views) is reused; with
+tracing and ``cpuexe`` vlog off, it runs the model's *bound run* (``CpuPreparedModel.bound_run``)
+and answers the result datum of the same success, decoding nothing. Pools stay mapped per slot until
 ``IBurstContext.freeMemory(slot)``, the burst's release, or its connection closing. An echo
 message (:data:`~runtime.drivers.ipc.fmq_datum.ECHO`, not AOSP's) is written back unchanged: its
 round trip is the channel's floor, timed on the burst's own rings and thread.
 
 A malformed message gets an INVALID_ARGUMENT result and the thread goes on; a ring whose shared
-indices are broken ends the burst. Each frame takes the service's execution lock through the
-scheduler (``Scheduler.exclusive``), ranked by its model's priority among its client's
-executions, so a prepared model never runs twice at once.
+indices are broken ends the burst. Each frame takes the execution lock through the scheduler
+(``Scheduler.exclusive``), ranked by its model's priority among its client's executions.
 
 Example (the socket handlers ``DriverService`` routes)::
 
@@ -29,6 +27,7 @@ Example (the socket handlers ``DriverService`` routes)::
 """
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import struct
@@ -39,17 +38,26 @@ import vlog
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader
+from runtime.drivers.ipc.execute_server import with_driver_time
 from runtime.drivers.ipc.fmq import FmqChannel, FmqCorrupt, FmqError
 from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_request,
-                                           encode_result, is_echo)
+                                           encode_result, is_echo, max_request_bytes)
 from runtime.drivers.ipc.shm import map_fd
+from runtime.drivers.ipc.transport import close_fds
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Priority
 
-#: Bursts one connection may hold at once, and pool slots one burst may keep mapped.
+#: Bursts one connection and one client process may hold at once, and pool slots one burst
+#: may keep mapped.
 MAX_BURSTS_PER_CONNECTION = 64
+MAX_BURSTS_TOTAL = 256  # each one a listener thread
+MAX_BURSTS_PER_CLIENT = MAX_BURSTS_TOTAL // 4
 MAX_SLOTS = 1024
+#: fds one burst holds (two rings of three, its stop eventfd), charged to its client's fd share.
+BURST_FDS = 7
+#: Seconds the serve loop waits for a stopped listener; a later pass reaps it (``reap``).
+STOP_JOIN_S = 0.2
 #: Longest polling window a runtime may ask the listener for (microseconds).
 MAX_POLL_US = 1000
 #: Seconds the listener waits for the runtime's getMemories answer, or to write a result.
@@ -61,6 +69,7 @@ _LABEL = "ExecutionBurstServer"
 _INVALID = encode_result(ExecutionResult(ErrorStatus.INVALID_ARGUMENT))
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
 _NO_FAST = (None, None, None)
+_warn = logging.getLogger("nn.SampleDriver").warning
 
 
 class BurstServer:
@@ -82,15 +91,22 @@ class BurstServer:
         self._encoded: tuple = (None, None)  # (ExecutionResult, its bytes)
         self._fast: tuple = _NO_FAST  # (message, the prepared model's bound run, reply): see _serve
         self._stop = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        self.stopping = False
         for channel in channels:
             channel.watch(self._stop)
-        self.thread = threading.Thread(target=self._listen, name=f"{_LABEL}-{burst_id}", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=f"{_LABEL}-{burst_id}", daemon=True)
 
     # ------------------------------------------------------------------ listener thread
+    def _run(self) -> None:
+        try:
+            self._listen()
+        except Exception as error:  # noqa: BLE001 - a listener logs and ends, it never raises
+            _warn("burst %d: listener ended: %s: %s", self.burst_id, type(error).__name__, error)
+
     def _listen(self) -> None:
         read, write, poll_s, repeat = self.requests.read, self.results.write, self.poll_s, self._repeat
         traced, observed = _trace.enabled, vlog.is_on
-        while True:
+        while not self.stopping:  # a peer that never lets the ring run dry still gets stopped
             try:
                 message = read(poll_s=poll_s)
             except FmqCorrupt as error:
@@ -218,14 +234,31 @@ class BurstServer:
         self.service.budget.give_for(self.client, 1)
 
     def start(self) -> None:
-        self.thread.start()
+        try:
+            self.thread.start()
+        except RuntimeError as error:  # no thread to be had
+            self._close()
+            raise HalError(_EXHAUSTED, f"cannot start the burst's listener: {error}") from None
 
-    def stop(self) -> None:
-        """End the burst: wake and join the thread, unmap every slot, close the rings."""
+    def signal_stop(self) -> None:
+        """Wake the listener to end (it ends at its next frame boundary)."""
+        self.stopping = True
         os.eventfd_write(self._stop, 1)
         self._answers.put(None)
+
+    def stop(self, wait_s: float = STOP_JOIN_S) -> None:
+        """End the burst: wake the thread and join it for at most ``wait_s``, then unmap every
+        slot and close the rings; a thread still running is left to :func:`reap`, which frees
+        them once it ended (until then they stay charged to the client)."""
+        self.signal_stop()
         if self.thread.is_alive() and self.thread is not threading.current_thread():
-            self.thread.join(CALLBACK_TIMEOUT_S)
+            self.thread.join(wait_s)
+        if self.thread.is_alive():
+            self.service.ending_bursts.append(self)
+            return
+        self._close()
+
+    def _close(self) -> None:
         self._forget_binding()
         for region in self.slots.values():
             region.close()
@@ -234,6 +267,10 @@ class BurstServer:
         for channel in (self.requests, self.results):
             channel.close()
         os.close(self._stop)
+        self.service.budget.give_for(self.client, BURST_FDS)
+        self.service.clients.let_go(self.prepared)
+        self.client.bursts -= 1
+        self.service.bursts_open -= 1
 
     def _forget_binding(self) -> None:
         """Drop the cached Request (and the prepared model's binding of it): its numpy views
@@ -241,19 +278,19 @@ class BurstServer:
         request = self._last[1]
         self._last = (None, None, False)
         self._fast = _NO_FAST
-        cached = getattr(self.prepared, "_cache", None)
-        if request is not None and cached and cached[0] is request:
-            self.prepared._cache = (None, None)
+        if request is not None:
+            self.prepared.forget(lambda cached: cached is request)
 
     def _log(self, fmt: str, *args) -> None:
         vlog.log("driver", _LABEL, fmt, *args)
 
 
-def with_driver_time(result: ExecutionResult, start_ns: int) -> ExecutionResult:
-    """``result`` with its time in driver counted from ``start_ns`` (decoding included)."""
-    in_driver = max((time.monotonic_ns() - start_ns) // 1000, result.timing.time_in_driver)
-    return ExecutionResult(result.status, result.output_shapes,
-                           type(result.timing)(result.timing.time_on_device, in_driver))
+def reap(service) -> None:
+    """(The serve loop) close the stopped bursts whose listener has ended since."""
+    ending = service.ending_bursts
+    for burst in [b for b in ending if not b.thread.is_alive()]:
+        ending.remove(burst)
+        burst._close()
 
 
 # ---------------------------------------------------------------------- socket handlers
@@ -270,21 +307,45 @@ def configure(service, connection, message) -> bytes:
         raise CodecError(f"unknown prepared model {model_id}")
     if len(message.fds) != 6:
         raise CodecError(f"configureExecutionBurst needs 6 fds (two FMQs), {len(message.fds)} were sent")
-    if len(connection.bursts) >= MAX_BURSTS_PER_CONNECTION:
-        raise HalError(_EXHAUSTED, f"{MAX_BURSTS_PER_CONNECTION} bursts open on this connection")
-    channels = _attach(message.fds)
+    client = connection.client
+    if len(connection.bursts) >= MAX_BURSTS_PER_CONNECTION or client.bursts >= MAX_BURSTS_PER_CLIENT \
+            or service.bursts_open >= MAX_BURSTS_TOTAL or not service.budget.take_for(client, BURST_FDS):
+        raise HalError(_EXHAUSTED, f"burst limit reached: {len(connection.bursts)} on this connection, "
+                       f"{client.bursts} for this client, {service.bursts_open} in all, {client.pools} "
+                       f"fds held (release some first)")
+    channels: tuple = ()
+    try:
+        channels = _attach(message.fds, max_request_bytes(getattr(prepared, "model", None), MAX_SLOTS))
+        burst = BurstServer(service, client, service.next_burst_id + 1, prepared, channels,
+                            poll_us / 1e6)
+    except BaseException:
+        for channel in channels:
+            channel.close()
+        service.budget.give_for(client, BURST_FDS)
+        raise
     service.next_burst_id += 1
-    burst = BurstServer(service, connection.client, service.next_burst_id, prepared, channels,
-                        poll_us / 1e6)
-    connection.bursts[burst.burst_id] = burst
+    service.clients.hold(prepared)
+    client.bursts += 1
+    service.bursts_open += 1
     burst.start()
+    connection.bursts[burst.burst_id] = burst
     vlog.log("driver", _LABEL, "configureExecutionBurst: burst %d of model %d", burst.burst_id, model_id)
     return _OK + _U32.pack(burst.burst_id)
 
 
-def _attach(fds: list) -> tuple:
-    copies = [os.dup(fd) for fd in fds]
-    requests = FmqChannel.attach(*copies[:3])
+def _attach(fds: list, max_request: int) -> tuple:
+    """The request and result rings on copies of ``fds``; every copy is closed if one fails
+    (a failing ``attach`` closes its own three)."""
+    ring, other = os.fstat(fds[0]), os.fstat(fds[3])
+    if (ring.st_dev, ring.st_ino) == (other.st_dev, other.st_ino):
+        raise CodecError("the request and result FMQs are one file (the listener would feed itself)")
+    copies: list = []
+    try:
+        copies.extend(os.dup(fd) for fd in fds)
+        requests = FmqChannel.attach(*copies[:3], max_message=max_request)
+    except BaseException:
+        close_fds(copies[3:] if len(copies) == 6 else copies)
+        raise
     try:
         return requests, FmqChannel.attach(*copies[3:])
     except BaseException:

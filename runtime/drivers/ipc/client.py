@@ -31,7 +31,7 @@ from runtime.drivers.base import Device
 from runtime.drivers.ipc import _trace, cache_client
 from runtime.drivers.ipc._process import DriverProcess
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status, deadline_grace_s, readable
-from runtime.drivers.ipc._restart import Backoff
+from runtime.drivers.ipc._restart import MAX_S as MAX_BACKOFF_S, Backoff
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (Reader, Writer, decode_capabilities, decode_extensions,
                                        encode_model)
@@ -204,6 +204,23 @@ class RemoteDevice(Device):
             vlog.log("manager", "VersionedInterfaces", "driver %s restarted (restart %d, pid %s)",
                      self.name, self.backoff.restarts, self.pid)
             return True
+
+    def ensure_live(self) -> None:
+        """Until the driver answers a PING: started if need be; if it died (or dies on the
+        PING), restarted once its backoff allows. Raises HalError when it cannot be."""
+        for _ in range(2):
+            if self._dead is not None:
+                time.sleep(max(0.0, min(self.backoff.not_before - time.monotonic(), MAX_BACKOFF_S)))
+                if not self.restart():
+                    raise HalError(_DEAD, f"driver {self.name} could not be restarted: {self._dead}")
+            try:
+                self.launch(wait=True)
+                self._simple(MsgType.PING, Phase.INITIALIZATION, b"wait")
+                return
+            except HalError:
+                if self._shut_down:
+                    raise
+        raise HalError(_DEAD, f"driver {self.name} died again on restart: {self._dead}")
 
     # ------------------------------------------------------------------ transport
     def _simple(self, msg_type: MsgType, phase: Phase, payload=b"", fds=(), deadline_ns=None) -> Reader:

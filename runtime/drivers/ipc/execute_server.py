@@ -32,7 +32,6 @@ from typing import NamedTuple
 
 from runtime.drivers.ipc import _trace, buffers
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.burst_server import with_driver_time
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
                                                  KNOWS_SHAPES, decode_execute, encode_result)
@@ -236,3 +235,10 @@ def error_reply(status: ErrorStatus, message: str) -> bytes:
     w.u32(status)
     w.text(message[:4000])
     return w.getvalue()
+
+
+def with_driver_time(result: ExecutionResult, start_ns: int) -> ExecutionResult:
+    """``result`` with its time in driver counted from ``start_ns`` (decoding included)."""
+    in_driver = max((time.monotonic_ns() - start_ns) // 1000, result.timing.time_in_driver)
+    return ExecutionResult(result.status, result.output_shapes,
+                           type(result.timing)(result.timing.time_on_device, in_driver))

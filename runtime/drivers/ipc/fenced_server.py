@@ -31,6 +31,7 @@ import time
 
 import vlog
 from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc._guard import PoolTable
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.drivers.ipc.execution_codec import DecodeState, decode_execute
@@ -47,8 +48,9 @@ INFO = struct.Struct("<IIQQQQ")
 MAX_WAIT_FENCES = 16
 #: Fenced executions one connection may have running at once (RESOURCE_EXHAUSTED beyond).
 MAX_RUNNING = 8
-#: Fenced executions the whole driver may have running at once.
+#: Fenced executions the whole driver may have running at once, and one client process.
 MAX_RUNNING_TOTAL = 64
+MAX_RUNNING_PER_CLIENT = MAX_RUNNING_TOTAL // 4
 #: Finished callbacks kept per connection for getExecutionInfo (the oldest is forgotten).
 MAX_KEPT = 64
 #: How often (seconds) a worker waiting for fences checks that its client is still connected.
@@ -61,19 +63,29 @@ class FencedJob:
     """One fenced execution: its wait fences, decoded request, sync fence and outcome."""
 
     def __init__(self, prepared, decoded, state: DecodeState, waits: list, duration_ns: int | None,
-                 launched_ns: int, label: str, connection, scheduler):
+                 launched_ns: int, label: str, connection, scheduler, budget):
         self.prepared, self.decoded, self.state = prepared, decoded, state
         self.connection = connection  # a job whose client is gone stops waiting for its fences
         self.scheduler = scheduler  # its exclusive(): the execution lock, ranked by priority
         self.waits, self.duration_ns, self.launched_ns = waits, duration_ns, launched_ns
         self.label = label
+        self.client, self.budget = connection.client, budget  # the waits and fence are charged
         self.fence = new_fence()  # signalled, then closed, by the worker (the client has a dup)
+        try:
+            self.reply_fd = os.dup(self.fence)  # the reply's copy, closed once sent
+        except OSError:
+            os.close(self.fence)
+            raise
         self.done = False
         self.status, self.message = ErrorStatus.GENERAL_FAILURE, ""
         self.launched = self.fenced = None  # Timing when measured
 
     def start(self) -> None:
-        threading.Thread(target=self._run, name="nn-fenced", daemon=True).start()
+        try:
+            threading.Thread(target=self._run, name="nn-fenced", daemon=True).start()
+        except RuntimeError as error:  # no thread to be had: the run fails, and its fence says so
+            self.message = f"cannot start the fenced run: {error}"
+            self._finish()
 
     def _run(self) -> None:
         try:
@@ -81,20 +93,25 @@ class FencedJob:
         except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
             self.status, self.message = ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}"
         finally:
-            close_fds(self.waits)
-            self._unbind()
-            self.state.close()
-            _trace.flush()  # before the fence: a client that saw it finds the spans written
-            self.done = True
-            signal(self.fence, self.status == _NONE)
-            os.close(self.fence)
+            self._finish()
+
+    def _finish(self) -> None:
+        """Give back what the run held, then signal and close the sync fence."""
+        close_fds(self.waits)
+        self._unbind()
+        self.decoded = None  # a kept job must not keep its request's IBuffers alive
+        self.state.close()  # its PoolTable gives the pools' fds back
+        self.budget.give_for(self.client, len(self.waits) + 1)
+        _trace.flush()  # before the fence: a client that saw it finds the spans written
+        self.done = True
+        signal(self.fence, self.status == _NONE)
+        os.close(self.fence)
 
     def _unbind(self) -> None:
         """Make the model forget this job's request (as ``Connection._unbind``), so that closing
         the job's pools unmaps them now rather than at the model's next execution."""
-        cached = getattr(self.prepared, "_cache", None)  # cpu.CpuPreparedModel's last binding
-        if cached and cached[0] is self.decoded.request:
-            self.prepared._cache = (None, None)
+        request = self.decoded.request
+        self.prepared.forget(lambda cached: cached is request)
 
     def _work(self) -> tuple[ErrorStatus, str]:
         deadline = self.decoded.deadline_ns
@@ -156,6 +173,7 @@ class FencedServer:
         self.service = service
         self.label = f"{service._label}::executeFenced"
         self._jobs: dict = {}  # Connection -> OrderedDict[callback id, FencedJob]
+        self._running: list = []  # jobs launched and not yet done
         self._next_id = 0
 
     def execute(self, connection, message, start: int) -> None:
@@ -168,10 +186,9 @@ class FencedServer:
             if self.service._vlog:
                 vlog.log("driver", self.service._label, "executeFenced(%s): %d wait fences, callback %d",
                          self.service.device.name, len(launched.waits), callback_id)
-            reply_fd = os.dup(launched.fence)
             launched.start()
             send_with_fds(connection, REPLY | MsgType.EXECUTE_FENCED, message.request_id,
-                          _OK + struct.pack("<I", callback_id), [reply_fd])
+                          _OK + struct.pack("<I", callback_id), [launched.reply_fd])
         else:
             connection.send(REPLY | MsgType.EXECUTE_FENCED, message.request_id, launched)
         _trace.flush()
@@ -189,24 +206,42 @@ class FencedServer:
         for position, fd in enumerate(fds[:wait_count]):
             if not is_eventfd(fd):
                 raise CodecError(f"wait_for[{position}] is not a sync fence (an eventfd)")
-        if sum(not job.done for job in self._jobs_of(connection).values()) >= MAX_RUNNING:
+        self._check_room(connection)
+        budget, client = self.service.budget, connection.client
+        if not budget.take_for(client, wait_count + 1):
             raise HalError(ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT,
-                           f"{MAX_RUNNING} fenced executions already running on this connection")
-        if sum(not job.done for jobs in self._jobs.values() for job in jobs.values()) >= MAX_RUNNING_TOTAL:
-            raise HalError(ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT,
-                           f"{MAX_RUNNING_TOTAL} fenced executions already running in this driver")
-        state = DecodeState()
+                           f"this client holds {client.pools} fds (release some first)")
+        state, waits = DecodeState(), []
+        state.pools = PoolTable(budget, client)  # the job's pools are charged as the connection's
         try:
             decoded = decode_execute(r, state, fds[wait_count:])
-            prepared = connection.client.models.get(decoded.model_id)
+            prepared = client.models.get(decoded.model_id)
             if prepared is None:
                 raise CodecError(f"unknown prepared model {decoded.model_id}")
-            waits = [os.dup(fd) for fd in fds[:wait_count]]
+            for fd in fds[:wait_count]:
+                waits.append(os.dup(fd))
+            job = FencedJob(prepared, decoded, state, waits, None if duration < 0 else duration, start,
+                            self.label, connection, self.service.executions.scheduler, budget)
         except BaseException:
             state.close()
+            close_fds(waits)
+            budget.give_for(client, wait_count + 1)
             raise
-        return FencedJob(prepared, decoded, state, waits, None if duration < 0 else duration, start,
-                         self.label, connection, self.service.executions.scheduler)
+        self._running.append(job)
+        return job
+
+    def _check_room(self, connection) -> None:
+        """RESOURCE_EXHAUSTED beyond the running runs of one connection, of its client process
+        (a fair share) or of the driver."""
+        self._running = running = [job for job in self._running if not job.done]
+        on_connection = sum(job.connection is connection for job in running)
+        of_client = sum(job.client is connection.client for job in running)
+        if on_connection >= MAX_RUNNING or of_client >= MAX_RUNNING_PER_CLIENT or \
+                len(running) >= MAX_RUNNING_TOTAL:
+            raise HalError(ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT,
+                           f"fenced executions running: {on_connection} on this connection (at most "
+                           f"{MAX_RUNNING}), {of_client} of this client ({MAX_RUNNING_PER_CLIENT}), "
+                           f"{len(running)} in all ({MAX_RUNNING_TOTAL})")
 
     def info(self, connection, message, start: int) -> bytes:
         """getExecutionInfo of a callback this connection launched."""

@@ -94,7 +94,7 @@ class FmqChannel:
         self._data_poll = _poller(fds[1])
         self._space_poll = _poller(fds[2])
         self._body: bytearray | None = None  # a message being received in pieces
-        self._filled = 0
+        self._expected = 0  # its announced length
         self._broken = False
 
     @classmethod
@@ -116,10 +116,13 @@ class FmqChannel:
         :meth:`close`, or at once when this raises).
 
         Raises:
-            FmqCorrupt: not a sealed memfd, or a header that does not match the file.
+            FmqCorrupt: not a sealed memfd, a wake-up fd that is not an eventfd (made
+                non-blocking here: a signal never blocks), or a header that does not match.
         """
         fds = (fd, data_event_fd, space_event_fd)
         try:
+            for event_fd in fds[1:]:
+                _own_eventfd(event_fd)
             size = os.fstat(fd).st_size
             region = map_fd(fd, 0, size)
         except (OSError, MappingError) as error:
@@ -294,22 +297,23 @@ class FmqChannel:
             (size,) = _LEN.unpack(header)
             if size > self.max_message:
                 raise FmqCorrupt(f"message length {size} exceeds max_message {self.max_message}")
-            self._body, self._filled = bytearray(size), 0
+            self._body, self._expected = bytearray(), size  # grows only as bytes arrive
             self._release(read, _LEN.size)
             available -= _LEN.size
         return self._take_piece(available)
 
     def _take_piece(self, available: int) -> bytes | None:
-        piece = min(available, len(self._body) - self._filled)
+        body = self._body
+        piece = min(available, self._expected - len(body))
         if piece:
             read = self._index[_READ]
-            target = memoryview(self._body)[self._filled:self._filled + piece]
+            target = memoryview(bytearray(piece))
             _copy_into(self._ring, read % self.capacity, target)
-            self._filled += piece
+            body += target
             self._release(read, piece)
-        if self._filled < len(self._body):
+        if len(body) < self._expected:
             return None
-        message, self._body = bytes(self._body), None
+        message, self._body = bytes(body), None
         return message
 
     def _release(self, read: int, count: int) -> None:
@@ -340,6 +344,14 @@ class FmqChannel:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _own_eventfd(fd: int) -> None:
+    """Refuse a wake-up fd that is not an eventfd (a file, pipe or /dev/zero would make a waiter
+    spin, fail or block); make it non-blocking."""
+    if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:[eventfd]":
+        raise MappingError(f"wake-up fd is not an eventfd ({os.readlink(f'/proc/self/fd/{fd}')})")
+    os.set_blocking(fd, False)
 
 
 def _poller(fd: int):

@@ -258,6 +258,15 @@ def encode_echo(datums: int) -> bytes:
     return ECHO + bytes(DATUM_SIZE * (datums - 1))
 
 
+def max_request_bytes(model, max_slots: int) -> int:
+    """The longest legal request for HAL ``model`` (every argument at :data:`MAX_RANK`, up to
+    ``max_slots`` pools) or echo; without a model, the decoder's own bound :data:`MAX_DATUMS`."""
+    if model is None:
+        return DATUM_SIZE * MAX_DATUMS
+    arguments = len(model.main.input_indexes) + len(model.main.output_indexes)
+    return DATUM_SIZE * max(2 + arguments * (1 + MAX_RANK) + max_slots, MAX_ECHO_DATUMS)
+
+
 def is_echo(data: bytes) -> bool:
     """Whether ``data`` is a well-formed echo message (see :data:`ECHO`)."""
     return data.startswith(ECHO) and len(data) % DATUM_SIZE == 0 and len(data) <= DATUM_SIZE * MAX_ECHO_DATUMS

@@ -177,6 +177,7 @@ class Scheduler:
                 job.done(payload)
             except Exception as error:  # noqa: BLE001 - never lose the worker
                 _log.error("%s: delivering the reply failed: %s", job.label, error)
+            job = payload = None  # while idle, hold no request (nor the IBuffers it names)
 
     def _attempt(self, job: Job):
         """The job's payload, or _YIELDED when it stopped for higher-priority work."""

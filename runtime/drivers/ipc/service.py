@@ -37,7 +37,7 @@ from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model,
                                        encode_extensions, enum_value)
 from runtime.drivers.ipc.execute_server import PARKED, ExecuteServer, error_reply
 from runtime.drivers.ipc.fenced_server import FencedServer
-from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
+from runtime.drivers.ipc.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import MappingError, map_fd
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Preference, Priority
@@ -68,6 +68,8 @@ _EXECUTE_FENCED = int(MsgType.EXECUTE_FENCED)
 _monotonic_ns = time.monotonic_ns
 _trace_enabled = _trace.enabled
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+#: Longest PING payload echoed (the reply stays an inline record).
+MAX_PING_BYTES = MAX_INLINE_PAYLOAD - 4
 
 
 def listen(path: str) -> socket.socket:
@@ -102,6 +104,9 @@ class DriverService:
         #: Held while a prepared model runs: the socket loop and burst threads share the models.
         self.exec_lock = threading.Lock()
         self.next_burst_id = 0
+        self.ending_bursts: list = []  # stopped bursts whose listener has not ended yet
+        self.bursts_open = 0  # bursts of every connection (listener threads)
+        self.loop: ServeLoop | None = None
         self._label = "SampleDriver"
         self._vlog = vlog.is_on("driver")  # the mask is read once, at import
         self._cpuexe_vlog = vlog.is_on("cpuexe")
@@ -130,9 +135,14 @@ class DriverService:
     # ------------------------------------------------------------------ loop
     def serve_forever(self) -> None:
         try:
-            ServeLoop(self).run()
+            self.loop = ServeLoop(self)
+            self.loop.run()
         finally:
             _trace.flush()
+
+    def connections_of(self, client) -> list:
+        """The open connections of client process ``client`` (none without a serve loop)."""
+        return self.loop.connections_of(client) if self.loop is not None else []
 
     def reject(self, connection: Connection, error: ProtocolError) -> None:
         """Answer a record that breaks the framing."""
@@ -275,6 +285,10 @@ class DriverService:
         return _OK
 
     def _ping(self, connection, message, start) -> bytes:
+        """Echo a payload of at most MAX_PING_BYTES: a longer echo would travel back as a new
+        memfd, which a client that never reads could pin in its socket queue for free."""
+        if len(message.payload) > MAX_PING_BYTES:
+            raise CodecError(f"PING payload of {len(message.payload)} bytes; at most {MAX_PING_BYTES}")
         return _OK + bytes(message.payload)
 
     def _trace_dir(self, connection, message, start) -> bytes:

@@ -152,7 +152,9 @@ class Channel:
 
     def send_pending(self, pending: tuple) -> bool:
         """Try again to send a record from :meth:`send_nowait`; True (and its fds closed) once
-        sent, False while the peer does not read. Raises PeerClosed when the peer is gone."""
+        sent, False while the peer does not read. Raises PeerClosed when the peer is gone, or
+        the OSError; either way the record's fds are closed first (its list emptied, so a later
+        :func:`close_fds` of the same record closes nothing twice)."""
         data, fds = pending
         try:
             if fds:
@@ -161,9 +163,14 @@ class Channel:
                 self._send(data, _DONTWAIT)
         except BlockingIOError:
             return False
-        except (BrokenPipeError, ConnectionResetError) as error:
-            raise PeerClosed(str(error)) from None
+        except OSError as error:
+            close_fds(fds)
+            fds.clear()
+            if isinstance(error, (BrokenPipeError, ConnectionResetError)):
+                raise PeerClosed(str(error)) from None
+            raise
         close_fds(fds)
+        fds.clear()
         return True
 
     def recv(self, timeout: float | None) -> Message:
