@@ -21,6 +21,7 @@ import os
 import sys
 import threading
 
+from tracing import propagation
 from tracing.span import ThreadTrack
 
 _lock = threading.Lock()
@@ -49,9 +50,11 @@ def new_buffer() -> _ThreadBuffer:
     return buffer
 
 
-def _name_events(events: list, cache: dict) -> tuple[list[tuple[int, str | None]], int]:
+def _name_events(events: list, cache: dict,
+                 notes: list | None = None) -> tuple[list[tuple[int, str | None]], int]:
     """Decode a flat buffer prefix: the ``(ts, name or None)`` events, and how many items
-    they took (less than ``len(events)`` only if the prefix ends inside a begin)."""
+    they took (less than ``len(events)`` only if the prefix ends inside a begin). Notes
+    (tuples, see :func:`tracing.adopt`) go to ``notes`` as ``[kind, ts, value]``."""
     out = []
     append = out.append
     index, count = 0, len(events)
@@ -59,6 +62,11 @@ def _name_events(events: list, cache: dict) -> tuple[list[tuple[int, str | None]
         item = events[index]
         if type(item) is int:
             append((item, None))
+            index += 1
+            continue
+        if type(item) is tuple:
+            if notes is not None:
+                notes.append(_note(item))
             index += 1
             continue
         if index + 3 > count:  # a begin not fully written (never by the factories)
@@ -82,12 +90,21 @@ def _snapshot(drain: bool = False) -> list[ThreadTrack]:
     for buffer in buffers:
         events = buffer.events
         raw = events[:]  # one C call: a copy that ends on an event boundary
-        named, used = _name_events(raw, cache)
+        notes: list = []
+        named, used = _name_events(raw, cache, notes)
         if drain:
             del events[:used]  # events written meanwhile stay in the buffer
-        if named:
-            tracks.append(ThreadTrack(buffer.pid, buffer.tid, buffer.thread.name, named))
+        if named or notes:
+            tracks.append(ThreadTrack(buffer.pid, buffer.tid, buffer.thread.name, named, notes))
     return tracks
+
+
+def _note(item: tuple) -> list:
+    """A recorded note as plain data: an adopted context in its W3C text form."""
+    kind, ts, value = item
+    if kind == "adopt" and value is not None:
+        value = propagation.text(value)
+    return [kind, ts, list(value) if type(value) is tuple else value]
 
 
 def _clear() -> None:

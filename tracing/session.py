@@ -196,6 +196,7 @@ class TraceSession:
                 tracks.append(own)
             else:
                 known.events.extend(own.events)
+                known.notes.extend(own.notes)
         processes.setdefault(os.getpid(), _buffer.process_name())
         threads = [t for t in (_balanced(t, self._start_ns) for t in tracks) if t.events]
         threads.sort(key=lambda t: (t.pid, t.events[0][0]))
@@ -215,7 +216,7 @@ def _balanced(track: ThreadTrack, since_ns: int) -> ThreadTrack:
         else:
             depth += 1
         events.append(event)
-    return ThreadTrack(track.pid, track.tid, track.name, events)
+    return ThreadTrack(track.pid, track.tid, track.name, events, track.notes)
 
 
 def _update_enabled() -> None:

@@ -38,6 +38,7 @@ import time
 from typing import Any, Callable
 
 from tracing import _buffer, _decorate, session
+from tracing import propagation as _context
 from tracing._buffer import _clear, _name_events, _snapshot  # noqa: F401 (tests, benchmarks)
 from tracing._buffer import process_name, set_process_name  # noqa: F401 (tracing's API)
 from tracing.naming import APPLICATION_PHASES, MARKERS, Layer, Phase, format_name, hidl_mark
@@ -283,6 +284,61 @@ def hot_recorder() -> tuple[Callable[[Any], None], Callable[[Any], None],
     except AttributeError:
         _register_thread()
         return _tls.recorder
+
+
+def context() -> bytes | None:
+    """The binary trace context (:mod:`tracing.propagation`) of this thread's innermost open span,
+    to send with a request it makes; None when off or no span is open."""
+    if not _on:
+        return None
+    try:
+        buffer = _tls.buffer
+    except AttributeError:
+        return None
+    start = _context.innermost_begin(buffer.events)
+    if start is None:
+        return None
+    return _context.pack(_context.process_trace_id(),
+                         _context.span_id(buffer.pid, buffer.tid, start))
+
+
+def adopt(parent: bytes | None) -> Scope:
+    """Scope: the top-level spans this thread begins inside it are children of ``parent``
+    (a context from :func:`context`, received with a request). No-op for None or when off."""
+    if not _on or parent is None:
+        return _NULL
+    note = ("adopt", _now(), parent)
+    try:
+        _tls.append(note)
+    except AttributeError:
+        _register_thread().append(note)
+    return _ADOPTED
+
+
+def fail(code: int, name: str) -> None:
+    """Mark this thread's innermost open span failed with result ``code`` (named ``name``)."""
+    if not _on:
+        return
+    try:
+        events = _tls.events
+    except AttributeError:
+        return
+    start = _context.innermost_begin(events)
+    if start is not None:
+        events.append(("error", start, (int(code), str(name))))
+
+
+class _Adopted(Scope):
+    __slots__ = ()
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            _tls.append(("adopt", _now(), None))
+        except AttributeError:
+            pass
+
+
+_ADOPTED = _Adopted()
 
 
 def enabled() -> bool:

@@ -262,7 +262,7 @@ class RemoteDevice(Device):
                 channel = self.ensure_started()
             self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
             try:
-                channel.send(msg_type, request_id, payload, fds)
+                channel.send(msg_type, request_id, payload, fds, _trace.context())
             except OSError as error:
                 self._lost(f"send failed: {error}")
             if deadline_ns is not None or timeout_s is not None:
@@ -344,6 +344,7 @@ class RemoteDevice(Device):
     def _mark_dead(self, why: str):
         if self._dead is None:
             self.backoff.died(time.monotonic())
+        _trace.fail(_DEAD, _DEAD.name)
         self._dead = why
         self._drop_channel()
         raise HalError(_DEAD, f"driver {self.name}: {why}")

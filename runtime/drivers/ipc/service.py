@@ -35,6 +35,7 @@ from runtime.drivers.ipc._serve import Connection, ServeLoop
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                        encode_extensions, enum_value)
+from runtime.drivers.ipc._reply import mark_failure
 from runtime.drivers.ipc.execute_server import PARKED, ExecuteServer, error_reply
 from runtime.drivers.ipc.fenced_server import FencedServer
 from runtime.drivers.ipc.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
@@ -159,10 +160,12 @@ class DriverService:
         if self._vlog:
             vlog.log("driver", self._label, "%s(%s) request %d", method, self.device.name,
                      message.request_id)
-        if _trace_enabled():
-            with _trace.hidl(interface, method, "server") if interface else _NO_MARK:
+        if _trace_enabled():  # the runtime's span that sent the request is the parent
+            with _trace.adopt(message.context), \
+                    _trace.hidl(interface, method, "server") if interface else _NO_MARK:
                 with _trace.driver(phase, detail):
                     payload = self._guarded(handler, connection, message, start)
+                mark_failure(payload)
             _trace.flush()
         else:  # one check per message: no scopes to open (a handler may start a session)
             try:
