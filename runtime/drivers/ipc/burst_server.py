@@ -41,7 +41,7 @@ from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader
 from runtime.drivers.ipc.fmq import FmqChannel, FmqCorrupt, FmqError
 from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_request,
-                                           encode_result, is_echo)
+                                           encode_result, is_echo, split_trace)
 from runtime.drivers.ipc.shm import map_fd
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
@@ -129,9 +129,14 @@ class BurstServer:
         return self.service.executions.scheduler.exclusive(self.client, self.priority)
 
     def _serve(self, message: bytes) -> bytes:
+        try:
+            context, message = split_trace(message)
+        except CodecError as error:
+            self._log("burst %d: request rejected: %s", self.burst_id, error)
+            return _INVALID
         if not _trace.enabled():
             return self._answer(message)
-        with _trace.hidl("IBurstContext", "executeBurst", "server"):
+        with _trace.adopt(context), _trace.hidl("IBurstContext", "executeBurst", "server"):
             with _trace.driver(Phase.EXECUTION, f"{_LABEL}::execute"):
                 return self._answer(message)
 
