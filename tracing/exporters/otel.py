@@ -57,7 +57,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_ENDPOINT
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from opentelemetry.trace import Status, StatusCode
@@ -107,15 +107,14 @@ class OtelExporter(TraceExporter):
             clock_offset_ns = time.time_ns() - time.monotonic_ns()
         self.clock_offset_ns = clock_offset_ns
         self._app_provider = tracer_provider
-        self._own_provider: TracerProvider | None = None
         self._watch: _ResultWatch | None = None
         if span_exporter is None and tracer_provider is None:
             if endpoint or os.environ.get(OTEL_EXPORTER_OTLP_ENDPOINT):
                 span_exporter = _otlp_exporter(endpoint)
         self._services: dict[str, TracerProvider] = {}
+        self._synchronous = False
         if span_exporter is not None:
             self._watch = _ResultWatch(span_exporter)
-            self._own_provider = self._services[SERVICE] = _own_provider(self._watch)
 
     def export(self, trace: TraceData) -> ExportResult:
         """Create, end and flush one OTel span per span of ``trace``; never raises."""
@@ -158,7 +157,10 @@ class OtelExporter(TraceExporter):
                 _log.exception("otel shutdown failed")
 
     def _provider(self) -> otel_trace.TracerProvider:
-        return self._own_provider or self._app_provider or otel_trace.get_tracer_provider()
+        if self._watch is not None:
+            return self._services.get(SERVICE) or self._services.setdefault(
+                SERVICE, _own_provider(self._watch, SERVICE, self._synchronous))
+        return self._app_provider or otel_trace.get_tracer_provider()
 
     def _replay(self, trace: TraceData) -> int:
         root = _root_context()
@@ -190,7 +192,8 @@ class OtelExporter(TraceExporter):
             return self._provider().get_tracer(SCOPE)
         provider = self._services.get(service)
         if provider is None:
-            provider = self._services[service] = _own_provider(self._watch, service)
+            provider = self._services[service] = _own_provider(self._watch, service,
+                                                               self._synchronous)
         return provider.get_tracer(SCOPE)
 
 
@@ -206,6 +209,7 @@ def send(trace: TraceData, endpoint: str, timeout_s: float = 10.0) -> ExportResu
         logger.setLevel(logging.CRITICAL)
     try:
         exporter = OtelExporter(span_exporter=_otlp_exporter(endpoint, timeout_s))
+        exporter._synchronous = True  # no threads: it also runs at exit (NNSCOPE_TRACE=otlp)
         try:
             return exporter.export(trace)
         finally:
@@ -298,11 +302,37 @@ class _ResultWatch(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
-def _own_provider(exporter: SpanExporter, service: str = SERVICE) -> TracerProvider:
+def _own_provider(exporter: SpanExporter, service: str = SERVICE,
+                  synchronous: bool = False) -> TracerProvider:
+    if synchronous:  # no resource detectors, no processor thread
+        provider = TracerProvider(resource=Resource({SERVICE_NAME: service}))
+        provider.add_span_processor(_BatchOnFlush(exporter))
+        return provider
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
     provider.add_span_processor(BatchSpanProcessor(
         exporter, max_queue_size=_QUEUE_SIZE, max_export_batch_size=512))
     return provider
+
+
+class _BatchOnFlush(SpanProcessor):
+    """Keeps ended spans and exports them, 512 at a time, on the caller's thread at flush."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        self._exporter, self._spans = exporter, []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._spans.append(span)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        spans, self._spans = self._spans, []
+        ok = True
+        for first in range(0, len(spans), 512):
+            ok = self._exporter.export(spans[first:first + 512]) is SpanExportResult.SUCCESS and ok
+        return ok
+
+    def shutdown(self) -> None:
+        self.force_flush()
+        self._exporter.shutdown()
 
 
 def _otlp_exporter(endpoint: str | None, timeout_s: float | None = None) -> SpanExporter:

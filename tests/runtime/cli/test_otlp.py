@@ -1,0 +1,129 @@
+"""``nnscope run --otlp``: one run arrives at an OTLP/HTTP receiver (127.0.0.1, decoded with
+``opentelemetry-proto``) as one trace: every span of the Chrome JSON export, one root
+(``[NN_LA_PO]``), no missing parent, each driver span under the runtime's client span of the
+request that caused it, with CLIENT/SERVER kinds and per-process service names; the same with
+bursts and with a collector that is down (one warning line, the trace file still written)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.otlp_receiver import CLIENT, SERVER, OtlpReceiver, closed_port_endpoint
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+RUN = ["run", "--executions", "2", "--warmup", "1", "--no-summary"]
+EXECUTIONS = ("executeSynchronously", "execute", "executeBurst", "executeFenced")
+
+
+def _nnscope(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "runtime", *map(str, args)], capture_output=True,
+                          text=True, cwd=REPO, timeout=600, env=env)
+
+
+def chrome_span_count(path) -> int:
+    events = json.loads(path.read_text())["traceEvents"]
+    return sum(1 for e in events if e.get("ph") == "B") + sum(1 for e in events if e.get("ph") == "X")
+
+
+def check_one_trace(received) -> dict:
+    """Assert the one-trace properties; return the spans by id."""
+    by_id = {r.span.span_id: r for r in received}
+    assert len(by_id) == len(received)
+    assert len({r.span.trace_id for r in received}) == 1
+    roots = [r for r in received if not r.span.parent_span_id]
+    assert [r.span.name for r in roots] == [roots[0].span.name]
+    assert roots[0].span.name.startswith("[NN_LA_PO]") and roots[0].service == "nnscope"
+    assert [r.span.name for r in received
+            if r.span.parent_span_id and r.span.parent_span_id not in by_id] == []
+    return by_id
+
+
+def ancestors(by_id, received):
+    span = received.span
+    while span.parent_span_id:
+        parent = by_id[span.parent_span_id]
+        yield parent
+        span = parent.span
+
+
+def check_driver_spans(by_id) -> int:
+    """Every driver span descends from the runtime's client span of its request (and, for an
+    execution, from the application's execution span); kinds and services as the issue asks."""
+    servers = 0
+    for received in by_id.values():
+        name, kind = received.span.name, received.span.kind
+        if name.startswith("HIDL::") and name.endswith("::client"):
+            assert kind == CLIENT, name
+        elif name.startswith("HIDL::") and name.endswith("::server"):
+            assert kind == SERVER, name
+        process = received.attribute("process.title")
+        if received.service == "nnscope":
+            assert not process.endswith("-driver")
+            continue
+        assert received.service == f"nnscope-driver/{process.removesuffix('-driver')}"
+        chain = list(ancestors(by_id, received))
+        runtime_side = next(a for a in chain if a.service == "nnscope")
+        if name.startswith("HIDL::") and name.endswith("::server"):
+            servers += 1
+            assert runtime_side.span.name == name.replace("::server", "::client")
+            if name.split("::")[2] in EXECUTIONS:
+                assert any(a.span.name.startswith("[NN_LA_PE]") for a in chain), name
+    return servers
+
+
+@pytest.mark.parametrize("burst", [False, True], ids=["execute", "burst"])
+def test_run_sends_one_trace_per_run(tmp_path, burst):
+    trace = tmp_path / "t.json"
+    with OtlpReceiver() as receiver:
+        done = _nnscope(*RUN, *(["--burst"] if burst else []), "--otlp", receiver.endpoint,
+                        "--trace", trace)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert set(receiver.paths) == {"/v1/traces"}
+    assert len(receiver.spans) == chrome_span_count(trace)
+    by_id = check_one_trace(receiver.spans)
+    assert check_driver_spans(by_id) > 0
+    names = {r.span.name for r in by_id.values() if r.service != "nnscope"}
+    server = "HIDL::IBurstContext::executeBurst::server" if burst \
+        else "HIDL::IPreparedModel::executeSynchronously::server"
+    assert server in names
+
+
+def test_otlp_without_a_value_uses_the_environment(tmp_path):
+    with OtlpReceiver() as receiver:
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        done = _nnscope(*RUN, "--device", "sample-all", "--otlp", env=env)
+    assert done.returncode == 0, done.stderr
+    check_one_trace(receiver.spans)
+
+
+def test_nnscope_trace_otlp_sends_any_program(tmp_path):
+    program = ("import tracing\nfrom tracing import Phase\n"
+               "with tracing.application(Phase.OVERALL, 'p'):\n"
+               "    with tracing.runtime(Phase.EXECUTION, 'x'):\n        pass\n")
+    with OtlpReceiver() as receiver:
+        env = {**os.environ, "NNSCOPE_TRACE": "otlp://" + receiver.endpoint.split("://")[1]}
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                              cwd=REPO, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert sorted(r.span.name for r in receiver.spans) == ["[NN_LA_PO]p", "[NN_LR_PE]x"]
+    check_one_trace(receiver.spans)
+
+
+def test_a_collector_that_is_down_costs_one_warning_line(tmp_path):
+    trace = tmp_path / "t.json"
+    done = _nnscope(*RUN, "--device", "sample-all", "--otlp", closed_port_endpoint(),
+                    "--trace", trace)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "warning" in done.stderr, done.stderr
+    assert chrome_span_count(trace) > 0
+
+
+def test_a_malformed_endpoint_is_a_usage_error():
+    done = _nnscope(*RUN, "--otlp", "ftp://host")
+    assert done.returncode == 2
+    assert "--otlp" in done.stderr and "Traceback" not in done.stderr
