@@ -80,6 +80,27 @@ class OtlpReceiver:
         self._server.server_close()
 
 
+def check_one_trace(received) -> dict:
+    """Assert the one-trace properties; return the spans by id."""
+    by_id = {r.span.span_id: r for r in received}
+    assert len(by_id) == len(received)
+    assert len({r.span.trace_id for r in received}) == 1
+    roots = [r for r in received if not r.span.parent_span_id]
+    assert [r.span.name for r in roots] == [roots[0].span.name]
+    assert roots[0].span.name.startswith("[NN_LA_PO]") and roots[0].service == "nnscope"
+    assert [r.span.name for r in received
+            if r.span.parent_span_id and r.span.parent_span_id not in by_id] == []
+    return by_id
+
+
+def ancestors(by_id, received):
+    span = received.span
+    while span.parent_span_id:
+        parent = by_id[span.parent_span_id]
+        yield parent
+        span = parent.span
+
+
 def closed_port_endpoint() -> str:
     """An endpoint on 127.0.0.1 where nothing listens (a port bound, then released)."""
     import socket  # noqa: PLC0415

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from tests.support.otlp_receiver import CLIENT, SERVER, OtlpReceiver, closed_port_endpoint
+from tests.support.otlp_receiver import (CLIENT, SERVER, OtlpReceiver, ancestors, check_one_trace,
+                                         closed_port_endpoint)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RUN = ["run", "--executions", "2", "--warmup", "1", "--no-summary"]
@@ -27,27 +28,6 @@ def _nnscope(*args, env=None):
 def chrome_span_count(path) -> int:
     events = json.loads(path.read_text())["traceEvents"]
     return sum(1 for e in events if e.get("ph") == "B") + sum(1 for e in events if e.get("ph") == "X")
-
-
-def check_one_trace(received) -> dict:
-    """Assert the one-trace properties; return the spans by id."""
-    by_id = {r.span.span_id: r for r in received}
-    assert len(by_id) == len(received)
-    assert len({r.span.trace_id for r in received}) == 1
-    roots = [r for r in received if not r.span.parent_span_id]
-    assert [r.span.name for r in roots] == [roots[0].span.name]
-    assert roots[0].span.name.startswith("[NN_LA_PO]") and roots[0].service == "nnscope"
-    assert [r.span.name for r in received
-            if r.span.parent_span_id and r.span.parent_span_id not in by_id] == []
-    return by_id
-
-
-def ancestors(by_id, received):
-    span = received.span
-    while span.parent_span_id:
-        parent = by_id[span.parent_span_id]
-        yield parent
-        span = parent.span
 
 
 def check_driver_spans(by_id) -> int:
