@@ -2,7 +2,7 @@
 
 The binary form follows W3C ``traceparent`` (version 0): ``version u8 | trace-id 16 bytes |
 parent-id 8 bytes | flags u8``, 26 bytes. The parent-id names a recorded span without any
-registry: it is a hash of the span's process id, thread id and begin timestamp, which the
+registry: it is made from the span's process id, thread id and begin timestamp, which the
 exporter computes again for every span it reads (:func:`span_id`). The trace-id is the id of
 the recording process (random, drawn once per process): the trace a span ends up in is decided
 at export, by its root. Text form (trace files): ``00-<32 hex>-<16 hex>-01``.
@@ -29,7 +29,10 @@ VERSION = 0
 SIZE = 26
 SAMPLED = 0x01
 _FORMAT = struct.Struct("<B16s8sB")
-_KEY = struct.Struct("<IIq")
+_KEY = struct.Struct("<II")
+_U64 = struct.Struct("<Q")
+_ODD = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 _trace_id: bytes | None = None
 
@@ -42,11 +45,20 @@ class TraceContext(NamedTuple):
     flags: int
 
 
-def span_id(pid: int, tid: int, start_ns: int) -> bytes:
-    """The 8-byte id of the span that thread ``tid`` of ``pid`` began at ``start_ns``."""
-    digest = hashlib.blake2b(_KEY.pack(pid & 0xFFFFFFFF, tid & 0xFFFFFFFF, start_ns),
-                             digest_size=8).digest()
-    return digest if digest != _ZERO_SPAN else b"\x00" * 7 + b"\x01"
+def thread_key(pid: int, tid: int) -> int:
+    """The 64-bit key of a thread that its span ids are made from (:func:`span_id`)."""
+    return int.from_bytes(hashlib.blake2b(_KEY.pack(pid & 0xFFFFFFFF, tid & 0xFFFFFFFF),
+                                          digest_size=8).digest(), "little")
+
+
+def span_id(pid: int, tid: int, start_ns: int, key: int | None = None) -> bytes:
+    """The 8-byte id of the span that thread ``tid`` of ``pid`` began at ``start_ns``:
+    its thread's key XOR ``start_ns`` times an odd constant (a bijection on 64 bits, so two
+    spans of one thread never share an id). ``key``: :func:`thread_key`, if known."""
+    if key is None:
+        key = thread_key(pid, tid)
+    value = (key ^ (start_ns * _ODD)) & _MASK
+    return _U64.pack(value or 1)
 
 
 def process_trace_id() -> bytes:
@@ -70,7 +82,7 @@ def unpack(data) -> TraceContext:
     """
     if len(data) != SIZE:
         raise ValueError(f"trace context of {len(data)} bytes (expected {SIZE})")
-    version, trace_id, parent_id, flags = _FORMAT.unpack(bytes(data))
+    version, trace_id, parent_id, flags = _FORMAT.unpack(data)
     if version != VERSION:
         raise ValueError(f"trace context version {version} (speaks {VERSION})")
     if flags & ~SAMPLED:
@@ -81,9 +93,9 @@ def unpack(data) -> TraceContext:
 
 
 def text(data: bytes) -> str:
-    """The W3C text form of a binary context."""
-    ctx = unpack(data)
-    return f"00-{ctx.trace_id.hex()}-{ctx.span_id.hex()}-{ctx.flags:02x}"
+    """The W3C text form of a binary context (checked when it was received)."""
+    digits = data.hex()
+    return f"{digits[:2]}-{digits[2:34]}-{digits[34:50]}-{digits[50:]}"
 
 
 def parse_text(value: str) -> TraceContext:

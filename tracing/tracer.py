@@ -298,8 +298,12 @@ def context() -> bytes | None:
     start = _context.innermost_begin(buffer.events)
     if start is None:
         return None
+    try:
+        key = _tls.span_key
+    except AttributeError:
+        key = _tls.span_key = _context.thread_key(buffer.pid, buffer.tid)
     return _context.pack(_context.process_trace_id(),
-                         _context.span_id(buffer.pid, buffer.tid, start))
+                         _context.span_id(buffer.pid, buffer.tid, start, key))
 
 
 def adopt(parent: bytes | None) -> Scope:

@@ -34,8 +34,13 @@ def parents(spans: Iterable[Span]) -> dict[int, int]:
                 continue
             wanted.setdefault(parent_id, []).append(span.index)
     if wanted:
+        keys: dict[tuple[int, int], int] = {}
         for span in spans:
-            children = wanted.get(propagation.span_id(span.pid, span.tid, span.start_ns))
+            thread = (span.pid, span.tid)
+            key = keys.get(thread)
+            if key is None:
+                key = keys[thread] = propagation.thread_key(*thread)
+            children = wanted.get(propagation.span_id(span.pid, span.tid, span.start_ns, key))
             for child in children or ():
                 if child != span.index:
                     out[child] = span.index

@@ -41,7 +41,7 @@ from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader
 from runtime.drivers.ipc.fmq import FmqChannel, FmqCorrupt, FmqError
 from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_request,
-                                           encode_result, is_echo, split_trace)
+                                           encode_result, is_echo, split_trace, TRACE_ID_TAG)
 from runtime.drivers.ipc.shm import map_fd
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
@@ -57,6 +57,7 @@ CALLBACK_TIMEOUT_S = 30.0
 _OK = struct.pack("<I", 0)
 _U32 = struct.Struct("<I")
 _MEMORY = struct.Struct("<IQQ")  # slot, offset, size
+_TRACE_TAG = bytes([TRACE_ID_TAG])
 _LABEL = "ExecutionBurstServer"
 _INVALID = encode_result(ExecutionResult(ErrorStatus.INVALID_ARGUMENT))
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
@@ -113,7 +114,13 @@ class BurstServer:
         """The reply to a repeat of the last bound request (see :meth:`_answer`), run through
         its bound run; None for another message, or when the run declined (it is dropped: the
         ordinary path reports, and binds again). ``_fast`` is only read and set under the
-        execution lock, which freeMemory holds to drop it: a bound run never outlives a slot."""
+        execution lock, which freeMemory holds to drop it: a bound run never outlives a slot.
+        A trace context before the request (this driver is not tracing) is checked and skipped."""
+        if message[:1] == _TRACE_TAG:
+            try:
+                message = split_trace(message)[1]
+            except CodecError:
+                return None  # the ordinary path refuses it
         with self._exclusive():
             fast_message, run, reply = self._fast
             if message != fast_message:
