@@ -83,7 +83,8 @@ def host_info() -> dict:
 def _benchmark(bench_models, devices: list[str], settings: Settings, bar) -> list[dict]:
     results = []
     for bench_model in bench_models:
-        reference = reference_outputs(bench_model)
+        with tracing.application(Phase.OVERALL, f"{bench_model.name} reference outputs"):
+            reference = reference_outputs(bench_model)  # one trace of its own, as each case
         for device in devices:
             bar.set_description(f"{bench_model.name} on {device}")
             results.append(measure(bench_model, device, settings, reference, bar.update))

@@ -107,3 +107,25 @@ def test_a_malformed_endpoint_is_a_usage_error():
     done = _nnscope(*RUN, "--otlp", "ftp://host")
     assert done.returncode == 2
     assert "--otlp" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_bench_sends_one_trace_per_model_and_device():
+    with OtlpReceiver() as receiver:
+        done = _nnscope("bench", "tiny_add", "--device", "sample-all", "--device", "nnapi-reference",
+                        "--executions", "2", "--warmup", "0", "--otlp", receiver.endpoint)
+    assert done.returncode == 0, done.stderr
+    traces: dict = {}
+    for received in receiver.spans:
+        traces.setdefault(received.span.trace_id, []).append(received)
+    roots = {}
+    for spans in traces.values():
+        by_id = {r.span.span_id: r for r in spans}
+        (root,) = [r for r in spans if not r.span.parent_span_id]
+        assert all(r.span.parent_span_id in by_id for r in spans if r is not root)
+        roots[root.span.name] = spans
+    assert {"[NN_LA_PO]tiny_add on sample-all", "[NN_LA_PO]tiny_add on nnapi-reference"} <= set(roots)
+    assert set(roots) <= {"[NN_LA_PO]tiny_add on sample-all", "[NN_LA_PO]tiny_add on nnapi-reference",
+                          "[NN_LA_PO]tiny_add reference outputs", "[NN_LA_PI]start drivers",
+                          "[NN_LA_PT]shutdown drivers"}
+    case = roots["[NN_LA_PO]tiny_add on sample-all"]
+    assert any(r.service == "nnscope-driver/sample-all" and r.span.kind == SERVER for r in case)
