@@ -288,7 +288,8 @@ def hot_recorder() -> tuple[Callable[[Any], None], Callable[[Any], None],
 
 def context() -> bytes | None:
     """The binary trace context (:mod:`tracing.propagation`) of this thread's innermost open span,
-    to send with a request it makes; None when off or no span is open."""
+    to send with a request it makes; with no span open, the context this thread adopted
+    (:func:`adopt`); None when off or neither."""
     if not _on:
         return None
     try:
@@ -296,8 +297,8 @@ def context() -> bytes | None:
     except AttributeError:
         return None
     start = _context.innermost_begin(buffer.events)
-    if start is None:
-        return None
+    if start is None:  # no span open here: the span this thread works for, if it adopted one
+        return getattr(_tls, "adopted", None)
     try:
         key = _tls.span_key
     except AttributeError:
@@ -316,6 +317,7 @@ def adopt(parent: bytes | None) -> Scope:
         _tls.append(note)
     except AttributeError:
         _register_thread().append(note)
+    _tls.adopted = parent  # what context() passes on while no span of this thread is open
     return _ADOPTED
 
 
@@ -336,6 +338,7 @@ class _Adopted(Scope):
     __slots__ = ()
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        _tls.adopted = None
         try:
             _tls.append(("adopt", _now(), None))
         except AttributeError:

@@ -55,12 +55,33 @@ def check_driver_spans(by_id) -> int:
     return servers
 
 
+def _table(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines()
+            if line.startswith(("Application", "Runtime", "IPC", "Driver", "CPU", "Total"))]
+
+
+def _same_summary(printed: str, read_back: str) -> None:
+    """The rows and cells agree; numbers within 0.01 ms (the run's own table comes from
+    systrace text, whose timestamps are microseconds: the last digit may differ)."""
+    rows, other = _table(printed), _table(read_back)
+    assert rows and [r[0] for r in rows] == [r[0] for r in other]
+    for row, back in zip(rows, other):
+        assert len(row) == len(back)
+        for cell, cell_back in zip(row[1:], back[1:]):
+            if cell[0].isdigit():
+                assert abs(float(cell.rstrip("*")) - float(cell_back.rstrip("*"))) <= 0.011, (row, back)
+            else:
+                assert cell == cell_back
+
+
 @pytest.mark.parametrize("burst", [False, True], ids=["execute", "burst"])
 def test_run_sends_one_trace_per_run(tmp_path, burst):
+    import parse_systrace
+
     trace = tmp_path / "t.json"
+    run = [*RUN, "--burst"] if burst else [arg for arg in RUN if arg != "--no-summary"]
     with OtlpReceiver() as receiver:
-        done = _nnscope(*RUN, *(["--burst"] if burst else []), "--otlp", receiver.endpoint,
-                        "--trace", trace)
+        done = _nnscope(*run, "--otlp", receiver.endpoint, "--trace", trace)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert set(receiver.paths) == {"/v1/traces"}
@@ -71,6 +92,10 @@ def test_run_sends_one_trace_per_run(tmp_path, burst):
     server = "HIDL::IBurstContext::executeBurst::server" if burst \
         else "HIDL::IPreparedModel::executeSynchronously::server"
     assert server in names
+    if not burst:  # the Chrome JSON of the same run reads back to the summary the run printed
+        summary = "".join(parse_systrace.render_text(r)
+                          for r in parse_systrace.summarize(str(trace), tolerant=True))
+        _same_summary(done.stdout, summary)
 
 
 def test_otlp_without_a_value_uses_the_environment(tmp_path):
