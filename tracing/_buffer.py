@@ -6,7 +6,8 @@ without any lock. The list holds no per-event object: a begin is three items
 ``tag, detail, ts_ns`` (the tag a str, never an int), an end is one ``ts_ns`` int, and
 each event is written by one C call, so a copy taken by another thread always ends on
 an event boundary. :func:`_snapshot` copies (or drains) every buffer of this process and
-joins ``tag + detail`` into span names; :func:`_clear` empties them; :func:`process_name`
+joins ``tag + detail`` into span names, setting notes (tuples: adopted contexts, failures)
+apart; :func:`_clear` empties them; :func:`process_name`
 names the process the tracks come from. After a fork the
 child starts with no buffers (the parent's stay the parent's).
 

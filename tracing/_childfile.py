@@ -79,8 +79,12 @@ def _notes(notes) -> list:
     """The well-formed notes of a record (``[kind, ts, value]``); others are skipped."""
     kept = []
     for note in notes if isinstance(notes, list) else ():
-        if isinstance(note, list) and len(note) == 3 and note[0] in ("adopt", "error") \
-                and type(note[1]) is int:
+        if not isinstance(note, list) or len(note) != 3 or type(note[1]) is not int:
+            continue
+        kind, _, value = note
+        if (kind == "adopt" and (value is None or isinstance(value, str))) or (
+                kind == "error" and isinstance(value, list) and len(value) == 2
+                and type(value[0]) is int and isinstance(value[1], str)):
             kept.append(note)
     return kept
 

@@ -13,6 +13,10 @@ use the result at once in a ``with`` statement or as a decorator. Names are
 joined (``tag + detail``) only when the trace is collected. Timestamps come from
 ``time.monotonic_ns`` (CLOCK_MONOTONIC, shared by all processes of a machine).
 
+Across threads and processes: :func:`context` gives the W3C-style context of the innermost
+open span (sent with a request), :func:`adopt` makes a thread's top-level spans its children
+(a note in the buffer, a tuple), :func:`fail` marks a span's call failed.
+
 Hot loops (the CPU executor) may skip the factories: :func:`hot_recorder` gives
 ``(append, extend, now)`` for the calling thread, to append the same events directly.
 The buffers themselves, and reading them back as named tracks, live in

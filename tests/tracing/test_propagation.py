@@ -69,3 +69,20 @@ def test_context_and_adopt_are_free_when_off():
     assert tracing.context() is None
     with tracing.adopt(CONTEXT):
         pass
+
+
+def test_session_files_keep_notes_and_skip_malformed_ones(tmp_path):
+    from tracing import _childfile
+    from tracing.span import ThreadTrack, TraceData
+
+    text = propagation.text(CONTEXT)
+    track = ThreadTrack(5, 6, "t", [(10, "[NN_LD_PE]x"), (20, None)],
+                        [["adopt", 9, text], ["error", 10, [3, "OP_FAILED"]], ["adopt", 21, None]])
+    _childfile.append_tracks(tmp_path, [track], "d-driver")
+    with open(_childfile.file_for(tmp_path, 5), "a", encoding="utf-8") as out:
+        out.write('{"v":1,"pid":5,"tid":6,"thread":"t","process":"d-driver","events":[],'
+                  '"notes":[["error",1,"x"],["adopt","1",null],["other",1,null],7]}\n')
+    (read,), _ = _childfile.read_tracks(tmp_path)
+    assert read.notes == track.notes
+    (span,) = read_spans = list(TraceData({5: "d-driver"}, [read]).spans())
+    assert (span.remote_parent, span.error) == (text, (3, "OP_FAILED")) and len(read_spans) == 1
