@@ -29,7 +29,8 @@ def check(args, parser: argparse.ArgumentParser) -> None:
     if value is None:
         return
     if value and not value.startswith(("otlp", "http://", "https://")):
-        parser.error(f"--otlp: {value!r} is no OTLP endpoint (http://HOST:PORT or otlp://HOST:PORT)")
+        parser.error(f"--otlp: {value!r} is no OTLP endpoint (http://HOST:PORT or otlp://HOST:PORT;"
+                     " a MODEL goes before a bare --otlp)")
     try:
         args.otlp = otlp_endpoint(value)
     except ValueError as error:
