@@ -106,12 +106,15 @@ def test_otlp_without_a_value_uses_the_environment(tmp_path):
     check_one_trace(receiver.spans)
 
 
-def test_nnscope_trace_otlp_sends_any_program(tmp_path):
+@pytest.mark.parametrize("form", ["otlp://HOST:PORT", "otlp"])
+def test_nnscope_trace_otlp_sends_any_program(tmp_path, form):
     program = ("import tracing\nfrom tracing import Phase\n"
                "with tracing.application(Phase.OVERALL, 'p'):\n"
                "    with tracing.runtime(Phase.EXECUTION, 'x'):\n        pass\n")
     with OtlpReceiver() as receiver:
         env = {**os.environ, "NNSCOPE_TRACE": "otlp://" + receiver.endpoint.split("://")[1]}
+        if form == "otlp":
+            env.update(NNSCOPE_TRACE="otlp", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
         done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                               cwd=REPO, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
