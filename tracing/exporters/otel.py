@@ -29,7 +29,8 @@ become its children. Where spans go (``tracer_provider``, ``span_exporter`` and
 1. ``span_exporter=``: our own providers, one per service (resource ``service.name=nnscope``
    for the application, ``nnscope-driver/<name>`` for each driver process), each with a
    ``BatchSpanProcessor`` around it;
-2. ``tracer_provider=``: the application's provider;
+2. ``tracer_provider=``: the application's provider (its resource names every span's
+   service; ``process.title`` still tells the processes apart);
 3. ``endpoint=`` or ``$OTEL_EXPORTER_OTLP_ENDPOINT``: our own provider sending to an
    OTLP/HTTP ``OTLPSpanExporter``;
 4. the global tracer provider.
