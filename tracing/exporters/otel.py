@@ -31,7 +31,7 @@ become its children. Where spans go (``tracer_provider``, ``span_exporter`` and
    ``BatchSpanProcessor`` around it;
 2. ``tracer_provider=``: the application's provider (its resource names every span's
    service; ``process.title`` still tells the processes apart);
-3. ``endpoint=`` or ``$OTEL_EXPORTER_OTLP_ENDPOINT``: our own provider sending to an
+3. ``endpoint=`` or ``$OTEL_EXPORTER_OTLP_ENDPOINT``: our own providers (as 1.) sending to an
    OTLP/HTTP ``OTLPSpanExporter``;
 4. the global tracer provider.
 

@@ -15,6 +15,7 @@ from runtime.drivers.ipc.protocol import FLAG_BULK, FLAG_TRACE, REPLY, MsgType, 
 from runtime.drivers.ipc.transport import socket_pair
 from tests.runtime.drivers.test_ipc_malformed import (INVALID, driver, exchange, good_execute,  # noqa: F401
                                                       ping_ok, raw)
+from tests.runtime.drivers.test_ipc_burst import burst_setup  # noqa: F401
 from tracing import propagation
 
 GOOD = propagation.pack(b"\x11" * 16, b"\x22" * 8)
@@ -93,3 +94,22 @@ def test_malformed_burst_trace_datums_are_refused(damage):
 def test_trace_datums_keep_the_datum_layout():
     datums = encode_trace(GOOD)
     assert len(datums) == 40 and struct.unpack_from("<B", datums, 20) == (0x31,)
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d[:2] + b"\x01" + d[3:],                              # padding
+    lambda d: d[:1] + b"\x05" + d[2:],                              # context version
+    lambda d: d[:4] + bytes(16) + d[20:],                           # zero trace id
+], ids=["padding", "version", "zero-id"])
+def test_a_driver_refuses_a_burst_request_with_malformed_trace_datums(burst_setup, damage):
+    from runtime.hal.types import ErrorStatus
+    from tests.runtime.drivers.test_ipc_burst import _run, _status
+
+    device, compilation, burst = burst_setup
+    _run(compilation, burst, 1.0)
+    controller = burst.controllers[0]
+    request = controller._encoded.message
+    assert _status(controller, damage(encode_trace(GOOD)) + request) == ErrorStatus.INVALID_ARGUMENT
+    assert _status(controller, encode_trace(GOOD) + request) == ErrorStatus.NONE
+    assert (_run(compilation, burst, 2.0)[0] == [2.0, 3.0, 4.0, 5.0]).all()
+    assert device.process.alive()
