@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from runtime.api import NnError
-from runtime.cli import bench, cts, devices, run
+from runtime.cli import _otlp, bench, cts, devices, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "run":
         run.check_outputs(args, parser)
+    if args.command == "bench":
+        _otlp.check(args, parser)
     try:
         return args.handler(args)
     except NnError as error:

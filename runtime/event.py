@@ -44,7 +44,8 @@ class Event:
         event = cls()
         if fenced:
             event._own_fence(_fenced.new_fence())
-        event._thread = threading.Thread(target=event._run, args=(work,), name=name, daemon=True)
+        event._thread = threading.Thread(target=event._run, args=(work, tracing.context()),
+                                         name=name, daemon=True)
         event._thread.start()
         return event
 
@@ -67,9 +68,10 @@ class Event:
         self._fence = fd
         self._closer = weakref.finalize(self, os.close, fd)
 
-    def _run(self, work: Callable[[], None]) -> None:
+    def _run(self, work: Callable[[], None], parent: bytes | None = None) -> None:
         try:
-            work()
+            with tracing.adopt(parent):  # the worker's spans belong to the caller's span
+                work()
         except BaseException as error:  # noqa: BLE001 - handed to the waiter
             self._error = error
         finally:  # the fence first: wait() returning means the fence is signalled

@@ -194,15 +194,24 @@ def wait_live(device: Device) -> None:
 
 
 def shutdown() -> None:
-    """Stop the driver processes of the discovered devices and forget them (they also stop
-    at exit); the next :func:`devices` discovers again, with fresh processes."""
+    """Stop the driver processes of the discovered devices, all at once, and forget them (they
+    also stop at exit); the next :func:`devices` discovers again, with fresh processes."""
     global _devices, _discovered
     with _lock:
         stale, _discovered = _discovered, ()
         if _devices is stale:
             _devices = None
-    for device in stale:
-        device.shutdown()
+    parent = tracing.context()  # the drivers' last spans belong to the caller's span
+
+    def stop(device: Device) -> None:
+        with tracing.adopt(parent):
+            device.shutdown()
+    stopping = [threading.Thread(target=stop, args=(device,), name="nn-shutdown", daemon=True)
+                for device in stale]
+    for thread in stopping:  # in parallel: each waits (bounded) for its process to exit
+        thread.start()
+    for thread in stopping:
+        thread.join()
 
 
 def forTest_set_devices(replacement: Sequence[Device]) -> None:

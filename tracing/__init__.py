@@ -21,8 +21,9 @@ from tracing.naming import Layer, Phase
 #: (``tracing.naming``, as parse_systrace does) loads none of it.
 _SESSION_NAMES = ("NNSCOPE_TRACE", "NNSCOPE_TRACE_DIR", "TraceConfig", "TraceSession", "flush",
                   "override_environment", "session_env")
-_TRACER_NAMES = ("Scope", "application", "cpu", "driver", "enabled", "full", "hidl", "ipc",
-                 "runtime", "set_process_name", "subtract", "switch", "utility")
+_TRACER_NAMES = ("Scope", "adopt", "application", "context", "cpu", "driver", "enabled", "fail",
+                 "full", "hidl", "ipc", "runtime", "set_process_name", "subtract", "switch",
+                 "utility")
 
 __all__ = ["Layer", "Phase", *_SESSION_NAMES, *_TRACER_NAMES]
 

@@ -6,7 +6,8 @@ without any lock. The list holds no per-event object: a begin is three items
 ``tag, detail, ts_ns`` (the tag a str, never an int), an end is one ``ts_ns`` int, and
 each event is written by one C call, so a copy taken by another thread always ends on
 an event boundary. :func:`_snapshot` copies (or drains) every buffer of this process and
-joins ``tag + detail`` into span names; :func:`_clear` empties them; :func:`process_name`
+joins ``tag + detail`` into span names, setting notes (tuples: adopted contexts, failures)
+apart; :func:`_clear` empties them; :func:`process_name`
 names the process the tracks come from. After a fork the
 child starts with no buffers (the parent's stay the parent's).
 
@@ -21,6 +22,7 @@ import os
 import sys
 import threading
 
+from tracing import propagation
 from tracing.span import ThreadTrack
 
 _lock = threading.Lock()
@@ -49,9 +51,11 @@ def new_buffer() -> _ThreadBuffer:
     return buffer
 
 
-def _name_events(events: list, cache: dict) -> tuple[list[tuple[int, str | None]], int]:
+def _name_events(events: list, cache: dict,
+                 notes: list | None = None) -> tuple[list[tuple[int, str | None]], int]:
     """Decode a flat buffer prefix: the ``(ts, name or None)`` events, and how many items
-    they took (less than ``len(events)`` only if the prefix ends inside a begin)."""
+    they took (less than ``len(events)`` only if the prefix ends inside a begin). Notes
+    (tuples, see :func:`tracing.adopt`) go to ``notes`` as ``[kind, ts, value]``."""
     out = []
     append = out.append
     index, count = 0, len(events)
@@ -59,6 +63,11 @@ def _name_events(events: list, cache: dict) -> tuple[list[tuple[int, str | None]
         item = events[index]
         if type(item) is int:
             append((item, None))
+            index += 1
+            continue
+        if type(item) is tuple:
+            if notes is not None:
+                notes.append(_note(item))
             index += 1
             continue
         if index + 3 > count:  # a begin not fully written (never by the factories)
@@ -82,12 +91,21 @@ def _snapshot(drain: bool = False) -> list[ThreadTrack]:
     for buffer in buffers:
         events = buffer.events
         raw = events[:]  # one C call: a copy that ends on an event boundary
-        named, used = _name_events(raw, cache)
+        notes: list = []
+        named, used = _name_events(raw, cache, notes)
         if drain:
             del events[:used]  # events written meanwhile stay in the buffer
-        if named:
-            tracks.append(ThreadTrack(buffer.pid, buffer.tid, buffer.thread.name, named))
+        if named or notes:
+            tracks.append(ThreadTrack(buffer.pid, buffer.tid, buffer.thread.name, named, notes))
     return tracks
+
+
+def _note(item: tuple) -> list:
+    """A recorded note as plain data: an adopted context in its W3C text form."""
+    kind, ts, value = item
+    if kind == "adopt" and value is not None:
+        value = propagation.text(value)
+    return [kind, ts, list(value) if type(value) is tuple else value]
 
 
 def _clear() -> None:

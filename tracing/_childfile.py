@@ -5,7 +5,10 @@ A process that joins a session from outside (a driver process started with
 ``<session dir>/trace-<pid>.jsonl``::
 
     {"v":1,"pid":812,"tid":815,"thread":"MainThread","process":"driver",
-     "events":[[1034718303435000,"[NN_LD_PE]execute"],[1034718303999000,null]]}
+     "events":[[1034718303435000,"[NN_LD_PE]execute"],[1034718303999000,null]],
+     "notes":[["adopt",1034718303434000,"00-<trace id>-<span id>-01"]]}
+
+``notes`` (optional) are the thread's adopted contexts and failed spans (``tracing.span``).
 
 Only whole lines are read back, so a reader never sees half a write.
 
@@ -42,7 +45,8 @@ def append_tracks(directory: str | os.PathLike, tracks: list[ThreadTrack],
     if not tracks:
         return 0
     lines = [json.dumps({"v": VERSION, "pid": t.pid, "tid": t.tid, "thread": t.name,
-                         "process": process_name, "events": t.events},
+                         "process": process_name, "events": t.events,
+                         **({"notes": t.notes} if t.notes else {})},
                         separators=(",", ":")) + "\n" for t in tracks]
     with open(file_for(directory, tracks[0].pid), "a", encoding="utf-8") as out:
         out.write("".join(lines))
@@ -66,8 +70,23 @@ def read_tracks(directory: str | os.PathLike) -> tuple[list[ThreadTrack], dict[i
             track = tracks.setdefault(key, ThreadTrack(key[0], key[1], record["thread"]))
             track.name = record["thread"]
             track.events.extend((ts, name) for ts, name in record["events"])
+            track.notes.extend(_notes(record.get("notes", ())))
             processes[key[0]] = record["process"]
     return list(tracks.values()), processes
+
+
+def _notes(notes) -> list:
+    """The well-formed notes of a record (``[kind, ts, value]``); others are skipped."""
+    kept = []
+    for note in notes if isinstance(notes, list) else ():
+        if not isinstance(note, list) or len(note) != 3 or type(note[1]) is not int:
+            continue
+        kind, _, value = note
+        if (kind == "adopt" and (value is None or isinstance(value, str))) or (
+                kind == "error" and isinstance(value, list) and len(value) == 2
+                and type(value[0]) is int and isinstance(value[1], str)):
+            kept.append(note)
+    return kept
 
 
 def _records(path: Path):

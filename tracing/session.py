@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
 from tracing import _buffer, _childfile
-from tracing.exporters import ExportResult, TraceExporter, exporter_for_path
+from tracing.exporters import ExportResult, TraceExporter, exporter_for_path, otlp_endpoint
 from tracing.span import ThreadTrack, TraceData
 
 _log = logging.getLogger(__name__)
@@ -38,7 +38,9 @@ NNSCOPE_TRACE = "NNSCOPE_TRACE"
 
 Output file: trace the whole program from import and export at exit, in the format given by
 the file's extension (``.json`` Chrome JSON, ``.html`` systrace HTML, ``.txt`` ftrace text,
-``.perfetto-trace`` Perfetto). Ignored when :envvar:`NNSCOPE_TRACE_DIR` is set.
+``.perfetto-trace`` Perfetto), or ``otlp`` / ``otlp://HOST:PORT``: send it over OTLP/HTTP
+(``otlp`` alone: ``$OTEL_EXPORTER_OTLP_ENDPOINT``, else ``http://localhost:4318``).
+Ignored when :envvar:`NNSCOPE_TRACE_DIR` is set.
 """
 
 NNSCOPE_TRACE_DIR = "NNSCOPE_TRACE_DIR"
@@ -196,6 +198,7 @@ class TraceSession:
                 tracks.append(own)
             else:
                 known.events.extend(own.events)
+                known.notes.extend(own.notes)
         processes.setdefault(os.getpid(), _buffer.process_name())
         threads = [t for t in (_balanced(t, self._start_ns) for t in tracks) if t.events]
         threads.sort(key=lambda t: (t.pid, t.events[0][0]))
@@ -215,7 +218,7 @@ def _balanced(track: ThreadTrack, since_ns: int) -> ThreadTrack:
         else:
             depth += 1
         events.append(event)
-    return ThreadTrack(track.pid, track.tid, track.name, events)
+    return ThreadTrack(track.pid, track.tid, track.name, events, track.notes)
 
 
 def _update_enabled() -> None:
@@ -295,7 +298,8 @@ def override_environment(environ: Mapping[str, str]) -> Iterator[TraceConfig]:
 
 def _known_format(path: str) -> bool:
     try:
-        exporter_for_path(path)
+        if otlp_endpoint(path) is None:
+            exporter_for_path(path)
     except ValueError as error:
         _log.warning("%s=%s not traced: %s", NNSCOPE_TRACE, path, error)
         return False
@@ -306,7 +310,13 @@ def _export_program() -> None:
     global _program
     session, _program = _program, None
     session.stop()
-    if session.export(_config.output) is not ExportResult.SUCCESS:
+    endpoint = otlp_endpoint(_config.output)
+    if endpoint is not None:
+        from tracing.exporters.otel import send  # noqa: PLC0415 - OpenTelemetry on demand
+
+        if send(session.collect(), endpoint) is not ExportResult.SUCCESS:
+            _log.warning("the OTLP collector at %s did not take the trace", endpoint)
+    elif session.export(_config.output) is not ExportResult.SUCCESS:
         _log.warning("could not write the trace to %s", _config.output)
 
 

@@ -35,6 +35,11 @@ class Span:
     depth: int
     index: int
     parent: int | None
+    #: W3C text context of the span in another thread or process this one runs for (set on
+    #: the top-level spans of a thread inside :func:`tracing.adopt`), else None.
+    remote_parent: str | None = None
+    #: ``(result code, name)`` when the call the span times failed (:func:`tracing.fail`).
+    error: tuple[int, str] | None = None
 
     @property
     def duration_ns(self) -> int:
@@ -49,6 +54,9 @@ class ThreadTrack:
     tid: int
     name: str
     events: list = field(default_factory=list)
+    #: ``[kind, ts_ns, value]`` in recording order: ``adopt`` (ts: when, value: W3C text
+    #: context or None to stop) and ``error`` (ts: the failed span's begin, value: [code, name]).
+    notes: list = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -85,22 +93,34 @@ class TraceData:
 
 
 def _thread_spans(track: ThreadTrack, first_index: int) -> Iterator[Span]:
-    stack: list[tuple[int, str, int]] = []  # (start_ns, name, index)
+    stack: list[tuple[int, str, int, str | None]] = []  # (start_ns, name, index, remote parent)
     next_index = first_index
     last_ts = 0
+    adopts = sorted((n[1], n[2]) for n in track.notes if n[0] == "adopt") if track.notes else ()
+    errors = {n[1]: tuple(n[2]) for n in track.notes if n[0] == "error"} if track.notes else {}
+    position, adopted = 0, None
     for ts, name in track.events:
         last_ts = ts
         if name is not None:
-            stack.append((ts, name, next_index))
+            remote = None
+            if not stack:
+                while position < len(adopts) and adopts[position][0] <= ts:
+                    adopted = adopts[position][1]
+                    position += 1
+                remote = adopted
+            stack.append((ts, name, next_index, remote))
             next_index += 1
         elif stack:
-            start, span_name, index = stack.pop()
-            parent = stack[-1][2] if stack else None
-            yield Span(span_name, start, ts, track.pid, track.tid, len(stack), index, parent)
+            yield _closed(track, stack, ts, errors)
     while stack:
-        start, span_name, index = stack.pop()
-        parent = stack[-1][2] if stack else None
-        yield Span(span_name, start, last_ts, track.pid, track.tid, len(stack), index, parent)
+        yield _closed(track, stack, last_ts, errors)
+
+
+def _closed(track: ThreadTrack, stack: list, end: int, errors: dict) -> Span:
+    start, name, index, remote = stack.pop()
+    parent = stack[-1][2] if stack else None
+    return Span(name, start, end, track.pid, track.tid, len(stack), index, parent, remote,
+                errors.get(start))
 
 
 def atrace_events(events: list) -> Iterator[Event]:

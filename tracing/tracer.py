@@ -13,6 +13,10 @@ use the result at once in a ``with`` statement or as a decorator. Names are
 joined (``tag + detail``) only when the trace is collected. Timestamps come from
 ``time.monotonic_ns`` (CLOCK_MONOTONIC, shared by all processes of a machine).
 
+Across threads and processes: :func:`context` gives the W3C-style context of the innermost
+open span (sent with a request), :func:`adopt` makes a thread's top-level spans its children
+(a note in the buffer, a tuple), :func:`fail` marks a span's call failed.
+
 Hot loops (the CPU executor) may skip the factories: :func:`hot_recorder` gives
 ``(append, extend, now)`` for the calling thread, to append the same events directly.
 The buffers themselves, and reading them back as named tracks, live in
@@ -38,6 +42,7 @@ import time
 from typing import Any, Callable
 
 from tracing import _buffer, _decorate, session
+from tracing import propagation as _context
 from tracing._buffer import _clear, _name_events, _snapshot  # noqa: F401 (tests, benchmarks)
 from tracing._buffer import process_name, set_process_name  # noqa: F401 (tracing's API)
 from tracing.naming import APPLICATION_PHASES, MARKERS, Layer, Phase, format_name, hidl_mark
@@ -283,6 +288,68 @@ def hot_recorder() -> tuple[Callable[[Any], None], Callable[[Any], None],
     except AttributeError:
         _register_thread()
         return _tls.recorder
+
+
+def context() -> bytes | None:
+    """The binary trace context (:mod:`tracing.propagation`) of this thread's innermost open span,
+    to send with a request it makes; with no span open, the context this thread adopted
+    (:func:`adopt`); None when off or neither."""
+    if not _on:
+        return None
+    try:
+        buffer = _tls.buffer
+    except AttributeError:
+        return None
+    start = _context.innermost_begin(buffer.events)
+    if start is None:  # no span open here: the span this thread works for, if it adopted one
+        return getattr(_tls, "adopted", None)
+    try:
+        key = _tls.span_key
+    except AttributeError:
+        key = _tls.span_key = _context.thread_key(buffer.pid, buffer.tid)
+    return _context.pack(_context.process_trace_id(),
+                         _context.span_id(buffer.pid, buffer.tid, start, key))
+
+
+def adopt(parent: bytes | None) -> Scope:
+    """Scope: the top-level spans this thread begins inside it are children of ``parent``
+    (a context from :func:`context`, received with a request). No-op for None or when off."""
+    if not _on or parent is None:
+        return _NULL
+    note = ("adopt", _now(), parent)
+    try:
+        _tls.append(note)
+    except AttributeError:
+        _register_thread().append(note)
+    _tls.adopted = parent  # what context() passes on while no span of this thread is open
+    return _ADOPTED
+
+
+def fail(code: int, name: str) -> None:
+    """Mark this thread's innermost open span failed with result ``code`` (named ``name``)."""
+    if not _on:
+        return
+    try:
+        events = _tls.events
+    except AttributeError:
+        return
+    start = _context.innermost_begin(events)
+    if start is not None:
+        events.append(("error", start, (int(code), str(name))))
+
+
+class _Adopted(Scope):
+    __slots__ = ()
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        _tls.adopted = None
+        try:
+            _tls.append(("adopt", _now(), None))
+        except AttributeError:
+            pass
+
+
+_ADOPTED = _Adopted()
 
 
 def enabled() -> bool:

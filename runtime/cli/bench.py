@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 
+import tracing
+from runtime.cli import _otlp
 from runtime.cli._args import count, positive_float, positive_int
 from runtime import builtin_models, manager
 from runtime.api import NnError
@@ -33,6 +35,7 @@ from runtime.cli._bench_run import (ALL, BurstsUnavailable, Settings, bursts_ava
                                     compile_for, measure)
 from runtime.cli._bench_schema import SCHEMA, VERSION, read_bench
 from runtime.cli._bench_stress import plan_cases, run_case, target_driver
+from tracing import Phase
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -54,6 +57,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="also run the crash tests, each in a child process")
     parser.add_argument("--hang-scale", type=positive_float, default=1.0, metavar="X",
                         help="a stress case is a HANG after (run seconds + 30) * X (default 1)")
+    _otlp.add_argument(parser)
     parser.add_argument("--json", metavar="FILE", help="write the results (docs/bench-schema.md)")
     parser.add_argument("--html", metavar="FILE", help="write the bench report page")
     return parser
@@ -79,7 +83,8 @@ def host_info() -> dict:
 def _benchmark(bench_models, devices: list[str], settings: Settings, bar) -> list[dict]:
     results = []
     for bench_model in bench_models:
-        reference = reference_outputs(bench_model)
+        with tracing.application(Phase.OVERALL, f"{bench_model.name} reference outputs"):
+            reference = reference_outputs(bench_model)  # one trace of its own, as each case
         for device in devices:
             bar.set_description(f"{bench_model.name} on {device}")
             results.append(measure(bench_model, device, settings, reference, bar.update))
@@ -145,14 +150,21 @@ def run(args) -> dict:
     bench_models = [load_model(spec) for spec in specs]
     per_run = args.warmup + args.executions
     total = None if args.duration else len(bench_models) * len(devices) * per_run
-    _start_drivers(devices)
+    session = tracing.TraceSession().start() if getattr(args, "otlp", None) else None
     try:
+        with tracing.application(Phase.INITIALIZATION, "start drivers"):
+            _start_drivers(devices)
         with progress.bar(total, "bench") as bar:
             results = _benchmark(bench_models, devices, settings, bar)
         stress = _stress(specs, bench_models, devices, results, settings, args) \
             if args.stress else []
     finally:
-        manager.shutdown()
+        with tracing.application(Phase.TERMINATION, "shutdown drivers"):
+            manager.shutdown()
+        if session is not None:
+            session.stop()
+    if session is not None:  # each case (its [NN_LA_PO]) is one trace
+        _otlp.send(session.collect(), args.otlp)
     return {"schema": SCHEMA, "version": VERSION,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "host": host_info(),

@@ -2,7 +2,8 @@
 
 The run is wrapped in application spans like an NNAPI benchmark app: ``[NN_LA_PO]<model>``
 around everything, ``[NN_LA_PP]`` around model building, ``[NN_LA_PC]`` around compilation,
-and ``[NN_LA_PWU]`` / ``[NN_LA_PBM]`` around the ``[NN_LA_PE]`` executions. A trace session is
+and ``[NN_LA_PWU]`` / ``[NN_LA_PBM]`` around the ``[NN_LA_PE]`` executions, then
+``[NN_LA_PT]`` around stopping the drivers (their spans join the run's trace). A trace session is
 always recorded: it is exported to the requested files and, as systrace text, summarized by
 ``parse_systrace`` (the same table as AOSP's ``parse_systrace``), followed by latency percentiles.
 
@@ -14,6 +15,7 @@ Example:
     $ nnscope run --executions 10 --warmup 2 --systrace run.html --dot plan.dot --svg plan.svg
     $ nnscope run model.tflite --inputs x.npz --outputs y.npz --executions 0 --warmup 0
     $ nnscope run --example fibonacci --dot fib.dot   # vendor extension (needs the allowlist)
+    $ nnscope run --otlp http://127.0.0.1:4318 --trace t.json   # also to an OTLP collector
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import numpy as np
 import tracing
 from runtime import builtin_models, graphdump
 from runtime.burst import Burst
+from runtime.cli import _otlp
 from runtime.cli._args import count
 from runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from runtime.compilation import Compilation
@@ -62,6 +65,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--trace", metavar="FILE.json", help="write the trace (format by extension)")
     parser.add_argument("--systrace", metavar="FILE.html", help="write systrace HTML")
     parser.add_argument("--perfetto", metavar="FILE", help="write a Perfetto protobuf trace")
+    _otlp.add_argument(parser)
     parser.add_argument("--dot", metavar="FILE.dot", help="write the compiled plan as Graphviz dot")
     parser.add_argument("--svg", metavar="FILE.svg",
                         help="render the compiled plan to SVG (needs Graphviz's dot on PATH)")
@@ -145,6 +149,8 @@ def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, l
                 burst.free()
         saved = _save_outputs(args.outputs, compilation, inputs, output_names) \
             if args.outputs else ""
+        with tracing.application(Phase.TERMINATION, "shutdown drivers"):
+            manager.shutdown()  # inside the run: the drivers' last spans join its trace
     return model, compilation, latencies, saved
 
 
@@ -191,6 +197,7 @@ def check_outputs(args, parser: argparse.ArgumentParser) -> None:
     running (usage error, exit 2)."""
     if args.example and args.model:
         parser.error("give a MODEL file or --example, not both")
+    _otlp.check(args, parser)
     if args.trace:
         from tracing.exporters import exporter_for_path  # noqa: PLC0415
         try:
@@ -226,9 +233,10 @@ def main(args) -> int:
     try:
         model, compilation, latencies, saved = _profile(args, session)
     finally:
-        manager.shutdown()  # driver processes write their last spans into the session
+        manager.shutdown()  # after a failed run (a no-op after a normal one)
         session.stop()
     written = _export(session, args)
+    _otlp.send(session.collect(), args.otlp)
     if args.dot:
         graph_dump(compilation, args.dot)
         written.append(args.dot)

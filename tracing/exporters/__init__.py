@@ -55,6 +55,36 @@ _BY_EXTENSION = {
 }
 
 
+#: OpenTelemetry's default OTLP/HTTP endpoint.
+OTLP_DEFAULT_ENDPOINT = "http://localhost:4318"
+
+
+def otlp_endpoint(spec: str | None, environ=None) -> str | None:
+    """The OTLP/HTTP base URL that ``spec`` asks for, or None when it asks for no OTLP.
+
+    ``spec`` is ``--otlp``'s value or ``NNSCOPE_TRACE``: ``otlp`` or an empty value means
+    ``$OTEL_EXPORTER_OTLP_ENDPOINT``, else OpenTelemetry's default ``http://localhost:4318``;
+    ``otlp://HOST:PORT`` means ``http://HOST:PORT``; an ``http(s)://`` URL is taken as is.
+
+    Raises:
+        ValueError: for ``otlp://`` without a host, or a URL of another scheme.
+    """
+    import os  # noqa: PLC0415 - only on this path
+
+    if spec is None or (spec and not spec.startswith(("otlp", "http://", "https://"))):
+        return None
+    environ = os.environ if environ is None else environ
+    if spec in ("", "otlp"):
+        return environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or OTLP_DEFAULT_ENDPOINT
+    if spec.startswith("otlp://"):
+        spec = "http://" + spec[len("otlp://"):]
+    elif not spec.startswith(("http://", "https://")):
+        raise ValueError(f"{spec!r} is no OTLP endpoint (otlp, otlp://HOST:PORT or http://...)")
+    if not spec.split("://", 1)[1].strip("/"):
+        raise ValueError(f"OTLP endpoint {spec!r} has no host")
+    return spec.rstrip("/")
+
+
 def exporter_names() -> list[str]:
     return sorted(_REGISTRY)
 

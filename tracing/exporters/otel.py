@@ -2,7 +2,12 @@
 
 Each span keeps its real start and end time (CLOCK_MONOTONIC nanoseconds moved to
 the epoch by one offset, ``time.time_ns() - time.monotonic_ns()``, measured once per
-exporter), its parent (``Span.parent``) and these attributes:
+exporter), its parent and these attributes. The parent is the enclosing span of its thread
+or, for a thread's top-level span, the span it runs for in another thread or process (the
+context it adopted, ``tracing.exporters._links``): a driver's ``HIDL::...::server`` span is a
+child of the runtime's ``HIDL::...::client`` span that sent the request, so one run is one trace.
+HIDL marks get kind CLIENT / SERVER; a span whose call failed gets status ERROR with
+``error.type`` (the result code's name) and ``nn.result_code``.
 
 ===================  ==========================================
 ``nn.layer``         layer code (``LR``), NNTRACE names only
@@ -13,16 +18,20 @@ exporter), its parent (``Span.parent``) and these attributes:
 ``process.title``    the process name from ``TraceData.processes``
 ``thread.id``        semantic convention
 ``thread.name``      semantic convention
+``error.type``       result code name, failed calls only
+``nn.result_code``   result code, failed calls only
 ===================  ==========================================
 
 If the application has a valid current OTel span at export time, top-level spans
 become its children. Where spans go (``tracer_provider``, ``span_exporter`` and
 ``endpoint`` exclude each other; the environment variable counts only without them):
 
-1. ``span_exporter=``: our own provider (resource ``service.name=nnscope``) with a
+1. ``span_exporter=``: our own providers, one per service (resource ``service.name=nnscope``
+   for the application, ``nnscope-driver/<name>`` for each driver process), each with a
    ``BatchSpanProcessor`` around it;
-2. ``tracer_provider=``: the application's provider;
-3. ``endpoint=`` or ``$OTEL_EXPORTER_OTLP_ENDPOINT``: our own provider sending to an
+2. ``tracer_provider=``: the application's provider (its resource names every span's
+   service; ``process.title`` still tells the processes apart);
+3. ``endpoint=`` or ``$OTEL_EXPORTER_OTLP_ENDPOINT``: our own providers (as 1.) sending to an
    OTLP/HTTP ``OTLPSpanExporter``;
 4. the global tracer provider.
 
@@ -49,22 +58,28 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_ENDPOINT
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from tracing.exporters import ExportResult, TraceExporter
+from opentelemetry.trace import Status, StatusCode
+
+from tracing.exporters import ExportResult, TraceExporter, _links
 from tracing.naming import parse_name
 from tracing.span import Span, TraceData
 
 _log = logging.getLogger(__name__)
 
 SERVICE = "nnscope"
+#: A driver process is named ``<driver>-driver`` (``runtime.drivers.__main__``).
+DRIVER_SUFFIX = "-driver"
 #: Instrumentation scope of the spans we create.
 SCOPE = "nnscope.tracing"
 #: Our BatchSpanProcessor queue; we flush before it can fill, so no span is dropped.
 _QUEUE_SIZE = 2048
 _FLUSH_EVERY = _QUEUE_SIZE // 2
 _FLUSH_TIMEOUT_MS = 30_000
+#: Loggers that :func:`send` holds back (ours included: the caller reports in one line).
+_SDK_LOGGERS = ("opentelemetry", __name__)
 
 
 class OtelExporter(TraceExporter):
@@ -93,14 +108,14 @@ class OtelExporter(TraceExporter):
             clock_offset_ns = time.time_ns() - time.monotonic_ns()
         self.clock_offset_ns = clock_offset_ns
         self._app_provider = tracer_provider
-        self._own_provider: TracerProvider | None = None
         self._watch: _ResultWatch | None = None
         if span_exporter is None and tracer_provider is None:
             if endpoint or os.environ.get(OTEL_EXPORTER_OTLP_ENDPOINT):
                 span_exporter = _otlp_exporter(endpoint)
+        self._services: dict[str, TracerProvider] = {}
+        self._synchronous = False
         if span_exporter is not None:
             self._watch = _ResultWatch(span_exporter)
-            self._own_provider = _own_provider(self._watch)
 
     def export(self, trace: TraceData) -> ExportResult:
         """Create, end and flush one OTel span per span of ``trace``; never raises."""
@@ -121,46 +136,107 @@ class OtelExporter(TraceExporter):
         return ExportResult.SUCCESS
 
     def flush(self) -> bool:
-        """Force-flush the provider in use; False on timeout or error."""
-        force_flush = getattr(self._provider(), "force_flush", None)
-        if force_flush is None:
-            return True
-        try:
-            return force_flush(_FLUSH_TIMEOUT_MS) is not False
-        except Exception:
-            _log.exception("otel flush failed")
-            return False
+        """Force-flush the providers in use; False on timeout or error."""
+        ok = True
+        for provider in list(self._services.values()) or [self._provider()]:
+            force_flush = getattr(provider, "force_flush", None)
+            if force_flush is None:
+                continue
+            try:
+                ok = force_flush(_FLUSH_TIMEOUT_MS) is not False and ok
+            except Exception:
+                _log.exception("otel flush failed")
+                ok = False
+        return ok
 
     def shutdown(self) -> None:
-        """Shut down our own provider and its exporter; the application's is left alone."""
-        if self._own_provider is not None:
+        """Shut down our own providers and their exporter; the application's is left alone."""
+        for provider in self._services.values():
             try:
-                self._own_provider.shutdown()
+                provider.shutdown()
             except Exception:
                 _log.exception("otel shutdown failed")
 
     def _provider(self) -> otel_trace.TracerProvider:
-        return self._own_provider or self._app_provider or otel_trace.get_tracer_provider()
+        if self._watch is not None:
+            return self._services.get(SERVICE) or self._services.setdefault(
+                SERVICE, _own_provider(self._watch, SERVICE, self._synchronous))
+        return self._app_provider or otel_trace.get_tracer_provider()
 
     def _replay(self, trace: TraceData) -> int:
-        tracer = self._provider().get_tracer(SCOPE)
         root = _root_context()
         thread_names = {(t.pid, t.tid): t.name for t in trace.threads}
         spans = list(trace.spans())  # each thread's spans in end order: children first
+        parent_of = _links.parents(spans)
         started: dict[int, otel_trace.Span] = {}
-        for span in sorted(spans, key=lambda s: s.index):  # parents begin before children
-            parent = started.get(span.parent) if span.parent is not None else None
-            started[span.index] = tracer.start_span(
+        for span in _links.parents_first(spans, parent_of):
+            parent = started.get(parent_of.get(span.index, -1))
+            process = trace.processes.get(span.pid, "")
+            started[span.index] = self._tracer(service_name(process)).start_span(
                 span.name,
                 context=root if parent is None else otel_trace.set_span_in_context(parent),
+                kind=span_kind(span.name),
                 start_time=span.start_ns + self.clock_offset_ns,
-                attributes=span_attributes(span, trace.processes.get(span.pid, ""),
+                attributes=span_attributes(span, process,
                                            thread_names.get((span.pid, span.tid), "")))
+            if span.error is not None:
+                started[span.index].set_status(Status(StatusCode.ERROR, span.error[1]))
         for ended, span in enumerate(spans, 1):
             started.pop(span.index).end(end_time=span.end_ns + self.clock_offset_ns)
             if ended % _FLUSH_EVERY == 0:
                 self.flush()
         return len(spans)
+
+    def _tracer(self, service: str) -> otel_trace.Tracer:
+        """Our provider of ``service`` (its resource names it), else the one in use."""
+        if self._watch is None:
+            return self._provider().get_tracer(SCOPE)
+        provider = self._services.get(service)
+        if provider is None:
+            provider = self._services[service] = _own_provider(self._watch, service,
+                                                               self._synchronous)
+        return provider.get_tracer(SCOPE)
+
+
+def send(trace: TraceData, endpoint: str, timeout_s: float = 10.0) -> ExportResult:
+    """Send ``trace`` to the OTLP/HTTP collector at ``endpoint`` and shut the exporter down.
+
+    The OpenTelemetry SDK's own log lines (retries, connection errors) are held back: the
+    caller reports the result in one line.
+    """
+    quiet = [logging.getLogger(name) for name in _SDK_LOGGERS]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        exporter = OtelExporter(span_exporter=_otlp_exporter(endpoint, timeout_s))
+        exporter._synchronous = True  # no threads: it also runs at exit (NNSCOPE_TRACE=otlp)
+        try:
+            return exporter.export(trace)
+        finally:
+            exporter.shutdown()
+    finally:
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
+
+
+def service_name(process_name: str) -> str:
+    """``service.name`` of a process: ``nnscope-driver/<name>`` for a driver process (named
+    ``<name>-driver``), else ``nnscope``."""
+    if process_name.endswith(DRIVER_SUFFIX) and len(process_name) > len(DRIVER_SUFFIX):
+        return f"{SERVICE}-driver/{process_name[:-len(DRIVER_SUFFIX)]}"
+    return SERVICE
+
+
+def span_kind(name: str) -> otel_trace.SpanKind:
+    """CLIENT for the caller's side of a HAL call (``HIDL::...::client``), SERVER for the
+    callee's, INTERNAL otherwise."""
+    if name.startswith("HIDL::"):
+        if name.endswith("::client"):
+            return otel_trace.SpanKind.CLIENT
+        if name.endswith("::server"):
+            return otel_trace.SpanKind.SERVER
+    return otel_trace.SpanKind.INTERNAL
 
 
 def span_attributes(span: Span, process_name: str = "",
@@ -177,6 +253,9 @@ def span_attributes(span: Span, process_name: str = "",
         attributes["process.title"] = process_name
     if thread_name:
         attributes["thread.name"] = thread_name
+    if span.error is not None:
+        attributes["error.type"] = span.error[1]
+        attributes["nn.result_code"] = span.error[0]
     parsed = parse_name(span.name)
     if parsed is not None:
         attributes["nn.layer"] = parsed.layer.value
@@ -200,7 +279,7 @@ class _ResultWatch(SpanExporter):
 
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
-        self.failed = False
+        self.failed = self.closed = False
 
     def reset(self) -> None:
         self.failed = False
@@ -216,20 +295,48 @@ class _ResultWatch(SpanExporter):
         return result
 
     def shutdown(self) -> None:
-        self.inner.shutdown()
+        if not self.closed:  # one inner exporter behind several providers
+            self.closed = True
+            self.inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.inner.force_flush(timeout_millis)
 
 
-def _own_provider(exporter: SpanExporter) -> TracerProvider:
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: SERVICE}))
+def _own_provider(exporter: SpanExporter, service: str = SERVICE,
+                  synchronous: bool = False) -> TracerProvider:
+    if synchronous:  # no resource detectors, no processor thread
+        provider = TracerProvider(resource=Resource({SERVICE_NAME: service}))
+        provider.add_span_processor(_BatchOnFlush(exporter))
+        return provider
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
     provider.add_span_processor(BatchSpanProcessor(
         exporter, max_queue_size=_QUEUE_SIZE, max_export_batch_size=512))
     return provider
 
 
-def _otlp_exporter(endpoint: str | None) -> SpanExporter:
+class _BatchOnFlush(SpanProcessor):
+    """Keeps ended spans and exports them, 512 at a time, on the caller's thread at flush."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        self._exporter, self._spans = exporter, []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._spans.append(span)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        spans, self._spans = self._spans, []
+        ok = True
+        for first in range(0, len(spans), 512):
+            ok = self._exporter.export(spans[first:first + 512]) is SpanExportResult.SUCCESS and ok
+        return ok
+
+    def shutdown(self) -> None:
+        self.force_flush()
+        self._exporter.shutdown()
+
+
+def _otlp_exporter(endpoint: str | None, timeout_s: float | None = None) -> SpanExporter:
     """An OTLP/HTTP exporter posting to ``<endpoint>/v1/traces``.
 
     With no ``endpoint`` the exporter reads the ``OTEL_EXPORTER_OTLP_*`` variables
@@ -239,4 +346,4 @@ def _otlp_exporter(endpoint: str | None) -> SpanExporter:
 
     if endpoint is None:
         return OTLPSpanExporter()
-    return OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
+    return OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces", timeout=timeout_s)

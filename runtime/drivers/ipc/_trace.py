@@ -21,6 +21,9 @@ try:
     ipc = _tracing.ipc
     driver = _tracing.driver
     hidl = _tracing.hidl
+    adopt = _tracing.adopt
+    context = _tracing.context
+    fail = _tracing.fail
     session_env = _tracing.session_env
     from tracing import session as _session
 
@@ -62,6 +65,15 @@ except (ImportError, AttributeError):  # tracing API not installed yet: spans ar
     def session_env() -> dict:  # noqa: D103
         return {}
 
+    def adopt(parent):  # noqa: D103
+        return _NULL
+
+    def context():  # noqa: D103
+        return None
+
+    def fail(code, name) -> None:  # noqa: D103
+        return None
+
     def flush() -> None:  # noqa: D103
         return None
 
@@ -77,5 +89,5 @@ except (ImportError, AttributeError):  # tracing API not installed yet: spans ar
     def session_dir():  # noqa: D103
         return None
 
-__all__ = ["Phase", "ipc", "driver", "hidl", "session_env", "flush", "enabled", "join_session",
+__all__ = ["Phase", "ipc", "driver", "hidl", "adopt", "context", "fail", "session_env", "flush", "enabled", "join_session",
            "session_dir", "AVAILABLE"]

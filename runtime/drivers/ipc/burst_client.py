@@ -45,7 +45,7 @@ from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.encoder import is_shared, pool_bytes
 from runtime.drivers.ipc.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
 from runtime.drivers.ipc.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
-                                           encode_request)
+                                           encode_request, encode_trace)
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
@@ -170,7 +170,9 @@ class BurstController:
         if _trace.enabled():
             with _trace.ipc(Phase.EXECUTION, f"{_LABEL}::compute"):
                 with _trace.hidl("IBurstContext", "executeBurst", "client"):
-                    result = self._exchange(encoded.message)
+                    context = _trace.context()
+                    result = self._exchange(encoded.message if context is None
+                                            else encode_trace(context) + encoded.message)
         else:
             result = self._exchange(encoded.message)
         if result.status == _NONE:

@@ -20,10 +20,12 @@ A malformed message gets an INVALID_ARGUMENT result and the thread goes on; a ri
 indices are broken ends the burst. Each frame takes the execution lock through the scheduler
 (``Scheduler.exclusive``), ranked by its model's priority among its client's executions.
 
-Example (the socket handlers ``DriverService`` routes)::
+The socket messages that configure, feed and release a burst are in :mod:`burst_messages`.
 
-    configure(service, connection, message)   # CONFIGURE_BURST -> burst id, thread started
-    free_memory(service, connection, message) # BURST_FREE_MEMORY(burst id, slot)
+Example (what ``burst_messages.configure`` does)::
+
+    burst = BurstServer(service, client, burst_id, prepared, channels, poll_s)
+    burst.start()
 """
 from __future__ import annotations
 
@@ -37,13 +39,12 @@ import time
 import vlog
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader
+from runtime.drivers.ipc.codec import CodecError
 from runtime.drivers.ipc.execute_server import with_driver_time
-from runtime.drivers.ipc.fmq import FmqChannel, FmqCorrupt, FmqError
+from runtime.drivers.ipc.fmq import FmqCorrupt, FmqError
 from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_request,
-                                           encode_result, is_echo, max_request_bytes)
-from runtime.drivers.ipc.shm import map_fd
-from runtime.drivers.ipc.transport import close_fds
+                                           encode_result, is_echo, split_trace,
+                                           TRACE_ID_TAG)
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Priority
@@ -64,7 +65,7 @@ MAX_POLL_US = 1000
 CALLBACK_TIMEOUT_S = 30.0
 _OK = struct.pack("<I", 0)
 _U32 = struct.Struct("<I")
-_MEMORY = struct.Struct("<IQQ")  # slot, offset, size
+_TRACE_TAG = bytes([TRACE_ID_TAG])
 _LABEL = "ExecutionBurstServer"
 _INVALID = encode_result(ExecutionResult(ErrorStatus.INVALID_ARGUMENT))
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
@@ -129,7 +130,13 @@ class BurstServer:
         """The reply to a repeat of the last bound request (see :meth:`_answer`), run through
         its bound run; None for another message, or when the run declined (it is dropped: the
         ordinary path reports, and binds again). ``_fast`` is only read and set under the
-        execution lock, which freeMemory holds to drop it: a bound run never outlives a slot."""
+        execution lock, which freeMemory holds to drop it: a bound run never outlives a slot.
+        A trace context before the request (this driver is not tracing) is checked and skipped."""
+        if message[:1] == _TRACE_TAG:
+            try:
+                message = split_trace(message)[1]
+            except CodecError:
+                return None  # the ordinary path refuses it
         with self._exclusive():
             fast_message, run, reply = self._fast
             if message != fast_message:
@@ -145,9 +152,14 @@ class BurstServer:
         return self.service.executions.scheduler.exclusive(self.client, self.priority)
 
     def _serve(self, message: bytes) -> bytes:
+        try:
+            context, message = split_trace(message)
+        except CodecError as error:
+            self._log("burst %d: request rejected: %s", self.burst_id, error)
+            return _INVALID
         if not _trace.enabled():
             return self._answer(message)
-        with _trace.hidl("IBurstContext", "executeBurst", "server"):
+        with _trace.adopt(context), _trace.hidl("IBurstContext", "executeBurst", "server"):
             with _trace.driver(Phase.EXECUTION, f"{_LABEL}::execute"):
                 return self._answer(message)
 
@@ -291,126 +303,3 @@ def reap(service) -> None:
     for burst in [b for b in ending if not b.thread.is_alive()]:
         ending.remove(burst)
         burst._close()
-
-
-# ---------------------------------------------------------------------- socket handlers
-def configure(service, connection, message) -> bytes:
-    """configureExecutionBurst(model id, polling window in us) with six fds: the request and the
-    result FMQ."""
-    r = Reader(message.payload)
-    model_id, poll_us = r.u32(), r.u32()
-    r.end()
-    if poll_us > MAX_POLL_US:
-        raise CodecError(f"polling window of {poll_us} us exceeds {MAX_POLL_US} us")
-    prepared = connection.client.models.get(model_id)
-    if prepared is None:
-        raise CodecError(f"unknown prepared model {model_id}")
-    if len(message.fds) != 6:
-        raise CodecError(f"configureExecutionBurst needs 6 fds (two FMQs), {len(message.fds)} were sent")
-    client = connection.client
-    if len(connection.bursts) >= MAX_BURSTS_PER_CONNECTION or client.bursts >= MAX_BURSTS_PER_CLIENT \
-            or service.bursts_open >= MAX_BURSTS_TOTAL or not service.budget.take_for(client, BURST_FDS):
-        raise HalError(_EXHAUSTED, f"burst limit reached: {len(connection.bursts)} on this connection, "
-                       f"{client.bursts} for this client, {service.bursts_open} in all, {client.pools} "
-                       f"fds held (release some first)")
-    channels: tuple = ()
-    try:
-        channels = _attach(message.fds, max_request_bytes(getattr(prepared, "model", None), MAX_SLOTS))
-        burst = BurstServer(service, client, service.next_burst_id + 1, prepared, channels,
-                            poll_us / 1e6)
-    except BaseException:
-        for channel in channels:
-            channel.close()
-        service.budget.give_for(client, BURST_FDS)
-        raise
-    service.next_burst_id += 1
-    service.clients.hold(prepared)
-    client.bursts += 1
-    service.bursts_open += 1
-    burst.start()
-    connection.bursts[burst.burst_id] = burst
-    vlog.log("driver", _LABEL, "configureExecutionBurst: burst %d of model %d", burst.burst_id, model_id)
-    return _OK + _U32.pack(burst.burst_id)
-
-
-def _attach(fds: list, max_request: int) -> tuple:
-    """The request and result rings on copies of ``fds``; every copy is closed if one fails
-    (a failing ``attach`` closes its own three)."""
-    ring, other = os.fstat(fds[0]), os.fstat(fds[3])
-    if (ring.st_dev, ring.st_ino) == (other.st_dev, other.st_ino):
-        raise CodecError("the request and result FMQs are one file (the listener would feed itself)")
-    copies: list = []
-    try:
-        copies.extend(os.dup(fd) for fd in fds)
-        requests = FmqChannel.attach(*copies[:3], max_message=max_request)
-    except BaseException:
-        close_fds(copies[3:] if len(copies) == 6 else copies)
-        raise
-    try:
-        return requests, FmqChannel.attach(*copies[3:])
-    except BaseException:
-        requests.close()
-        raise
-
-
-def memories(service, connection, message) -> bytes:
-    """The runtime's answer to getMemories: (burst id, count, count x (slot, offset, size)) and
-    one fd per slot; the slots must be exactly those asked for. Count 0: it has none of them."""
-    r = Reader(message.payload)
-    burst = _burst(connection, r.u32())
-    entries = [r._take(_MEMORY) for _ in range(r.count(_MEMORY.size))]
-    r.end()
-    if burst.asked is None:
-        raise CodecError(f"burst {burst.burst_id} asked for no memories")
-    if entries and (tuple(slot for slot, _, _ in entries) != burst.asked or len(message.fds) != len(entries)):
-        burst.deliver(None)
-        raise CodecError(f"getMemories answer does not match the slots asked for {burst.asked}")
-    try:
-        burst.deliver(_map(service, connection.client, entries, message.fds) if entries else None)
-    except BaseException:
-        burst.deliver(None)
-        raise
-    return _OK
-
-
-def _map(service, client, entries: list, fds: list) -> dict:
-    if not service.budget.take_for(client, len(entries)):
-        raise HalError(_EXHAUSTED, "too many pools mapped for this client")
-    regions = {}
-    try:
-        for (slot, offset, size), fd in zip(entries, fds):
-            regions[slot] = map_fd(fd, offset, size)
-    except BaseException:
-        for region in regions.values():
-            region.close()
-        service.budget.give_for(client, len(entries))
-        raise
-    return regions
-
-
-def free_memory(service, connection, message) -> bytes:
-    """IBurstContext.freeMemory(burst id, slot)."""
-    r = Reader(message.payload)
-    burst = _burst(connection, r.u32())
-    slot = r.u32()
-    r.end()
-    with service.exec_lock:
-        burst.free_slot(slot)
-    return _OK
-
-
-def release(service, connection, message) -> bytes:
-    """The runtime dropped its burst (IBurstContext's last reference)."""
-    r = Reader(message.payload)
-    burst = _burst(connection, r.u32())
-    r.end()
-    del connection.bursts[burst.burst_id]
-    burst.stop()
-    return _OK
-
-
-def _burst(connection, burst_id: int) -> BurstServer:
-    burst = connection.bursts.get(burst_id)
-    if burst is None:
-        raise CodecError(f"unknown burst {burst_id}")
-    return burst

@@ -294,7 +294,7 @@ class RemoteDevice(Device):
                 channel = self.ensure_started()
             self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
             try:
-                channel.send(msg_type, request_id, payload, fds)
+                channel.send(msg_type, request_id, payload, fds, _trace.context())
             except ProtocolError as error:  # refused here, before the driver saw it
                 raise HalError(ErrorStatus.INVALID_ARGUMENT, str(error)) from None
             except OSError as error:
@@ -379,6 +379,7 @@ class RemoteDevice(Device):
     def _mark_dead(self, why: str):
         if self._dead is None:
             self.backoff.died(time.monotonic())
+        _trace.fail(_DEAD, _DEAD.name)
         self._dead = why
         self._drop_channel()
         raise HalError(_DEAD, f"driver {self.name}: {why}")

@@ -31,6 +31,7 @@ import time
 from typing import NamedTuple
 
 from runtime.drivers.ipc import _trace, buffers
+from runtime.drivers.ipc._reply import mark_failure
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
@@ -146,6 +147,10 @@ class ExecuteServer:
     def execute_async(self, connection, message, start: int) -> None:
         """Launch reply first (status only), then, only after a successful launch, the result as
         a NOTIFY callback."""
+        with _trace.adopt(message.context):
+            self._execute_async(connection, message, start)
+
+    def _execute_async(self, connection, message, start: int) -> None:
         service = self.service
         with _trace.hidl("IPreparedModel", "execute", "server"):
             with _trace.driver(Phase.EXECUTION, f"{self.label}::execute"):
@@ -153,6 +158,7 @@ class ExecuteServer:
                 launch = service._guarded(self._launch, connection, message)
                 if launch is _OK:
                     decoded = connection.launched
+            mark_failure(launch)
         connection.launched = None
         connection.send(REPLY | MsgType.EXECUTE, message.request_id, launch)
         if decoded is None:
@@ -162,7 +168,7 @@ class ExecuteServer:
         run = functools.partial(self._answer, models, decoded, start)
         if self._queues(prepared):
             declined = self._queue(connection, MsgType.NOTIFY, message.request_id, prepared, run,
-                                   "asyncExecute", decoded.deadline_ns)
+                                   "asyncExecute", decoded.deadline_ns, message.context)
             return None if declined is PARKED else _notify(connection, message.request_id, declined)
         with _trace.driver(Phase.EXECUTION, f"{self.label}::asyncExecute"), service.exec_lock:
             payload = service._guarded(run)
@@ -188,10 +194,11 @@ class ExecuteServer:
         if not self._queues(prepared):
             with self.service.exec_lock:
                 return run()
-        return self._queue(connection, message.type, message.request_id, prepared, run, method, deadline_ns)
+        return self._queue(connection, message.type, message.request_id, prepared, run, method,
+                           deadline_ns, message.context)
 
     def _queue(self, connection, reply_type: int, request_id: int, prepared, run, method: str,
-               deadline_ns: int | None):
+               deadline_ns: int | None, context: bytes | None = None):
         """Park ``connection`` and queue ``run`` with ``prepared``'s priority (PARKED), or
         answer at once when the deadline cannot be met (its MISSED_DEADLINE payload)."""
         priority = getattr(prepared, "priority", Priority.MEDIUM)
@@ -203,9 +210,12 @@ class ExecuteServer:
         guarded, label = self.service._guarded, f"{self.label}::{method}"
 
         def traced_run() -> bytes:  # a sync call's server side lasts until its reply: trace it here too
-            with _trace.hidl("IPreparedModel", method, "server") if reply_type != MsgType.NOTIFY else _NO_MARK:
+            with _trace.adopt(context), \
+                    _trace.hidl("IPreparedModel", method, "server") if reply_type != MsgType.NOTIFY else _NO_MARK:
                 with _trace.driver(Phase.EXECUTION, label):
-                    return guarded(run)
+                    payload = guarded(run)
+                mark_failure(payload)
+                return payload
 
         def done(payload) -> None:
             if isinstance(payload, Exception):

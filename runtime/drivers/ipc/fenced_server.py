@@ -32,6 +32,7 @@ import time
 import vlog
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._guard import PoolTable
+from runtime.drivers.ipc._reply import mark_failure
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import CodecError, Reader, Writer
 from runtime.drivers.ipc.execution_codec import DecodeState, decode_execute
@@ -79,6 +80,7 @@ class FencedJob:
         self.done = False
         self.status, self.message = ErrorStatus.GENERAL_FAILURE, ""
         self.launched = self.fenced = None  # Timing when measured
+        self.context: bytes | None = None  # the trace context of the executeFenced call
 
     def start(self) -> None:
         try:
@@ -89,7 +91,8 @@ class FencedJob:
 
     def _run(self) -> None:
         try:
-            self.status, self.message = self._work()
+            with _trace.adopt(self.context):
+                self.status, self.message = self._work()
         except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
             self.status, self.message = ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}"
         finally:
@@ -178,10 +181,12 @@ class FencedServer:
 
     def execute(self, connection, message, start: int) -> None:
         """Launch one executeFenced and reply with its callback id and sync fence (or an error)."""
-        with _trace.hidl("IPreparedModel", "executeFenced", "server"):
+        with _trace.adopt(message.context), _trace.hidl("IPreparedModel", "executeFenced", "server"):
             with _trace.driver(Phase.EXECUTION, self.label):
                 launched = self.service._guarded(self._launch, connection, message, start)
+            mark_failure(launched)
         if isinstance(launched, FencedJob):
+            launched.context = message.context  # its worker's spans belong to the same call
             callback_id = self._keep(connection, launched)
             if self.service._vlog:
                 vlog.log("driver", self.service._label, "executeFenced(%s): %d wait fences, callback %d",

@@ -9,7 +9,9 @@ offset, length, rank)`` + ``rank`` x ``INPUT_DIM``, the same for outputs, ``pool
 ``POOL(slot)``, ``MEASURE(flag)``;
 result: ``PACKET(size, status, operands)``, per output ``OPERAND(is_sufficient; rank)`` +
 ``rank`` x ``DIM``, ``TIMING(on device, in driver)``. Not AOSP's: an echo request (``ECHO``
-then zero datums) that the listener writes back unchanged, to time the channel alone.
+then zero datums) that the listener writes back unchanged, to time the channel alone, and two
+optional ``TRACE`` datums before a request's PACKET: the trace context of the runtime's span
+(:func:`encode_trace`, :func:`split_trace`).
 
 No pickle: the decoders only unpack integers. They check every field against the bytes received
 (whole datums, the declared packet size, counts against the datums left, tags in order, ranks,
@@ -33,6 +35,7 @@ from runtime.drivers.ipc.codec import CodecError, enum_value
 from runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
 from runtime.hal.types import ErrorStatus
 from timing import Timing
+from tracing import propagation
 
 DATUM = struct.Struct("<BBHIIII")  # tag, flag, padding (zero), four fields
 _TIMING = struct.Struct("<BBHQQ")
@@ -75,6 +78,16 @@ ECHO_TAG = 0x20
 ECHO = DATUM.pack(ECHO_TAG, 0, 0, *struct.unpack("<IIII", b"nnscope:echo\x00\x00\x00\x01"))
 #: Longest echo message, in datums.
 MAX_ECHO_DATUMS = 64
+
+
+#: Not AOSP's: a request may start with two datums holding the trace context of the runtime's
+#: executeBurst span (``tracing.propagation``): TRACE_ID (flag: context version; the trace id)
+#: then TRACE_SPAN (flag: trace flags; the 8-byte span id, then 8 zero bytes).
+TRACE_ID_TAG, TRACE_SPAN_TAG = 0x30, 0x31
+_TRACE = struct.Struct("<BBH16sBBH8s8s")
+TRACE_SIZE = _TRACE.size
+_CONTEXT = struct.Struct("<B16s8sB")
+_ZERO8, _ZERO16 = bytes(8), bytes(16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +264,27 @@ def decode_result(data) -> ExecutionResult:
     return ExecutionResult(status, tuple(shapes), timing if timing != Timing() else None)
 
 
+def encode_trace(context: bytes) -> bytes:
+    """The two trace datums of a 26-byte binary context (prefixed to a request)."""
+    version, trace_id, span_id, flags = _CONTEXT.unpack(context)
+    return _TRACE.pack(TRACE_ID_TAG, version, 0, trace_id, TRACE_SPAN_TAG, flags, 0, span_id,
+                       bytes(8))
+
+
+def split_trace(data) -> tuple[bytes | None, object]:
+    """``(context, request)``: the checked trace context a message starts with (None when it
+    has none) and the request datums after it. Raises CodecError for malformed trace datums."""
+    if not len(data) or data[0] != TRACE_ID_TAG:
+        return None, data
+    if len(data) < TRACE_SIZE:
+        raise CodecError("trace datums cut short")
+    _, version, pad, trace_id, tag, flags, pad2, span_id, spare = _TRACE.unpack_from(data)
+    if tag != TRACE_SPAN_TAG or pad or pad2 or spare != _ZERO8 or version != propagation.VERSION \
+            or flags & ~propagation.SAMPLED or trace_id == _ZERO16 or span_id == _ZERO8:
+        raise CodecError("malformed trace datums")
+    return _CONTEXT.pack(version, trace_id, span_id, flags), data[TRACE_SIZE:]
+
+
 def encode_echo(datums: int) -> bytes:
     """An echo message of ``datums`` datums (1..MAX_ECHO_DATUMS): ECHO, then zero datums."""
     if not 1 <= datums <= MAX_ECHO_DATUMS:
@@ -260,11 +294,12 @@ def encode_echo(datums: int) -> bytes:
 
 def max_request_bytes(model, max_slots: int) -> int:
     """The longest legal request for HAL ``model`` (every argument at :data:`MAX_RANK`, up to
-    ``max_slots`` pools) or echo; without a model, the decoder's own bound :data:`MAX_DATUMS`."""
+    ``max_slots`` pools) or echo, with its trace context; without a model, the decoder's own
+    bound :data:`MAX_DATUMS`."""
     if model is None:
         return DATUM_SIZE * MAX_DATUMS
     arguments = len(model.main.input_indexes) + len(model.main.output_indexes)
-    return DATUM_SIZE * max(2 + arguments * (1 + MAX_RANK) + max_slots, MAX_ECHO_DATUMS)
+    return TRACE_SIZE + DATUM_SIZE * max(2 + arguments * (1 + MAX_RANK) + max_slots, MAX_ECHO_DATUMS)
 
 
 def is_echo(data: bytes) -> bool:

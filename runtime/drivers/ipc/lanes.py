@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 import time
 
+from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._reply import DeadlineExpired, deadline_grace_s, readable
 from runtime.drivers.ipc.encoder import PoolCache
 from runtime.drivers.ipc.protocol import REPLY, ProtocolError
@@ -48,16 +49,18 @@ class Lane:
         """Send one execute and wait for its reply (DeadlineExpired, or HalError(DEAD_OBJECT))."""
         self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
         try:
-            self.channel.send(msg_type, request_id, payload, fds)
+            self.channel.send(msg_type, request_id, payload, fds, _trace.context())
         except ProtocolError as error:  # refused here, before the driver saw it
             raise HalError(ErrorStatus.INVALID_ARGUMENT, str(error)) from None
         except (PeerClosed, OSError) as error:
             self.close()
+            _trace.fail(ErrorStatus.DEAD_OBJECT, ErrorStatus.DEAD_OBJECT.name)
             raise HalError(ErrorStatus.DEAD_OBJECT, f"driver {self.device.name}: lane lost: {error}") from None
         try:
             message = self._receive(deadline_ns)
         except (PeerClosed, OSError, ValueError) as error:
             self.close()
+            _trace.fail(ErrorStatus.DEAD_OBJECT, ErrorStatus.DEAD_OBJECT.name)
             raise HalError(ErrorStatus.DEAD_OBJECT, f"driver {self.device.name}: lane lost: {error}") from None
         if message.request_id != request_id or message.type not in (REPLY | msg_type, REPLY):
             self.close()

@@ -10,6 +10,12 @@ so a message and its shared-memory fds always arrive together. A payload larger 
 :data:`MAX_INLINE_PAYLOAD` travels as a memfd (flag :data:`FLAG_BULK`): the record then holds only
 the header and the first attached fd holds the payload bytes.
 
+A request may carry the trace context of the runtime span that sent it (flag
+:data:`FLAG_TRACE`): the 26 bytes of ``tracing.propagation`` (W3C ``traceparent`` in binary)
+follow the header, before the payload, and are not counted in its length (but in the
+record's :data:`MAX_INLINE_PAYLOAD`). A record whose
+context is short or malformed is a ``ProtocolError`` (INVALID_ARGUMENT).
+
 Replies carry ``type | REPLY``; the asynchronous execution callback is :attr:`MsgType.NOTIFY`
 with the request id of the ``EXECUTE`` it answers.
 
@@ -38,6 +44,9 @@ MAX_FDS = 64
 INLINE_DATA_LIMIT = 4096
 
 FLAG_BULK = 0x01
+FLAG_TRACE = 0x02
+#: Size of the trace context a FLAG_TRACE record carries after its header.
+TRACE_CONTEXT_SIZE = 26
 REPLY = 0x8000
 
 
@@ -138,7 +147,7 @@ def unpack_header(data) -> Header:
         raise ProtocolError(f"bad magic 0x{magic:08x}")
     if version != VERSION:
         raise ProtocolError(f"unsupported protocol version {version} (speaks {VERSION})", request_id, msg_type)
-    if flags & ~FLAG_BULK:
+    if flags & ~(FLAG_BULK | FLAG_TRACE):
         raise ProtocolError(f"unknown flags 0x{flags:02x}", request_id, msg_type)
     if length > MAX_PAYLOAD:
         raise ProtocolError(f"payload length {length} exceeds {MAX_PAYLOAD}", request_id, msg_type)

@@ -30,11 +30,12 @@ import time
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _guard, _trace, buffers, burst_server, cache_client, cache_server
+from runtime.drivers.ipc import _guard, _trace, buffers, burst_messages, cache_client, cache_server
 from runtime.drivers.ipc._serve import Connection, ServeLoop
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                        encode_extensions, enum_value)
+from runtime.drivers.ipc._reply import mark_failure
 from runtime.drivers.ipc.execute_server import PARKED, ExecuteServer, error_reply
 from runtime.drivers.ipc.fenced_server import FencedServer
 from runtime.drivers.ipc.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
@@ -122,10 +123,10 @@ class DriverService:
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
             MsgType.SET_TRACE_DIR: self._trace_dir, MsgType.FENCED_INFO: self._fenced.info,
-            **{t: _bound(self, f) for t, f in ((MsgType.CONFIGURE_BURST, burst_server.configure),
-                                              (MsgType.BURST_MEMORIES, burst_server.memories),
-                                              (MsgType.BURST_FREE_MEMORY, burst_server.free_memory),
-                                              (MsgType.BURST_RELEASE, burst_server.release))},
+            **{t: _bound(self, f) for t, f in ((MsgType.CONFIGURE_BURST, burst_messages.configure),
+                                              (MsgType.BURST_MEMORIES, burst_messages.memories),
+                                              (MsgType.BURST_FREE_MEMORY, burst_messages.free_memory),
+                                              (MsgType.BURST_RELEASE, burst_messages.release))},
             **buffers.routes(self),  # IDevice.allocate and IBuffer (memory domains)
         }
         self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],
@@ -170,10 +171,12 @@ class DriverService:
         if self._vlog:
             vlog.log("driver", self._label, "%s(%s) request %d", method, self.device.name,
                      message.request_id)
-        if _trace_enabled():
-            with _trace.hidl(interface, method, "server") if interface else _NO_MARK:
+        if _trace_enabled():  # the runtime's span that sent the request is the parent
+            with _trace.adopt(message.context), \
+                    _trace.hidl(interface, method, "server") if interface else _NO_MARK:
                 with _trace.driver(phase, detail):
                     payload = self._guarded(handler, connection, message, start)
+                mark_failure(payload)
             _trace.flush()
         else:  # one check per message: no scopes to open (a handler may start a session)
             try:

@@ -27,11 +27,15 @@ import struct
 from typing import NamedTuple
 
 from runtime.drivers.ipc.shm import can_not_shrink, sealed_memfd
-from runtime.drivers.ipc.protocol import (FLAG_BULK, HEADER, HEADER_SIZE, MAGIC, MAX_FDS,
-                                          MAX_INLINE_PAYLOAD, VERSION, MsgType, ProtocolError,
-                                          pack_header, unpack_header)
+from runtime.drivers.ipc.protocol import (FLAG_BULK, FLAG_TRACE, HEADER, HEADER_SIZE, MAGIC,
+                                          MAX_FDS, MAX_INLINE_PAYLOAD, TRACE_CONTEXT_SIZE,
+                                          VERSION, MsgType, ProtocolError, pack_header,
+                                          unpack_header)
+from tracing.propagation import unpack as _unpack_context
 
 _RECV_SIZE = HEADER_SIZE + MAX_INLINE_PAYLOAD + 1  # +1: detect oversized records
+#: A traced record's context counts against the inline limit: larger payloads go bulk.
+_TRACED_INLINE = MAX_INLINE_PAYLOAD - TRACE_CONTEXT_SIZE
 _ANC_SIZE = socket.CMSG_SPACE(MAX_FDS * 4)
 _CLOEXEC = int(getattr(socket, "MSG_CMSG_CLOEXEC", 0))
 _CTRUNC = int(socket.MSG_CTRUNC)  # plain ints: IntFlag arithmetic is slow
@@ -51,6 +55,8 @@ class Message(NamedTuple):
     request_id: int
     payload: memoryview
     fds: list
+    #: The sender's trace context (26 bytes, ``tracing.propagation``) or None.
+    context: bytes | None = None
 
 
 _new_message = tuple.__new__  # Message(...) without the generated Python-level __new__
@@ -94,14 +100,17 @@ class Channel:
     def close(self) -> None:
         self.sock.close()
 
-    def send(self, msg_type: int, request_id: int, payload=b"", fds=()) -> None:
-        """Send one record; raises PeerClosed when the peer is gone."""
+    def send(self, msg_type: int, request_id: int, payload=b"", fds=(), context=None) -> None:
+        """Send one record (with the trace ``context`` of the sending span, if given); raises
+        PeerClosed when the peer is gone, ProtocolError for more fds than a record carries."""
         if len(fds) > MAX_FDS - 1:  # a bulk record adds its payload's fd
             raise ProtocolError(f"a record carries at most {MAX_FDS - 1} file descriptors, not {len(fds)}",
                                 request_id, msg_type)
         try:
             size = len(payload)
-            if size > MAX_INLINE_PAYLOAD:
+            if context is not None:
+                self._send_traced(msg_type, request_id, payload, fds, context)
+            elif size > MAX_INLINE_PAYLOAD:
                 self._send_bulk(msg_type, request_id, payload, fds)
             elif fds:
                 head = pack_header(msg_type, request_id, size)
@@ -112,6 +121,24 @@ class Channel:
             raise PeerClosed(str(error)) from None
         except BlockingIOError:
             raise socket.timeout("peer does not read (send timed out)") from None
+
+    def _send_traced(self, msg_type: int, request_id: int, payload, fds, context: bytes) -> None:
+        if len(context) != TRACE_CONTEXT_SIZE:
+            raise ValueError(f"trace context of {len(context)} bytes")
+        size = len(payload)
+        if size > _TRACED_INLINE:
+            fd = _bulk_fd(payload)
+            try:
+                head = pack_header(msg_type, request_id, size, FLAG_BULK | FLAG_TRACE)
+                socket.send_fds(self.sock, [head + context], [fd, *fds])
+            finally:
+                os.close(fd)
+            return
+        record = pack_header(msg_type, request_id, size, FLAG_TRACE) + context + bytes(payload)
+        if fds:
+            socket.send_fds(self.sock, [record], list(fds))
+        else:
+            self._sendall(record)
 
     def _send_bulk(self, msg_type: int, request_id: int, payload, fds) -> None:
         fd = _bulk_fd(payload)
@@ -194,7 +221,8 @@ class Channel:
             # the hot path: a well-formed plain record without fds (the same checks as _parse)
             magic, version, bits, msg_type, request_id, length = _HEADER_UNPACK(self._buf)
             if magic == MAGIC and version == VERSION and not bits and length == size - HEADER_SIZE:
-                return _new_message(Message, (msg_type, request_id, self._view[HEADER_SIZE:size], []))
+                return _new_message(Message, (msg_type, request_id, self._view[HEADER_SIZE:size], [],
+                                              None))
         fds = _fds(ancdata) if ancdata else []
         if size == 0:  # end of stream, or an empty record (its fds must not leak)
             close_fds(fds)
@@ -214,17 +242,21 @@ class Channel:
             if magic == MAGIC and version == VERSION and not bits and length == size - HEADER_SIZE:
                 return Message(msg_type, request_id, self._view[HEADER_SIZE:size], fds)
         head = unpack_header(self._view[:size])
+        start, context = HEADER_SIZE, None
+        if head.flags & FLAG_TRACE:
+            start += TRACE_CONTEXT_SIZE
+            context = _context(self._view[HEADER_SIZE:start] if size >= start else b"", head)
         if head.flags & FLAG_BULK:
-            if size != HEADER_SIZE or not fds:
-                raise ProtocolError("bulk record must be a bare header with a payload fd", head.request_id)
+            if size != start or not fds:
+                raise ProtocolError("bulk record must be a bare header with a payload fd", head.request_id,
+                                    head.type)
             payload = _read_bulk(fds.pop(0), head)
         else:
-            if size - HEADER_SIZE != head.length:
+            if size - start != head.length:
                 raise ProtocolError(f"header says {head.length} payload bytes, record has "
-                                    f"{size - HEADER_SIZE}", head.request_id)
-            payload = self._view[HEADER_SIZE:size]
-        return Message(head.type, head.request_id, payload, fds)
-
+                                    f"{size - start}", head.request_id, head.type)
+            payload = self._view[start:size]
+        return Message(head.type, head.request_id, payload, fds, context)
 
     def _sender(self, size: int) -> tuple[int, int]:
         """(request id, message type) of a refused record whose header is readable, else (0, 0):
@@ -234,6 +266,15 @@ class Channel:
             if magic == MAGIC:
                 return request_id, msg_type
         return 0, 0
+
+
+def _context(data, head) -> bytes:
+    """The checked trace context of a FLAG_TRACE record."""
+    try:
+        _unpack_context(data)
+    except ValueError as error:
+        raise ProtocolError(f"malformed trace context: {error}", head.request_id, head.type) from None
+    return bytes(data)
 
 
 def _timeval(seconds: float | None) -> bytes:

@@ -154,9 +154,9 @@ def _record_sends(device):
     sent = []
     original = type(channel).send
 
-    def send(msg_type, request_id, payload=b"", fds=()):
+    def send(msg_type, request_id, payload=b"", fds=(), context=None):
         sent.append((len(payload), list(fds)))
-        return original(channel, msg_type, request_id, payload, fds)
+        return original(channel, msg_type, request_id, payload, fds, context)
 
     channel.send = send
     return sent

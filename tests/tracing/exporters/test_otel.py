@@ -60,7 +60,8 @@ def test_names_times_and_resource(memory):
     for span in data.spans():
         otel_span = spans[span.name]
         assert (otel_span.start_time, otel_span.end_time) == (span.start_ns + OFFSET, span.end_ns + OFFSET)
-        assert otel_span.resource.attributes["service.name"] == "nnscope"
+        service = "nnscope-driver/nn-sample" if span.pid == DRIVER else "nnscope"
+        assert otel_span.resource.attributes["service.name"] == service
         assert otel_span.instrumentation_scope.name == "nnscope.tracing"
 
 
@@ -218,9 +219,10 @@ class _Receiver:
         return [span for request in self.requests for resource_spans in request.resource_spans
                 for scope_spans in resource_spans.scope_spans for span in scope_spans.spans]
 
-    def resource_attributes(self) -> dict:
-        return {a.key: a.value.string_value for request in self.requests
-                for rs in request.resource_spans for a in rs.resource.attributes}
+    def services(self) -> set:
+        return {a.value.string_value for request in self.requests
+                for rs in request.resource_spans for a in rs.resource.attributes
+                if a.key == "service.name"}
 
 
 @pytest.fixture
@@ -238,7 +240,7 @@ def _attributes(span) -> dict:
 
 def _check_received(receiver: _Receiver) -> None:
     assert receiver.paths and set(receiver.paths) == {"/v1/traces"}
-    assert receiver.resource_attributes()["service.name"] == "nnscope"
+    assert receiver.services() == {"nnscope", "nnscope-driver/nn-sample"}
     spans = _by_name(receiver.spans())
     assert set(spans) == {s.name for s in _trace().spans()}
     compute = spans["[NN_LR_PE]ANeuralNetworksExecution_compute"]
