@@ -39,11 +39,11 @@ def _swallow_next_execute(device: RemoteDevice) -> None:
     channel = device.channel
     send = channel.send
 
-    def lossy(msg_type, request_id, payload=b"", fds=()):
+    def lossy(msg_type, request_id, *rest):
         if msg_type in _EXECUTES:
             channel.send = send
             return None
-        return send(msg_type, request_id, payload, fds)
+        return send(msg_type, request_id, *rest)
     channel.send = lossy
 
 

@@ -34,6 +34,15 @@ from runtime.hal.types import ErrorStatus
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def positive_seconds(text: str | None, default: float) -> float:
+    """``text`` as a positive number of seconds, else ``default``."""
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 class DriverProcess:
     """The OS process behind one ``RemoteDevice``."""
 

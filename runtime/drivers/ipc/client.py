@@ -28,7 +28,7 @@ import time
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _trace, cache_client
+from runtime.drivers.ipc import _process, _trace, cache_client
 from runtime.drivers.ipc._process import DriverProcess
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status, deadline_grace_s, readable
 from runtime.drivers.ipc._restart import MAX_S as MAX_BACKOFF_S, Backoff
@@ -48,20 +48,10 @@ from runtime.hal.validate import pool_buffer
 
 NNSCOPE_DRIVER_TIMEOUT_S = "NNSCOPE_DRIVER_TIMEOUT_S"
 """Seconds any single call waits for a driver before it is declared dead (default 60)."""
-
-
-def _timeout_from_env() -> float:
-    try:
-        value = float(os.environ.get(NNSCOPE_DRIVER_TIMEOUT_S, "60"))
-    except ValueError:
-        value = 60.0
-    return value if value > 0 else 60.0
-
-
-#: Longest any single call waits for the driver before declaring it dead (seconds): a driver
-#: that does not answer in time is killed, the call gives DEAD_OBJECT (the step then runs on
-#: the CPU when fallback is allowed) and the driver restarts on next use.
-DEFAULT_TIMEOUT_S = _timeout_from_env()
+#: Longest any single call waits for the driver (seconds): one that does not answer in time is
+#: killed, the call gives DEAD_OBJECT (the step then runs on the CPU when fallback is allowed)
+#: and the driver restarts on next use.
+DEFAULT_TIMEOUT_S = _process.positive_seconds(os.environ.get(NNSCOPE_DRIVER_TIMEOUT_S), 60.0)
 #: Longest the driver process may take to start listening (seconds).
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
 _PREPARE = struct.Struct("<BBq")
