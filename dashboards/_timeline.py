@@ -114,12 +114,14 @@ def device_labels(lanes) -> list:
             else f"{lane['process']} ({lane['pid']})" for lane in lanes]
 
 
-def graph_data(graph_path, positions) -> tuple:
-    """``(graph view, link)`` for the ``.dot`` file at ``graph_path`` (or None)."""
+def graph_data(graph_path, positions, spans=None) -> tuple:
+    """``(graph view, link)`` for the ``.dot`` file at ``graph_path``; without one, the link
+    comes from the plan steps recorded in the trace (``spans``)."""
     if not graph_path:
+        plans = _graph.trace_plan_steps(_plan_details(spans)) if spans is not None else []
         return dict(svg=None, note="No partition graph given: write one with "
                                    "`nnscope run --dot plan.dot` and pass `--graph plan.dot`.",
-                    steps=[]), {}
+                    steps=[]), _graph.agreed_link(plans, positions)
     with open(graph_path, encoding="utf-8") as handle:
         text = handle.read()
     steps = _graph.plan_steps(text)
@@ -129,6 +131,16 @@ def graph_data(graph_path, positions) -> tuple:
                        for s in steps]), _graph.link_operations(steps, positions)
 
 
+def _plan_details(spans) -> list:
+    """Details of the ``ExecutionPlan::step`` spans, in time order."""
+    wanted = [i for i, name in enumerate(spans.names) if "]ExecutionPlan::step " in name]
+    if not wanted:
+        return []
+    index = np.flatnonzero(np.isin(spans.name, wanted))
+    index = index[np.argsort(spans.start[index], kind="stable")]
+    return [spans.names[spans.name[i]].partition("]")[2] for i in index.tolist()]
+
+
 def trace_views(path, format_name: str, spans: Spans, graph_path=None) -> dict:
     """Timeline, operation profile, latency distributions and graph of one trace."""
     lanes, order = lane_table(spans, path, format_name)
@@ -136,7 +148,7 @@ def trace_views(path, format_name: str, spans: Spans, graph_path=None) -> dict:
     windows = _profile.executions(spans)
     ops = _profile.operation_spans(spans)
     positions = _profile.step_positions(spans, ops, windows)
-    graph, link = graph_data(graph_path, [(s, k, op[2]) for op, (s, k) in zip(ops, positions)])
+    graph, link = graph_data(graph_path, [(s, k, op[2]) for op, (s, k) in zip(ops, positions)], spans)
     process_of_lane = device_labels(lanes)
     roles = {index: lane["role"] for index, lane in enumerate(lanes)}
     return dict(timeline=timeline_data(spans, lanes, windows),

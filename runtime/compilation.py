@@ -25,7 +25,7 @@ from typing import Sequence
 
 import tracing
 from runtime import _checks as checks
-from runtime import graphdump, manager
+from runtime import _plantrace, graphdump, manager
 from runtime._lifecycle import BuilderState
 from runtime.api import NnError, ResultCode
 from runtime.drivers.base import Device
@@ -156,6 +156,7 @@ class Compilation:
         self.plan = build_plan(self.model.to_hal(), self.devices, self.preference, self.priority,
                                deadline, self.cache_dir, self.cache_token, fallback,
                                self.partitioning)
+        _plantrace.record(self.plan)  # each step's model operations, for trace readers
         self._state.finish()
         graphdump.dump_to_env_dir(self)
 

@@ -89,6 +89,8 @@ def test_the_systrace_export_opens_as_the_report(tmp_path, nnscope_run):
     runs = parse_systrace.summarize(str(nnscope_run.systrace))
     text = "".join(parse_systrace.render_text(run) for run in runs if run.complete)
     assert dom_tables(dom)[("all", "self")] == golden_tables(text)
+    graph_ops = re.findall(r'<tr class="link" data-span="\d+"><td>([^<]*)</td>', dom)
+    assert len(graph_ops) > 5 and all(re.fullmatch(r"#\d+", op) for op in graph_ops), graph_ops
 
 
 @pytest.mark.parametrize("kind", ["report", "systrace"])
