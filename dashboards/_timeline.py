@@ -37,9 +37,11 @@ def b64(array: np.ndarray) -> str:
                                                                copy=False).tobytes()).decode()
 
 
-def lane_table(spans: Spans, path, format_name: str) -> tuple:
-    """``(lanes, order)``: lane dicts in display order; ``order[old lane] = new lane``."""
+def lane_table(spans: Spans, path, format_name: str, process_names=None) -> tuple:
+    """``(lanes, order)``: lane dicts in display order; ``order[old lane] = new lane``.
+    ``process_names`` (pid -> name) overrides the names the trace gives."""
     processes, threads = lane_names(path, format_name, spans.lane_keys)
+    processes = {**processes, **(process_names or {})}
     layer_ids = np.array([LAYER_CODES.index(layer_of(n)) for n in spans.names] or [0])
     lanes = []
     used = np.unique(spans.lane) if len(spans) else np.zeros(0, int)
@@ -141,9 +143,9 @@ def _plan_details(spans) -> list:
     return [spans.names[spans.name[i]].partition("]")[2] for i in index.tolist()]
 
 
-def trace_views(path, format_name: str, spans: Spans, graph_path=None) -> dict:
+def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_names=None) -> dict:
     """Timeline, operation profile, latency distributions and graph of one trace."""
-    lanes, order = lane_table(spans, path, format_name)
+    lanes, order = lane_table(spans, path, format_name, process_names)
     spans = relaned(spans, order)
     windows = _profile.executions(spans)
     ops = _profile.operation_spans(spans)

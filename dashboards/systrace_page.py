@@ -43,7 +43,7 @@ class SystraceReportExporter(SystraceHtmlExporter):
         if SystraceHtmlExporter(bare).export(trace) is not ExportResult.SUCCESS:
             return ExportResult.FAILURE
         try:
-            page = report_page(bare, os.path.basename(self.path))
+            page = report_page(bare, os.path.basename(self.path), trace.processes)
         except Exception as error:  # noqa: BLE001 - the trace itself is still written
             _log.warning("%s: no report page for this trace (%s); wrote the bare systrace",
                          self.path, error)
@@ -54,9 +54,10 @@ class SystraceReportExporter(SystraceHtmlExporter):
             _unlink(bare)
 
 
-def report_page(trace_path: str, file_name: str) -> str:
-    """The report page of ``trace_path`` (a systrace HTML), titled with ``file_name``."""
-    report = build_report(trace_path)
+def report_page(trace_path: str, file_name: str, process_names=None) -> str:
+    """The report page of ``trace_path`` (a systrace HTML), titled with ``file_name``; the
+    recorder's ``process_names`` (pid -> name) name the lanes (systrace rows cannot)."""
+    report = build_report(trace_path, process_names=process_names)
     report["meta"]["file"] = file_name
     page = HTMLRenderer().render(report)
     if page.count(BODY) != 1:

@@ -80,7 +80,7 @@ def test_parsers_read_the_same_trace(exported):
 
 
 def test_a_trace_without_a_report_still_gets_its_rows(tmp_path, caplog, monkeypatch):
-    def reject(path, graph_path=None):
+    def reject(path, graph_path=None, process_names=None):
         raise TraceFormatError("line 3", "nesting violation")
     monkeypatch.setattr(systrace_page, "build_report", reject)
     trace = TraceData(threads=[ThreadTrack(1, 1, "main", [(1_000_000, "[NN_LA_PO]kept"), (2_000_000, None)])])
