@@ -86,6 +86,7 @@
     if (hook.visibleRange) {
       out.frameMs = frameTime(hook);
       out.axisLabelsStart = hook.axisLabels;
+      out.axisOverlapsStart = hook.axisOverlaps;
       out.rangeBefore = hook.visibleRange();
       out.rangeAfter = hook.zoom(0.25);
       out.spansDrawnZoomed = hook.spansDrawn;
@@ -94,6 +95,7 @@
       out.selectedFirst = hook.selected();
       out.hitFirst = out.selectedFirst ? hook.hitTest(out.selectedFirst.index) : -1;
       out.axisLabels = hook.axisLabels;
+      out.axisOverlaps = hook.axisOverlaps;
       out.graphClick = clickGraphNode(hook);
     }
     out.plotChecks = plots();

@@ -91,6 +91,8 @@
   function drawAxis(scale) {
     var step = window.nnscopeCharts.niceStep(view1 - view0, 8);
     state.axisLabels = [];
+    state.axisOverlaps = 0;
+    var lastRight = -Infinity;
     axisCtx.clearRect(0, 0, width, AXIS_HEIGHT);
     axisCtx.fillStyle = "#667085"; axisCtx.font = "11px system-ui, sans-serif";
     axisCtx.strokeStyle = "rgba(127,127,127,0.5)";
@@ -103,6 +105,8 @@
       axisCtx.stroke();
       var label = axisLabel(t, step);
       state.axisLabels.push(label);
+      if (x + 3 < lastRight + 4) { state.axisOverlaps++; }
+      lastRight = x + 3 + axisCtx.measureText(label).width;
       axisCtx.fillText(label, x + 3, 12);
     }
   }
@@ -314,6 +318,7 @@
     get spansDrawn() { return state.spansDrawn; },
     get lanesDrawn() { return state.lanesDrawn; },
     get axisLabels() { return state.axisLabels.slice(); },
+    get axisOverlaps() { return state.axisOverlaps; },
     visibleRange: function () { return [view0, view1]; },
     zoom: function (factor) { zoomAt(factor, (view0 + view1) / 2); draw(); return [view0, view1]; },
     select: select,

@@ -97,6 +97,7 @@ def test_the_systrace_export_opens_as_the_report(tmp_path, nnscope_run):
 def test_the_timeline_axis_speaks_one_unit_on_round_steps(tmp_path, run_pages, kind):
     data, _ = selftest(tmp_path, run_pages[kind])
     assert float(data["axisLabelsStart"][0].split()[0]) == 0  # the whole trace: from its start
+    assert data["axisOverlapsStart"] == data["axisOverlaps"] == 0  # no label runs into the next
     for labels in (data["axisLabelsStart"], data["axisLabels"]):
         unit = labels[-1][labels[-1].index(" "):]
         assert unit in (" s", " ms", " µs"), labels
