@@ -123,14 +123,17 @@ def graph_data(graph_path, positions, spans=None) -> tuple:
         plans = _graph.trace_plan_steps(_plan_details(spans)) if spans is not None else []
         return dict(svg=None, note="No partition graph given: write one with "
                                    "`nnscope run --dot plan.dot` and pass `--graph plan.dot`.",
-                    steps=[]), _graph.agreed_link(plans, positions)
+                    steps=_step_facts(plans[-1] if plans else [])), _graph.agreed_link(plans, positions)
     with open(graph_path, encoding="utf-8") as handle:
         text = handle.read()
     steps = _graph.plan_steps(text)
     svg, note = _graph.render_svg(text)
     return dict(svg=svg, note=note, file=os.path.basename(os.fspath(graph_path)),
-                steps=[dict(step=s["step"], device=s["device"], ops=len(s["ops"]))
-                       for s in steps]), _graph.link_operations(steps, positions)
+                steps=_step_facts(steps)), _graph.link_operations(steps, positions)
+
+
+def _step_facts(steps) -> list:
+    return [dict(step=s["step"], device=s["device"], ops=len(s["ops"])) for s in steps]
 
 
 def _plan_details(spans) -> list:

@@ -147,7 +147,9 @@ def test_every_export_of_one_run_gives_the_same_lanes(nnscope_run, run_views):
 @pytest.mark.parametrize("export", ["trace", "perfetto", "systrace"])
 def test_operations_link_without_a_graph_from_the_plan_in_the_trace(nnscope_run, run_views, export):
     """No ``--graph``: the plan steps the runtime recorded name every operation, as the .dot does."""
-    profile = build_report(getattr(nnscope_run, export))["views"]["profile"]
+    views = build_report(getattr(nnscope_run, export))["views"]
+    profile = views["profile"]
+    assert views["graph"]["steps"] == run_views["graph"]["steps"]  # the plan line, from the trace
     with_graph = {(r["step"], r["position"], r["name"]): r["graph_op"] for r in run_views["profile"]["ops"]}
     assert {(r["step"], r["position"], r["name"]): r["graph_op"] for r in profile["ops"]} == with_graph
     assert None not in with_graph.values()
