@@ -12,6 +12,7 @@ import html
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,7 +73,8 @@ def run_pages(tmp_path_factory, nnscope_run):
 def bench_page(tmp_path_factory):
     """``nnscope bench --stress`` on a driver and a device that supports nothing of the model."""
     out = tmp_path_factory.mktemp("bench-page")
-    nnscope = Path(sys.executable).with_name("nnscope")
+    nnscope = Path(sys.executable).with_name("nnscope")  # the console script of this install
+    nnscope = nnscope if nnscope.exists() else Path(shutil.which("nnscope") or "nnscope")
     done = subprocess.run([str(nnscope), "bench", "tiny_add", "--device", "sample-minimal",
                            "--device", "sample-quant", "--executions", "3", "--warmup", "0",
                            "--stress", "--hang-scale", "0.1", "--json", str(out / "bench.json"),

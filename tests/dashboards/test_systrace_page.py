@@ -96,3 +96,10 @@ def test_an_unwritable_path_fails_and_logs(tmp_path, caplog):
     result = SystraceReportExporter(tmp_path / "missing" / "t.html").export(random_trace(1))
     assert result is ExportResult.FAILURE
     assert "export to" in caplog.text
+
+
+def test_the_html_exporter_is_published_as_an_entry_point():
+    from importlib.metadata import entry_points
+    published = {e.name: e.load() for e in entry_points(group="nnscope.trace_exporters")}
+    assert published["systrace-html"] is SystraceReportExporter is get_exporter("systrace-html")
+    assert published["systrace-html-bare"] is SystraceHtmlExporter
