@@ -5,6 +5,8 @@
 labelled ``#i TYPE``. :func:`plan_steps` reads the steps back; :func:`link_operations`
 matches the operations the trace shows (step, position under the executor run, kernel
 name) to graph operations; :func:`render_svg` runs ``dot -Tsvg`` when it is on PATH.
+Without a ``.dot`` file, :func:`trace_plan_steps` reads the same steps from the
+``ExecutionPlan::step`` spans the runtime records at compilation.
 
 Example:
     >>> steps = plan_steps(open("plan.dot").read())                  # doctest: +SKIP
@@ -37,6 +39,38 @@ def plan_steps(dot_text: str) -> list:
                           device=label.group(1).strip() if label else "",
                           ops=ops))
     return sorted(steps, key=lambda step: step["step"])
+
+
+_TRACE_STEP = re.compile(r"ExecutionPlan::step (\d+) on (\S+): ((?:#\d+ \S+ ?)*)$")
+_TRACE_OP = re.compile(r"#(\d+) (\S+)")
+
+
+def trace_plan_steps(details) -> list:
+    """The plans a trace records (``runtime._plantrace``), each as :func:`plan_steps` gives
+    them, from span details in time order; a step 0 starts the next plan."""
+    plans = []
+    for detail in details:
+        match = _TRACE_STEP.search(detail)
+        if match is None:
+            continue
+        step = dict(step=int(match.group(1)), device=match.group(2),
+                    ops=[(int(i), kind) for i, kind in _TRACE_OP.findall(match.group(3))])
+        if step["step"] == 0 or not plans:
+            plans.append([])
+        plans[-1].append(step)
+    return plans
+
+
+def agreed_link(plans, positions) -> dict:
+    """:func:`link_operations` over several plans: an operation is linked only where every
+    plan that places a matching kernel there names the same model operation."""
+    links = [link_operations(steps, positions) for steps in plans]
+    agreed = {}
+    for key in {key for link in links for key in link}:
+        found = {link[key] for link in links if key in link}
+        if len(found) == 1:
+            agreed[key] = found.pop()
+    return agreed
 
 
 def kernel_matches(kernel: str, op_type: str) -> bool:

@@ -37,9 +37,11 @@ def b64(array: np.ndarray) -> str:
                                                                copy=False).tobytes()).decode()
 
 
-def lane_table(spans: Spans, path, format_name: str) -> tuple:
-    """``(lanes, order)``: lane dicts in display order; ``order[old lane] = new lane``."""
+def lane_table(spans: Spans, path, format_name: str, process_names=None) -> tuple:
+    """``(lanes, order)``: lane dicts in display order; ``order[old lane] = new lane``.
+    ``process_names`` (pid -> name) overrides the names the trace gives."""
     processes, threads = lane_names(path, format_name, spans.lane_keys)
+    processes = {**processes, **(process_names or {})}
     layer_ids = np.array([LAYER_CODES.index(layer_of(n)) for n in spans.names] or [0])
     lanes = []
     used = np.unique(spans.lane) if len(spans) else np.zeros(0, int)
@@ -114,29 +116,44 @@ def device_labels(lanes) -> list:
             else f"{lane['process']} ({lane['pid']})" for lane in lanes]
 
 
-def graph_data(graph_path, positions) -> tuple:
-    """``(graph view, link)`` for the ``.dot`` file at ``graph_path`` (or None)."""
+def graph_data(graph_path, positions, spans=None) -> tuple:
+    """``(graph view, link)`` for the ``.dot`` file at ``graph_path``; without one, the link
+    comes from the plan steps recorded in the trace (``spans``)."""
     if not graph_path:
+        plans = _graph.trace_plan_steps(_plan_details(spans)) if spans is not None else []
         return dict(svg=None, note="No partition graph given: write one with "
                                    "`nnscope run --dot plan.dot` and pass `--graph plan.dot`.",
-                    steps=[]), {}
+                    steps=_step_facts(plans[-1] if plans else [])), _graph.agreed_link(plans, positions)
     with open(graph_path, encoding="utf-8") as handle:
         text = handle.read()
     steps = _graph.plan_steps(text)
     svg, note = _graph.render_svg(text)
     return dict(svg=svg, note=note, file=os.path.basename(os.fspath(graph_path)),
-                steps=[dict(step=s["step"], device=s["device"], ops=len(s["ops"]))
-                       for s in steps]), _graph.link_operations(steps, positions)
+                steps=_step_facts(steps)), _graph.link_operations(steps, positions)
 
 
-def trace_views(path, format_name: str, spans: Spans, graph_path=None) -> dict:
+def _step_facts(steps) -> list:
+    return [dict(step=s["step"], device=s["device"], ops=len(s["ops"])) for s in steps]
+
+
+def _plan_details(spans) -> list:
+    """Details of the ``ExecutionPlan::step`` spans, in time order."""
+    wanted = [i for i, name in enumerate(spans.names) if "]ExecutionPlan::step " in name]
+    if not wanted:
+        return []
+    index = np.flatnonzero(np.isin(spans.name, wanted))
+    index = index[np.argsort(spans.start[index], kind="stable")]
+    return [spans.names[spans.name[i]].partition("]")[2] for i in index.tolist()]
+
+
+def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_names=None) -> dict:
     """Timeline, operation profile, latency distributions and graph of one trace."""
-    lanes, order = lane_table(spans, path, format_name)
+    lanes, order = lane_table(spans, path, format_name, process_names)
     spans = relaned(spans, order)
     windows = _profile.executions(spans)
     ops = _profile.operation_spans(spans)
     positions = _profile.step_positions(spans, ops, windows)
-    graph, link = graph_data(graph_path, [(s, k, op[2]) for op, (s, k) in zip(ops, positions)])
+    graph, link = graph_data(graph_path, [(s, k, op[2]) for op, (s, k) in zip(ops, positions)], spans)
     process_of_lane = device_labels(lanes)
     roles = {index: lane["role"] for index, lane in enumerate(lanes)}
     return dict(timeline=timeline_data(spans, lanes, windows),

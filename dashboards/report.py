@@ -42,8 +42,10 @@ VARIANTS = {
 }
 
 
-def build_report(trace_path, graph_path=None) -> dict:
-    """The report data of one trace (and of its partition graph ``graph_path``, optional).
+def build_report(trace_path, graph_path=None, process_names=None) -> dict:
+    """The report data of one trace (and of its partition graph ``graph_path``, optional);
+    ``process_names`` (pid -> name) names the processes where the trace format cannot
+    (a systrace names a process after its main thread).
 
     Raises:
         parse_systrace.TraceFormatError: the trace cannot be read or summarised.
@@ -66,4 +68,4 @@ def build_report(trace_path, graph_path=None) -> dict:
                 warmup_and_benchmark=[run.has_warmup_and_benchmark for run in complete])
     return dict(version=REPORT_VERSION, meta=meta, summary=json.loads(summary_text),
                 summary_text=summary_text, variants=variants,
-                views=trace_views(trace_path, source.format, spans, graph_path))
+                views=trace_views(trace_path, source.format, spans, graph_path, process_names))

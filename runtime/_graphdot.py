@@ -6,8 +6,9 @@ Layout rules, chosen so a whole network reads top to bottom, a few hundred point
   temporaries are tensor nodes between them.
 * Scalar constants, small constant tensors (at most :data:`INLINE_ELEMENTS` elements) and
   omitted operands are printed inside the label of the operation that reads them, as
-  ``in<position>=<value>`` (AOSP's GraphDump prints operand values the same way); they are
-  never nodes, so one shared ``INT32 = 1`` no longer ties the graph together.
+  ``in<position>=<value>`` (AOSP's GraphDump prints operand values the same way), or by the
+  name NNAPI gives the parameter (``stride 2x2``, ``padding SAME``, ``fuse RELU6``: see
+  :mod:`runtime._opparams`); they are never nodes, so one shared ``INT32 = 1`` no longer ties the graph together.
 * The larger constants an operation reads (weights, biases) are a grey band at the foot of
   its node, one row (a port ``w<operand>``) per tensor: a weight appears once, attached to
   that operation only. A constant read by several operations is listed by its first reader,
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from runtime import _opparams
 from runtime.hal.types import HalModel, Operand, OperandLifetime as L, is_scalar
 from runtime.ops.executor import read_constant
 
@@ -154,8 +156,7 @@ def _write_operation(out: io.StringIO, facts: _Facts, op_index: int, pad: str) -
     step = facts.step_of_op.get(op_index)
     fill = facts.colours[step.device.name][0] if step is not None else _NO_DEVICE[0]
     rows = [f"<td><b>{_esc(f'#{op_index} {op.type.name}')}</b></td>"]
-    params = [_param(facts, op_index, pos, i) for pos, i in enumerate(op.inputs)
-              if _kind(facts.hal, i) == "inline" or facts.weight_home.get(i, op_index) != op_index]
+    params = _params(facts, op_index)
     for start in range(0, len(params), _PARAMS_PER_LINE):
         line = "  ".join(params[start:start + _PARAMS_PER_LINE])
         rows.append(f'<td><font point-size="8">{_esc(line)}</font></td>')
@@ -221,6 +222,21 @@ def _operand_text(operand: Operand, index: int, implied_type=None) -> str:
     if operand.extension_data is not None:
         text += f"\nextension data {len(operand.extension_data)} B"
     return text
+
+
+def _params(facts: _Facts, op_index: int) -> list[str]:
+    """The operation's inline values, named as NNAPI names them where it does (``stride 2x2``,
+    ``padding SAME``, ``fuse RELU6``), else ``in<position>=<value>``; then shared weights."""
+    op = facts.graph.operations[op_index]
+    shown = [(pos, i) for pos, i in enumerate(op.inputs)
+             if _kind(facts.hal, i) == "inline" or facts.weight_home.get(i, op_index) != op_index]
+    values = {pos: _inline_value(facts.hal, i) for pos, i in shown
+              if _kind(facts.hal, i) == "inline" and facts.graph.operands[i].lifetime in _CONSTANTS}
+    types = [facts.graph.operands[i].type for i in op.inputs]
+    named, unnamed = _opparams.describe(op.type.name, types, values)
+    rest = [(pos, _param(facts, op_index, pos, i)) for pos, i in shown
+            if pos in unnamed or pos not in values]
+    return [text for _, text in sorted(named + rest)]
 
 
 def _param(facts: _Facts, op_index: int, position: int, index: int) -> str:

@@ -22,14 +22,13 @@ Example:
 from __future__ import annotations
 
 import collections
-import os
 import time
 import weakref
 from typing import Sequence
 
 import tracing
 from runtime import _checks as checks
-from runtime import graphdump, manager
+from runtime import _plantrace, graphdump, manager
 from runtime._lifecycle import BuilderState
 from runtime.api import NnError, ResultCode
 from runtime.drivers.base import Device
@@ -166,6 +165,7 @@ class Compilation:
                                self.partitioning)
         self._finalizer = weakref.finalize(self, _UNREFERENCED.append, self.plan)
         self._finalizer.atexit = False  # the driver processes stop at exit anyway
+        _plantrace.record(self.plan)  # each step's model operations, for trace readers
         self._state.finish()
         graphdump.dump_to_env_dir(self)
 

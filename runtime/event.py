@@ -15,13 +15,14 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
 from typing import Callable
 
 import tracing
-from runtime import _fenced
+from runtime import _fenced, _workers
 from runtime._checks import real
 from runtime.api import NnError, ResultCode
 from tracing import Phase
@@ -33,20 +34,20 @@ class Event:
     def __init__(self) -> None:
         self._done = threading.Event()
         self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
+        self._threaded = False  # started on a worker (not a bare fence)
         self._fence: int | None = None  # the sync-fence fd this Event owns
         self._closer: weakref.finalize | None = None
 
     @classmethod
     def start(cls, work: Callable[[], None], name: str = "nn-execution", fenced: bool = False) -> Event:
-        """Run ``work`` on a new thread; the Event completes when it returns or raises. With
+        """Run ``work`` on a worker thread named ``name`` (a long-lived one, see
+        :mod:`runtime._workers`); the Event completes when it returns or raises. With
         ``fenced``, the Event owns a sync fence signalled when the work ends."""
         event = cls()
         if fenced:
             event._own_fence(_fenced.new_fence())
-        event._thread = threading.Thread(target=event._run, args=(work, tracing.context()),
-                                         name=name, daemon=True)
-        event._thread.start()
+        event._threaded = True
+        _workers.run(name, functools.partial(_adopted, work, tracing.context()), event._finish)
         return event
 
     @classmethod
@@ -68,15 +69,12 @@ class Event:
         self._fence = fd
         self._closer = weakref.finalize(self, os.close, fd)
 
-    def _run(self, work: Callable[[], None], parent: bytes | None = None) -> None:
-        try:
-            with tracing.adopt(parent):  # the worker's spans belong to the caller's span
-                work()
-        except BaseException as error:  # noqa: BLE001 - handed to the waiter
-            self._error = error
-        finally:  # the fence first: wait() returning means the fence is signalled
+    def _finish(self, error: BaseException | None) -> None:
+        self._error = error
+        try:  # the fence first: wait() returning means the fence is signalled
             if self._fence is not None:
-                _fenced.signal(self._fence, ok=self._error is None)
+                _fenced.signal(self._fence, ok=error is None)
+        finally:
             self._done.set()
 
     @property
@@ -107,7 +105,7 @@ class Event:
         """Wait up to ``timeout`` seconds; the error the Event ended with, or None for success.
 
         A timeout that runs out is MISSED_DEADLINE_TRANSIENT."""
-        if self._thread is None and self._fence is not None:
+        if not self._threaded and self._fence is not None:
             return self._fence_failure(timeout)
         if not self._done.wait(timeout):
             return NnError(ResultCode.MISSED_DEADLINE_TRANSIENT, f"Event.wait: not done after {timeout} s")
@@ -154,10 +152,15 @@ class Event:
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksEvent_free")
     def free(self) -> None:
         """Wait for the computation and release the event and its fence (ANeuralNetworksEvent_free)."""
-        if self._thread is not None:
+        if self._threaded:
             self._done.wait()
         elif self._closer is not None and self._closer.alive:
             _fenced.state(self._fence, None)
             self._done.set()
         if self._closer is not None:
             self._closer()
+
+
+def _adopted(work: Callable[[], None], parent: bytes | None) -> None:
+    with tracing.adopt(parent):  # the worker's spans belong to the caller's span
+        work()

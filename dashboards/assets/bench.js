@@ -35,29 +35,55 @@
     return value === 0 ? "0" : Math.abs(value) < 1e-3 ? value.toExponential(2) : value.toPrecision(3);
   }
 
+  var RESULT_HEAD = ["device", "status", "compile ms", "median", "p90", "p99", "mean", "std",
+                     "n", "reference", "max |err|", "MSE", "in tolerance", "ops on device"];
+
+  function opsText(r) {
+    return r.ops_total === null || r.ops_total === undefined ? "n/a" :
+      r.ops_on_device + " / " + r.ops_total + (r.ops_share === null ? "" :
+        " (" + (100 * r.ops_share).toFixed(0) + "%)");
+  }
+
+  /* A measured row: every figure in its column. */
+  function measuredRow(r) {
+    var status = el("td", {}, [badge(r.status)]);
+    var tol = r.within_tolerance === true ? "yes" : r.within_tolerance === false ? "NO" : "n/a";
+    var row = el("tr", {"data-status": r.status}, [
+      cell(r.device), status, cell(ms(r.compile_ms)),
+      cell(ms(r.latency.median)), cell(ms(r.latency.p90)), cell(ms(r.latency.p99)),
+      cell(ms(r.latency.mean)), cell(ms(r.latency.std)), cell(String(r.samples)),
+      cell(r.reference || "n/a"), cell(sci(r.max_abs_error)), cell(sci(r.mse)),
+      cell(tol, r.within_tolerance === false ? "bad" : ""), cell(opsText(r))]);
+    if (r.error) { status.setAttribute("title", r.error); }
+    return row;
+  }
+
+  /* A row without figures (unsupported, error): one line, the reason across the figure
+   * columns, cut with an ellipsis (the whole text in its tooltip). */
+  function compactRow(r) {
+    var reason = el("td", {"class": "reason", colspan: String(RESULT_HEAD.length - 3),
+                           title: r.error || ""}, [r.error || "no latency measured"]);
+    return el("tr", {"data-status": r.status, "class": "compact"}, [
+      cell(r.device), el("td", {}, [badge(r.status)]), reason, cell(opsText(r))]);
+  }
+
   function results() {
-    var head = ["model", "device", "status", "compile ms", "median", "p90", "p99", "mean", "std",
-                "n", "reference", "max |err|", "MSE", "in tolerance", "ops on device"];
-    var body = el("tbody");
+    var body = el("tbody"), model = null;
     view.results.forEach(function (r) {
-      var status = el("td", {}, [badge(r.status)]);
-      if (r.error) { status.appendChild(el("div", {"class": "sub err", title: r.error}, [r.error])); }
-      var ops = r.ops_total === null || r.ops_total === undefined ? "n/a" :
-        r.ops_on_device + " / " + r.ops_total + (r.ops_share === null ? "" :
-          " (" + (100 * r.ops_share).toFixed(0) + "%)");
-      var tol = r.within_tolerance === true ? "yes" : r.within_tolerance === false ? "NO" : "n/a";
-      body.appendChild(el("tr", {"data-status": r.status}, [
-        cell(r.model), cell(r.device), status, cell(ms(r.compile_ms)),
-        cell(ms(r.latency.median)), cell(ms(r.latency.p90)), cell(ms(r.latency.p99)),
-        cell(ms(r.latency.mean)), cell(ms(r.latency.std)), cell(String(r.samples)),
-        cell(r.reference || "n/a"), cell(sci(r.max_abs_error)), cell(sci(r.mse)),
-        cell(tol, r.within_tolerance === false ? "bad" : ""), cell(ops)]));
+      if (r.model !== model) {
+        model = r.model;
+        body.appendChild(el("tr", {"class": "group"}, [
+          el("th", {colspan: String(RESULT_HEAD.length), scope: "rowgroup"}, [model])]));
+      }
+      body.appendChild(r.samples || !r.error ? measuredRow(r) : compactRow(r));
     });
     var table = el("table", {"class": "mini bench-results"}, [
-      el("thead", {}, [el("tr", {}, head.map(function (h) { return el("th", {}, [h]); }))]), body]);
+      el("thead", {}, [el("tr", {}, RESULT_HEAD.map(function (h) { return el("th", {}, [h]); }))]),
+      body]);
     var box = document.getElementById("results-box");
-    box.appendChild(el("p", {"class": "sub"}, ["Latency in ms per execution; accuracy " +
-      "against the reference outputs; the device's share of the model's operations."]));
+    box.appendChild(el("p", {"class": "sub"}, ["Per model, each device: latency in ms per " +
+      "execution; accuracy against the reference outputs; the device's share of the model's " +
+      "operations. Hover a cut reason for all of it."]));
     box.appendChild(el("div", {"class": "table-wrap"}, [table]));
   }
 
@@ -87,7 +113,7 @@
     view.stress.forEach(function (c) {
       body.appendChild(el("tr", {"data-outcome": c.outcome}, [
         cell(c.case), cell(c.model), cell(c.device), el("td", {}, [badge(c.outcome)]),
-        cell(c.seconds === null ? "n/a" : c.seconds.toFixed(2) + " s"), cell(c.detail)]));
+        cell(c.seconds === null ? "n/a" : c.seconds.toFixed(2) + " s"), cell(c.detail, "detail")]));
     });
     box.appendChild(el("table", {"class": "mini stress"}, [el("thead", {}, [el("tr", {},
       ["case", "model", "device", "outcome", "time", "detail"].map(function (h) {

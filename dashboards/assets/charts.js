@@ -28,29 +28,60 @@
     return value >= 100 ? value.toFixed(1) : value >= 1 ? value.toFixed(2) : value.toFixed(3);
   }
 
-  function frame(width, height, xmax, label) {
+  /* A round tick step (1, 2, 2.5 or 5 times a power of ten) giving about ``count`` steps. */
+  function niceStep(span, count) {
+    var raw = Math.max(span, 1e-9) / count, power = Math.pow(10, Math.floor(Math.log10(raw)));
+    var steps = [1, 2, 2.5, 5, 10];
+    for (var i = 0; i < steps.length; i++) {
+      if (steps[i] * power >= raw) { return steps[i] * power; }
+    }
+    return 10 * power;
+  }
+
+  /* Tick label of ``value`` with the decimals its step needs (no 27.50 / 54.99). */
+  function tickLabel(value, step) {
+    var decimals = 0;
+    while (decimals < 6 && Math.abs(Math.round(step * Math.pow(10, decimals)) -
+                                    step * Math.pow(10, decimals)) > 1e-6) { decimals++; }
+    return (Math.abs(value) < step / 1e6 ? 0 : value).toFixed(decimals);
+  }
+
+  /* Axes of a plot from 0 to a round maximum >= xmax; ticks on round steps, the axis title
+   * below them, the plot's title (if any) above the plot area. */
+  function frame(width, height, xmax, label, title, axisTitle) {
     var root = svg("svg", {"class": "plot", width: width, height: height, role: "img",
                            "aria-label": label});
-    var left = 44, bottom = height - 24, right = width - 10;
-    root.appendChild(svg("line", {x1: left, y1: bottom, x2: right, y2: bottom, "class": "axis"}));
-    root.appendChild(svg("line", {x1: left, y1: 8, x2: left, y2: bottom, "class": "axis"}));
-    for (var i = 0; i <= 4; i++) {
-      var x = left + (right - left) * i / 4;
-      root.appendChild(svg("text", {x: x, y: height - 8, "text-anchor": "middle"}, ms(xmax * i / 4)));
+    var step = niceStep(xmax, 4), top = title ? 22 : 8;
+    var xend = Math.max(step, Math.ceil(xmax / step - 1e-9) * step);
+    var left = 44, bottom = height - 34, right = width - 18;
+    if (title) {
+      root.appendChild(svg("text", {x: left, y: 12, "class": "series-label"}, title));
     }
-    root.appendChild(svg("text", {x: right, y: height - 8 - 12, "text-anchor": "end",
-                                  "class": "unit"}, "ms"));
-    return {root: root, left: left, right: right, top: 8, bottom: bottom};
+    root.appendChild(svg("line", {x1: left, y1: bottom, x2: right, y2: bottom, "class": "axis"}));
+    root.appendChild(svg("line", {x1: left, y1: top, x2: left, y2: bottom, "class": "axis"}));
+    for (var i = 0; i * step <= xend + step * 1e-9; i++) {
+      var x = left + (right - left) * i * step / xend;
+      root.appendChild(svg("line", {x1: x, y1: bottom, x2: x, y2: bottom + 3, "class": "axis"}));
+      root.appendChild(svg("text", {x: x, y: bottom + 14, "text-anchor": "middle", "class": "tick"},
+                           tickLabel(i * step, step)));
+    }
+    root.appendChild(svg("text", {x: (left + right) / 2, y: height - 4, "text-anchor": "middle",
+                                  "class": "axis-title"}, axisTitle || "latency per execution (ms)"));
+    return {root: root, left: left, right: right, top: top, bottom: bottom, xmax: xend};
   }
 
   /* CDF lines, one per distribution ({label, cdf: [[ms, fraction]...]}). */
   function cdf(dists, width, height) {
     var xmax = Math.max.apply(null, dists.map(function (d) { return d.n ? d.max : 0; }).concat([1e-9]));
     var f = frame(width, height, xmax, "latency CDF");
+    xmax = f.xmax;
     ["0", "0.5", "1"].forEach(function (q) {
       var yq = f.bottom - (f.bottom - f.top) * parseFloat(q);
-      f.root.appendChild(svg("text", {x: f.left - 6, y: yq + 4, "text-anchor": "end"}, q));
+      f.root.appendChild(svg("text", {x: f.left - 6, y: yq + 4, "text-anchor": "end", "class": "ytick"}, q));
     });
+    var middle = (f.top + f.bottom) / 2;
+    f.root.appendChild(svg("text", {x: 10, y: middle, "text-anchor": "middle", "class": "axis-title",
+                                    transform: "rotate(-90 10 " + middle + ")"}, "fraction ≤ x"));
     dists.forEach(function (d, i) {
       if (!d.n) { return; }
       var points = d.cdf.map(function (p) {
@@ -69,9 +100,8 @@
 
   /* Histogram bars of one distribution ({hist: {edges, counts}}). */
   function histogram(d, color, width, height) {
-    var xmax = d.n ? d.max : 1, f = frame(width, height, xmax, "latency histogram " + d.label);
-    var peak = Math.max.apply(null, d.hist.counts.concat([1]));
-    f.root.appendChild(svg("text", {x: f.left + 4, y: f.top + 8, "class": "series-label"}, d.label));
+    var f = frame(width, height, d.n ? d.max : 1, "latency histogram " + d.label, d.label);
+    var xmax = f.xmax, peak = Math.max.apply(null, d.hist.counts.concat([1]));
     d.hist.counts.forEach(function (count, i) {
       var x0 = f.left + (f.right - f.left) * d.hist.edges[i] / xmax;
       var x1 = f.left + (f.right - f.left) * d.hist.edges[i + 1] / xmax;
@@ -113,15 +143,15 @@
     var figure = el("div", {"class": "dist"});
     figure.appendChild(legend(dists));
     var row = el("div", {"class": "plots"});
-    row.appendChild(cdf(dists, Math.min(width, 560), 240));
+    row.appendChild(cdf(dists, Math.min(width, 560), 250));
     dists.forEach(function (d, i) {
-      if (d.n) { row.appendChild(histogram(d, PALETTE[i % PALETTE.length], 280, 160)); }
+      if (d.n) { row.appendChild(histogram(d, PALETTE[i % PALETTE.length], 300, 180)); }
     });
     figure.appendChild(row);
     return figure;
   }
 
-  window.nnscopeCharts = {el: el, svg: svg, ms: ms, cdf: cdf, histogram: histogram,
+  window.nnscopeCharts = {el: el, svg: svg, ms: ms, niceStep: niceStep, tickLabel: tickLabel, cdf: cdf, histogram: histogram,
                           statsTable: statsTable, distributionFigure: distributionFigure,
                           palette: PALETTE};
 }());

@@ -13,6 +13,65 @@
     node.dispatchEvent(new MouseEvent("click", {bubbles: true}));
     return {node: node.querySelector("title").textContent, selected: h.selected()};
   }
+  function box(node) {
+    var r = node.getBoundingClientRect();
+    return {l: r.left, t: r.top, r: r.right, b: r.bottom, h: r.height};
+  }
+  function overlap(a, b) {
+    return a.l < b.r - 0.5 && b.l < a.r - 0.5 && a.t < b.b - 0.5 && b.t < a.b - 0.5;
+  }
+  function all(root, selector) { return [].slice.call(root.querySelectorAll(selector)); }
+  /* Per plot: its tick labels, axis titles, and every text that is clipped by the plot's
+   * edge, overlaps another text or overlaps a bar. */
+  function plots() {
+    return all(document, "svg.plot").map(function (plot) {
+      var edge = box(plot), texts = all(plot, "text"), bars = all(plot, "rect.bar").map(box);
+      var found = {label: plot.getAttribute("aria-label"), clipped: [], overlaps: [], overBars: [],
+                   ticks: all(plot, "text.tick").map(function (t) { return t.textContent; }),
+                   axisTitles: all(plot, "text.axis-title").map(function (t) { return t.textContent; })};
+      texts.forEach(function (t, i) {
+        var a = box(t);
+        if (a.l < edge.l - 0.5 || a.r > edge.r + 0.5 || a.t < edge.t - 0.5 || a.b > edge.b + 0.5) {
+          found.clipped.push(t.textContent);
+        }
+        texts.slice(i + 1).forEach(function (u) {
+          if (overlap(a, box(u))) { found.overlaps.push([t.textContent, u.textContent]); }
+        });
+        if (bars.some(function (b) { return overlap(a, b); })) { found.overBars.push(t.textContent); }
+      });
+      return found;
+    });
+  }
+  /* Elements that stick out of their card (or hide behind a sideways scroll), and whether
+   * the page itself scrolls sideways. The graph and timeline boxes scroll on purpose. */
+  function overflow() {
+    var out = [];
+    all(document, "section.view, section.bench, section.run, .card").forEach(function (card) {
+      var edge = box(card);
+      all(card, "*").forEach(function (node) {
+        if (node.closest("#graph-box, #timeline-box, svg") && node.tagName.toLowerCase() !== "svg") { return; }
+        var r = box(node);
+        if (r.r > edge.r + 1 && r.h > 0) {
+          out.push({card: card.id || card.className, node: node.tagName + "." + node.className, over: r.r - edge.r});
+        }
+        if (node.scrollWidth > node.clientWidth + 1 && !node.closest("#graph-box, #timeline-box") &&
+            getComputedStyle(node).overflowX !== "visible") {
+          out.push({card: card.id || card.className, node: node.tagName + "." + node.className,
+                    hidden: node.scrollWidth - node.clientWidth});
+        }
+      });
+    });
+    return {cards: out.slice(0, 20), page: document.documentElement.scrollWidth - window.innerWidth};
+  }
+  /* Height of each table row that has a data-status or data-outcome, by that value. */
+  function rowHeights() {
+    var out = {};
+    all(document, "tr[data-status], tr[data-outcome]").forEach(function (tr) {
+      var key = tr.getAttribute("data-status") || tr.getAttribute("data-outcome");
+      (out[key] = out[key] || []).push(box(tr).h);
+    });
+    return out;
+  }
   function frameTime(h) {
     var start = performance.now();
     for (var i = 0; i < 5; i++) { h.draw(); }
@@ -26,6 +85,8 @@
     out.scriptsDoneMs = performance.now();
     if (hook.visibleRange) {
       out.frameMs = frameTime(hook);
+      out.axisLabelsStart = hook.axisLabels;
+      out.axisOverlapsStart = hook.axisOverlaps;
       out.rangeBefore = hook.visibleRange();
       out.rangeAfter = hook.zoom(0.25);
       out.spansDrawnZoomed = hook.spansDrawn;
@@ -33,8 +94,14 @@
       out.children = hook.select(hook.firstSpan(0, 0));
       out.selectedFirst = hook.selected();
       out.hitFirst = out.selectedFirst ? hook.hitTest(out.selectedFirst.index) : -1;
+      out.axisLabels = hook.axisLabels;
+      out.axisOverlaps = hook.axisOverlaps;
       out.graphClick = clickGraphNode(hook);
     }
+    out.plotChecks = plots();
+    out.overflow = overflow();
+    out.rowHeights = rowHeights();
+    out.viewport = window.innerWidth;
     out.graphLinked = Number((document.getElementById("graph-box") || {getAttribute: function () { return 0; }})
       .getAttribute("data-linked") || 0);
   } catch (error) {

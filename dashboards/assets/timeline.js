@@ -58,7 +58,7 @@
   var ctx = canvas.getContext("2d");
   var span = Math.max(data.t1, 1);
   var view0 = -span * 0.01, view1 = span * 1.01, width = 800, selected = -1;
-  var state = {spansDrawn: 0, lanesDrawn: 0, frames: 0};
+  var state = {spansDrawn: 0, lanesDrawn: 0, frames: 0, axisLabels: []};
 
   function resize() {
     width = Math.max(box.clientWidth || 800, 400);
@@ -82,19 +82,32 @@
     return us.toFixed(a >= 100 ? 0 : 2) + " µs";
   }
 
+  /* One unit for every tick, chosen from the step: "0 s  0.5 s  1.0 s", never "0.00 µs". */
+  function axisLabel(t, step) {
+    var unit = step >= 1e5 ? [1e6, " s"] : step >= 100 ? [1e3, " ms"] : [1, " µs"];
+    return window.nnscopeCharts.tickLabel(t / unit[0], step / unit[0]) + unit[1];
+  }
+
   function drawAxis(scale) {
-    var step = Math.pow(10, Math.floor(Math.log10((view1 - view0) / 8)));
-    if ((view1 - view0) / step > 16) { step *= 5; } else if ((view1 - view0) / step > 8) { step *= 2; }
+    var step = window.nnscopeCharts.niceStep(view1 - view0, 8);
+    state.axisLabels = [];
+    state.axisOverlaps = 0;
+    var lastRight = -Infinity;
     axisCtx.clearRect(0, 0, width, AXIS_HEIGHT);
     axisCtx.fillStyle = "#667085"; axisCtx.font = "11px system-ui, sans-serif";
     axisCtx.strokeStyle = "rgba(127,127,127,0.5)";
     ctx.strokeStyle = "rgba(127,127,127,0.18)"; ctx.lineWidth = 1;
-    for (var t = Math.ceil(view0 / step) * step; t <= view1; t += step) {
+    for (var k = Math.ceil(view0 / step); k * step <= view1; k++) {
+      var t = k * step;
       var x = LEFT + (t - view0) * scale;
       ctx.beginPath(); ctx.moveTo(x + 0.5, 0); ctx.lineTo(x + 0.5, totalHeight); ctx.stroke();
       axisCtx.beginPath(); axisCtx.moveTo(x + 0.5, 10); axisCtx.lineTo(x + 0.5, AXIS_HEIGHT);
       axisCtx.stroke();
-      axisCtx.fillText(fmtTime(t), x + 3, 12);
+      var label = axisLabel(t, step);
+      state.axisLabels.push(label);
+      if (x + 3 < lastRight + 4) { state.axisOverlaps++; }
+      lastRight = x + 3 + axisCtx.measureText(label).width;
+      axisCtx.fillText(label, x + 3, 12);
     }
   }
 
@@ -304,6 +317,8 @@
     spans: n,
     get spansDrawn() { return state.spansDrawn; },
     get lanesDrawn() { return state.lanesDrawn; },
+    get axisLabels() { return state.axisLabels.slice(); },
+    get axisOverlaps() { return state.axisOverlaps; },
     visibleRange: function () { return [view0, view1]; },
     zoom: function (factor) { zoomAt(factor, (view0 + view1) / 2); draw(); return [view0, view1]; },
     select: select,

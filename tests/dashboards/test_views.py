@@ -15,6 +15,7 @@ from dashboards import _graph
 from dashboards.report import build_report
 from parse_systrace.readers import open_rows
 from tests.dashboards.conftest import EXECUTIONS, WARMUP
+from tests.dashboards.pages import json_block
 from tests.support.paths import SYSTRACE_FIXTURES
 from tests.support.programs import require_program
 
@@ -141,3 +142,30 @@ def test_every_export_of_one_run_gives_the_same_lanes(nnscope_run, run_views):
     assert [(lane["pid"], lane["tid"], lane["role"]) for lane in systrace] == json_lanes
     assert [lane["thread"] for lane in systrace] == \
         [lane["thread"] for lane in run_views["timeline"]["lanes"]]
+
+
+@pytest.mark.parametrize("export", ["trace", "perfetto", "systrace"])
+def test_operations_link_without_a_graph_from_the_plan_in_the_trace(nnscope_run, run_views, export):
+    """No ``--graph``: the plan steps the runtime recorded name every operation, as the .dot does."""
+    views = build_report(getattr(nnscope_run, export))["views"]
+    profile = views["profile"]
+    assert views["graph"]["steps"] == run_views["graph"]["steps"]  # the plan line, from the trace
+    with_graph = {(r["step"], r["position"], r["name"]): r["graph_op"] for r in run_views["profile"]["ops"]}
+    assert {(r["step"], r["position"], r["name"]): r["graph_op"] for r in profile["ops"]} == with_graph
+    assert None not in with_graph.values()
+    assert profile["graph_links"].keys() == run_views["profile"]["graph_links"].keys()
+
+
+def test_one_execution_thread_for_all_executions(nnscope_run, run_views):
+    """``start_compute().wait()`` in a loop runs on one long-lived ``nn-execution`` worker."""
+    lanes = [lane for lane in run_views["timeline"]["lanes"] if lane["thread"] == "nn-execution"]
+    assert len(lanes) == 1 and EXECUTIONS + WARMUP > 1
+
+
+def test_the_systrace_page_names_processes_as_the_recorder_did(nnscope_run, run_views):
+    """The ``--systrace`` page's own timeline names each process as the Chrome JSON export does
+    (systrace rows alone would name a process after its main thread)."""
+    lanes = json_block(nnscope_run.systrace.read_text(), "nnscope-timeline")["lanes"]
+    expected = {(lane["pid"], lane["tid"]): lane["process"] for lane in run_views["timeline"]["lanes"]}
+    assert {(lane["pid"], lane["tid"]): lane["process"] for lane in lanes} == expected
+    assert any(name.endswith("-driver") for name in expected.values())

@@ -126,6 +126,11 @@ def test_plan_data_flows_down(plan):
         assert layout.y[tail] > layout.y[head], (tail, head)  # dot's y grows upwards
 
 
+#: The parameter names NNAPI uses, as the labels print them.
+NAMED = r"(padding (SAME|VALID)|stride \d+x\d+|fuse (NONE|RELU|RELU1|RELU6)|layout N(HWC|CHW)|dilation \d+x\d+|" \
+        r"multiplier \d+|filter \d+x\d+|pad \d+,\d+,\d+,\d+|beta \S+|axis \S+|shape \S+)"
+
+
 def test_constants_are_never_nodes_and_scalars_sit_in_the_label(plan):
     compilation, layout = plan
     graph = compilation.plan.model.main
@@ -137,7 +142,20 @@ def test_constants_are_never_nodes_and_scalars_sit_in_the_label(plan):
         label = " ".join(layout.texts(f"o{index}"))
         for position, operand in enumerate(op.inputs):
             if _constant_kind(graph, operand) == "scalar":
-                assert re.search(rf"\bin{position}=\S", label), (index, position, label)
+                assert re.search(rf"\bin{position}=\S", label) or re.search(NAMED, label), \
+                    (index, position, label)
+                if op.type in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.AVERAGE_POOL_2D, Op.ADD, Op.SOFTMAX):
+                    assert f"in{position}=" not in label, label  # named, not numbered
+
+
+def test_scalar_parameters_are_named_as_nnapi_names_them(plan):
+    compilation, layout = plan
+    graph = compilation.plan.model.main
+    first = next(i for i, op in enumerate(graph.operations) if op.type == Op.CONV_2D)
+    texts = layout.texts(f"o{first}")
+    assert re.fullmatch(r"padding SAME  stride 2x2  fuse (RELU6|NONE)", texts[1]), texts
+    assert all(re.fullmatch(rf"{NAMED}(  {NAMED})*", text) for text in texts[1:]
+               if not text.startswith("in")), texts
 
 
 def test_each_weight_appears_once_in_its_operation(plan):
@@ -191,7 +209,7 @@ def test_model_dump_without_a_plan(tmp_path):
     assert path.read_text() == text and "cluster" not in text
     layout = Layout(text)
     assert layout.texts("o1")[0] == "#1 MUL" and layout.texts("d0") == ["#0 FLOAT32 [2,3]"]
-    assert "in1=[[0.5,0.5,0.5],[0.5,0.5,0.5]]  in2=0" in layout.texts("o0")  # small constant, scalar
+    assert "in1=[[0.5,0.5,0.5],[0.5,0.5,0.5]]  fuse NONE" in layout.texts("o0")  # small constant, scalar
     assert layout.nodes["d0"]["shape"] == "invhouse" and layout.nodes["d6"]["shape"] == "house"
     assert sorted(layout.nodes) == ["d0", "d1", "d4", "d5", "d6", "o0", "o1", "o2"]
 
@@ -200,10 +218,10 @@ def test_model_dump_lists_conv_weights_and_a_shared_weight_once():
     weights = np.ones((2, 3, 3, 1), np.float32)
     layout = Layout(graphdump.to_dot(conv_model(weights, np.zeros(2, np.float32))))
     assert layout.texts("o0")[-1] == "in1 #1 [2,3,3,1]"  # bias [2] is small: in the label
-    assert "in2=[0,0]  in3=1  in4=1" in layout.texts("o0")
+    assert layout.texts("o0")[1:3] == ["in2=[0,0]  padding SAME  stride 1x1", "fuse NONE"]
     shared = _shared_weight_model()
     layout = Layout(graphdump.to_dot(shared))
-    assert "in1 #1 [4,4]" in layout.texts("o0") and layout.texts("o1") == ["#1 ADD", "in1=#1  in2=0"]
+    assert "in1 #1 [4,4]" in layout.texts("o0") and layout.texts("o1") == ["#1 ADD", "in1=#1  fuse NONE"]
     assert ("o0", "o1") in layout.edges  # the dashed edge from the weight's row to its other reader
 
 

@@ -39,10 +39,12 @@ class TraceExporter(ABC):
         return None
 
 
-# name -> "module:Class"; modules are imported lazily (otel and perfetto are heavy).
+# name -> "module:Class"; modules are imported lazily (otel and perfetto are heavy; the
+# .html page is the dashboards' report around the systrace block).
 _REGISTRY = {
     "systrace": "tracing.exporters.systrace:SystraceTextExporter",
-    "systrace-html": "tracing.exporters.systrace:SystraceHtmlExporter",
+    "systrace-html": "dashboards.systrace_page:SystraceReportExporter",  # the report page
+    "systrace-html-bare": "tracing.exporters.systrace:SystraceHtmlExporter",
     "chrome-json": "tracing.exporters.chrome_json:ChromeJsonExporter",
     "perfetto": "tracing.exporters.perfetto:PerfettoExporter",
     "otel": "tracing.exporters.otel:OtelExporter",

@@ -5,7 +5,7 @@ from collections import defaultdict
 import pytest
 
 from tests.support.paths import SYSTRACE_FIXTURES
-from tracing.exporters import ExportResult, exporter_for_path
+from tracing.exporters import ExportResult, exporter_for_path, get_exporter
 from tracing.exporters.systrace import (COLUMN_HEADER, SystraceHtmlExporter, SystraceTextExporter,
                                         atrace_order)
 from tracing.span import ThreadTrack, TraceData
@@ -102,7 +102,7 @@ def test_html_embeds_the_rows_in_a_trace_data_block(tmp_path):
     trace = sample_trace()
     trace.threads[0].events[0] = (trace.threads[0].events[0][0], "[NN_LA_PO]a</script>b\nc")
     path = tmp_path / "trace.html"
-    assert exporter_for_path(path) is SystraceHtmlExporter
+    assert get_exporter("systrace-html-bare") is SystraceHtmlExporter  # .html: the report page
     assert SystraceHtmlExporter(path).export(trace) is ExportResult.SUCCESS
     text = path.read_text()
     assert text.count('<script class="trace-data" type="application/text">') == 1

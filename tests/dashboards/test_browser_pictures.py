@@ -1,0 +1,138 @@
+"""What a person sees at 1400 px, measured in headless Chromium by the page's own self-test.
+
+Pages: the ``--systrace`` export and the report of a real ``nnscope run``, and the page of a
+real ``nnscope bench --stress`` run with unsupported devices. The self-test (``#selftest``)
+reports every chart text that is clipped by its plot, overlaps another text or a bar, the
+tick labels, the timeline's axis labels, anything that sticks out of its card and the height
+of each result row; the tests hold those to the issue's rules.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dashboards
+import parse_systrace
+from tests.dashboards.pages import dom_tables, golden_tables
+from tests.dashboards.test_browser import chromium
+from tests.dashboards.test_browser_views import expected_lanes
+from tests.support.paths import REPO
+from tests.support.programs import needs_chromium
+
+pytestmark = needs_chromium
+WIDTH = "--window-size=1400,900"
+ROUND = (1.0, 2.0, 2.5, 5.0)
+
+
+def selftest(tmp_path, page) -> tuple[dict, str]:
+    """The self-test's findings and the DOM, at 1400 px."""
+    result = chromium(tmp_path, page, "--dump-dom", WIDTH, fragment="#selftest")
+    assert "Uncaught" not in result.stderr, result.stderr[-2000:]
+    found = re.findall(r'<pre id="nnscope-selftest">(\{.*?)</pre>', result.stdout, re.S)
+    assert len(found) == 1, result.stdout[-2000:]
+    data = json.loads(html.unescape(found[0]))
+    assert data["errors"] == [] and data["viewport"] == 1400
+    return data, result.stdout
+
+
+def assert_round_steps(labels: list, unit: str = "") -> None:
+    """Labels ``<number><unit>`` evenly spaced by 1, 2, 2.5 or 5 times a power of ten."""
+    assert len(labels) >= 3, labels
+    values = []
+    for label in labels:
+        assert label.endswith(unit), (label, labels)
+        values.append(float(label[:len(label) - len(unit)]))
+    steps = {round(b - a, 9) for a, b in zip(values, values[1:])}
+    assert len(steps) == 1, labels
+    step = steps.pop()
+    assert round(step / 10 ** math.floor(math.log10(step)), 6) in ROUND, labels
+    assert all(label[:len(label) - len(unit)] == f"{value:.{_decimals(step)}f}"
+               for label, value in zip(labels, values)), labels
+
+
+def _decimals(step: float) -> int:
+    return next(d for d in range(7) if abs(round(step * 10 ** d) - step * 10 ** d) < 1e-6)
+
+
+@pytest.fixture(scope="module")
+def run_pages(tmp_path_factory, nnscope_run):
+    report = tmp_path_factory.mktemp("run-pages") / "report.html"
+    dashboards.write_report(nnscope_run.trace, report, graph_path=nnscope_run.dot)
+    return {"report": report, "systrace": nnscope_run.systrace}
+
+
+@pytest.fixture(scope="module")
+def bench_page(tmp_path_factory):
+    """``nnscope bench --stress`` on a driver and a device that supports nothing of the model."""
+    out = tmp_path_factory.mktemp("bench-page")
+    nnscope = Path(sys.executable).with_name("nnscope")  # the console script of this install
+    nnscope = nnscope if nnscope.exists() else Path(shutil.which("nnscope") or "nnscope")
+    done = subprocess.run([str(nnscope), "bench", "tiny_add", "--device", "sample-minimal",
+                           "--device", "sample-quant", "--executions", "3", "--warmup", "0",
+                           "--stress", "--hang-scale", "0.1", "--json", str(out / "bench.json"),
+                           "--html", str(out / "bench.html")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return out / "bench.html", json.loads((out / "bench.json").read_text())
+
+
+def test_the_systrace_export_opens_as_the_report(tmp_path, nnscope_run):
+    data, dom = selftest(tmp_path, nnscope_run.systrace)
+    assert '<body data-rendered="true"' in dom and "NNAPI timing report" in dom
+    assert data["page"] == "trace" and data["lanesDrawn"] == expected_lanes(nnscope_run.systrace) > 2
+    runs = parse_systrace.summarize(str(nnscope_run.systrace))
+    text = "".join(parse_systrace.render_text(run) for run in runs if run.complete)
+    assert dom_tables(dom)[("all", "self")] == golden_tables(text)
+    graph_ops = re.findall(r'<tr class="link" data-span="\d+"><td>([^<]*)</td>', dom)
+    assert len(graph_ops) > 5 and all(re.fullmatch(r"#\d+", op) for op in graph_ops), graph_ops
+
+
+@pytest.mark.parametrize("kind", ["report", "systrace"])
+def test_the_timeline_axis_speaks_one_unit_on_round_steps(tmp_path, run_pages, kind):
+    data, _ = selftest(tmp_path, run_pages[kind])
+    assert float(data["axisLabelsStart"][0].split()[0]) == 0  # the whole trace: from its start
+    assert data["axisOverlapsStart"] == data["axisOverlaps"] == 0  # no label runs into the next
+    for labels in (data["axisLabelsStart"], data["axisLabels"]):
+        unit = labels[-1][labels[-1].index(" "):]
+        assert unit in (" s", " ms", " µs"), labels
+        assert_round_steps(labels, unit)
+
+
+@pytest.mark.parametrize("kind", ["report", "bench"])
+def test_latency_charts_have_round_ticks_and_nothing_clipped_or_overlapping(tmp_path, run_pages,
+                                                                            bench_page, kind):
+    data, _ = selftest(tmp_path, run_pages["report"] if kind == "report" else bench_page[0])
+    plots = data["plotChecks"]
+    assert sum(p["label"] == "latency CDF" for p in plots) >= 1 and len(plots) >= 2
+    for plot in plots:
+        assert plot["clipped"] == [] and plot["overlaps"] == [] and plot["overBars"] == [], plot
+        assert plot["ticks"][0] == "0" or float(plot["ticks"][0]) == 0
+        assert_round_steps(plot["ticks"])
+        assert "latency per execution (ms)" in plot["axisTitles"]
+        if plot["label"] == "latency CDF":
+            assert "fraction ≤ x" in plot["axisTitles"]
+
+
+@pytest.mark.parametrize("kind", ["report", "systrace", "bench"])
+def test_pages_fit_1400_px(tmp_path, run_pages, bench_page, kind):
+    data, _ = selftest(tmp_path, bench_page[0] if kind == "bench" else run_pages[kind])
+    assert data["overflow"]["cards"] == [] and data["overflow"]["page"] <= 0, data["overflow"]
+
+
+def test_unsupported_combinations_take_one_line(tmp_path, bench_page):
+    page, report = bench_page
+    data, dom = selftest(tmp_path, page)
+    unsupported = [r for r in report["results"] if r["status"] == "unsupported"]
+    heights = data["rowHeights"]
+    assert len(heights["unsupported"]) == len(unsupported) >= 1
+    assert max(heights["unsupported"]) <= max(heights["ok"]) + 1
+    assert 'title="BAD_DATA: no device can do operation 0 (ADD); devices: sample-quant"' in dom
+    assert len(report["stress"]) == 3 and "HANG" in heights  # the long stress details fit too
