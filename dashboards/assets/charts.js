@@ -62,7 +62,7 @@
     for (var i = 0; i * step <= xend + step * 1e-9; i++) {
       var x = left + (right - left) * i * step / xend;
       root.appendChild(svg("line", {x1: x, y1: bottom, x2: x, y2: bottom + 3, "class": "axis"}));
-      root.appendChild(svg("text", {x: x, y: bottom + 14, "text-anchor": "middle", "class": "tick"},
+      root.appendChild(svg("text", {x: x, y: bottom + 17, "text-anchor": "middle", "class": "tick"},
                            tickLabel(i * step, step)));
     }
     root.appendChild(svg("text", {x: (left + right) / 2, y: height - 4, "text-anchor": "middle",
@@ -77,7 +77,7 @@
     xmax = f.xmax;
     ["0", "0.5", "1"].forEach(function (q) {
       var yq = f.bottom - (f.bottom - f.top) * parseFloat(q);
-      f.root.appendChild(svg("text", {x: f.left - 6, y: yq + 4, "text-anchor": "end", "class": "ytick"}, q));
+      f.root.appendChild(svg("text", {x: f.left - 6, y: yq + 3, "text-anchor": "end", "class": "ytick"}, q));
     });
     var middle = (f.top + f.bottom) / 2;
     f.root.appendChild(svg("text", {x: 10, y: middle, "text-anchor": "middle", "class": "axis-title",
