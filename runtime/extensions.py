@@ -5,7 +5,7 @@
   model gives it the next free prefix (1, 2, ...), so prefixes are a bijection within a model and
   the same name may get different prefixes in different models. Its ``pairs`` become the HAL
   model's ``extension_name_to_prefix``.
-  A name that no device supports (:func:`supported_by_a_device`) is BAD_DATA, as in AOSP's
+  A name that no device supports is BAD_DATA, as in AOSP's
   ``TypeManager``.
 * :func:`get_extension_support`: ``ANeuralNetworksDevice_getExtensionSupport``.
 * :func:`unsupported_extensions`: which extensions an operation needs that a device lacks
@@ -17,15 +17,16 @@ support query answers False and the type calls raise BAD_DATA naming the allowli
 
 Example:
     >>> from runtime._allowlist import Locations, Policy, override
+    >>> from runtime.drivers.fibonacci import FibonacciDriver
     >>> with override(Policy("/vendor/bin/app", None, (), "none", Locations.from_environ({}))):
-    ...     ext = ModelExtensions()
+    ...     ext = ModelExtensions(lambda: [FibonacciDriver()])
     ...     t = ext.type_of("com.example.fibonacci", 0, OPERATION, "getExtensionOperationType")
     >>> int(t), t.name, ext.pairs
     (65536, 'com.example.fibonacci:FIBONACCI', (('com.example.fibonacci', 1),))
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from runtime import _allowlist
 from runtime import _checks as checks
@@ -47,10 +48,12 @@ def _refuse_unless_allowed(call: str) -> None:
 
 
 class ModelExtensions:
-    """Extension name <-> prefix of one model (assigned on first use)."""
+    """Extension name <-> prefix of one model (assigned on first use); ``devices()`` gives the
+    devices whose extensions are known (the runtime's: ``manager.devices``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, devices: Callable[[], Sequence]) -> None:
         self._prefix: dict[str, int] = {}
+        self._devices = devices
 
     @property
     def pairs(self) -> tuple[tuple[str, int], ...]:
@@ -71,7 +74,7 @@ class ModelExtensions:
             raise checks.bad(call, f"type within extension {within} outside [0, {MAX_TYPE_WITHIN}]")
         prefix = self._prefix.get(extension)
         if prefix is None:
-            if not supported_by_a_device(extension):
+            if not any(e.name == extension for device in self._devices() for e in supported(device)):
                 raise checks.bad(call, f"extension {extension!r} is not supported by any device")
             if len(self._prefix) >= MAX_PREFIX:
                 raise checks.bad(call, "too many extensions in one model")
@@ -82,9 +85,7 @@ class ModelExtensions:
         """Whether extension operand type ``operand_type`` of this model is a tensor, from the
         operand type information of a device supporting its extension (None: none says)."""
         name = self.by_prefix.get(int(operand_type) >> 16)
-        from runtime import manager  # noqa: PLC0415 - the manager imports the model's modules
-
-        infos = [info for device in manager.devices() for extension in supported(device)
+        infos = [info for device in self._devices() for extension in supported(device)
                  if extension.name == name for info in extension.operand_types
                  if info.type == type_within(operand_type)]
         return infos[0].is_tensor if infos else None
@@ -108,14 +109,6 @@ def get_extension_support(device, extension_name: str) -> bool:
     if not _allowlist.policy().allowed():
         return False
     return any(e.name == extension_name for e in supported(device))
-
-
-def supported_by_a_device(extension_name: str) -> bool:
-    """Whether a device of this runtime (``manager.devices()``) supports ``extension_name``: an
-    extension no device knows has no type here (AOSP's ``TypeManager``: BAD_DATA)."""
-    from runtime import manager  # noqa: PLC0415 - the manager imports the model's modules
-
-    return any(e.name == extension_name for device in manager.devices() for e in supported(device))
 
 
 def supported(device) -> tuple[Extension, ...]:

@@ -182,17 +182,6 @@ def start_devices(selected: Sequence[Device]) -> None:
                 _log.warning("driver %s did not start: %s", device.name, error)
 
 
-def wait_live(device: Device) -> None:
-    """ANeuralNetworksDevice_wait for ``device``: until it is live (a driver process answers,
-    restarted if it died); NnError OP_FAILED when it cannot be (its restart failed)."""
-    with tracing.runtime(Phase.INITIALIZATION, "ANeuralNetworksDevice_wait"):
-        try:
-            device.ensure_live()
-        except HalError as error:
-            raise NnError(ResultCode.OP_FAILED, f"ANeuralNetworksDevice_wait({device.name}): "
-                          f"{error}") from None
-
-
 def shutdown() -> None:
     """Stop the driver processes of the discovered devices, all at once, and forget them (they
     also stop at exit); the next :func:`devices` discovers again, with fresh processes."""

@@ -29,7 +29,7 @@ from runtime import _checks as checks
 from runtime.api import NnError, ResultCode
 from runtime.hal.types import Operand, is_scalar
 from runtime.hal.validate import merge_dimensions
-from runtime.plan import MODEL_INPUT, MODEL_OUTPUT
+from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan
 from tracing import Phase
 
 INPUT, OUTPUT = "input", "output"
@@ -65,13 +65,12 @@ class MemoryDesc:
         self._add_role("addOutputRole", OUTPUT, compilation, index, frequency)
 
     def _add_role(self, call: str, kind: str, compilation, index, frequency) -> None:
-        from runtime.compilation import Compilation  # noqa: PLC0415 - compilation imports memory
-
         checks.not_null(compilation, call, "compilation")
         self._check_mutable(call)
-        if not isinstance(compilation, Compilation):
+        plan = getattr(compilation, "plan", None)  # a Compilation (this module sits below it)
+        if not hasattr(compilation, "check_executable"):
             raise checks.bad(call, f"expected a Compilation, got {type(compilation).__name__}")
-        if compilation.plan is None:
+        if not isinstance(plan, ExecutionPlan):
             raise checks.bad(call, "the compilation is not finished (or its finish failed)")
         graph = compilation.plan.model.main
         indexes = graph.input_indexes if kind == INPUT else graph.output_indexes

@@ -31,7 +31,7 @@ import tracing
 import vlog
 from runtime import _checks as checks
 from runtime import _modelcheck as mc
-from runtime import _modelparts as parts
+from runtime import _modelparts as parts, manager
 from runtime._modelcheck import check_operation  # noqa: F401 - part of this module's API
 from runtime._lifecycle import BuilderState
 from runtime.api import NnError, ResultCode
@@ -76,7 +76,7 @@ class Model:
         self._relaxed = False
         self._hal: HalModel | None = None
         self._order: tuple[int, ...] = ()  # run position -> index the operation was added at
-        self._extensions = ModelExtensions()
+        self._extensions = ModelExtensions(manager.devices)
 
     # ------------------------------------------------------------------ construction
     @tracing.runtime(Phase.PREPARATION, "ANeuralNetworksModel_addOperand")

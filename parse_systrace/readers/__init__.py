@@ -279,4 +279,9 @@ def _load_plugins() -> None:
                 raise
 
 
-from parse_systrace.readers import systrace as _systrace  # noqa: E402  (registers built-ins)
+from parse_systrace.readers import systrace as _systrace  # noqa: E402  (the built-in readers)
+
+register("systrace", _systrace.read_html, _systrace.sniff_html, read_batches=_systrace.read_batches_html,
+         read_tracking=_systrace.read_tracking_html, read_raw=_systrace.read_raw_html, unchecked=True)
+register("ftrace", _systrace.read_ftrace, _systrace.sniff_text, read_batches=_systrace.read_batches_text,
+         read_tracking=_systrace.read_tracking_text, read_raw=_systrace.read_raw_text, unchecked=True)

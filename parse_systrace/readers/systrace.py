@@ -259,14 +259,3 @@ def _name(mark: bytes):
     parts = mark.split(b"|", 2)
     text = parts[2] if len(parts) == 3 else mark[2:] if mark[1:2] == b"|" else mark[1:]
     return text.decode("utf-8", "replace")
-
-
-def _register() -> None:
-    from parse_systrace.readers import register
-    register("systrace", read_html, sniff_html, read_batches=read_batches_html,
-             read_tracking=read_tracking_html, read_raw=read_raw_html, unchecked=True)
-    register("ftrace", read_ftrace, sniff_text, read_batches=read_batches_text,
-             read_tracking=read_tracking_text, read_raw=read_raw_text, unchecked=True)
-
-
-_register()

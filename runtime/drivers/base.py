@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import tracing
+from runtime.api import NnError, ResultCode
 from runtime.hal.device_types import Capabilities, ExecutionResult, Request
+from runtime.hal.errors import HalError
 from runtime.hal.types import DeviceType, HalModel, Preference, Priority
+from tracing import Phase
 
 
 class PreparedModel(ABC):
@@ -91,8 +95,12 @@ class Device(ABC):
         Raises:
             NnError: OP_FAILED when it cannot be (a driver process whose restart failed).
         """
-        from runtime.manager import wait_live  # noqa: PLC0415 - the runtime's NNAPI call
-        wait_live(self)
+        with tracing.runtime(Phase.INITIALIZATION, "ANeuralNetworksDevice_wait"):
+            try:
+                self.ensure_live()
+            except HalError as error:
+                raise NnError(ResultCode.OP_FAILED, f"ANeuralNetworksDevice_wait({self.name}): "
+                              f"{error}") from None
 
     def ensure_live(self) -> None:
         """Return once the device serves (an in-process device: at once); HalError if it cannot."""

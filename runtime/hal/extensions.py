@@ -23,6 +23,9 @@ import enum
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from runtime.hal import fibonacci_extension as _example  # noqa: F401 - registers its header
+from runtime.hal.extension_headers import KNOWN_EXTENSIONS, ExtensionHeader, register_header  # noqa: F401
+
 
 class ExtensionTypeEncoding(enum.IntEnum):
     """Bits of an extension type (ANeuralNetworksExtensionTypeEncoding)."""
@@ -52,24 +55,6 @@ class Extension:
 
     name: str
     operand_types: tuple[ExtensionOperandTypeInformation, ...] = ()
-
-
-@dataclass(frozen=True)
-class ExtensionHeader:
-    """The names an extension's header gives its types (what an application compiles against)."""
-
-    name: str
-    operand_types: Mapping[int, str]
-    operation_types: Mapping[int, str]
-
-
-#: Extension headers known by name (for logs and graph dumps); extended by :func:`register_header`.
-KNOWN_EXTENSIONS: dict[str, ExtensionHeader] = {}
-
-
-def register_header(header: ExtensionHeader) -> ExtensionHeader:
-    KNOWN_EXTENSIONS[header.name] = header
-    return header
 
 
 class ExtensionType(int):
@@ -145,6 +130,3 @@ def by_prefix(pairs: Iterable[tuple[str, int]]) -> dict[int, str]:
 def extension_of(value: int, pairs: Iterable[tuple[str, int]]) -> str | None:
     """The extension name of an encoded type under a model's prefix list (None: not one)."""
     return by_prefix(pairs).get(prefix_of(value)) if is_extension(value) else None
-
-
-from runtime.hal import fibonacci_extension as _example  # noqa: E402,F401 - registers its header

@@ -14,7 +14,7 @@ import pytest
 import tracing
 from parse_systrace._classify import classify
 from runtime import Burst, Compilation, Execution, Memory, MemoryDesc, ResultCode, manager
-from runtime.device_memory import DeviceMemory
+from runtime.memory import DeviceMemory
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
 from runtime.drivers.ipc.protocol import MsgType

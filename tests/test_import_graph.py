@@ -1,0 +1,120 @@
+"""The import graph of our packages, read with ``ast``: no cycles (imports inside functions count;
+``if TYPE_CHECKING:`` blocks do not), and the dependency direction of the package map
+(``tracing``, ``vlog`` and ``timing`` import nothing of ours; ``parse_systrace`` only
+``tracing.naming``)."""
+from __future__ import annotations
+
+import ast
+
+from tests.support.paths import REPO
+
+PACKAGES = ("runtime", "tracing", "parse_systrace", "vlog", "timing", "dashboards")
+
+
+def _modules() -> dict[str, object]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imported(path, name: str, modules) -> set[str]:
+    """The modules of ours that module ``name`` (at ``path``) imports, wherever in its body."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def visit(node) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    resolved = set()
+    for target in found:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            resolved.add(target)
+    return resolved
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imported(path, name, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_graph_has_no_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_packages_import_only_downwards():
+    graph = import_graph()
+    allowed = {"tracing": ("tracing",), "vlog": ("vlog",), "timing": ("timing",),
+               "parse_systrace": ("parse_systrace", "tracing.naming")}
+    wrong = {name: sorted(t for t in targets if not t.startswith(allowed[name.split(".")[0]]))
+             for name, targets in graph.items() if name.split(".")[0] in allowed}
+    assert {name: targets for name, targets in wrong.items() if targets} == {}
