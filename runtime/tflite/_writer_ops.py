@@ -202,6 +202,9 @@ def _pair(builtin: str, types) -> callable:
 
 def _concatenation(w: Writer, op) -> None:
     _check_types(w, op, _ANY, len(op.inputs) - 1)
+    tensors = [w.operand(i) for i in (*op.inputs[:-1], *op.outputs)]
+    if tensors[0].type in _Q8 and len({(t.scale, t.zero_point) for t in tensors}) > 1:
+        raise Untranslatable("quantized CONCATENATION with differing scales (XNNPACK refuses it)")
     rank = len(w.operand(op.outputs[0]).dimensions)
     axis = w.scalar(op.inputs[-1])
     w.emit("CONCATENATION", [w.tensor(i) for i in op.inputs[:-1]], [w.tensor(op.outputs[0])],
@@ -261,8 +264,14 @@ def _prelu(w: Writer, op) -> None:
 def _mean(w: Writer, op) -> None:
     _check_types(w, op, _F32)
     axes = w.value(op.inputs[1]).astype(np.int32)
-    w.emit("MEAN", [w.tensor(op.inputs[0]), w.int32(axes)], [w.tensor(op.outputs[0])],
-           "ReducerOptions", KeepDims=bool(w.scalar(op.inputs[2])))
+    rank, keep = len(w.operand(op.inputs[0]).dimensions), bool(w.scalar(op.inputs[2]))
+    out = w.tensor(op.outputs[0])
+    if keep or len({int(a) % rank for a in axes.reshape(-1)}) < rank:
+        w.emit("MEAN", [w.tensor(op.inputs[0]), w.int32(axes)], [out], "ReducerOptions", KeepDims=keep)
+        return
+    kept = w.new(op.outputs[0], (1,) * rank)  # NNAPI: every axis reduced gives shape [1]
+    w.emit("MEAN", [w.tensor(op.inputs[0]), w.int32(axes)], [kept], "ReducerOptions", KeepDims=True)
+    w.emit("RESHAPE", [kept, w.int32([1])], [out], "ReshapeOptions", NewShape=[1])
 
 
 def _transpose(w: Writer, op) -> None:
