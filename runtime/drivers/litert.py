@@ -3,7 +3,8 @@
 As a vendor driver translates the NNAPI model it is given into its engine's format,
 ``prepareModel`` translates the step's subgraph into a TFLite flatbuffer
 (``runtime.tflite._writer``, span ``[NN_LD_PC]LiteRtDriver::translate``) and builds a LiteRT
-``Interpreter(model_content=...)`` with XNNPACK (``[NN_LD_PC]LiteRtDriver::buildInterpreter``).
+``Interpreter(model_content=...)`` with XNNPACK (``[NN_LD_PC]LiteRtDriver::buildInterpreter``); a step with quantized tensors uses LiteRT's
+builtin kernels instead of XNNPACK (bit-exact with NNAPI's reference requantization).
 ``getSupportedOperations`` claims exactly what translates (``runtime.tflite._writer.supported``);
 the rest goes to other devices. An execution copies each input from its request pool into the
 interpreter (``set_tensor``; ``resize_tensor_input`` when an unknown dimension changes), invokes
@@ -64,13 +65,19 @@ def configured_threads(environ: Mapping[str, str] | None = None) -> int:
 
 
 class LiteRtEngine:
-    """One LiteRT interpreter of a translation; one execution at a time (``lock``)."""
+    """One LiteRT interpreter of a translation; one execution at a time (``lock``). A float
+    translation runs on XNNPACK; one with quantized tensors on LiteRT's builtin kernels, which
+    requantize as NNAPI's reference does (XNNPACK's uint8/int8 kernels round differently: one
+    step off on some elements, seen on random graphs)."""
 
     def __init__(self, translation: Translation, threads: int) -> None:
-        from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415 - optional extra
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415 - optional extra
 
         self.translation = translation
-        self.interpreter = Interpreter(model_content=translation.flatbuffer, num_threads=threads)
+        self.xnnpack = not translation.quantized
+        resolver = OpResolverType.AUTO if self.xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        self.interpreter = Interpreter(model_content=translation.flatbuffer, num_threads=threads,
+                                       experimental_op_resolver_type=resolver)
         self.interpreter.allocate_tensors()
         self.inputs = [d["index"] for d in self.interpreter.get_input_details()]
         self.outputs = [d["index"] for d in self.interpreter.get_output_details()]

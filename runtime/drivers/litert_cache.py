@@ -1,8 +1,9 @@
 """What ``sample-litert`` caches for a prepared model: the flatbuffer is the payload.
 
 The *data cache* record holds the TFLite flatbuffer the model translated to; the *model cache*
-record holds ``payload version u32 | the step's inputs and outputs as graph tables``
-(``cache_tables``: the operands a request is validated against, no operations). Both are
+record holds ``payload version u32 | quantized u8 (1: LiteRT's builtin kernels, not XNNPACK)
+| the step's inputs and outputs as graph tables`` (``cache_tables``: the operands a request is
+validated against, no operations). Both are
 ``cache_files`` records (versioned, checksummed, bound to driver, version and token) and
 carry one digest over the model payload and the flatbuffer's checksum, so neither loads with
 a file written for another model. Loading rebuilds the interpreter from the flatbuffer (LiteRT
@@ -42,6 +43,7 @@ def save(driver, prepared, model_fds, data_fds, token: bytes) -> None:
         raise CacheError("expected 1 model and 1 data cache file")
     w = Writer()
     w.u32(PAYLOAD_VERSION)
+    w.u8(1 if prepared.executor.translation.quantized else 0)
     w.blob(tables.encode_subgraph(_interface(prepared.model)))
     model_payload = w.getvalue()
     sealed = files.seal(prepared.executor.translation.flatbuffer)
@@ -60,13 +62,13 @@ def load(driver, model_fds, data_fds, token: bytes):
         if not model_record.model_digest == data_record.model_digest == \
                 cache_payload.digest(model_record.payload, data_record.sums):
             raise CacheError("model and data cache files do not belong together")
-        graph = _decoded(model_record.payload)
+        graph, quantized = _decoded(model_record.payload)
     except CacheError as error:
         raise HalError(ErrorStatus.GENERAL_FAILURE, f"cache not usable: {error}") from None
     flatbuffer = bytes(data_record.payload)
     model = HalModel(graph)
     count = len(graph.input_indexes)
-    prepared = driver.prepared(model, Translation(flatbuffer, tuple(range(count)), ()))
+    prepared = driver.prepared(model, Translation(flatbuffer, tuple(range(count)), (), quantized))
     try:
         _check_matches(graph, prepared.executor)
     except HalError:
@@ -75,11 +77,14 @@ def load(driver, model_fds, data_fds, token: bytes):
     return prepared
 
 
-def _decoded(payload) -> Subgraph:
+def _decoded(payload) -> tuple[Subgraph, bool]:
     try:
         r = Reader(bytes(payload))
         if r.u32() != PAYLOAD_VERSION:
             raise CacheError("another payload version")
+        quantized = r.u8()
+        if quantized not in (0, 1):
+            raise CacheError(f"quantized flag {quantized}")
         graph = tables.decode_subgraph(Reader(r.blob()))
     except (CodecError, ValueError, TypeError, IndexError, KeyError) as error:
         raise CacheError(f"cached interface does not decode: {error}") from None
@@ -88,7 +93,7 @@ def _decoded(payload) -> Subgraph:
     if graph.operations or any(lt not in (L.SUBGRAPH_INPUT, L.SUBGRAPH_OUTPUT, L.TEMPORARY_VARIABLE)
                                for lt in lifetimes):
         raise CacheError("cached interface is not inputs and outputs only")
-    return graph
+    return graph, bool(quantized)
 
 
 def _check_matches(graph: Subgraph, engine) -> None:

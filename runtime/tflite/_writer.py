@@ -35,11 +35,13 @@ class Untranslatable(ValueError):
 
 @dataclass(frozen=True)
 class Translation:
-    """The flatbuffer and, per model input/output, its TFLite tensor index."""
+    """The flatbuffer and, per model input/output, its TFLite tensor index; ``quantized``:
+    whether any tensor is quantized (uint8/int8)."""
 
     flatbuffer: bytes
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+    quantized: bool = False
 
 
 class Writer:
@@ -160,7 +162,8 @@ def translate(model: HalModel) -> Translation:
     if len(set(outputs)) != len(outputs) or set(inputs) & set(outputs):
         raise Untranslatable("a model output that is an input or another output")
     writer.out.inputs, writer.out.outputs = inputs, outputs
-    return Translation(writer.out.serialize(), tuple(inputs), tuple(outputs))
+    quantized = any(t.type_name in ("UINT8", "INT8") for t in writer.out.tensors)
+    return Translation(writer.out.serialize(), tuple(inputs), tuple(outputs), quantized)
 
 
 def _one(writer: Writer, operation: Operation, translators) -> None:
