@@ -117,7 +117,8 @@ def _buffer(b: flatbuffers.Builder, data: bytes) -> int:
         b.StartVector(1, len(data), _ALIGN)
         b.head -= len(data)
         b.Bytes[b.head:b.head + len(data)] = data
-        vector = b.EndVector(len(data))
+        b.vectorNumElems = len(data)
+        vector = b.EndVector()
     tflite.BufferStart(b)
     if vector is not None:
         tflite.BufferAddData(b, vector)
