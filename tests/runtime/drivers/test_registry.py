@@ -9,7 +9,7 @@ from runtime.drivers.ipc import RemoteDevice
 from runtime.drivers.registry import NNSCOPE_DRIVERS, UnknownDriverError
 
 ALL = ("sample-all", "sample-float-fast", "sample-float-slow", "sample-quant", "sample-minimal",
-       "sample-fibonacci", "sample-oem")
+       "sample-fibonacci", "sample-oem") + (("sample-litert",) if registry.litert_available() else ())
 
 
 def test_default_registers_every_sample():
