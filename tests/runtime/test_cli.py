@@ -9,14 +9,14 @@ import pytest
 
 import parse_systrace
 from runtime.__main__ import main
-from runtime.drivers.registry import LITERT, available, litert_available
+from runtime.drivers.registry import LITERT, litert_available
 from tests.support.paths import CTS_FIXTURES
-from tests.support.programs import require_program
+from tests.support.programs import cpu_kernel_drivers_env, require_program
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: The CPU-kernel sample drivers: with them the built-in model splits into steps across devices
 #: (sample-litert, when installed, takes it whole; its own tests are tests/runtime/drivers/).
-CPU_DRIVERS = {"NNSCOPE_DRIVERS": ",".join(name for name in available() if name != LITERT)}
+CPU_DRIVERS = cpu_kernel_drivers_env()
 LITERT_LISTED = ", sample-litert" if litert_available() else ""
 
 

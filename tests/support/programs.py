@@ -59,3 +59,12 @@ def _has_litert() -> bool:
 
 #: Skip mark of the tests that need LiteRT (the ``sample-litert`` driver).
 needs_litert = pytest.mark.skipif(not _has_litert(), reason=litert_missing_reason())
+
+
+
+def cpu_kernel_drivers_env() -> dict[str, str]:
+    """``NNSCOPE_DRIVERS`` naming every sample driver but ``sample-litert``: for the tests of
+    multi-step plans and per-operation CPU spans, which sample-litert (one step, one invoke)
+    would replace with one opaque step. Pass it to a subprocess's environment."""
+    from runtime.drivers.registry import LITERT, available  # noqa: PLC0415
+    return {"NNSCOPE_DRIVERS": ",".join(name for name in available() if name != LITERT)}
