@@ -3,17 +3,18 @@
 As a vendor driver translates the NNAPI model it is given into its engine's format,
 ``prepareModel`` translates the step's subgraph into a TFLite flatbuffer
 (``runtime.tflite._writer``, span ``[NN_LD_PC]LiteRtDriver::translate``) and builds a LiteRT
-``Interpreter(model_content=...)`` with XNNPACK (``[NN_LD_PC]LiteRtDriver::buildInterpreter``); a step with quantized tensors uses LiteRT's
-builtin kernels instead of XNNPACK (bit-exact with NNAPI's reference requantization).
-``getSupportedOperations`` claims exactly what translates (``runtime.tflite._writer.supported``);
-the rest goes to other devices. An execution copies each input from its request pool into the
-interpreter (``set_tensor``; ``resize_tensor_input`` when an unknown dimension changes), invokes
-(``[NN_LD_PE]LiteRT::invoke``; ``timeOnDevice``) and copies each output from the interpreter's
-tensor into its pool: one copy each way. Deadlines, memory budget and the driver's scheduling
-are the sample drivers' (:class:`~runtime.drivers.sample.SamplePreparedModel`); an invoke is not
-interruptible, so a deadline passing during it gives MISSED_DEADLINE_TRANSIENT afterwards.
-The compilation cache holds the flatbuffer (data cache) and the model's inputs and outputs
-(model cache), see :mod:`runtime.drivers.litert_cache`.
+``Interpreter(model_content=...)`` (``[NN_LD_PC]LiteRtDriver::buildInterpreter``): XNNPACK for a
+float step, LiteRT's builtin kernels for a step with quantized tensors (bit-exact with NNAPI's
+reference requantization). ``getSupportedOperations`` claims exactly what translates and what
+LiteRT then accepts (``litert_claims``); the rest goes to other devices. An execution copies
+each input from its request pool into the interpreter (``set_tensor``; ``resize_tensor_input``
+when an unknown dimension changes), invokes (``[NN_LD_PE]LiteRT::invoke``; ``timeOnDevice``)
+and copies each output from the interpreter's tensor into its pool: one copy each way.
+Deadlines, memory budget and the driver's scheduling are the sample drivers'
+(:class:`~runtime.drivers.sample.SamplePreparedModel`); an invoke is not interruptible, so a
+deadline passing during it gives MISSED_DEADLINE_TRANSIENT afterwards. The compilation cache
+holds the flatbuffer (data cache) and the model's inputs and outputs (model cache), see
+:mod:`runtime.drivers.litert_cache`.
 
 Threads: :data:`NNSCOPE_LITERT_THREADS` (default 1), read by the driver process at start.
 
@@ -40,7 +41,8 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, Preference,
                                Priority, is_scalar)
 from runtime.hal.validate import invalid, validate_model
-from runtime.tflite._writer import TENSOR_TYPES, Translation, Untranslatable, supported, translate
+from runtime.drivers.litert_claims import Claims
+from runtime.tflite._writer import TENSOR_TYPES, Translation, Untranslatable, translate
 from timing import Timing
 from tracing import Layer, Phase
 from tracing.naming import format_name
@@ -170,6 +172,7 @@ class LiteRtDriver(Device):
         self.budget_bytes: int | None = None  # the CPU kernels' per-operation budget: unused here
         self.memory = MemoryBudget(memory_budget.configured_driver_budget())
         self.load = Load()
+        self.claims = Claims(self.threads)
 
     def capabilities(self) -> Capabilities:
         types = set(TENSOR_TYPES) - {T.TENSOR_BOOL8}
@@ -180,7 +183,7 @@ class LiteRtDriver(Device):
         validate_model(model)
         if model.referenced:
             return [False] * len(model.main.operations)
-        return [supported(model, op) for op in model.main.operations]
+        return [self.claims.claims(model, op) for op in model.main.operations]
 
     def prepare_model(self, model: HalModel, preference: Preference = Preference.FAST_SINGLE_ANSWER,
                       priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,
