@@ -5,8 +5,9 @@ breakdown of a traced run.
 Modes, alternating in rounds (order rotating): ``litert`` (LiteRT's ``Interpreter`` on the
 ``.tflite`` with the same thread count, each run ``set_tensor`` + ``invoke`` + ``get_tensor``, as
 an application does), ``sample-litert`` (a reusable ``Execution.compute()`` compiled for that
-driver alone: a separate process, through the HAL) and ``all`` (``Compilation(model)``: the
-default plan over every device). Ratios are medians of per-round ratios. The breakdown parses a
+driver alone: a separate process, through the HAL), ``burst`` (the same through a ``Burst``:
+fast message queues, polled) and ``all`` (``Compilation(model)``: the default plan over every
+device). Ratios are medians of per-round ratios. The breakdown parses a
 traced run of the ``sample-litert`` execution with ``parse_systrace`` (self-times of the
 execution phase per layer, per execution) and sums the driver's ``[NN_LD_PE]LiteRT::invoke``.
 
@@ -23,7 +24,7 @@ import numpy as np
 
 import parse_systrace
 import tracing
-from runtime import Compilation, Model
+from runtime import Burst, Compilation, Model
 from runtime.manager import get_device
 from runtime.tflite import load_tflite
 from tracing import Phase
@@ -99,8 +100,10 @@ def measure_litert(path: Path, reference: Path, rounds: int, runs: int, threads:
     on_all.compute()
     errors = [float(np.abs(o - data[f"output0_{k}"]).max())
               for result in (outputs, all_outputs) for k, o in enumerate(result)]
+    burst = Burst(driver)
+    on_burst, _ = reusable_execution(driver, inputs)
     modes = {"litert": standalone(path, inputs, threads), "sample-litert": on_driver.compute,
-             "all": on_all.compute}
+             "all": on_all.compute, "burst": lambda: on_burst.burst_compute(burst)}
     runners = {name: (lambda n, run=run: median_ms(run, n)) for name, run in modes.items()}
     for run in runners.values():
         run(max(1, runs // 4))  # warm-up
@@ -112,6 +115,8 @@ def measure_litert(path: Path, reference: Path, rounds: int, runs: int, threads:
             "all_ms": round(float(np.median(medians["all"])), 3),
             "sample_litert_ratio": round(float(np.median(medians["sample-litert"] / medians["litert"])), 2),
             "all_ratio": round(float(np.median(medians["all"] / medians["litert"])), 2),
+            "sample_litert_burst_ms": round(float(np.median(medians["burst"])), 3),
+            "sample_litert_burst_ratio": round(float(np.median(medians["burst"] / medians["litert"])), 2),
             "all_plan": plan, "max_abs_error_vs_litert": max(errors),
             "breakdown_ms": breakdown(on_driver, device, runs, path.stem),
             "rounds": rounds, "runs_per_round": runs}
@@ -122,6 +127,7 @@ def report(result: dict) -> None:
     print(f"{result['model']}: LiteRT standalone ({result['threads']} thread) {result['litert_ms']} ms; "
           f"sample-litert {result['sample_litert_ms']} ms (ratio {result['sample_litert_ratio']}, target "
           f"<= {TARGETS['sample_litert_ratio']}); all {result['all_ms']} ms (ratio {result['all_ratio']}, "
-          f"target <= {TARGETS['all_ratio']}); plan {', '.join(result['all_plan'])}")
+          f"target <= {TARGETS['all_ratio']}); through a burst {result['sample_litert_burst_ms']} ms "
+          f"(ratio {result['sample_litert_burst_ratio']}); plan {', '.join(result['all_plan'])}")
     print(f"  breakdown per execution (traced, ms): {result['breakdown_ms']}; "
           f"max |nnscope - LiteRT reference| = {result['max_abs_error_vs_litert']:.3g}")
