@@ -4,8 +4,9 @@ into LiteRT builtins *and* that LiteRT accepts.
 :class:`Claims` translates each operation alone (``runtime.tflite._writer.supported``), then
 builds a LiteRT interpreter of it (its non-constant inputs as the graph's inputs, its outputs as
 outputs) and allocates its tensors, as ``prepareModel`` would: a kernel or XNNPACK refusing the
-operation's shapes or quantisation (say, a quantized CONCATENATION whose scales differ) makes it
-unclaimed rather than a failed preparation later. The verdict is remembered per signature (the
+operation's shapes or quantisation (say, a quantized CONCATENATION whose scales differ), or
+output shapes other than the declared ones (which NNAPI rejects), make it unclaimed rather than
+a failed or wrong preparation later. The verdict is remembered per signature (the
 operation type, its operands' types, dimensions, quantisation and scalar values; not the
 constant tensors' values), at most :data:`MAX_REMEMBERED` of them.
 
@@ -74,7 +75,13 @@ def _builds(model: HalModel, operation: Operation, threads: int) -> bool:
     from runtime.drivers.litert import LiteRtEngine  # noqa: PLC0415 - it imports this module
 
     try:
-        LiteRtEngine(translate(_alone(model, operation)), threads)
+        engine = LiteRtEngine(translate(_alone(model, operation)), threads)
     except (Untranslatable, RuntimeError, ValueError):
         return False
-    return True
+    operands = model.main.operands
+    if any(0 in operands[i].dimensions for i in operation.inputs if operands[i].dimensions):
+        return True  # shapes known only at execution
+    computed = [tuple(int(d) for d in detail["shape"]) for detail in engine.interpreter.get_output_details()]
+    return all(len(c) == len(operands[i].dimensions) and all(d in (0, e) for d, e in
+                                                              zip(operands[i].dimensions, c))
+               for i, c in zip(operation.outputs, computed))

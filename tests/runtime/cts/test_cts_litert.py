@@ -16,7 +16,7 @@ from tests.support.programs import needs_litert
 
 pytestmark = needs_litert
 #: Vectors sample-litert claims in full and runs (expected-failure vectors it rejects excluded).
-CLAIMED = 2106
+CLAIMED = 2998
 REJECTED = 61  # expectFailure vectors: compilation refused, as the test expects
 
 
