@@ -16,7 +16,7 @@ from tests.support.programs import needs_litert
 
 pytestmark = needs_litert
 #: Vectors sample-litert claims in full and runs (expected-failure vectors it rejects excluded).
-CLAIMED = 2998
+CLAIMED = 2914
 REJECTED = 61  # expectFailure vectors: compilation refused, as the test expects
 
 
