@@ -187,3 +187,20 @@ def supported(model: HalModel, operation: Operation) -> bool:
     except (Untranslatable, ValueError):
         return False
     return True
+
+
+#: Tensor types LiteRT computes as NNAPI does, by family.
+F32 = frozenset({T.TENSOR_FLOAT32})
+Q8 = frozenset({T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED})
+ANY = F32 | Q8
+
+
+def check_types(w: Writer, op, allowed, inputs: int = 1) -> None:
+    """The first ``inputs`` inputs and every output have a type in ``allowed``, and one type."""
+    types = {w.operand(i).type for i in (*op.inputs[:inputs], *op.outputs)}
+    if len(types) != 1 or not types <= allowed:
+        raise Untranslatable(f"{op.type.name} on {sorted(t.name for t in types)}")
+
+
+def layout(w: Writer, op, position: int) -> bool:
+    return bool(w.scalar(op.inputs[position])) if len(op.inputs) > position else False
