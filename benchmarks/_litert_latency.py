@@ -124,7 +124,8 @@ def measure_litert(path: Path, reference: Path, rounds: int, runs: int, threads:
 
 def report(result: dict) -> None:
     """Print one model's figures."""
-    print(f"{result['model']}: LiteRT standalone ({result['threads']} thread) {result['litert_ms']} ms; "
+    threads = f"{result['threads']} thread" + ("s" if result["threads"] > 1 else "")
+    print(f"{result['model']}: LiteRT standalone ({threads}) {result['litert_ms']} ms; "
           f"sample-litert {result['sample_litert_ms']} ms (ratio {result['sample_litert_ratio']}, target "
           f"<= {TARGETS['sample_litert_ratio']}); all {result['all_ms']} ms (ratio {result['all_ratio']}, "
           f"target <= {TARGETS['all_ratio']}); through a burst {result['sample_litert_burst_ms']} ms "
