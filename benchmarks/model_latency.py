@@ -1,4 +1,5 @@
-"""Latency of real models on ``nnapi-reference`` in-process, next to LiteRT on the same machine.
+"""Latency of real models on ``nnapi-reference`` in-process and through the ``sample-litert``
+driver, next to LiteRT on the same machine.
 
 Measures MediaPipe's short-range face detector (``tests/data/models/``, loaded with
 ``runtime.tflite.load_tflite``) through the public API (a reusable ``Execution.compute()``),
@@ -10,17 +11,24 @@ from the ``[NN_LC_PCO]`` spans of a traced run. The built-in MobileNet-style mod
 same way (it has no ``.tflite`` form, so no LiteRT figure). Targets: face detector
 ``nnscope_ms / litert_ms <= 5`` with tracing off, tracing on <= 10 % more.
 
+With LiteRT installed, each shipped model (face detector, face landmark) is also measured
+through ``sample-litert`` (a separate process, through the HAL) and the default ``all`` plan
+against LiteRT standalone with the same thread count (``--threads``, default 1; it sets
+``NNSCOPE_LITERT_THREADS`` for the driver), with the per-layer breakdown of a traced run
+(``_litert_latency``). Targets: ``sample_litert_ratio <= 1.3``, ``all_ratio <= 1.5``.
+
 numpy's BLAS is limited to one thread (``OPENBLAS_NUM_THREADS=1`` and kin, unless already set
 in the environment), as LiteRT is: the comparison is one core against one core. LiteRT is the
 ``bench`` extra (``pip install -e '.[bench]'``); without it the nnscope figures are still
 measured and the ratio is null.
 
 Usage:
-    python benchmarks/model_latency.py [--rounds N] [--runs N] [--builtin-runs N]
+    python benchmarks/model_latency.py [--rounds N] [--runs N] [--builtin-runs N] [--threads N]
 
 Prints human-readable lines, writes ``benchmarks/results/model_latency.json`` and prints the
 same JSON object as the last line (keys include ``nnscope_ms``, ``litert_ms``, ``ratio``,
-``nnscope_traced_ms``, ``traced_overhead_pct`` and ``per_operation_ms``).
+``nnscope_traced_ms``, ``traced_overhead_pct`` and ``per_operation_ms``; ``litert_driver``: per
+model ``sample_litert_ratio``, ``all_ratio`` and ``breakdown_ms``).
 """
 from __future__ import annotations
 
@@ -49,6 +57,8 @@ from _common import reusable_execution, write_results  # noqa: E402
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "data" / "models"
 FACE = MODELS / "face_detection_short_range.tflite"
 FACE_REFERENCE = MODELS / "face_detection_short_range.litert-reference.npz"
+LANDMARK = MODELS / "face_landmark.tflite"
+LANDMARK_REFERENCE = MODELS / "face_landmark.litert-reference.npz"
 TARGETS = {"ratio": 5.0, "traced_overhead_pct": 10.0}
 MISSING_LITERT = "LiteRT is not installed (pip install -e '.[bench]'): no LiteRT figures"
 
@@ -161,9 +171,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="computes per round and mode")
     parser.add_argument("--builtin-runs", type=int, default=3,
                         help="computes of the built-in model per round and mode (0: skip it)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="LiteRT threads, standalone and in sample-litert (default 1)")
     args = parser.parse_args()
-    if args.rounds < 1 or args.runs < 1 or args.builtin_runs < 0:
-        parser.error("--rounds and --runs must be positive, --builtin-runs non-negative")
+    if args.rounds < 1 or args.runs < 1 or args.builtin_runs < 0 or not 1 <= args.threads <= 64:
+        parser.error("--rounds and --runs must be positive, --builtin-runs non-negative, "
+                     "--threads from 1 to 64")
+    os.environ["NNSCOPE_LITERT_THREADS"] = str(args.threads)  # the driver process inherits it
     face = measure_face(args.rounds, args.runs)
     if face["litert_ms"] is None:
         print(MISSING_LITERT)
@@ -184,6 +198,19 @@ def main() -> None:
     results["targets_met"] = None if face["ratio"] is None else {
         "ratio": face["ratio"] <= TARGETS["ratio"],
         "traced_overhead_pct": face["traced_overhead_pct"] <= TARGETS["traced_overhead_pct"]}
+    if face["litert_ms"] is not None:
+        import _litert_latency as driver  # noqa: PLC0415 - needs LiteRT
+        timed = (median_ms, interleaved)
+        results["litert_driver"] = [driver.measure_litert(path, reference, args.rounds, args.runs,
+                                                          args.threads, timed)
+                                    for path, reference in ((FACE, FACE_REFERENCE),
+                                                            (LANDMARK, LANDMARK_REFERENCE))]
+        for result in results["litert_driver"]:
+            driver.report(result)
+        results["litert_driver_targets"] = driver.TARGETS
+        results["litert_driver_targets_met"] = {
+            r["model"]: {key: r[key] <= target for key, target in driver.TARGETS.items()}
+            for r in results["litert_driver"]}
     write_results("model_latency", results)
 
 

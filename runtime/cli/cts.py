@@ -2,7 +2,8 @@
 
 Each test's HAL model becomes ``Model.from_hal``, is compiled (for ``--device`` or all
 devices) and executed with ``compute_arrays``; the harness judges the outputs. Prints the
-per-operation pass/fail/skip table; the last line is ``N passed, M failed, K skipped``.
+per-operation pass/fail/skip table (with ``--device``, a test whose operations the device
+does not all claim is skipped: "not claimed by ..."); the last line is ``N passed, M failed, K skipped``.
 
 Example:
     $ nnscope cts                      # every packaged vector
@@ -18,6 +19,7 @@ from runtime.cli._backend import compute_arrays
 from runtime.compilation import Compilation
 from runtime.manager import get_device
 from runtime.model import Model
+from runtime.partition import UnsupportedOperationError
 
 
 def default_root() -> Path:
@@ -47,13 +49,20 @@ def add_parser(subparsers):
 
 
 def make_backend(device_name: str | None = None):
-    """A harness backend ``(hal_model, inputs) -> outputs`` over the public API."""
+    """A harness backend ``(hal_model, inputs) -> outputs`` over the public API; with a
+    device, a model it does not claim in full raises ``harness.NotClaimed`` (a skip)."""
+    from runtime.cts.harness import NotClaimed  # noqa: PLC0415
     devices = [get_device(device_name)] if device_name else None
 
     def backend(hal_model, inputs):
         model = Model.from_hal(hal_model, name="cts")
         compilation = Compilation(model, devices)
-        compilation.finish()
+        try:
+            compilation.finish()
+        except UnsupportedOperationError as error:
+            if devices is None:
+                raise
+            raise NotClaimed(f"not claimed by {device_name}: {error}") from None
         try:
             return compute_arrays(compilation, inputs)
         finally:

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import json
+import sys
 
 from runtime.hal.extensions import OPERAND, type_name
 from runtime.hal.types import OperandType
@@ -61,10 +62,14 @@ def _line(info: dict) -> str:
 
 
 def main(args) -> int:
+    from runtime.drivers.registry import absent  # noqa: PLC0415
+
     described = [describe(d) for d in devices()]
     if args.json:
         print(json.dumps(described, indent=2, default=float))
     else:
         for info in described:
             print(_line(info))
+    for why in absent():  # a driver that cannot run here, e.g. sample-litert without LiteRT
+        print(why, file=sys.stderr)
     return 0

@@ -15,6 +15,7 @@ Example:
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Mapping
 
@@ -31,8 +32,30 @@ class UnknownDriverError(ValueError):
     """A driver name that is not in the registry; the message lists the valid names."""
 
 
-#: Drivers beyond the sample configs: vendor-extension and OEM examples.
-EXTRA_DRIVERS = {FibonacciDriver.name: FibonacciDriver, OemDriver.name: OemDriver}
+LITERT = "sample-litert"
+#: Why ``sample-litert`` is absent when LiteRT is not installed (``nnscope devices`` prints it).
+LITERT_MISSING = f"{LITERT}: not available: ai-edge-litert is not installed (pip install 'nnscope[litert]')"
+
+
+def _litert_driver() -> Device:
+    from runtime.drivers.litert import LiteRtDriver  # noqa: PLC0415 - LiteRT and the translator load on use
+    return LiteRtDriver()
+
+
+def litert_available() -> bool:
+    """Whether ``ai-edge-litert`` (the ``litert`` extra) is installed (without importing it)."""
+    return importlib.util.find_spec("ai_edge_litert") is not None
+
+
+#: Drivers beyond the sample configs: vendor-extension and OEM examples, and the LiteRT
+#: accelerator when ``ai-edge-litert`` is installed.
+EXTRA_DRIVERS = {FibonacciDriver.name: FibonacciDriver, OemDriver.name: OemDriver,
+                 **({LITERT: _litert_driver} if litert_available() else {})}
+
+
+def absent() -> tuple[str, ...]:
+    """One line per known driver that cannot run here, saying why (``nnscope devices``)."""
+    return () if litert_available() else (LITERT_MISSING,)
 
 
 def available() -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""Fixtures of the dashboard view tests: one real ``nnscope run`` on all devices.
+"""Fixtures of the dashboard view tests: one real ``nnscope run`` on all CPU-kernel devices
+(without ``sample-litert``, which would take the model as one step without per-operation spans).
 
 ``nnscope_run`` runs the installed ``nnscope`` CLI once per session in a subprocess with
 ``--trace run.json`` (Chrome JSON), ``--perfetto run.pftrace``, ``--systrace run.html``
@@ -8,6 +9,7 @@ and operation counts) and the ``--json`` latencies.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.programs import cpu_kernel_drivers_env
 
 EXECUTIONS, WARMUP = 5, 1
 
@@ -48,7 +51,8 @@ def nnscope_run(tmp_path_factory) -> NnscopeRun:
                            "--perfetto", str(perfetto), "--systrace", str(systrace),
                            "--dot", str(dot), "--executions", str(EXECUTIONS),
                            "--warmup", str(WARMUP), "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+                          cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **cpu_kernel_drivers_env()})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     plan = parse_plan(next(line for line in lines if "plan:" in line))

@@ -9,10 +9,15 @@ import pytest
 
 import parse_systrace
 from runtime.__main__ import main
+from runtime.drivers.registry import LITERT, litert_available
 from tests.support.paths import CTS_FIXTURES
-from tests.support.programs import require_program
+from tests.support.programs import cpu_kernel_drivers_env, require_program
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: The CPU-kernel sample drivers: with them the built-in model splits into steps across devices
+#: (sample-litert, when installed, takes it whole; its own tests are tests/runtime/drivers/).
+CPU_DRIVERS = cpu_kernel_drivers_env()
+LITERT_LISTED = ", sample-litert" if litert_available() else ""
 
 
 def _nnscope(*args, env=None):
@@ -27,7 +32,7 @@ def run_output(tmp_path_factory):
              "perfetto": out / "run.perfetto-trace", "dot": out / "plan.dot"}
     done = _nnscope("run", "--executions", "2", "--warmup", "1", "--systrace", str(paths["systrace"]),
                     "--trace", str(paths["trace"]), "--perfetto", str(paths["perfetto"]),
-                    "--dot", str(paths["dot"]), env={"NN_VLOG": "driver"})
+                    "--dot", str(paths["dot"]), env={"NN_VLOG": "driver", **CPU_DRIVERS})
     return done, paths
 
 
@@ -98,7 +103,8 @@ def test_run_dot_renders(run_output):
 def test_run_svg_renders_the_plan(tmp_path):
     require_program("dot")
     path = tmp_path / "plan.svg"
-    done = _nnscope("run", "--executions", "1", "--warmup", "0", "--no-summary", "--svg", str(path))
+    done = _nnscope("run", "--executions", "1", "--warmup", "0", "--no-summary", "--svg", str(path),
+                    env=CPU_DRIVERS)
     assert done.returncode == 0, done.stderr
     assert f"wrote {path}" in done.stdout
     svg = html.unescape(path.read_text())
@@ -126,12 +132,13 @@ def test_devices_json():
     assert device["operandPerformance"]["TENSOR_FLOAT32"]["execTime"] == 1.0
     by_name = {d["name"]: d for d in drivers}
     assert list(by_name) == ["sample-all", "sample-float-fast", "sample-float-slow", "sample-quant",
-                             "sample-minimal", "sample-fibonacci", "sample-oem"]
+                             "sample-minimal", "sample-fibonacci", "sample-oem"] + \
+        ([LITERT] if litert_available() else [])
     assert by_name["sample-float-fast"]["operandPerformance"]["TENSOR_FLOAT32"]["execTime"] == 0.8
     assert "TENSOR_QUANT8_ASYMM" not in by_name["sample-float-fast"]["operandPerformance"]
     assert by_name["sample-quant"]["operandPerformance"]["TENSOR_QUANT8_ASYMM"]["execTime"] == 50.0
     assert all(d["version"] == "nnscope-sample-1.3" for d in drivers if not d["extensions"]
-               and d["name"] != "sample-oem")
+               and d["name"] not in ("sample-oem", LITERT))
     assert main(["devices"]) == 0
 
 
@@ -157,7 +164,7 @@ def test_runtime_errors_exit_1_with_one_line(tmp_path):
     assert done.stderr.strip() == ("nnscope: error: BAD_DATA: unknown device 'no-such-device'; "
                                    "valid: nnapi-reference, sample-all, sample-float-fast, "
                                    "sample-float-slow, sample-quant, sample-minimal, sample-fibonacci, "
-                                   "sample-oem")
+                                   "sample-oem" + LITERT_LISTED)
     done = _nnscope("run", str(tmp_path / "missing.tflite"))
     assert done.returncode == 1 and done.stderr.startswith("nnscope: error:")
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -169,7 +176,7 @@ def test_vlog_all_shows_every_runtime_tag():
             "x = np.ones((1, 4), np.float32)\n"
             "run(add_model(), x, x)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "NN_VLOG": "all"}, timeout=120)
+                          env={**os.environ, "NN_VLOG": "all", **CPU_DRIVERS}, timeout=120)
     assert done.returncode == 0, done.stderr
     for pattern in (r" I ModelBuilder\s*: model add finished: 4 operands, 1 operations",
                     r" I Manager\s*: device nnapi-reference: type CPU",

@@ -3,6 +3,7 @@ import pytest
 
 from runtime import NnError, ResultCode, devices, get_device, manager
 from runtime.builtin_models import mobilenet, sample_input, tiny_add
+from runtime.drivers.registry import litert_available
 from runtime.hal.types import DeviceType
 from tests.runtime.helpers import AddOnlyDevice, run
 
@@ -13,7 +14,7 @@ def test_devices_are_the_reference_cpu_then_the_sample_drivers():
     assert get_device("nnapi-reference") is cpu
     assert [d.name for d in drivers] == ["sample-all", "sample-float-fast", "sample-float-slow",
                                          "sample-quant", "sample-minimal", "sample-fibonacci",
-                                         "sample-oem"]
+                                         "sample-oem"] + (["sample-litert"] if litert_available() else [])
 
 
 def test_unknown_device_lists_valid_names():

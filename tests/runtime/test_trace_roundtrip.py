@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.programs import cpu_kernel_drivers_env
 
 #: One unit of the last printed digit (cells are ``%.2f`` ms) is 0.01; a cell sums many spans,
 #: each end truncated to the microsecond in the text export: allow a few units.
@@ -28,7 +29,7 @@ _TABLE_END = "* This total ignores missing"
 def _nnscope_run(*args: str) -> str:
     done = subprocess.run([sys.executable, "-m", "runtime", "run", "--executions", "2",
                            "--warmup", "1", *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "NNSCOPE_TRACE": ""}, timeout=600)
+                          env={**os.environ, "NNSCOPE_TRACE": "", **cpu_kernel_drivers_env()}, timeout=600)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

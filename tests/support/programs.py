@@ -1,4 +1,5 @@
-"""External programs some tests need: Graphviz's ``dot`` and Chromium.
+"""External programs some tests need: Graphviz's ``dot`` and Chromium (and LiteRT, the
+``sample-litert`` driver's engine, a Python package treated alike).
 
 Every such test goes through :func:`require_program` (or the :data:`needs_dot` /
 :data:`needs_chromium` marks), so a missing program skips with a reason naming it, and the
@@ -42,3 +43,28 @@ def needs_program(name: str) -> pytest.MarkDecorator:
 
 needs_dot = needs_program("dot")
 needs_chromium = needs_program("chromium")
+
+
+def litert_missing_reason() -> str:
+    """The skip reason when LiteRT (``ai-edge-litert``, the ``litert`` extra) is not installed;
+    it starts with :data:`MISSING_PROGRAM`, so under ``CI=true`` such a skip fails the run."""
+    return f"{MISSING_PROGRAM} LiteRT (python package ai-edge-litert) is not installed " \
+           "(pip install -e '.[litert]')"
+
+
+def _has_litert() -> bool:
+    from runtime.drivers.registry import litert_available  # noqa: PLC0415
+    return litert_available()
+
+
+#: Skip mark of the tests that need LiteRT (the ``sample-litert`` driver).
+needs_litert = pytest.mark.skipif(not _has_litert(), reason=litert_missing_reason())
+
+
+
+def cpu_kernel_drivers_env() -> dict[str, str]:
+    """``NNSCOPE_DRIVERS`` naming every sample driver but ``sample-litert``: for the tests of
+    multi-step plans and per-operation CPU spans, which sample-litert (one step, one invoke)
+    would replace with one opaque step. Pass it to a subprocess's environment."""
+    from runtime.drivers.registry import LITERT, available  # noqa: PLC0415
+    return {"NNSCOPE_DRIVERS": ",".join(name for name in available() if name != LITERT)}

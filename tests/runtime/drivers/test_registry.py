@@ -9,7 +9,7 @@ from runtime.drivers.ipc import RemoteDevice
 from runtime.drivers.registry import NNSCOPE_DRIVERS, UnknownDriverError
 
 ALL = ("sample-all", "sample-float-fast", "sample-float-slow", "sample-quant", "sample-minimal",
-       "sample-fibonacci", "sample-oem")
+       "sample-fibonacci", "sample-oem") + (("sample-litert",) if registry.litert_available() else ())
 
 
 def test_default_registers_every_sample():
@@ -53,3 +53,15 @@ def test_driver_cli_rejects_unknown_driver_with_exit_2(tmp_path):
 def _base_env():
     import os
     return {k: v for k, v in os.environ.items() if k != NNSCOPE_DRIVERS}
+
+
+def test_without_litert_the_driver_is_absent_with_one_line_saying_why():
+    code = ("import sys\n"
+            "sys.modules['ai_edge_litert'] = None  # as if not installed: find_spec gives None\n"
+            "from runtime.__main__ import main\n"
+            "sys.exit(main(['devices']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=_base_env())
+    assert done.returncode == 0, done.stderr
+    assert "sample-litert" not in done.stdout and "sample-oem" in done.stdout
+    assert done.stderr.strip().splitlines() == [registry.LITERT_MISSING]

@@ -1,0 +1,227 @@
+"""``sample-litert``: an accelerator driver that compiles its partition to LiteRT (XNNPACK).
+
+As a vendor driver translates the NNAPI model it is given into its engine's format,
+``prepareModel`` translates the step's subgraph into a TFLite flatbuffer
+(``runtime.tflite._writer``, span ``[NN_LD_PC]LiteRtDriver::translate``) and builds a LiteRT
+``Interpreter(model_content=...)`` (``[NN_LD_PC]LiteRtDriver::buildInterpreter``): XNNPACK for a
+float step, LiteRT's builtin kernels for a step with quantized tensors (bit-exact with NNAPI's
+reference requantization). ``getSupportedOperations`` claims exactly what translates and what
+LiteRT then accepts (``litert_claims``); the rest goes to other devices. An execution copies
+each input from its request pool into the interpreter (``set_tensor``; ``resize_tensor_input``
+when an unknown dimension changes), invokes (``[NN_LD_PE]LiteRT::invoke``; ``timeOnDevice``)
+and copies each output from the interpreter's tensor into its pool: one copy each way.
+Deadlines, memory budget and the driver's scheduling are the sample drivers'
+(:class:`~runtime.drivers.sample.SamplePreparedModel`); an invoke is not interruptible, so a
+deadline passing during it gives MISSED_DEADLINE_TRANSIENT afterwards. The compilation cache
+holds the flatbuffer (data cache) and the model's inputs and outputs (model cache), see
+:mod:`runtime.drivers.litert_cache`.
+
+Threads: :data:`NNSCOPE_LITERT_THREADS` (default 1), read by the driver process at start.
+
+Example:
+    >>> driver = LiteRtDriver()                                        # doctest: +SKIP
+    >>> prepared = driver.prepare_model(hal_model)                     # doctest: +SKIP
+    >>> prepared.execute(request, measure_timing=True).timing          # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Mapping
+
+import tracing
+from runtime.drivers import memory_budget
+from runtime.drivers.base import Device, PreparedModel
+from runtime.drivers.cpu import _write_outputs
+from runtime.drivers.memory_budget import MemoryBudget
+from runtime.drivers.sample import Load, SamplePreparedModel
+from runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
+from runtime.hal.errors import HalError
+from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, Preference,
+                               Priority, is_scalar)
+from runtime.hal.validate import invalid, validate_model
+from runtime.drivers.litert_claims import Claims
+from runtime.tflite._writer import TENSOR_TYPES, Translation, Untranslatable, translate
+from timing import Timing
+from tracing import Layer, Phase
+from tracing.naming import format_name
+
+NAME = "sample-litert"
+NNSCOPE_LITERT_THREADS = "NNSCOPE_LITERT_THREADS"
+"""Threads of each LiteRT interpreter of the ``sample-litert`` driver (default 1)."""
+#: Advertised performance relative to nnapi-reference (lower is faster): measured by
+#: ``benchmarks/model_latency.py`` (face detector: nnapi-reference 5.0x LiteRT's time, this
+#: driver 1.1x: about 0.25 of the reference). Float32 and quant8 alike.
+PERFORMANCE = PerformanceInfo(0.25, 0.5)
+_invoke_tag = format_name(Layer.DRIVER, Phase.EXECUTION)
+_now = time.perf_counter_ns
+
+
+def configured_threads(environ: Mapping[str, str] | None = None) -> int:
+    """:data:`NNSCOPE_LITERT_THREADS` from ``environ`` (default 1). Raises ValueError."""
+    text = (os.environ if environ is None else environ).get(NNSCOPE_LITERT_THREADS, "").strip() or "1"
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise ValueError(f"{NNSCOPE_LITERT_THREADS}={text!r}: expected a thread count from 1 to 64")
+    return int(text)
+
+
+class LiteRtEngine:
+    """One LiteRT interpreter of a translation; one execution at a time (``lock``). A float
+    translation runs on XNNPACK; one with quantized tensors on LiteRT's builtin kernels, which
+    requantize as NNAPI's reference does (XNNPACK's uint8/int8 kernels round differently: one
+    step off on some elements, seen on random graphs)."""
+
+    def __init__(self, translation: Translation, threads: int) -> None:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415 - optional extra
+
+        self.translation = translation
+        self.xnnpack = not translation.quantized
+        resolver = OpResolverType.AUTO if self.xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        self.interpreter = Interpreter(model_content=translation.flatbuffer, num_threads=threads,
+                                       experimental_op_resolver_type=resolver)
+        self.interpreter.allocate_tensors()
+        self.inputs = [d["index"] for d in self.interpreter.get_input_details()]
+        self.outputs = [d["index"] for d in self.interpreter.get_output_details()]
+        self.shapes = [tuple(d["shape"]) for d in self.interpreter.get_input_details()]
+        self.lock = threading.Lock()
+
+    def load(self, values: list) -> None:
+        """Copy the input arrays in (resizing the tensors whose shape changed)."""
+        interpreter = self.interpreter
+        resized = False
+        for position, value in enumerate(values):
+            if value is None:
+                raise HalError(ErrorStatus.INVALID_ARGUMENT, f"input {position} omitted")
+            if value.shape != self.shapes[position]:
+                interpreter.resize_tensor_input(self.inputs[position], value.shape, strict=True)
+                self.shapes[position] = value.shape
+                resized = True
+        if resized:
+            interpreter.allocate_tensors()
+        for index, value in zip(self.inputs, values):
+            interpreter.set_tensor(index, value)
+
+    def results(self) -> list:
+        """Views of the output tensors (drop them before the next invoke)."""
+        return [self.interpreter.tensor(index)() for index in self.outputs]
+
+
+class LiteRtPreparedModel(SamplePreparedModel):
+    """A step compiled to LiteRT, behind the sample drivers' request binding and policies."""
+
+    def __init__(self, model: HalModel, engine: LiteRtEngine, load: Load, charge) -> None:
+        super().__init__(model, engine, PERFORMANCE, load, charge)
+
+    def _execute(self, request: Request, measure: bool, deadline_ns: int | None,
+                 recorder) -> ExecutionResult:
+        start = _now()
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed before start")
+        cached_request, binding = self._cache
+        if cached_request is not request:
+            try:
+                binding = self._bind(request)
+            except HalError as error:
+                return self._fail(error.status, str(error))
+            self._cache = (request, binding)
+        engine = self.executor
+        try:
+            with engine.lock:
+                engine.load(binding.inputs)
+                invoked = _now()
+                if recorder is not None:
+                    recorder[1]((_invoke_tag, "LiteRT::invoke", recorder[2]()))
+                try:
+                    engine.interpreter.invoke()
+                finally:
+                    if recorder is not None:
+                        recorder[0](recorder[2]())
+                on_device = _now() - invoked
+                status, shapes = _write_outputs(binding, engine.results())
+        except HalError as error:
+            return self._fail(error.status, str(error))
+        except (RuntimeError, ValueError) as error:
+            return self._fail(ErrorStatus.GENERAL_FAILURE, f"LiteRT: {error}")
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed during execution")
+        if status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
+            return ExecutionResult(status, shapes)
+        if not measure and shapes is binding.ok_shapes:
+            return binding.ok_result
+        timing = Timing(on_device // 1000, (_now() - start) // 1000) if measure else None
+        return ExecutionResult(status, shapes, timing)
+
+    def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
+        return None  # no CPU fast path: every run goes through execute()
+
+    def bound_run(self, request: Request, result: ExecutionResult):
+        return None
+
+
+class LiteRtDriver(Device):
+    """The ``sample-litert`` device (an ACCELERATOR)."""
+
+    name = NAME
+    type = DeviceType.ACCELERATOR
+    version = "nnscope-litert-1"
+    feature_level = 30
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = configured_threads() if threads is None else threads
+        self.budget_bytes: int | None = None  # the CPU kernels' per-operation budget: unused here
+        self.memory = MemoryBudget(memory_budget.configured_driver_budget())
+        self.load = Load()
+        self.claims = Claims(self.threads)
+
+    def capabilities(self) -> Capabilities:
+        types = set(TENSOR_TYPES) - {T.TENSOR_BOOL8}
+        listed = tuple((t, PERFORMANCE) for t in T if t in types or (is_scalar(t) and t != T.SUBGRAPH))
+        return Capabilities(PERFORMANCE, PERFORMANCE, listed, PERFORMANCE, PERFORMANCE)
+
+    def supported_operations(self, model: HalModel) -> list[bool]:
+        validate_model(model)
+        if model.referenced:
+            return [False] * len(model.main.operations)
+        return [self.claims.claims(model, op) for op in model.main.operations]
+
+    def prepare_model(self, model: HalModel, preference: Preference = Preference.FAST_SINGLE_ANSWER,
+                      priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,
+                      cache_dir: str | None = None, token: bytes | None = None) -> PreparedModel:
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            raise HalError(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "deadline passed before prepareModel")
+        validate_model(model)
+        with tracing.driver(Phase.COMPILATION, "LiteRtDriver::translate"):
+            try:
+                translation = translate(model)
+            except Untranslatable as error:
+                raise invalid(f"{NAME} cannot translate the model: {error}") from None
+        return self.prepared(model, translation)
+
+    def prepared(self, model: HalModel, translation: Translation) -> LiteRtPreparedModel:
+        """The prepared model of ``translation``: its interpreter built, its footprint charged
+        (the flatbuffer, twice: LiteRT's copy and XNNPACK's packed weights)."""
+        charge = self.memory.reserve(2 * len(translation.flatbuffer), memory_budget.PREPARE)
+        try:
+            with tracing.driver(Phase.COMPILATION, "LiteRtDriver::buildInterpreter"):
+                engine = LiteRtEngine(translation, self.threads)
+        except (RuntimeError, ValueError) as error:
+            charge.release()
+            raise HalError(ErrorStatus.GENERAL_FAILURE, f"LiteRT rejected the translation: {error}") from None
+        return LiteRtPreparedModel(model, engine, self.load, charge)
+
+    # ------------------------------------------------------------------ compilation caching
+    def number_of_cache_files_needed(self) -> tuple[int, int]:
+        return (1, 1)
+
+    def write_cache(self, prepared: PreparedModel, model_cache, data_cache, token: bytes) -> None:
+        from runtime.drivers import litert_cache  # noqa: PLC0415
+        litert_cache.save(self, prepared, model_cache, data_cache, token)
+
+    def prepare_model_from_cache_files(self, model_cache, data_cache, token: bytes,
+                                       deadline_ns: int | None = None) -> PreparedModel:
+        from runtime.drivers import litert_cache  # noqa: PLC0415
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            raise HalError(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "deadline passed before prepareModelFromCache")
+        return litert_cache.load(self, model_cache, data_cache, token)
+
