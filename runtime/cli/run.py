@@ -21,7 +21,9 @@ import argparse
 import io
 import json
 import os
+import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -56,9 +58,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                              "sample-fibonacci; the program must be allowed extensions, see README)")
     parser.add_argument("--device", action="append", metavar="NAME",
                         help="compile for this device only (repeatable; see `nnscope devices`)")
-    parser.add_argument("--executions", type=count, default=10, metavar="N")
-    parser.add_argument("--warmup", type=count, default=1, metavar="N")
-    parser.add_argument("--preference", choices=sorted(PREFERENCES), default="fast")
+    parser.add_argument("--executions", type=count, default=10, metavar="N",
+                        help="timed executions, traced as the Benchmark phase (default: %(default)s)")
+    parser.add_argument("--warmup", type=count, default=1, metavar="N",
+                        help="executions before the timed ones, traced as Warmup (default: %(default)s)")
+    parser.add_argument("--preference", choices=sorted(PREFERENCES), default="fast",
+                        help="the compilation's execution preference (default: %(default)s)")
     parser.add_argument("--trace", metavar="FILE.json", help="write the trace (format by extension)")
     parser.add_argument("--systrace", metavar="FILE.html", help="write systrace HTML")
     parser.add_argument("--perfetto", metavar="FILE", help="write a Perfetto protobuf trace")
@@ -71,7 +76,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--outputs", metavar="FILE.npz",
                         help="save the outputs of one execution on the inputs (keys output0..)")
     parser.add_argument("--no-summary", action="store_true", help="skip the timing summary")
-    parser.add_argument("--json", action="store_true", help="print latencies as JSON")
+    parser.add_argument("--json", action="store_true",
+                        help="print only the latencies, as JSON, on stdout (the rest goes to stderr)")
     parser.add_argument("--burst", action="store_true",
                         help="run the executions as one burst (FMQ channels to each driver)")
     return parser
@@ -237,14 +243,10 @@ def main(args) -> int:
         written.append(args.svg)
     stats = percentiles(latencies)
     out = io.StringIO()
-    steps = ", ".join(f"step {s.index}: {s.device.name} ({len(s.operations)} ops)"
-                      for s in compilation.plan.steps)
-    out.write(f"model {model.name}: {len(model.operations)} operations; plan: {steps}\n")
+    out.write(plan_line(model, compilation))
     if not args.no_summary:
         out.write(timing_summary(session.collect()))
-    if args.json:
-        out.write(json.dumps(stats) + "\n")
-    elif stats:
+    if stats and not args.json:
         out.write(f"latency over {stats['executions']} executions: p50 {stats['p50_ms']:.3f} ms, "
                   f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
                   f"mean {stats['mean_ms']:.3f} ms\n")
@@ -252,5 +254,18 @@ def main(args) -> int:
         out.write(f"wrote {args.outputs} ({saved})\n")
     for path in written:
         out.write(f"wrote {path}\n")
-    print(out.getvalue(), end="")
+    print(out.getvalue(), end="", file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(stats))
     return 0
+
+
+def plan_line(model: Model, compilation: Compilation, width: int = 100) -> str:
+    """``model NAME: N operations; plan: step 0: DEVICE (K ops), ...`` wrapped to ``width``."""
+    steps = ", ".join(f"step {s.index}: {s.device.name} ({len(s.operations)} ops)".replace(" ", _KEEP)
+                      for s in compilation.plan.steps)
+    text = f"model {model.name}: {len(model.operations)} operations; plan: {steps}"
+    return textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False).replace(_KEEP, " ") + "\n"
+
+
+_KEEP = "\xa0"  # a space textwrap does not break at: one step stays on one line
