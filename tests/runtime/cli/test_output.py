@@ -65,3 +65,45 @@ def test_devices_prints_a_header_row():
     assert "com.example.fibonacci" in cells["sample-fibonacci"][7]
     for row in rows:  # every column starts under its header
         assert row[21:].startswith(row.split()[1])
+
+
+VECTORS = os.path.join(REPO, "runtime", "cts", "vectors", "V1_0")
+
+
+def test_cts_skips_what_the_chosen_device_cannot_do_and_says_why():
+    done = _nnscope("cts", "--device", "sample-quant", f"{VECTORS}/add.json.gz", f"{VECTORS}/add_quant8.json.gz")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].split() == ["ADD", "2", "0", "2"]
+    assert lines[2] == "2 passed, 0 failed, 2 skipped"
+    assert lines[3] == "skipped 2: sample-quant does not support ADD"
+
+
+def test_cts_json_gives_each_skipped_test_its_reason():
+    done = _nnscope("cts", "--json", "--device", "sample-float-fast", f"{VECTORS}/add_quant8.json.gz")
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["summary"] == "0 passed, 0 failed, 2 skipped"
+    assert {r["message"] for r in report["results"]} == {"sample-float-fast does not support ADD"}
+
+
+def test_a_failure_that_ran_still_fails_the_cts_run(tmp_path):
+    """Skips do not hide failures: a vector whose expected output is wrong fails, exit 1."""
+    import gzip  # noqa: PLC0415
+    with gzip.open(f"{VECTORS}/add.json.gz", "rt") as handle:
+        document = json.load(handle)
+    operands = document["tests"][0]["model"]["main"]["operands"]
+    output = document["tests"][0]["model"]["main"]["outputIndexes"][0]
+    operands[output]["data"] = [value + 1.0 for value in operands[output]["data"]]
+    broken = tmp_path / "add_broken.json"
+    broken.write_text(json.dumps(document))
+    done = _nnscope("cts", "--device", "sample-float-fast", broken, f"{VECTORS}/add_quant8.json.gz")
+    assert done.returncode == 1
+    assert "1 passed, 1 failed, 2 skipped" in done.stdout
+
+
+def test_cts_names_a_file_that_is_no_vector(tmp_path):
+    path = tmp_path / "notatrace.txt"
+    path.write_text("hello\n")
+    done = _nnscope("cts", path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr == f"nnscope: error: {path}: not a CTS vector file (Expecting value: line 1 column 1 (char 0))\n"
