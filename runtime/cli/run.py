@@ -193,10 +193,13 @@ def timing_summary(trace_data) -> str:
 
 
 def check_outputs(args, parser: argparse.ArgumentParser) -> None:
-    """Reject an unknown ``--trace`` extension, or a model file with ``--example``, before
-    running (usage error, exit 2)."""
+    """Reject an unknown ``--trace`` extension, an ``--svg`` file not named .svg, or a model
+    file with ``--example``, before running (usage error, exit 2)."""
     if args.example and args.model:
         parser.error("give a MODEL file or --example, not both")
+    if args.svg and not args.svg.lower().endswith(".svg"):
+        parser.error(f"--svg: {args.svg} does not end in .svg; for another format write --dot "
+                     f"plan.dot, then e.g. dot -Tpng plan.dot -o plan.png")
     if args.trace:
         from tracing.exporters import exporter_for_path  # noqa: PLC0415
         try:

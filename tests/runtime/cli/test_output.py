@@ -107,3 +107,11 @@ def test_cts_names_a_file_that_is_no_vector(tmp_path):
     done = _nnscope("cts", path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr == f"nnscope: error: {path}: not a CTS vector file (Expecting value: line 1 column 1 (char 0))\n"
+
+
+def test_svg_refuses_another_extension_before_running(tmp_path):
+    done = _nnscope("run", "--svg", tmp_path / "p.png")
+    assert done.returncode == 2 and not (tmp_path / "p.png").exists()
+    assert done.stderr.splitlines()[-1] == (
+        f"nnscope run: error: --svg: {tmp_path / 'p.png'} does not end in .svg; for another format "
+        "write --dot plan.dot, then e.g. dot -Tpng plan.dot -o plan.png")
