@@ -22,14 +22,11 @@ import pytest
 
 from runtime import Burst, Compilation, Execution, NnError, ResultCode
 from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.ipc.fmq import FmqChannel
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.transport import Channel
 from runtime.hal.types import Priority
 from runtime.manager import cpu_device
+from tests.support.sent import SentHook
 
 LOWS = 4
-_EXECUTES = {MsgType.EXECUTE_SYNC, MsgType.EXECUTE_SYNC_MEMO, MsgType.EXECUTE}
 
 
 @pytest.fixture(scope="module")
@@ -71,49 +68,25 @@ class _Stopped:
 
     def __init__(self, driver, monkeypatch):
         self.pid, self.finished, self.errors, self.outputs = driver.pid, [], {}, {}
-        self._sent: dict[int, threading.Event] = {}
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        sent = self._sent
-
-        def channel_send(channel, msg_type, *args, **kwargs):
-            original_send(channel, msg_type, *args, **kwargs)
-            if msg_type in _EXECUTES and threading.get_ident() in sent:
-                sent[threading.get_ident()].set()
-
-        def ring_write(ring, *args, **kwargs):
-            written = original_write(ring, *args, **kwargs)
-            if threading.get_ident() in sent:
-                sent[threading.get_ident()].set()
-            return written
-
-        original_send, original_write = Channel.send, FmqChannel.write
-        monkeypatch.setattr(Channel, "send", channel_send)
-        monkeypatch.setattr(FmqChannel, "write", ring_write)
+        self._hook, self._threads, self._lock = SentHook(monkeypatch), [], threading.Lock()
 
     def __enter__(self):
         os.kill(self.pid, signal.SIGSTOP)
         return self
 
     def send(self, name: str, call) -> None:
-        ready, sent = threading.Event(), threading.Event()
-
         def body():
-            self._sent[threading.get_ident()] = sent
-            ready.set()
             try:
                 self.outputs[name] = call()
             except NnError as error:
                 self.errors[name] = error
             finally:
-                sent.set()  # failed before sending: do not keep the test waiting
                 with self._lock:
                     self.finished.append(name)
 
-        thread = threading.Thread(target=body, name=name, daemon=True)
+        thread, sent = self._hook.start(body, name)
         self._threads.append(thread)
-        thread.start()
-        assert ready.wait(30) and sent.wait(30), f"{name} was not sent"
+        assert sent.wait(30), f"{name} was not sent"
 
     def __exit__(self, *exc):
         os.kill(self.pid, signal.SIGCONT)
