@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -62,7 +61,7 @@ class _Recorder:
             assert status == ErrorStatus.NONE
             self.finished.append(name)
             self.outputs[name] = output
-            if len(self.finished) == self.expected:
+            if len(self.finished) >= self.expected:  # runs outside the queue may finish first
                 self.all_done.set()
 
         return Job(client, priority, run, done, name)
@@ -164,13 +163,11 @@ def _exclusive_thread(scheduler: Scheduler, client, priority, model, inputs, fin
     return thread
 
 
-def _until(condition, timeout: float = 30.0) -> bool:
-    give_up = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > give_up:
-            return False
-        time.sleep(0.001)
-    return True
+def _on_ranked(scheduler: Scheduler) -> threading.Event:
+    """Set once a run outside the queue has been ranked (it then waits for the lock)."""
+    ranked = threading.Event()
+    scheduler.forTest_ranked = lambda client, priority: ranked.set()
+    return ranked
 
 
 @pytest.mark.parametrize("client, order, preempted", [("a", ["exclusive", "low"], 1),
@@ -184,11 +181,12 @@ def test_an_exclusive_run_outranks_its_own_clients_running_lower_priority(net, c
     with _held_after_operation_1(low_model) as (running, registered):  # until the frame is ranked
         scheduler.submit(low)
         assert running.wait(30)
+        ranked = _on_ranked(scheduler)
         thread = _exclusive_thread(scheduler, client, HIGH, high_model, inputs, recorder.finished, "exclusive")
-        assert _until(lambda: scheduler._outside)  # the frame is ranked, waiting for the lock
+        assert ranked.wait(30)  # the frame is ranked, waiting for the lock
         registered.set()
         thread.join(60)
-        assert _until(lambda: len(recorder.finished) == 2, 60)  # the job's done() and the frame
+        assert recorder.all_done.wait(60)  # the job's done() (the frame's part is joined)
     assert recorder.finished == order
     assert low.preemptions == preempted
     np.testing.assert_allclose(recorder.outputs["low"], expected, rtol=1e-5, atol=1e-6)
@@ -199,8 +197,9 @@ def test_an_exclusive_run_follows_its_own_clients_queued_higher_priority(net):
     scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
     release = _blocked(scheduler)  # busy: the gate job holds the worker
     scheduler.submit(recorder.job("high", "a", HIGH, model, inputs))
+    ranked = _on_ranked(scheduler)
     thread = _exclusive_thread(scheduler, "a", LOW, model, inputs, recorder.finished, "exclusive-low")
-    assert _until(lambda: scheduler._outside)
+    assert ranked.wait(30)
     release()
     thread.join(60)
     assert recorder.finished == ["high", "exclusive-low"]
