@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -208,3 +209,30 @@ def test_an_exclusive_run_follows_its_own_clients_queued_higher_priority(net):
 def test_exclusive_is_the_bare_lock_while_nothing_runs_or_waits():
     lock = threading.Lock()
     assert Scheduler(lock).exclusive("a", HIGH) is lock
+
+
+def test_a_deadline_only_the_queue_makes_impossible_is_declined(net):
+    """What the driver asks before it queues an execution with a deadline (``ExecuteServer``):
+    the model's expected run plus the client's queued work that goes first (``backlog_ns``).
+    An idle run fits the deadline three times over; behind four queued runs it cannot make it:
+    MISSED_DEADLINE_TRANSIENT. Same client, lower priority queued work does not count."""
+    model, _, inputs, _ = net
+    scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
+    estimate, model.mean_ns = model.mean_ns, 1e9  # expected to run 1 s: the clock's few us do not count
+    needed = int(model.mean_ns)
+    release = _blocked(scheduler)  # the gate job holds the worker: the queue stays as submitted
+    now = time.monotonic_ns()
+    assert model.decline_queued(now + 3 * needed, scheduler.backlog_ns("a", MEDIUM, now)) is None
+    for number in range(4):
+        job = recorder.job(f"queued{number}", "a", MEDIUM, model, inputs)
+        job.estimate_ns = needed
+        scheduler.submit(job)
+    now = time.monotonic_ns()
+    declined = model.decline_queued(now + 3 * needed, scheduler.backlog_ns("a", MEDIUM, now))
+    assert declined is not None and declined.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
+    assert "of running and queued work" in model.last_error
+    # a HIGH execution of the same client goes before them: nothing of theirs to wait for
+    assert model.decline_queued(now + 3 * needed, scheduler.backlog_ns("a", HIGH, now)) is None
+    release()
+    assert recorder.all_done.wait(60)
+    model.mean_ns = estimate
