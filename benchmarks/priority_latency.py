@@ -11,8 +11,12 @@ The driver queues by priority and preempts a running low-priority execution at i
 operation boundary (``runtime.drivers.ipc.scheduler``), so the loaded high-priority latency
 should stay within 1.5x of idle (target), and well below the low-priority latency.
 
+With ``--burst`` the high-priority executions are frames of one burst (run outside the driver's
+queue, ranked by priority through ``Scheduler.exclusive``). ``tests/runtime/test_priority.py``
+checks the order these rest on; this script measures the speed.
+
 Usage:
-    python benchmarks/priority_latency.py [--runs N] [--threads N] [--driver NAME]
+    python benchmarks/priority_latency.py [--runs N] [--threads N] [--driver NAME] [--burst]
 
 Prints the figures, writes ``benchmarks/results/priority_latency.json`` and prints the same JSON
 object as the last line (keys ``high_prio_idle_ms``, ``high_prio_loaded_ms``,
@@ -29,7 +33,7 @@ import time
 import numpy as np
 
 from _common import reusable_execution, write_results
-from runtime import Compilation, manager
+from runtime import Burst, Compilation, manager
 from runtime.builtin_models import mobilenet, sample_input
 from runtime.hal.types import Priority
 
@@ -41,10 +45,10 @@ def compiled(model, device, priority: Priority) -> Compilation:
     return compilation
 
 
-def timed(execution) -> float:
-    """Milliseconds of one ``compute()``."""
+def timed(execution, burst=None) -> float:
+    """Milliseconds of one ``compute()`` (a ``burst_compute`` frame when ``burst`` is given)."""
     start = time.perf_counter()
-    execution.compute()
+    execution.compute() if burst is None else execution.burst_compute(burst)
     return (time.perf_counter() - start) * 1e3
 
 
@@ -65,6 +69,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4, help="threads flooding low-priority work")
     parser.add_argument("--gap-ms", type=float, default=30.0, help="pause between loaded high runs")
     parser.add_argument("--driver", default="sample-all")
+    parser.add_argument("--burst", action="store_true",
+                        help="run the high-priority executions as frames of one burst")
     args = parser.parse_args()
 
     device = manager.get_device(args.driver)
@@ -72,10 +78,11 @@ def main() -> None:
     inputs = sample_input(model)
     low, high = compiled(model, device, Priority.LOW), compiled(model, device, Priority.HIGH)
     high_execution, high_out = reusable_execution(high, inputs)
+    burst = Burst(high) if args.burst else None
     for _ in range(3):  # warm: the driver's estimate of the model moves it to the scheduler
-        timed(high_execution)
+        timed(high_execution, burst)
         timed(reusable_execution(low, inputs)[0])
-    idle = [timed(high_execution) for _ in range(args.runs)]
+    idle = [timed(high_execution, burst) for _ in range(args.runs)]
     expected = high_out[0].copy()
 
     stop, low_ms, low_outputs = threading.Event(), [], []
@@ -86,7 +93,7 @@ def main() -> None:
     time.sleep(0.5)
     loaded = []
     for _ in range(args.runs):
-        loaded.append(timed(high_execution))
+        loaded.append(timed(high_execution, burst))
         if not np.array_equal(high_out[0], expected):
             raise SystemExit("priority_latency: a high-priority output differs from the idle one")
         time.sleep(args.gap_ms / 1e3)
@@ -102,8 +109,10 @@ def main() -> None:
           f"({loaded_ms / idle_ms:.2f}x idle; target <= 1.5x)")
     print(f"low priority loaded  median {low_med:8.2f} ms  p90 {p90(low_ms):8.2f} ms  "
           f"({len(low_ms)} executions from {args.threads} threads)")
+    if burst is not None:
+        burst.free()
     write_results("priority_latency", {
-        "driver": args.driver, "threads": args.threads, "runs": args.runs,
+        "driver": args.driver, "threads": args.threads, "runs": args.runs, "burst": args.burst,
         "high_prio_idle_ms": round(idle_ms, 3), "high_prio_loaded_ms": round(loaded_ms, 3),
         "low_prio_loaded_ms": round(low_med, 3), "loaded_over_idle": round(loaded_ms / idle_ms, 3),
         "high_prio_idle_p90_ms": round(p90(idle), 3), "high_prio_loaded_p90_ms": round(p90(loaded), 3),

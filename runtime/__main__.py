@@ -21,7 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nnscope", description="Profiling-first NNAPI runtime: run models and trace every layer.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in (run, devices, cts, bench):
-        module.add_parser(commands).set_defaults(handler=module.main)
+        command = module.add_parser(commands)
+        command.set_defaults(handler=module.main, command_parser=command)
     return parser
 
 
@@ -32,9 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     if args.command == "run":
-        run.check_outputs(args, parser)
+        run.check_outputs(args, args.command_parser)  # its usage, not the top level's
     if args.command == "bench":
-        _otlp.check(args, parser)
+        _otlp.check(args, args.command_parser)
     try:
         return args.handler(args)
     except NnError as error:

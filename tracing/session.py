@@ -250,8 +250,22 @@ def flush() -> int:
         try:
             return _childfile.append_tracks(directory, tracks, _buffer.process_name())
         except OSError as error:
-            _log.warning("cannot write trace events to %s: %s", directory, error)
+            if not os.path.isdir(directory):  # the session ended: its owner removed the directory
+                _leave_ended_session(directory, sum(len(t.events) for t in tracks))
+            else:
+                _log.warning("cannot write trace events to %s: %s", directory, error)
             return 0
+
+
+def _leave_ended_session(directory: str, events: int) -> None:
+    """Stop recording for a session that has ended (e.g. a driver process outliving the
+    ``TraceSession`` that started it): what was recorded since its end belongs to no trace."""
+    global _config, _contributor_dir
+    _contributor_dir, _config = None, TraceConfig()
+    _update_enabled()
+    if not recording():
+        _buffer._clear()
+    _log.debug("trace session %s has ended; %d events recorded after it are dropped", directory, events)
 
 
 def configure(config: TraceConfig) -> None:

@@ -70,6 +70,8 @@ def _result(where: str, result: dict) -> list[str]:
                 or not _number(accuracy.get("max_abs_error")) or not _number(accuracy.get("mse")) \
                 or not isinstance(accuracy.get("within_tolerance"), bool):
             found.append(f"{where}accuracy needs reference, max_abs_error, mse, within_tolerance")
+        elif any(key in accuracy and not _number(accuracy[key]) for key in ("relative_error", "threshold")):
+            found.append(f"{where}accuracy's relative_error and threshold are numbers when given")
     operations = result.get("operations")
     if operations is not None or ok:
         if not isinstance(operations, dict) or not isinstance(operations.get("total"), int) \

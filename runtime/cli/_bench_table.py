@@ -1,5 +1,8 @@
 """``nnscope bench``'s terminal summary: one table of results, one of stress outcomes.
 
+"rel err" is the largest output error relative to the reference output's range; "accurate"
+says whether it is within the threshold of its output type (``_bench_models``).
+
 Example:
     >>> print(summary(document), end="")   # doctest: +SKIP
 """
@@ -8,7 +11,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 _RESULT_HEADERS = ("model", "device", "status", "compile ms", "median ms", "p90 ms", "p99 ms",
-                   "mean ms", "std ms", "n", "max abs err", "mse", "tol", "ops on device")
+                   "mean ms", "std ms", "n", "max abs err", "rel err", "accurate", "ops on device")
 _STRESS_HEADERS = ("case", "model", "device", "outcome", "seconds", "detail")
 
 
@@ -22,11 +25,17 @@ def _result_row(result: dict) -> list:
     else:
         row += [""] * 6
     if accuracy:
-        row += [accuracy["max_abs_error"], accuracy["mse"],
-                "yes" if accuracy["within_tolerance"] else "NO"]
+        row += [accuracy["max_abs_error"], accuracy.get("relative_error", ""), _verdict(accuracy)]
     else:
         row += [""] * 3
     return row + [ops]
+
+
+def _verdict(accuracy: dict) -> str:
+    """``yes`` or ``NO``, with the threshold the relative error was held to."""
+    word = "yes" if accuracy["within_tolerance"] else "NO"
+    limit = accuracy.get("threshold")
+    return word if limit is None else f"{word} ({'<=' if word == 'yes' else '>'} {limit:.2g})"
 
 
 def _errors(results: list[dict]) -> str:

@@ -4,8 +4,9 @@ Models: the built-in ones (or those named) plus every .tflite given. Devices: ev
 one at a time (``Compilation.for_devices``) and ``all`` (the default plan over every device,
 CPU fallback on), or those given with ``--device``. Per model x device: compile time, latency
 (median, p90, p99, mean, std and every sample), accuracy against the ``nnapi-reference``
-outputs (LiteRT's for a .tflite when ``ai-edge-litert`` is installed) with the CTS tolerance,
-and the device's share of the operations. A device that cannot run the whole model is
+outputs (LiteRT's for a .tflite when ``ai-edge-litert`` is installed) by a model-level
+criterion (error relative to each output's range, a threshold per output type: see
+:mod:`runtime.cli._bench_models`), and the device's share of the operations. A device that cannot run the whole model is
 ``unsupported``. ``--stress`` adds the crash tests of :mod:`runtime.cli._bench_stress`.
 ``--json`` writes docs/bench-schema.md; ``--html`` renders it with ``python -m dashboards``.
 
@@ -86,7 +87,7 @@ def _benchmark(bench_models, devices: list[str], settings: Settings, bar) -> lis
         with tracing.application(Phase.OVERALL, f"{bench_model.name} reference outputs"):
             reference = reference_outputs(bench_model)  # one trace of its own, as each case
         for device in devices:
-            bar.set_description(f"{bench_model.name} on {device}")
+            progress.label(bar, f"{bench_model.name} on {device}")
             results.append(measure(bench_model, device, settings, reference, bar.update))
     return results
 
@@ -112,9 +113,9 @@ def _stress(specs, bench_models, devices, results, settings, args) -> list[dict]
         cases += [(case, run_s) for case in plan_cases(spec, bench_model.name, target)]
     manager.shutdown()  # the children start their own drivers
     outcomes = []
-    with progress.bar(len(cases), "stress", unit="case") as bar:
+    with progress.bar(len(cases), "stress", unit="cases") as bar:
         for case, run_s in cases:
-            bar.set_description(f"stress {case.case} {case.name}")
+            progress.label(bar, f"stress {case.case} {case.name}")
             outcomes.append(run_case(case, settings, args.hang_scale, run_s))
             bar.update(1)
     return outcomes

@@ -2,8 +2,9 @@
 
 Each test's HAL model becomes ``Model.from_hal``, is compiled (for ``--device`` or all
 devices) and executed with ``compute_arrays``; the harness judges the outputs. Prints the
-per-operation pass/fail/skip table (with ``--device``, a test whose operations the device
-does not all claim is skipped: "not claimed by ..."); the last line is ``N passed, M failed, K skipped``.
+per-operation pass/fail/skip table; the last line is ``N passed, M failed, K skipped``. With
+``--device``, a test whose model that device does not fully support is skipped, with the reason
+(AOSP's generated tests skip it too), and the exit status is 0 when nothing that ran failed.
 
 Example:
     $ nnscope cts                      # every packaged vector
@@ -12,6 +13,7 @@ Example:
 """
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 
@@ -19,7 +21,6 @@ from runtime.cli._backend import compute_arrays
 from runtime.compilation import Compilation
 from runtime.manager import get_device
 from runtime.model import Model
-from runtime.partition import UnsupportedOperationError
 
 
 def default_root() -> Path:
@@ -49,25 +50,30 @@ def add_parser(subparsers):
 
 
 def make_backend(device_name: str | None = None):
-    """A harness backend ``(hal_model, inputs) -> outputs`` over the public API; with a
-    device, a model it does not claim in full raises ``harness.NotClaimed`` (a skip)."""
-    from runtime.cts.harness import NotClaimed  # noqa: PLC0415
+    """A harness backend ``(hal_model, inputs) -> outputs`` over the public API. With a device,
+    a model it does not fully support (``getSupportedOperationsForDevices``) raises
+    ``harness.Unsupported``: skipped, as AOSP's generated tests skip it."""
     devices = [get_device(device_name)] if device_name else None
 
     def backend(hal_model, inputs):
         model = Model.from_hal(hal_model, name="cts")
+        if devices:
+            _require_support(model, hal_model, devices[0])
         compilation = Compilation(model, devices)
-        try:
-            compilation.finish()
-        except UnsupportedOperationError as error:
-            if devices is None:
-                raise
-            raise NotClaimed(f"not claimed by {device_name}: {error}") from None
+        compilation.finish()
         try:
             return compute_arrays(compilation, inputs)
         finally:
             compilation.free()  # driver processes release the prepared model
     return backend
+
+
+def _require_support(model: Model, hal_model, device) -> None:
+    from runtime.cts import harness  # noqa: PLC0415
+    flags = model.get_supported_operations_for_devices([device])
+    missing = sorted({hal_model.main.operations[i].type.name for i, ok in enumerate(flags) if not ok})
+    if missing:
+        raise harness.Unsupported(f"{device.name} does not support {', '.join(missing)}")
 
 
 def dynamic_note(report) -> str:
@@ -95,4 +101,15 @@ def main(args) -> int:
         if args.dynamic_output_shapes:
             print(dynamic_note(report))
         print(harness.format_table(report))
+        print(skip_reasons(report), end="")
     return 0 if report.ok else 1
+
+
+def skip_reasons(report, shown: int = 10) -> str:
+    """Why tests were skipped: one line per reason, most frequent first, with its count."""
+    from runtime.cts import harness  # noqa: PLC0415
+    reasons = collections.Counter(r.message for r in report.results if r.status == harness.SKIPPED)
+    lines = [f"skipped {count}: {reason}" for reason, count in reasons.most_common(shown)]
+    if len(reasons) > shown:
+        lines.append(f"... and {len(reasons) - shown} more reasons (--json gives every test's)")
+    return "".join(line + "\n" for line in lines)

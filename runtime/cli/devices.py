@@ -6,9 +6,10 @@ driver for its capabilities starts its process.
 
 Example:
     $ nnscope devices
-    nnapi-reference  CPU  version 1.3  feature level 30  float32 exec 1.00 ...
-    sample-quant     CPU  version nnscope-sample-1.3  feature level 30  quant8_asymm exec 50.00
-    sample-fibonacci ACCELERATOR ...  extension com.example.fibonacci (types EXAMPLE_INT64 scalar 8 B, ...)
+    device               type         version              level  float32  float16  quant8   extensions
+    (float32, float16, quant8: execTime relative to the CPU, lower is faster; - not supported)
+    nnapi-reference      CPU          1.3                  30     1.00     1.00     1.00
+    sample-fibonacci     ACCELERATOR  nnscope-sample-1.3   30     ...      com.example.fibonacci (types ...)
     $ nnscope devices --json
 """
 from __future__ import annotations
@@ -48,17 +49,31 @@ def describe(device) -> dict:
                 for t in e.operand_types]} for e in device.supported_extensions()]}
 
 
+#: The table's columns: header, width (the last one, extensions, runs on).
+_COLUMNS = (("device", 20), ("type", 12), ("version", 20), ("level", 6),
+            ("float32", 8), ("float16", 8), ("quant8", 8), ("extensions", 0))
+
+
+def _row(cells) -> str:
+    return " ".join(f"{cell:<{width}}" if width else str(cell)
+                    for cell, (_, width) in zip(cells, _COLUMNS)).rstrip()
+
+
+def header() -> str:
+    """The column names, then what the numbers mean."""
+    return (_row(name for name, _ in _COLUMNS) + "\n"
+            + "(float32, float16, quant8: execTime relative to the CPU, lower is faster; - not supported)")
+
+
 def _line(info: dict) -> str:
     perf = info["operandPerformance"]
-    shown = "  ".join(f"{t.name.removeprefix('TENSOR_').lower()} exec {perf[t.name]['execTime']:.2f}"
-                      for t in _SHOWN if t.name in perf)
+    times = [f"{perf[t.name]['execTime']:.2f}" if t.name in perf else "-" for t in _SHOWN]
     extensions = "  ".join(
-        f"extension {e['name']} (types " + ", ".join(
+        f"{e['name']} (types " + ", ".join(
             f"{type_name(e['name'], t['type'], OPERAND).split(':', 1)[1]} "
             f"{'tensor' if t['isTensor'] else 'scalar'} {t['byteSize']} B"
             for t in e["operandTypes"]) + ")" for e in info["extensions"])
-    return (f"{info['name']:<20} {info['type']:<12} version {info['version']:<20}"
-            f"feature level {info['featureLevel']}  {shown}" + (f"  {extensions}" if extensions else ""))
+    return _row((info["name"], info["type"], info["version"], info["featureLevel"], *times, extensions))
 
 
 def main(args) -> int:
@@ -68,6 +83,7 @@ def main(args) -> int:
     if args.json:
         print(json.dumps(described, indent=2, default=float))
     else:
+        print(header())
         for info in described:
             print(_line(info))
     for why in absent():  # a driver that cannot run here, e.g. sample-litert without LiteRT

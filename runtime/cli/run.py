@@ -23,7 +23,9 @@ import argparse
 import io
 import json
 import os
+import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -59,9 +61,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                              "sample-fibonacci; the program must be allowed extensions, see README)")
     parser.add_argument("--device", action="append", metavar="NAME",
                         help="compile for this device only (repeatable; see `nnscope devices`)")
-    parser.add_argument("--executions", type=count, default=10, metavar="N")
-    parser.add_argument("--warmup", type=count, default=1, metavar="N")
-    parser.add_argument("--preference", choices=sorted(PREFERENCES), default="fast")
+    parser.add_argument("--executions", type=count, default=10, metavar="N",
+                        help="timed executions, traced as the Benchmark phase (default: %(default)s)")
+    parser.add_argument("--warmup", type=count, default=1, metavar="N",
+                        help="executions before the timed ones, traced as Warmup (default: %(default)s)")
+    parser.add_argument("--preference", choices=sorted(PREFERENCES), default="fast",
+                        help="the compilation's execution preference (default: %(default)s)")
     parser.add_argument("--trace", metavar="FILE.json", help="write the trace (format by extension)")
     parser.add_argument("--systrace", metavar="FILE.html", help="write systrace HTML")
     parser.add_argument("--perfetto", metavar="FILE", help="write a Perfetto protobuf trace")
@@ -75,7 +80,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--outputs", metavar="FILE.npz",
                         help="save the outputs of one execution on the inputs (keys output0..)")
     parser.add_argument("--no-summary", action="store_true", help="skip the timing summary")
-    parser.add_argument("--json", action="store_true", help="print latencies as JSON")
+    parser.add_argument("--json", action="store_true",
+                        help="print only the latencies, as JSON, on stdout (the rest goes to stderr)")
     parser.add_argument("--burst", action="store_true",
                         help="run the executions as one burst (FMQ channels to each driver)")
     return parser
@@ -193,11 +199,14 @@ def timing_summary(trace_data) -> str:
 
 
 def check_outputs(args, parser: argparse.ArgumentParser) -> None:
-    """Reject an unknown ``--trace`` extension, or a model file with ``--example``, before
-    running (usage error, exit 2)."""
+    """Reject an unknown ``--trace`` extension, an ``--svg`` file not named .svg, or a model
+    file with ``--example``, before running (usage error, exit 2)."""
     if args.example and args.model:
         parser.error("give a MODEL file or --example, not both")
     _otlp.check(args, parser)
+    if args.svg and not args.svg.lower().endswith(".svg"):
+        parser.error(f"--svg: {args.svg} does not end in .svg; for another format write --dot "
+                     f"plan.dot, then e.g. dot -Tpng plan.dot -o plan.png")
     if args.trace:
         from tracing.exporters import exporter_for_path  # noqa: PLC0415
         try:
@@ -245,14 +254,10 @@ def main(args) -> int:
         written.append(args.svg)
     stats = percentiles(latencies)
     out = io.StringIO()
-    steps = ", ".join(f"step {s.index}: {s.device.name} ({len(s.operations)} ops)"
-                      for s in compilation.plan.steps)
-    out.write(f"model {model.name}: {len(model.operations)} operations; plan: {steps}\n")
+    out.write(plan_line(model, compilation))
     if not args.no_summary:
         out.write(timing_summary(session.collect()))
-    if args.json:
-        out.write(json.dumps(stats) + "\n")
-    elif stats:
+    if stats and not args.json:
         out.write(f"latency over {stats['executions']} executions: p50 {stats['p50_ms']:.3f} ms, "
                   f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
                   f"mean {stats['mean_ms']:.3f} ms\n")
@@ -260,5 +265,18 @@ def main(args) -> int:
         out.write(f"wrote {args.outputs} ({saved})\n")
     for path in written:
         out.write(f"wrote {path}\n")
-    print(out.getvalue(), end="")
+    print(out.getvalue(), end="", file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(stats))
     return 0
+
+
+def plan_line(model: Model, compilation: Compilation, width: int = 100) -> str:
+    """``model NAME: N operations; plan: step 0: DEVICE (K ops), ...`` wrapped to ``width``."""
+    steps = ", ".join(f"step {s.index}: {s.device.name} ({len(s.operations)} ops)".replace(" ", _KEEP)
+                      for s in compilation.plan.steps)
+    text = f"model {model.name}: {len(model.operations)} operations; plan: {steps}"
+    return textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False).replace(_KEEP, " ") + "\n"
+
+
+_KEEP = "\xa0"  # a space textwrap does not break at: one step stays on one line

@@ -2,10 +2,10 @@
 
 A backend is any callable ``(hal_model, inputs) -> outputs`` (default: :func:`cpu_backend`,
 the CpuExecutor directly). A test whose operations are not all in ``supported`` (default: the
-op registry, so every registered family takes part) is SKIPPED. An ``expectFailure`` test
-passes when the backend raises; one whose model the backend's device does not claim (the
-backend raises :class:`NotClaimed`) is SKIPPED, as AOSP's per-device tests skip a model the
-driver does not fully support. Each test is counted once in the totals and once under every
+op registry, so every registered family takes part) is SKIPPED, and so is one whose backend
+raises :class:`Unsupported` (the chosen device cannot run the model, as AOSP's generated tests
+skip a model the device under test does not fully support). An ``expectFailure`` test
+passes when the backend raises. Each test is counted once in the totals and once under every
 operation type it uses (as ``index.json`` does, dummy ``ADD``s of ``*_as_internal`` included).
 
 Example:
@@ -34,14 +34,15 @@ Backend = Callable[[HalModel, Sequence[np.ndarray]], Sequence[np.ndarray]]
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
 
-class NotClaimed(Exception):
-    """Raised by a backend whose device does not claim every operation of the model."""
-
-
 def cpu_backend(model: HalModel, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Reference backend: a fresh :class:`~runtime.ops.executor.CpuExecutor` per model."""
     from runtime.ops.executor import CpuExecutor  # noqa: PLC0415 - avoid import cycle at load
     return CpuExecutor(model).run(inputs)
+
+
+class Unsupported(Exception):
+    """Raised by a backend whose device cannot run the model: the test is SKIPPED, the message
+    saying why."""
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,8 @@ STATIC_FORM = "static form (AOSP has no dynamic-shape variant)"
 def _judge(test: CtsTest, backend: Backend, model: HalModel) -> tuple[str, str]:
     try:
         outputs = backend(model, feed_inputs(test))
-    except NotClaimed as error:
-        return (PASSED, f"rejected: {error}") if test.expect_failure else (SKIPPED, str(error))
+    except Unsupported as why:  # refused up front: what an expected failure wants
+        return (PASSED, f"rejected: {why}") if test.expect_failure else (SKIPPED, str(why))
     except Exception as error:  # noqa: BLE001 - any backend error is a test outcome
         if test.expect_failure:
             return PASSED, f"rejected: {error}"

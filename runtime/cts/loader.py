@@ -135,12 +135,20 @@ def parse_test(raw: dict, spec: str) -> CtsTest:
 
 
 def load_file(path: str | Path) -> list[CtsTest]:
-    """All tests of one ``.json.gz`` (or plain ``.json``) vector file."""
+    """All tests of one ``.json.gz`` (or plain ``.json``) vector file.
+
+    Raises:
+        ValueError: ``<path>: not a CTS vector file (<why>)`` for anything else.
+    """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        document = json.load(handle)
-    return [parse_test(raw, document["spec"]) for raw in document["tests"]]
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            document = json.load(handle)
+        return [parse_test(raw, document["spec"]) for raw in document["tests"]]
+    except (ValueError, KeyError, TypeError, EOFError, gzip.BadGzipFile) as error:
+        why = f"no {error} entry" if isinstance(error, KeyError) else str(error)
+        raise ValueError(f"{path}: not a CTS vector file ({why})") from None
 
 
 def load_index(root: str | Path = CTS_ROOT) -> dict:

@@ -40,6 +40,14 @@ def parse_plan(line: str) -> list:
     return [(int(s), d, int(n)) for s, d, n in re.findall(r"step (\d+): (\S+) \((\d+) ops\)", line)]
 
 
+def _plan_lines(text: str) -> str:
+    """The plan as printed: its ``model ...: plan:`` line and the indented lines it wraps onto."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "plan:" in line)
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("    ")), len(lines))
+    return " ".join(lines[start:end])
+
+
 @pytest.fixture(scope="session")
 def nnscope_run(tmp_path_factory) -> NnscopeRun:
     out = tmp_path_factory.mktemp("nnscope-run")
@@ -54,7 +62,6 @@ def nnscope_run(tmp_path_factory) -> NnscopeRun:
                           cwd=REPO, capture_output=True, text=True, timeout=600,
                           env={**os.environ, **cpu_kernel_drivers_env()})
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    plan = parse_plan(next(line for line in lines if "plan:" in line))
-    latencies = json.loads(next(line for line in lines if line.startswith("{")))
+    plan = parse_plan(_plan_lines(done.stderr))  # with --json, stdout is the JSON alone
+    latencies = json.loads(done.stdout)
     return NnscopeRun(trace, perfetto, systrace, dot, plan, latencies)

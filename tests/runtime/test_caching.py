@@ -117,7 +117,7 @@ def test_each_driver_step_of_a_compound_plan_is_cached(tmp_path):
     x, y = np.float32([[1, 2.5, -2, 3]]), np.float32([[2, -1, 0.5, 1]])
     q = np.uint8([[130, 121, 128, 140]])
     try:
-        for attempt in range(2):
+        for round_number in range(2):  # cold, then from the cache
             compilation = Compilation(mixed_model())
             compilation.set_caching(str(tmp_path), TOKEN)
             with captured_log("nn", "compilation") as lines:
@@ -126,7 +126,7 @@ def test_each_driver_step_of_a_compound_plan_is_cached(tmp_path):
             assert steps == ["sample-float-fast", "nnapi-reference", "sample-quant",
                              "nnapi-reference", "sample-float-fast"]
             from_cache = [line.split(":")[0] for line in lines if line.endswith(": prepared from cache")]
-            assert from_cache == ([] if attempt == 0 else ["sample-float-fast", "sample-quant",
+            assert from_cache == ([] if round_number == 0 else ["sample-float-fast", "sample-quant",
                                                            "sample-float-fast"])
             execution = Execution(compilation)
             for index, value in enumerate((x, y, q)):

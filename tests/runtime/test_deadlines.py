@@ -143,7 +143,9 @@ def test_a_hung_driver_returns_control_by_the_deadline():
             execution.compute()
         elapsed = time.monotonic_ns() - start
         assert error.value.code in MISSED
-        assert elapsed <= timeout_ns + max(5_000_000, timeout_ns // 10), elapsed / 1e6
+        # bound by the deadline, not by the device's 60 s timeout (wide margin: a busy machine
+        # may wake the caller late)
+        assert elapsed < 3 * timeout_ns < device.timeout_s * 1e9, elapsed / 1e6
     finally:
         os.kill(device.pid, signal.SIGCONT)
         device.shutdown()
@@ -169,15 +171,16 @@ def test_a_busy_driver_declines_transient_an_idle_one_persistent():
     assert idle.status == ErrorStatus.MISSED_DEADLINE_PERSISTENT
     long_run.mean_ns = 50 * needed  # the running execution is expected to last long
     runner = threading.Thread(target=long_run.execute, args=(request,))
-    started = threading.Event()
+    started, finish = threading.Event(), threading.Event()
     original = long_run.executor.forTest_step_hook
-    long_run.executor.forTest_step_hook = lambda index, values: (started.set(), time.sleep(0.01))
+    long_run.executor.forTest_step_hook = lambda index, values: (started.set(), finish.wait(60))
     runner.start()
     try:
-        assert started.wait(30)
+        assert started.wait(30)  # it runs, and waits after its first operation until finish
         busy = short_run.execute(other, deadline_ns=time.monotonic_ns() + 3 * needed)
         assert busy.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
     finally:
+        finish.set()
         runner.join()
         long_run.executor.forTest_step_hook = original
     calm = short_run.execute(other, deadline_ns=time.monotonic_ns() + 100 * needed)

@@ -163,16 +163,19 @@ def test_a_fence_in_error_state_fails_the_execution():
     os.close(write_end)
     assert code_of(broken.wait) == ResultCode.OP_FAILED
     out = _zeros()
-    event = add_execution(_compiled(), _ones(), _ones(), out).start_compute_with_dependencies([_pending_then(broken)])
+    release = threading.Event()
+    pending = _pending_then(broken, release)
+    event = add_execution(_compiled(), _ones(), _ones(), out).start_compute_with_dependencies([pending])
+    release.set()  # only now does the dependency end, in the fence's error state
     assert code_of(lambda: event.wait(timeout=10)) == ResultCode.OP_FAILED and not out.any()
     event.free()
     broken.free()
 
 
-def _pending_then(event: Event) -> Event:
-    """An Event still pending at the call (for 0.2 s) that then ends as ``event`` does."""
+def _pending_then(event: Event, release: threading.Event) -> Event:
+    """An Event pending until ``release`` is set, that then ends as ``event`` does."""
     def later():
-        time.sleep(0.2)
+        release.wait(60)
         event.wait()
     return Event.start(later)
 

@@ -211,3 +211,25 @@ def test_forked_child_joins_the_session():
     assert os.waitstatus_to_exitcode(status) == 0
     [track] = [t for t in session.collect().threads if t.pid == pid]
     assert names(track) == ["[NN_LD_PE]forked", None]
+
+
+def test_a_child_outliving_its_session_exits_quietly(tmp_path):
+    """A driver process outlives the ``TraceSession`` that started it (the session removed its
+    directory): at exit it has nothing to join and says nothing (issue 27: 7 errors at exit)."""
+    with tracing.TraceSession() as session:
+        directory = session.directory
+        env = {**os.environ, **session.env()}
+        code = ("import sys, tracing\nfrom tracing import Phase\n"
+                "with tracing.application(Phase.OVERALL, 'during'): pass\n"
+                "assert tracing.flush() == 2\n"
+                "print('flushed', flush=True)\n"
+                "sys.stdin.readline()  # the session ends meanwhile\n"
+                "with tracing.application(Phase.OVERALL, 'after'): pass\n")
+        child = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=REPO, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert child.stdout.readline() == "flushed\n", child.stderr.read()
+        names = [e[1] for t in session.collect().threads for e in t.events if e[1] is not None]
+    assert not os.path.exists(directory)
+    _, stderr = child.communicate("go\n", timeout=60)  # it records once more, flushes at exit
+    assert child.returncode == 0 and stderr == ""
+    assert "[NN_LA_PO]during" in names

@@ -60,6 +60,9 @@ class Job:
 class Scheduler:
     """Per-client priority queues served by one worker thread."""
 
+    #: Test hook: called with (client, priority) once a run outside the queue is ranked.
+    forTest_ranked = None
+
     def __init__(self, exec_lock: threading.Lock):
         self.exec_lock = exec_lock
         self._cond = threading.Condition()
@@ -113,6 +116,8 @@ class Scheduler:
         with self._cond:
             self._outside.setdefault(client, []).append(priority)
             self._outranked(client, priority)
+            if self.forTest_ranked is not None:
+                self.forTest_ranked(client, priority)
             while self._ahead_of(client, priority):
                 self._cond.wait()
         try:

@@ -1,4 +1,9 @@
-"""A driver process that dies or hangs is reported promptly; no call waits forever."""
+"""A driver process that dies or hangs is reported promptly; no call waits forever.
+
+"Promptly" is checked against the bound in force in the same run, with a wide margin: a death
+is seen well within the device's timeout (so not by waiting for it), a hang within a small
+multiple of the timeout or deadline. Order comes from events and a hook on the client's sends,
+not from sleeping."""
 import os
 import signal
 import threading
@@ -11,6 +16,7 @@ from runtime.drivers.ipc import RemoteDevice
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request
+from tests.support.sent import SentHook
 
 
 def _prepared(device, shape=(4,)):
@@ -21,7 +27,7 @@ def _prepared(device, shape=(4,)):
 
 
 def test_killed_driver_is_dead_object_promptly(fresh_device):
-    device = fresh_device()
+    device = fresh_device(timeout_s=60.0)
     prepared, request = _prepared(device)
     assert prepared.execute(request).status == ErrorStatus.NONE
     os.kill(device.pid, signal.SIGKILL)
@@ -29,21 +35,22 @@ def test_killed_driver_is_dead_object_promptly(fresh_device):
     with pytest.raises(HalError) as error:
         prepared.execute(request)
     assert error.value.status == ErrorStatus.DEAD_OBJECT
-    assert time.monotonic() - start < 2.0
+    assert time.monotonic() - start < device.timeout_s / 4  # seen at once, not by timing out
     with pytest.raises(HalError) as again:  # a dead device stays dead
         device.capabilities()
     assert again.value.status == ErrorStatus.DEAD_OBJECT
 
 
 def test_kill_during_a_stream_of_executions(fresh_device):
-    device = fresh_device()
+    device = fresh_device(timeout_s=60.0)
     prepared, request = _prepared(device, (256, 256))
-    errors, done = [], threading.Event()
+    errors, done, streaming = [], threading.Event(), threading.Event()
 
     def run():
         try:
             while True:
                 prepared.execute(request)
+                streaming.set()
         except HalError as error:
             errors.append((error.status, time.monotonic()))
         finally:
@@ -51,25 +58,24 @@ def test_kill_during_a_stream_of_executions(fresh_device):
 
     worker = threading.Thread(target=run)
     worker.start()
-    time.sleep(0.3)
+    assert streaming.wait(60)  # one execution done, the next ones under way
     killed_at = time.monotonic()
     os.kill(device.pid, signal.SIGKILL)
-    assert done.wait(5.0)
+    assert done.wait(device.timeout_s)
     worker.join()
-    assert errors[0][0] == ErrorStatus.DEAD_OBJECT and errors[0][1] - killed_at < 2.0
+    assert errors[0][0] == ErrorStatus.DEAD_OBJECT and errors[0][1] - killed_at < device.timeout_s / 4
 
 
-def test_pending_async_execution_sees_dead_object(fresh_device):
-    device = fresh_device()
+def test_pending_async_execution_sees_dead_object(fresh_device, monkeypatch):
+    device = fresh_device(timeout_s=60.0)
     prepared, request = _prepared(device, (512, 512))
     os.kill(device.pid, signal.SIGSTOP)  # nothing is processed until we kill it
     try:
         results = []  # launch + wait run in a thread; the driver answers neither before dying
-        thread = threading.Thread(target=lambda: results.append(_capture(prepared, request)))
-        thread.start()
-        time.sleep(0.2)
+        thread, sent = SentHook(monkeypatch).start(lambda: results.append(_capture(prepared, request)))
+        assert sent.wait(60)  # the execute is in the stopped driver's socket
         os.kill(device.pid, signal.SIGKILL)
-        thread.join(5.0)
+        thread.join(device.timeout_s)
         assert not thread.is_alive()
         assert results == [ErrorStatus.DEAD_OBJECT]
     finally:
@@ -86,7 +92,7 @@ def test_hung_driver_times_out_as_dead_object(fresh_device):
         prepared.execute(request)
     elapsed = time.monotonic() - start
     assert error.value.status == ErrorStatus.DEAD_OBJECT
-    assert 0.4 < elapsed < 3.0
+    assert 0.8 * device.timeout_s < elapsed < 20 * device.timeout_s  # the timeout, not forever
     assert not device.process.alive()  # the hung process was killed
 
 
@@ -98,7 +104,7 @@ def test_deadline_bounds_the_wait_on_a_hung_driver(fresh_device):
         start = time.monotonic()
         result = prepared.execute(request, deadline_ns=time.monotonic_ns() + 200_000_000)
         assert result.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
-        assert time.monotonic() - start < 3.0
+        assert time.monotonic() - start < 50 * 0.2 < device.timeout_s  # the deadline, not the timeout
     finally:
         os.kill(device.pid, signal.SIGCONT)
     assert prepared.execute(request).status == ErrorStatus.NONE  # reconnects once it answers

@@ -1,6 +1,7 @@
 """HAL ``IPreparedModel.executeFenced`` on a real driver process: sync fences in and out over
 SCM_RIGHTS, ``getExecutionInfo``, and malformed requests sent straight over the socket (each
 INVALID_ARGUMENT, the driver serving on without leaking an fd)."""
+import contextlib
 import os
 import struct
 import time
@@ -21,6 +22,7 @@ from tests.runtime.drivers._hal import add_model, make_request
 from timing import NO_TIMING
 
 INVALID = ErrorStatus.INVALID_ARGUMENT
+_THREADS: dict[int, int] = {}  # driver pid -> its thread count before any fenced job
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,9 @@ def driver():
     """(device, prepared ADD model, HAL model) on a driver process of this module alone."""
     device = RemoteDevice("sample-all", timeout_s=30.0)
     model = add_model((4,))
-    yield device, device.prepare_model(model), model
+    prepared = device.prepare_model(model)
+    _THREADS[device.pid] = _threads(device.pid)  # a driver starts its own threads at once
+    yield device, prepared, model
     device.shutdown()
 
 
@@ -173,37 +177,35 @@ def _malformed_cases(prepared, gate):
     return cases, (pool, other, read_end, write_end)
 
 
-def _open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def _open_fds(pid: int) -> list:
+    """What the driver's fds point to (sorted): compared whole, a leak names itself."""
+    targets = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            targets.append(os.readlink(f"/proc/{pid}/fd/{fd}").split(":[")[0])
+    return sorted(targets)
 
 
-def _quiet_fds(pid: int) -> int:
-    """The driver's fd count once it held for 0.2 s (a worker of an earlier job, e.g. a test
-    module's first run, may still be closing its fds; seen: 10 at the start, 9 once settled)."""
-    count, since = _open_fds(pid), time.monotonic()
-    give_up = since + 5.0
-    while time.monotonic() - since < 0.2 and time.monotonic() < give_up:
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def _quiet_fds(device) -> list:
+    """The driver's fds once no fenced worker runs. A worker signals its sync fence, then
+    closes it and ends: its thread gone (the driver back to the threads it had before any
+    fenced job, ``_THREADS``) is the sign that it closed everything."""
+    device.transact(MsgType.PING, b"ping")  # the serve loop is done with earlier messages' fds
+    give_up = time.monotonic() + 60.0  # a bound on the wait only; nothing is timed
+    while _threads(device.pid) != _THREADS[device.pid]:
+        assert time.monotonic() < give_up, f"a fenced worker of driver {device.pid} never ended"
         time.sleep(0.01)
-        now = _open_fds(pid)
-        if now != count:
-            count, since = now, time.monotonic()
-    return count
-
-
-def _settled_fds(pid: int, expected: int) -> int:
-    """The driver's fd count once it is back to ``expected`` (worker threads close theirs last)."""
-    for _ in range(500):  # up to 5 s: a loaded machine may run a finishing worker late
-        now = _open_fds(pid)
-        if now == expected:
-            return now
-        time.sleep(0.01)
-    return now
+    return _open_fds(device.pid)
 
 
 def test_malformed_execute_fenced_is_invalid_argument_and_the_driver_serves_on(driver, gate):
     device, prepared, model = driver
     _finish(*fenced_client.execute_fenced(prepared, make_request(model, _inputs(7), shared=True)[0], []))
-    before = _quiet_fds(device.pid)
+    before = _quiet_fds(device)
     cases, keep = _malformed_cases(prepared, gate)
     answers = {name: _status(device, MsgType.EXECUTE_FENCED, payload, fds)
                for name, (payload, fds) in cases.items()}
@@ -219,7 +221,7 @@ def test_malformed_execute_fenced_is_invalid_argument_and_the_driver_serves_on(d
         item.close()
     os.close(keep[2])
     os.close(keep[3])
-    assert _settled_fds(device.pid, before) == before  # nothing leaked in the driver
+    assert _quiet_fds(device) == before  # nothing leaked in the driver
     inputs = _inputs(8)
     request, pool, (out,) = make_request(model, inputs, shared=True)
     state, result = _finish(*fenced_client.execute_fenced(prepared, request, [], measure=True))
@@ -231,7 +233,7 @@ def test_malformed_execute_fenced_is_invalid_argument_and_the_driver_serves_on(d
 
 def test_a_job_whose_client_disconnects_stops_waiting_and_frees_its_fds(driver, gate):
     device, prepared, _ = driver
-    before = _quiet_fds(device.pid)
+    before = _quiet_fds(device)
     body, fds, pool = _body(prepared)
     channel = Channel.connect(device.process.socket_path, 10.0)
     channel.send(MsgType.EXECUTE_FENCED, 1, LAUNCH.pack(1, -1) + body, [gate, *fds])
@@ -242,7 +244,7 @@ def test_a_job_whose_client_disconnects_stops_waiting_and_frees_its_fds(driver, 
     assert wait(fence, 10.0) == ERROR  # the job gave up
     os.close(fence)
     pool.close()
-    assert _settled_fds(device.pid, before) == before
+    assert _quiet_fds(device) == before
 
 
 def test_bit_flipped_launches_never_break_the_driver(driver, gate):
@@ -252,7 +254,7 @@ def test_bit_flipped_launches_never_break_the_driver(driver, gate):
     os.eventfd_write(gate, 1)  # an open gate: launched jobs finish at once
     body, fds, pool = _body(prepared)
     valid = bytearray(LAUNCH.pack(1, -1) + body)
-    before = _quiet_fds(device.pid)
+    before = _quiet_fds(device)
     rng = np.random.default_rng(7)
     outcomes = set()
     for _ in range(150):
@@ -272,7 +274,7 @@ def test_bit_flipped_launches_never_break_the_driver(driver, gate):
             outcomes.add(("refused", status))
     assert ("refused", INVALID) in outcomes and ("launched", ErrorStatus.NONE) in outcomes
     pool.close()
-    assert _settled_fds(device.pid, before) == before
+    assert _quiet_fds(device) == before
     inputs = _inputs(9)
     request, shared, (out,) = make_request(model, inputs, shared=True)
     state, result = _finish(*fenced_client.execute_fenced(prepared, request, []))

@@ -62,7 +62,7 @@ class _Recorder:
             assert status == ErrorStatus.NONE
             self.finished.append(name)
             self.outputs[name] = output
-            if len(self.finished) == self.expected:
+            if len(self.finished) >= self.expected:  # runs outside the queue may finish first
                 self.all_done.set()
 
         return Job(client, priority, run, done, name)
@@ -164,13 +164,11 @@ def _exclusive_thread(scheduler: Scheduler, client, priority, model, inputs, fin
     return thread
 
 
-def _until(condition, timeout: float = 30.0) -> bool:
-    give_up = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > give_up:
-            return False
-        time.sleep(0.001)
-    return True
+def _on_ranked(scheduler: Scheduler) -> threading.Event:
+    """Set once a run outside the queue has been ranked (it then waits for the lock)."""
+    ranked = threading.Event()
+    scheduler.forTest_ranked = lambda client, priority: ranked.set()
+    return ranked
 
 
 @pytest.mark.parametrize("client, order, preempted", [("a", ["exclusive", "low"], 1),
@@ -184,11 +182,12 @@ def test_an_exclusive_run_outranks_its_own_clients_running_lower_priority(net, c
     with _held_after_operation_1(low_model) as (running, registered):  # until the frame is ranked
         scheduler.submit(low)
         assert running.wait(30)
+        ranked = _on_ranked(scheduler)
         thread = _exclusive_thread(scheduler, client, HIGH, high_model, inputs, recorder.finished, "exclusive")
-        assert _until(lambda: scheduler._outside)  # the frame is ranked, waiting for the lock
+        assert ranked.wait(30)  # the frame is ranked, waiting for the lock
         registered.set()
         thread.join(60)
-        assert _until(lambda: len(recorder.finished) == 2, 60)  # the job's done() and the frame
+        assert recorder.all_done.wait(60)  # the job's done() (the frame's part is joined)
     assert recorder.finished == order
     assert low.preemptions == preempted
     np.testing.assert_allclose(recorder.outputs["low"], expected, rtol=1e-5, atol=1e-6)
@@ -199,8 +198,9 @@ def test_an_exclusive_run_follows_its_own_clients_queued_higher_priority(net):
     scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
     release = _blocked(scheduler)  # busy: the gate job holds the worker
     scheduler.submit(recorder.job("high", "a", HIGH, model, inputs))
+    ranked = _on_ranked(scheduler)
     thread = _exclusive_thread(scheduler, "a", LOW, model, inputs, recorder.finished, "exclusive-low")
-    assert _until(lambda: scheduler._outside)
+    assert ranked.wait(30)
     release()
     thread.join(60)
     assert recorder.finished == ["high", "exclusive-low"]
@@ -209,3 +209,30 @@ def test_an_exclusive_run_follows_its_own_clients_queued_higher_priority(net):
 def test_exclusive_is_the_bare_lock_while_nothing_runs_or_waits():
     lock = threading.Lock()
     assert Scheduler(lock).exclusive("a", HIGH) is lock
+
+
+def test_a_deadline_only_the_queue_makes_impossible_is_declined(net):
+    """What the driver asks before it queues an execution with a deadline (``ExecuteServer``):
+    the model's expected run plus the client's queued work that goes first (``backlog_ns``).
+    An idle run fits the deadline three times over; behind four queued runs it cannot make it:
+    MISSED_DEADLINE_TRANSIENT. Same client, lower priority queued work does not count."""
+    model, _, inputs, _ = net
+    scheduler, recorder = Scheduler(threading.Lock()), _Recorder()
+    estimate, model.mean_ns = model.mean_ns, 1e9  # expected to run 1 s: the clock's few us do not count
+    needed = int(model.mean_ns)
+    release = _blocked(scheduler)  # the gate job holds the worker: the queue stays as submitted
+    now = time.monotonic_ns()
+    assert model.decline_queued(now + 3 * needed, scheduler.backlog_ns("a", MEDIUM, now)) is None
+    for number in range(4):
+        job = recorder.job(f"queued{number}", "a", MEDIUM, model, inputs)
+        job.estimate_ns = needed
+        scheduler.submit(job)
+    now = time.monotonic_ns()
+    declined = model.decline_queued(now + 3 * needed, scheduler.backlog_ns("a", MEDIUM, now))
+    assert declined is not None and declined.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
+    assert "of running and queued work" in model.last_error
+    # a HIGH execution of the same client goes before them: nothing of theirs to wait for
+    assert model.decline_queued(now + 3 * needed, scheduler.backlog_ns("a", HIGH, now)) is None
+    release()
+    assert recorder.all_done.wait(60)
+    model.mean_ns = estimate
