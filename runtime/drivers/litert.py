@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Mapping
 
@@ -42,7 +41,9 @@ from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as
                                Priority, is_scalar)
 from runtime.hal.validate import invalid, validate_model
 from runtime.drivers.litert_claims import Claims
-from runtime.tflite._writer import TENSOR_TYPES, Translation, Untranslatable, translate
+from runtime.drivers.litert_engine import LiteRtEngine
+from runtime.tflite._translate import translate
+from runtime.tflite._writer import TENSOR_TYPES, Translation, Untranslatable
 from timing import Timing
 from tracing import Layer, Phase
 from tracing.naming import format_name
@@ -64,47 +65,6 @@ def configured_threads(environ: Mapping[str, str] | None = None) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 64:
         raise ValueError(f"{NNSCOPE_LITERT_THREADS}={text!r}: expected a thread count from 1 to 64")
     return int(text)
-
-
-class LiteRtEngine:
-    """One LiteRT interpreter of a translation; one execution at a time (``lock``). A float
-    translation runs on XNNPACK; one with quantized tensors on LiteRT's builtin kernels, which
-    requantize as NNAPI's reference does (XNNPACK's uint8/int8 kernels round differently: one
-    step off on some elements, seen on random graphs)."""
-
-    def __init__(self, translation: Translation, threads: int) -> None:
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415 - optional extra
-
-        self.translation = translation
-        self.xnnpack = not translation.quantized
-        resolver = OpResolverType.AUTO if self.xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-        self.interpreter = Interpreter(model_content=translation.flatbuffer, num_threads=threads,
-                                       experimental_op_resolver_type=resolver)
-        self.interpreter.allocate_tensors()
-        self.inputs = [d["index"] for d in self.interpreter.get_input_details()]
-        self.outputs = [d["index"] for d in self.interpreter.get_output_details()]
-        self.shapes = [tuple(d["shape"]) for d in self.interpreter.get_input_details()]
-        self.lock = threading.Lock()
-
-    def load(self, values: list) -> None:
-        """Copy the input arrays in (resizing the tensors whose shape changed)."""
-        interpreter = self.interpreter
-        resized = False
-        for position, value in enumerate(values):
-            if value is None:
-                raise HalError(ErrorStatus.INVALID_ARGUMENT, f"input {position} omitted")
-            if value.shape != self.shapes[position]:
-                interpreter.resize_tensor_input(self.inputs[position], value.shape, strict=True)
-                self.shapes[position] = value.shape
-                resized = True
-        if resized:
-            interpreter.allocate_tensors()
-        for index, value in zip(self.inputs, values):
-            interpreter.set_tensor(index, value)
-
-    def results(self) -> list:
-        """Views of the output tensors (drop them before the next invoke)."""
-        return [self.interpreter.tensor(index)() for index in self.outputs]
 
 
 class LiteRtPreparedModel(SamplePreparedModel):

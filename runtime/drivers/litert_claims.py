@@ -20,7 +20,9 @@ import dataclasses
 
 from runtime.hal.types import HalModel, Operation, OperandLifetime as L, Subgraph, is_scalar
 from runtime.ops.executor import read_constant
-from runtime.tflite._writer import Untranslatable, supported, translate
+from runtime.drivers.litert_engine import LiteRtEngine
+from runtime.tflite._translate import supported, translate
+from runtime.tflite._writer import Untranslatable
 
 MAX_REMEMBERED = 4096
 _CONSTANT = (L.CONSTANT_COPY, L.CONSTANT_REFERENCE)
@@ -72,8 +74,6 @@ def _alone(model: HalModel, operation: Operation) -> HalModel:
 
 def _builds(model: HalModel, operation: Operation, threads: int) -> bool:
     """Whether LiteRT builds and allocates the operation alone (engine as ``prepareModel``'s)."""
-    from runtime.drivers.litert import LiteRtEngine  # noqa: PLC0415 - it imports this module
-
     try:
         engine = LiteRtEngine(translate(_alone(model, operation)), threads)
     except (Untranslatable, RuntimeError, ValueError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType as T, Operation, Subgraph,
+from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType as T, Subgraph,
                                is_scalar, numpy_dtype)
 from runtime.ops.executor import read_constant
 from runtime.tflite._flatbuffer import FlatbufferGraph, Quant
@@ -26,7 +26,7 @@ from runtime.tflite._flatbuffer import FlatbufferGraph, Quant
 TENSOR_TYPES = {T.TENSOR_FLOAT32: "FLOAT32", T.TENSOR_FLOAT16: "FLOAT16", T.TENSOR_INT32: "INT32",
                 T.TENSOR_QUANT8_ASYMM: "UINT8", T.TENSOR_QUANT8_ASYMM_SIGNED: "INT8",
                 T.TENSOR_QUANT8_SYMM_PER_CHANNEL: "INT8", T.TENSOR_BOOL8: "BOOL"}
-_CONSTANT = (L.CONSTANT_COPY, L.CONSTANT_REFERENCE)
+CONSTANT_LIFETIMES = (L.CONSTANT_COPY, L.CONSTANT_REFERENCE)
 
 
 class Untranslatable(ValueError):
@@ -58,7 +58,7 @@ class Writer:
         return self.graph.operands[index]
 
     def is_constant(self, index: int) -> bool:
-        return self.operand(index).lifetime in _CONSTANT
+        return self.operand(index).lifetime in CONSTANT_LIFETIMES
 
     def scalar(self, index: int):
         """The value of constant scalar operand ``index`` (a non-constant one: Untranslatable)."""
@@ -85,7 +85,7 @@ class Writer:
         if not operand.dimensions:
             raise Untranslatable(f"operand {index} has an unknown rank")
         data = None
-        if operand.lifetime in _CONSTANT:
+        if operand.lifetime in CONSTANT_LIFETIMES:
             data = np.ascontiguousarray(self.value(index), numpy_dtype(operand.type)).tobytes()
         elif operand.lifetime == L.NO_VALUE:
             raise Untranslatable(f"operand {index} is omitted")
@@ -145,48 +145,6 @@ def tensor_type(operand) -> tuple[str, Quant | None]:
             (operand.type == T.TENSOR_INT32 and operand.scale):
         return type_name, Quant((float(operand.scale),), (int(operand.zero_point),))
     return type_name, None
-
-
-def translate(model: HalModel) -> Translation:
-    """The TFLite flatbuffer of ``model.main``. Raises Untranslatable."""
-    from runtime.tflite._writer_ops import TRANSLATORS  # noqa: PLC0415 - ops import this module
-
-    graph = model.main
-    if model.referenced:
-        raise Untranslatable("control flow (referenced subgraphs)")
-    writer = Writer(model)
-    inputs = [writer.tensor(i) for i in graph.input_indexes]
-    for operation in graph.operations:
-        _one(writer, operation, TRANSLATORS)
-    outputs = [writer.tensor(i) for i in graph.output_indexes]
-    if len(set(outputs)) != len(outputs) or set(inputs) & set(outputs):
-        raise Untranslatable("a model output that is an input or another output")
-    writer.out.inputs, writer.out.outputs = inputs, outputs
-    quantized = any(t.type_name in ("UINT8", "INT8") for t in writer.out.tensors)
-    return Translation(writer.out.serialize(), tuple(inputs), tuple(outputs), quantized)
-
-
-def _one(writer: Writer, operation: Operation, translators) -> None:
-    translate_one = translators.get(operation.type)
-    if translate_one is None:
-        raise Untranslatable(f"{operation.type.name} has no LiteRT builtin here")
-    for index in operation.outputs:
-        if writer.operand(index).lifetime in _CONSTANT:
-            raise Untranslatable("an operation writing a constant")
-    try:
-        translate_one(writer, operation)
-    except (KeyError, IndexError, TypeError, ZeroDivisionError) as error:
-        raise Untranslatable(f"{operation.type.name}: {type(error).__name__}: {error}") from None
-
-
-def supported(model: HalModel, operation: Operation) -> bool:
-    """Whether ``operation`` of ``model.main`` translates (alone) into LiteRT builtins."""
-    from runtime.tflite._writer_ops import TRANSLATORS  # noqa: PLC0415
-    try:
-        _one(Writer(model), operation, TRANSLATORS)
-    except (Untranslatable, ValueError):
-        return False
-    return True
 
 
 #: Tensor types LiteRT computes as NNAPI does, by family.

@@ -9,7 +9,8 @@ from runtime import Model
 from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
 from runtime.ops.executor import CpuExecutor
 from runtime.tflite import convert_tflite, load_tflite
-from runtime.tflite._writer import Untranslatable, supported, translate
+from runtime.tflite._translate import supported, translate
+from runtime.tflite._writer import Untranslatable
 from tests.support.paths import REPO
 
 MODELS = REPO / "tests" / "data" / "models"
