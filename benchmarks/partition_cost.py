@@ -13,6 +13,10 @@ next to nothing), as ``(all - sample-all) / boundaries``, beside one IPC round t
 ``/proc``) is reported too: unlike wall time it does not move with other processes' load.
 
 Targets: MobileNet ``all`` at most 1.1x its best single device, the face detector at most 1.5x.
+``all`` is every registered driver: with LiteRT installed ``sample-litert`` takes both models
+whole, so run it once more with ``NNSCOPE_DRIVERS`` naming the CPU-kernel drivers only
+(``sample-all,sample-float-fast,sample-float-slow,sample-quant,sample-minimal``) to see the
+cost of a partitioned plan's boundaries.
 
 Usage:
     python benchmarks/partition_cost.py [--rounds N] [--runs N]
@@ -42,7 +46,7 @@ from _common import reusable_execution, write_results  # noqa: E402
 
 FACE = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "face_detection_short_range.tflite"
 TARGETS = {"mobilenet": 1.1, "face_detection_short_range": 1.5}
-SINGLE = ("sample-all", "nnapi-reference", "sample-float-fast")
+SINGLE = ("sample-all", "nnapi-reference", "sample-float-fast", "sample-litert")
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
@@ -58,7 +62,7 @@ def _cases(model: Model) -> dict:
     devices = {device.name: device for device in (*manager.devices(), manager.cpu_device())}
     cases = {"all": Compilation(model)}
     for name in SINGLE:
-        if all(devices[name].supported_operations(model.to_hal())):
+        if name in devices and all(devices[name].supported_operations(model.to_hal())):
             cases[name] = Compilation.for_devices(model, [devices[name]])
     for compilation in cases.values():
         compilation.finish()
@@ -127,7 +131,8 @@ def main() -> None:
     args = parser.parse_args()
     manager.start_devices(manager.devices())
     pids = [d.pid for d in manager.devices() if getattr(d, "pid", None) is not None]
-    results = {"rounds": args.rounds, "runs": args.runs, "targets": TARGETS, "models": {}}
+    results = {"rounds": args.rounds, "runs": args.runs, "targets": TARGETS, "models": {},
+               "drivers": [d.name for d in manager.devices()]}
     for name, model in _models().items():
         figures = measure(model, args.rounds, args.runs, pids)
         results["models"][name] = figures
@@ -136,15 +141,20 @@ def main() -> None:
             + f"; all / best single ({figures['best_single']}) = {figures['ratio']:.2f}x"
             + (f" (target <= {TARGETS[name]}x)" if name in TARGETS else ""))
     tiny = results["models"]["tiny_chain_90"]
-    boundaries = tiny["steps"] - 1
-    boundary_us = (tiny["median_ms"]["all"] - tiny["median_ms"]["sample-all"]) * 1e3 / boundaries
-    boundary_cpu_us = (tiny["cpu_ms"]["all"] - tiny["cpu_ms"]["sample-all"]) * 1e3 / boundaries
-    results["boundary_us"] = round(boundary_us, 1)
-    results["boundary_cpu_us"] = round(boundary_cpu_us, 1)
     results["ipc_round_trip_us"] = round(ipc_round_trip_us(), 1)
-    print(f"per step boundary: {boundary_us:.1f} us wall, {boundary_cpu_us:.1f} us CPU; "
-          f"one IPC round trip (PING): {results['ipc_round_trip_us']:.1f} us")
-    write_results("partition_cost", results)
+    if tiny["steps"] > 1:
+        boundaries = tiny["steps"] - 1
+        results["boundary_us"] = round((tiny["median_ms"]["all"] - tiny["median_ms"]["sample-all"])
+                                       * 1e3 / boundaries, 1)
+        results["boundary_cpu_us"] = round((tiny["cpu_ms"]["all"] - tiny["cpu_ms"]["sample-all"])
+                                           * 1e3 / boundaries, 1)
+        print(f"per step boundary: {results['boundary_us']:.1f} us wall, {results['boundary_cpu_us']:.1f} us "
+              f"CPU; one IPC round trip (PING): {results['ipc_round_trip_us']:.1f} us")
+    else:
+        print("the chain ran as one step (one driver takes it whole): no boundary to time; "
+              f"one IPC round trip (PING): {results['ipc_round_trip_us']:.1f} us")
+    litert = "sample-litert" in results["drivers"]
+    write_results("partition_cost" if litert else "partition_cost_cpu_kernels", results)
 
 
 if __name__ == "__main__":
