@@ -25,7 +25,7 @@ from dashboards.renderers.bench_html import BenchHTMLRenderer
 from dashboards.report import build_report
 from parse_systrace.errors import TraceFormatError
 
-PROG = "dashboards"
+PROG = "nnscope-dashboard"  # the console script (also python -m dashboards)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,8 +61,9 @@ def main(argv=None) -> int:
         return 2
     try:
         text = render(args)
-    except TraceFormatError as error:
-        sys.stderr.write(f"{PROG}: error: {args.trace}:{error}\n")
+    except TraceFormatError as error:  # "FILE: line 12: why", or "FILE: cannot open: why"
+        where = "" if error.where == "file" else f"{error.where}: "
+        sys.stderr.write(f"{PROG}: error: {args.trace}: {where}{error.reason}\n")
         return 2
     except (BenchFormatError, UnicodeDecodeError) as error:
         sys.stderr.write(f"{PROG}: error: {args.trace}: {error}\n")

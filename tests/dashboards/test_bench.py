@@ -84,7 +84,7 @@ def test_bad_bench_is_one_line_and_exit_2(tmp_path, bench, capsys, change, reaso
         return  # not detected as a bench report: read as a trace (see test_cli)
     assert main([str(source), "-o", str(tmp_path / "out.html")]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"dashboards: error: {source}: ")
+    assert len(lines) == 1 and lines[0].startswith(f"nnscope-dashboard: error: {source}: ")
     assert reason in lines[0] and not (tmp_path / "out.html").exists()
 
 
@@ -102,4 +102,4 @@ def test_graph_option_errors_are_one_line(tmp_path, capsys):
     assert main([str(trace), "--graph", str(tmp_path / "none.dot"), "-o",
                  str(tmp_path / "o.html")]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert lines == [f"dashboards: error: --graph {tmp_path / 'none.dot'}: no such file"]
+    assert lines == [f"nnscope-dashboard: error: --graph {tmp_path / 'none.dot'}: no such file"]

@@ -47,7 +47,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, content, reason):
     assert main([str(trace), "-o", str(tmp_path / "out.html")]) == 2
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"dashboards: error: {trace}:")
+    assert len(lines) == 1 and lines[0].startswith(f"nnscope-dashboard: error: {trace}:")
     assert reason in lines[0] and captured.out == ""
     assert not (tmp_path / "out.html").exists()
 
@@ -55,7 +55,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, content, reason):
 def test_unwritable_output_is_one_line(tmp_path, capsys):
     assert main([str(SYNTHETIC), "-o", str(tmp_path / "no" / "such" / "dir.html")]) == 1
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("dashboards: error: cannot write")
+    assert len(lines) == 1 and lines[0].startswith("nnscope-dashboard: error: cannot write")
 
 
 def test_module_entry_point_has_no_traceback(tmp_path):
