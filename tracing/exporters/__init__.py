@@ -1,7 +1,8 @@
 """Trace exporters: one interface (export/flush/shutdown -> ExportResult) and a name registry.
 
 Exporters log failures and return ``ExportResult.FAILURE``; they never raise into the runtime.
-Built-in exporters are also published as entry points in group ``nnscope.trace_exporters``.
+Every exporter is an entry point of group ``nnscope.trace_exporters`` (the one registry:
+``pyproject.toml`` lists them, the dashboards' report page among them).
 
 Example:
     >>> exporter = get_exporter("chrome-json")(path="trace.json")   # doctest: +SKIP
@@ -10,7 +11,8 @@ Example:
 from __future__ import annotations
 
 import enum
-import importlib
+import functools
+import importlib.metadata
 from abc import ABC, abstractmethod
 
 from tracing.span import TraceData
@@ -39,17 +41,17 @@ class TraceExporter(ABC):
         return None
 
 
-# name -> "module:Class"; modules are imported lazily (otel and perfetto are heavy; the
-# .html page is the dashboards' report around the systrace block).
-_REGISTRY = {
-    "systrace": "tracing.exporters.systrace:SystraceTextExporter",
-    "systrace-html": "dashboards.systrace_page:SystraceReportExporter",  # the report page
-    "systrace-html-bare": "tracing.exporters.systrace:SystraceHtmlExporter",
-    "chrome-json": "tracing.exporters.chrome_json:ChromeJsonExporter",
-    "perfetto": "tracing.exporters.perfetto:PerfettoExporter",
-    "otel": "tracing.exporters.otel:OtelExporter",
-    "memory": "tracing.exporters.memory:InMemoryExporter",
-}
+#: The entry-point group every exporter is registered in (``pyproject.toml``): the one registry,
+#: so that another package (the dashboards' report page) adds one without tracing importing it.
+#: Modules load on first use (otel and perfetto are heavy).
+ENTRY_POINT_GROUP = "nnscope.trace_exporters"
+
+
+@functools.lru_cache(maxsize=1)
+def _registry() -> dict:
+    return {entry.name: entry for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
 # output file extension -> exporter name
 _BY_EXTENSION = {
     ".txt": "systrace", ".ftrace": "systrace", ".html": "systrace-html",
@@ -88,7 +90,7 @@ def otlp_endpoint(spec: str | None, environ=None) -> str | None:
 
 
 def exporter_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(_registry())
 
 
 def get_exporter(name: str) -> type[TraceExporter]:
@@ -97,11 +99,11 @@ def get_exporter(name: str) -> type[TraceExporter]:
     Raises:
         ValueError: for an unknown name, listing the valid ones.
     """
-    try:
-        module_name, class_name = _REGISTRY[name].split(":")
-    except KeyError:
-        raise ValueError(f"unknown trace exporter {name!r}; valid: {', '.join(exporter_names())}") from None
-    return getattr(importlib.import_module(module_name), class_name)
+    entry = _registry().get(name)
+    if entry is None:
+        valid = ", ".join(exporter_names()) or f"none (nnscope is not installed: no {ENTRY_POINT_GROUP} entry points)"
+        raise ValueError(f"unknown trace exporter {name!r}; valid: {valid}")
+    return entry.load()
 
 
 def exporter_for_path(path: str) -> type[TraceExporter]:
