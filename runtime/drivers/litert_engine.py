@@ -12,6 +12,8 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 
 from runtime.hal.errors import HalError
@@ -31,9 +33,10 @@ class LiteRtEngine:
         self.translation = translation
         self.xnnpack = not translation.quantized
         resolver = OpResolverType.AUTO if self.xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-        self.interpreter = Interpreter(model_content=translation.flatbuffer, num_threads=threads,
-                                       experimental_op_resolver_type=resolver)
-        self.interpreter.allocate_tensors()
+        with _first_xnnpack_quietly(self.xnnpack):
+            self.interpreter = Interpreter(model_content=translation.flatbuffer, num_threads=threads,
+                                           experimental_op_resolver_type=resolver)
+            self.interpreter.allocate_tensors()
         self.inputs = [d["index"] for d in self.interpreter.get_input_details()]
         self.outputs = [d["index"] for d in self.interpreter.get_output_details()]
         self.shapes = [tuple(d["shape"]) for d in self.interpreter.get_input_details()]
@@ -58,3 +61,25 @@ class LiteRtEngine:
     def results(self) -> list:
         """Views of the output tensors (drop them before the next invoke)."""
         return [self.interpreter.tensor(index)() for index in self.outputs]
+
+
+_announced = threading.Event()  # LiteRT has said "Created TensorFlow Lite XNNPACK delegate" here
+
+
+@contextlib.contextmanager
+def _first_xnnpack_quietly(xnnpack: bool):
+    """LiteRT prints one INFO line on the process's stderr when it first creates its XNNPACK
+    delegate; a driver's stderr is the user's terminal, so that first creation writes to
+    /dev/null (the driver's own warnings use the ``nn`` logger, not this window)."""
+    if not xnnpack or _announced.is_set():
+        yield
+        return
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+        _announced.set()

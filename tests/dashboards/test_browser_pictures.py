@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ from tests.dashboards.pages import dom_tables, golden_tables
 from tests.dashboards.test_browser import chromium
 from tests.dashboards.test_browser_views import expected_lanes
 from tests.support.paths import REPO
-from tests.support.programs import needs_chromium
+from tests.support.programs import cpu_kernel_drivers_env, needs_chromium
 
 pytestmark = needs_chromium
 WIDTH = "--window-size=1400,900"
@@ -79,7 +80,8 @@ def bench_page(tmp_path_factory):
                            "--device", "sample-quant", "--executions", "3", "--warmup", "0",
                            "--stress", "--hang-scale", "0.1", "--json", str(out / "bench.json"),
                            "--html", str(out / "bench.html")],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+                          cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **cpu_kernel_drivers_env()})  # the plan on sample-minimal
     assert done.returncode == 0, done.stderr
     return out / "bench.html", json.loads((out / "bench.json").read_text())
 

@@ -34,5 +34,5 @@ def test_claimed_vectors_pass(dynamic, record_property):
     skipped = [r for r in results if r["status"] == "skipped"]
     assert len(ran) == CLAIMED
     assert len(results) - len(ran) - len(skipped) == REJECTED
-    assert all(r["message"].startswith("sample-litert does not support ") for r in skipped)
+    assert all("sample-litert does not support " in r["message"] for r in skipped)  # maybe after the static-form note
     assert len(results) == TOTAL
