@@ -40,7 +40,6 @@ for _variable in BLAS_THREAD_VARIABLES:  # before numpy loads its BLAS
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -52,7 +51,7 @@ from runtime.manager import cpu_device  # noqa: E402
 from runtime.tflite import load_tflite  # noqa: E402
 from tracing.naming import Layer, Phase, parse_name  # noqa: E402
 
-from _common import reusable_execution, write_results  # noqa: E402
+from _common import median_ns, reusable_execution, write_results  # noqa: E402
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "data" / "models"
 FACE = MODELS / "face_detection_short_range.tflite"
@@ -84,13 +83,7 @@ def litert_interpreter(path: Path, inputs: list[np.ndarray]):
 
 
 def median_ms(run, runs: int) -> float:
-    clock = time.perf_counter_ns
-    samples = []
-    for _ in range(runs):
-        start = clock()
-        run()
-        samples.append(clock() - start)
-    return float(np.median(samples)) / 1e6
+    return median_ns(run, runs) / 1e6
 
 
 def interleaved(modes: dict, rounds: int, runs: int) -> dict[str, list[float]]:

@@ -18,25 +18,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import tracing
 from runtime import Burst, Compilation, manager
 from runtime.builtin_models import sample_input, tiny_add
 
-from _common import reusable_execution, write_results
+from _common import median_ns, reusable_execution, write_results
 
 MODES = ("driver", "driver_traced", "burst", "burst_traced")
 
 
 def _median_us(run, runs: int) -> float:
-    clock = time.perf_counter_ns
-    samples = []
-    for _ in range(runs):
-        start = clock()
-        run()
-        samples.append(clock() - start)
-    return statistics.median(samples) / 1000
+    return median_ns(run, runs) / 1000
 
 
 def measure(runs: int, rounds: int) -> dict:

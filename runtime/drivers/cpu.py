@@ -81,15 +81,9 @@ class CpuPreparedModel(PreparedModel):
     def _execute(self, request: Request, measure: bool, deadline_ns: int | None,
                  recorder) -> ExecutionResult:
         start = _now() if measure else 0
-        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
-            return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed before start")
-        cached_request, binding = self._cache
-        if cached_request is not request:
-            try:
-                binding = self._bind(request)
-            except HalError as error:
-                return self._fail(error.status, str(error))
-            self._cache = (request, binding)
+        binding = self._binding_for(request, deadline_ns)
+        if isinstance(binding, ExecutionResult):
+            return binding
         try:
             device_start = _now() if measure else 0
             logging = vlog.is_on("cpuexe")
@@ -150,6 +144,20 @@ class CpuPreparedModel(PreparedModel):
             return None
         return _bound.bind(self.executor, binding.inputs, binding.capacities,
                            [out.view for out in binding.outputs])
+
+    def _binding_for(self, request: Request, deadline_ns: int | None):
+        """The checked binding of ``request`` (cached for the same Request object), or the
+        failed ExecutionResult: a deadline already passed, or a request that does not bind."""
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed before start")
+        cached_request, binding = self._cache
+        if cached_request is not request:
+            try:
+                binding = self._bind(request)
+            except HalError as error:
+                return self._fail(error.status, str(error))
+            self._cache = (request, binding)
+        return binding
 
     def _bind(self, request: Request) -> _Binding:
         validate_request(request, self.model)

@@ -76,15 +76,9 @@ class LiteRtPreparedModel(SamplePreparedModel):
     def _execute(self, request: Request, measure: bool, deadline_ns: int | None,
                  recorder) -> ExecutionResult:
         start = _now()
-        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
-            return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed before start")
-        cached_request, binding = self._cache
-        if cached_request is not request:
-            try:
-                binding = self._bind(request)
-            except HalError as error:
-                return self._fail(error.status, str(error))
-            self._cache = (request, binding)
+        binding = self._binding_for(request, deadline_ns)
+        if isinstance(binding, ExecutionResult):
+            return binding
         engine = self.executor
         try:
             with engine.lock:
