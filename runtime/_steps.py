@@ -19,7 +19,7 @@ import tracing
 import vlog
 from runtime import _fallback
 from runtime._step_memory import StepMemory
-from runtime.drivers.ipc.encoder import pool_bytes
+from runtime.drivers.ipc.encoder import ibuffer_token, pool_bytes
 from runtime.extensions import operand_byte_size
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from runtime.hal.types import ErrorStatus
@@ -74,7 +74,7 @@ class _Arguments:
         self.plan, self.memory, self.request = plan, memory, request
         self.graph = plan.model.main
         self.dims: dict = {}  # temporary operand or ("out", position) -> dimensions
-        self.through = [i for i, pool in enumerate(request.pools) if _is_device_memory(pool)]
+        self.through = [i for i, pool in enumerate(request.pools) if ibuffer_token(pool) is not None]
         temporaries = plan.memories.temporary_sizes
         if temporaries is None:
             temporaries = plan.memories.temporary_sizes = {o: self.size(o, self.graph.operands[o].dimensions)
@@ -150,10 +150,6 @@ class _Arguments:
             return self._model_arg(arg, ("out", source.position), arg.length, arg.dimensions)
         offset, size = self.memory.slot(operand_index)
         return RequestArgument(False, 0, offset, size, ())
-
-
-def _is_device_memory(pool) -> bool:
-    return getattr(pool, "ibuffer_token", None) is not None
 
 
 def _own_prepared(step: ExecutionStep):

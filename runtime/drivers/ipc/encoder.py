@@ -189,7 +189,7 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
     cache.pending_free = []
     fds, inline, staged, slots = _pool_section(request, cache, staging, parts)
     parts.append(_args_section(request, memo))
-    if memo is not None and not fds and not any(_token(pool) is not None for pool in request.pools):
+    if memo is not None and not fds and not any(ibuffer_token(pool) is not None for pool in request.pools):
         memo.request, memo.cache, memo.generation = request, cache, cache.generation
         memo.parts, memo.slots, memo.inline, memo.staged = parts, slots, inline, staged
         memo.memo_id, memo.ok_result, memo.out_targets, memo.in_views = memo_id, None, None, None
@@ -206,7 +206,7 @@ def _pool_section(request: Request, cache: PoolCache, staging: list, parts: list
     inline_bytes = 0  # the driver takes at most MAX_INLINE_BYTES inline per execute
     for position, pool in enumerate(request.pools):
         if not is_shared(pool):
-            token = _token(pool)
+            token = ibuffer_token(pool)
             if token is not None:  # a device memory: the data stays in the driver
                 parts.append(_SHM.pack(KIND_TOKEN, token))
                 continue
@@ -239,7 +239,8 @@ def _args_section(request: Request, memo: EncodeMemo | None) -> bytes:
     return encoded
 
 
-def _token(pool) -> int | None:
+def ibuffer_token(pool) -> int | None:
+    """The token of a device memory (a driver-side IBuffer), None for any other pool."""
     return getattr(pool, "ibuffer_token", None)
 
 
