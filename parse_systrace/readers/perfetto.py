@@ -44,8 +44,12 @@ _FIRST_SEQUENCE_SCOPED_CLOCK = 64
 def _protos() -> tuple:
     """``(perfetto_trace_pb2, DecodeError)``, imported on first use (~40 ms that the
     other formats do not pay)."""
-    from google.protobuf.message import DecodeError
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+    try:
+        from google.protobuf.message import DecodeError
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+    except ModuleNotFoundError as error:
+        raise TraceFormatError("the file", f"reading a Perfetto trace needs the {error.name.split('.')[0]} "
+                               "package: pip install 'nnscope[perfetto]'") from None
     return perfetto_trace_pb2, DecodeError
 
 

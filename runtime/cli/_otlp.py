@@ -23,7 +23,7 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
 
 def check(args, parser: argparse.ArgumentParser) -> None:
     """Resolve ``args.otlp`` to its endpoint (usage error, exit 2, for a malformed one)."""
-    from tracing.exporters import otlp_endpoint  # noqa: PLC0415
+    from tracing.exporters import get_exporter, otlp_endpoint  # noqa: PLC0415
 
     value = args.otlp
     if value is None:
@@ -33,6 +33,7 @@ def check(args, parser: argparse.ArgumentParser) -> None:
                      " a MODEL goes before a bare --otlp)")
     try:
         args.otlp = otlp_endpoint(value)
+        get_exporter("otel")  # the OpenTelemetry packages are an extra: say so before the run
     except ValueError as error:
         parser.error(f"--otlp: {error}")
 

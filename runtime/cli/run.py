@@ -207,12 +207,15 @@ def check_outputs(args, parser: argparse.ArgumentParser) -> None:
     if args.svg and not args.svg.lower().endswith(".svg"):
         parser.error(f"--svg: {args.svg} does not end in .svg; for another format write --dot "
                      f"plan.dot, then e.g. dot -Tpng plan.dot -o plan.png")
-    if args.trace:
-        from tracing.exporters import exporter_for_path  # noqa: PLC0415
+    from tracing.exporters import exporter_for_path, get_exporter  # noqa: PLC0415
+    checks = {"--trace": lambda: exporter_for_path(args.trace),  # an unknown extension, or
+              "--perfetto": lambda: get_exporter("perfetto")}   # an exporter whose extra is missing
+    for flag, path in (("--trace", args.trace), ("--perfetto", args.perfetto)):
         try:
-            exporter_for_path(args.trace)
+            if path:
+                checks[flag]()
         except ValueError as error:
-            parser.error(f"--trace: {error}")
+            parser.error(f"{flag}: {error}")
 
 
 def _export(session: tracing.TraceSession, args) -> list[str]:

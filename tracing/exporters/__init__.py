@@ -103,7 +103,21 @@ def get_exporter(name: str) -> type[TraceExporter]:
     if entry is None:
         valid = ", ".join(exporter_names()) or f"none (nnscope is not installed: no {ENTRY_POINT_GROUP} entry points)"
         raise ValueError(f"unknown trace exporter {name!r}; valid: {valid}")
-    return entry.load()
+    try:
+        return entry.load()
+    except ModuleNotFoundError as error:
+        if error.name is None or error.name.split(".")[0] in ("nnscope", "tracing", "dashboards"):
+            raise
+        raise ValueError(missing_extra(f"the {name} exporter", error.name, EXTRAS.get(name, name))) from None
+
+
+#: exporter name -> the extra of ``pyproject.toml`` that installs what it imports
+EXTRAS = {"otel": "otlp", "perfetto": "perfetto"}
+
+
+def missing_extra(what: str, module: str, extra: str) -> str:
+    """One line saying that ``what`` needs ``module`` and the install command that brings it."""
+    return f"{what} needs the {module.split('.')[0]} package: pip install 'nnscope[{extra}]'"
 
 
 def exporter_for_path(path: str) -> type[TraceExporter]:
