@@ -114,7 +114,8 @@ def _space_to_batch(ctx: OpContext) -> OutputPlan:
 
 # --------------------------------------------------------------------------- windows
 def _pooling(ctx: OpContext) -> OutputPlan:
-    from runtime.ops.pooling import POOL_NAMES, is_implicit, read_scalars  # noqa: PLC0415
+    from runtime.ops.pooling import POOL_NAMES  # noqa: PLC0415
+    from runtime.ops.window import is_implicit, read_scalars  # noqa: PLC0415
     explicit = not is_implicit(len(ctx.inputs), ctx.input_operands, 7)
     values = read_scalars(ctx.inputs, 1, POOL_NAMES, explicit)
     key = (values["pad"], values["stride_w"], values["stride_h"], values["filter_w"], values["filter_h"])
@@ -123,7 +124,8 @@ def _pooling(ctx: OpContext) -> OutputPlan:
 
 @functools.lru_cache(maxsize=512)
 def _pool_plan(shape: tuple, nchw: bool, explicit: bool, key: tuple) -> OutputPlan:
-    from runtime.ops.pooling import POOL_NAMES, checked_output_hw, read_window  # noqa: PLC0415
+    from runtime.ops.pooling import POOL_NAMES  # noqa: PLC0415
+    from runtime.ops.window import checked_output_hw, read_window  # noqa: PLC0415
     batch, height, width, channels = (shape[0], shape[2], shape[3], shape[1]) if nchw else shape
     pad, stride_w, stride_h, filter_w, filter_h = key
     inputs = [None, *(pad if explicit else (pad,)), stride_w, stride_h, filter_w, filter_h, 0]
@@ -154,7 +156,7 @@ def _spatial_plan(ctx: OpContext) -> OutputPlan:
                                          FULL_IM2COL_BYTES, _conv_params, full_im2col_bytes)
     depthwise = ctx.operation.type == O.DEPTHWISE_CONV_2D
     window, _, x = _conv_params(ctx, DEPTHWISE_NAMES if depthwise else CONV_NAMES)
-    from runtime.ops.pooling import checked_output_hw  # noqa: PLC0415
+    from runtime.ops.window import checked_output_hw  # noqa: PLC0415
     out_h, out_w = checked_output_hw(window, x.shape[1:3])
     w = ctx.inputs[1]
     batch, channels = x.shape[0], x.shape[3]
@@ -187,7 +189,7 @@ def _transpose_conv(ctx: OpContext) -> OutputPlan:
 
 
 def _grouped_conv(ctx: OpContext) -> OutputPlan:
-    from runtime.ops.pooling import checked_output_hw, is_implicit, read_window  # noqa: PLC0415
+    from runtime.ops.window import checked_output_hw, is_implicit, read_window  # noqa: PLC0415
     from runtime.ops.transpose_conv import GROUPED_NAMES  # noqa: PLC0415
     explicit = not is_implicit(len(ctx.inputs), ctx.input_operands, 9)
     nchw = bool(ctx.inputs[(7 if explicit else 4) + 4])

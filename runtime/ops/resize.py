@@ -22,7 +22,7 @@ import numpy as np
 
 from runtime.hal.types import Operand, OperandType as T, OperationType
 from runtime.ops._common import expect, expect_count, expect_rank, expect_type
-from runtime.ops.pooling import from_nhwc, to_nhwc
+from runtime.ops.window import from_nhwc, to_nhwc
 from runtime.ops.registry import OpContext, register
 
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)

@@ -25,7 +25,7 @@ import numpy as np
 
 from runtime.hal.types import OperandType as T, OperationType
 from runtime.ops import _common as c
-from runtime.ops.pooling import from_nhwc, to_nhwc
+from runtime.ops.window import from_nhwc, to_nhwc
 from runtime.ops.registry import OpContext, register
 
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)

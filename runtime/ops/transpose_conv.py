@@ -35,7 +35,7 @@ from runtime.hal.types import Operand, OperandType as T, OperationType, PaddingC
 from runtime.ops._common import apply_fused_activation, expect, expect_count, expect_type
 from runtime.ops.convolution import (_conv_matmul, _exact_int, _expect_weights, centered_pair,
                                      filter_scales, requantize)
-from runtime.ops.pooling import (expect_scalars, from_nhwc, is_implicit, read_window, to_nhwc)
+from runtime.ops.window import expect_scalars, from_nhwc, is_implicit, read_window, to_nhwc
 from runtime.ops.registry import OpContext, register
 
 _QUANT8 = (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
