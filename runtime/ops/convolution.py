@@ -38,7 +38,8 @@ from runtime.ops._common import (apply_fused_activation, apply_fused_activation_
 from runtime.ops.window import (Window, checked_output_hw, expect_scalars, from_nhwc,
                                 is_implicit, pad_nhwc, read_scalars, read_window, to_nhwc,
                                 window_taps)
-from runtime.ops.registry import OpContext, register
+from runtime.ops.budget import WIDE_BYTES as _WIDE, OutputPlan
+from runtime.ops.registry import OpContext, OpValidationError, register
 
 CONV_NAMES = ("stride_w", "stride_h", "fuse", "layout", "dilation_w", "dilation_h")
 DEPTHWISE_NAMES = ("stride_w", "stride_h", "multiplier", "fuse", "layout",
@@ -370,9 +371,50 @@ def _validate_fully_connected(inputs: Sequence[Operand], outputs: Sequence[Opera
     expect_rank(outputs, 0, exact=2, what="output")
 
 
-register(OperationType.CONV_2D, "convolution",
-         _spatial_validator(CONV_NAMES, (7, 8, 10), (10, 11, 13), 0), _execute_conv)
+_SPATIAL_PLANS: dict = {}  # (type, shapes, scalars and their Python types) -> OutputPlan
+
+
+def _infer_spatial(ctx: OpContext) -> OutputPlan:
+    scalars = tuple(ctx.inputs[3:])
+    key = (ctx.operation.type, ctx.inputs[0].shape, ctx.inputs[1].shape, scalars, tuple(map(type, scalars)))
+    plan = _SPATIAL_PLANS.get(key)
+    if plan is None:
+        plan = _spatial_plan(ctx)
+        if len(_SPATIAL_PLANS) < 512:
+            _SPATIAL_PLANS[key] = plan
+    return plan
+
+
+def _spatial_plan(ctx: OpContext) -> OutputPlan:
+    depthwise = ctx.operation.type == OperationType.DEPTHWISE_CONV_2D
+    window, _, x = _conv_params(ctx, DEPTHWISE_NAMES if depthwise else CONV_NAMES)
+    out_h, out_w = checked_output_hw(window, x.shape[1:3])
+    w = ctx.inputs[1]
+    batch, channels = x.shape[0], x.shape[3]
+    out_c = w.shape[3] if depthwise else w.shape[0]
+    top, bottom, left, right = window.pads
+    padded = batch * (x.shape[1] + top + bottom) * (x.shape[2] + left + right) * channels
+    columns = 0
+    if not depthwise:
+        whole = full_im2col_bytes(window, x.shape, (out_h, out_w))
+        columns = whole // _WIDE if whole <= FULL_IM2COL_BYTES else \
+            batch * (x.shape[1] + top + bottom) * out_w * window.kernel[1] * channels
+    product = batch * out_h * out_w * out_c  # depthwise's per-tap product / the matmul's part
+    return OutputPlan([(batch, out_h, out_w, out_c)], _WIDE * (padded + columns + 2 * product))
+
+
+def _infer_fully_connected(ctx: OpContext) -> OutputPlan:
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    if w.ndim != 2 or w.shape[1] <= 0:
+        raise OpValidationError(f"input 1: weights of shape {list(w.shape)}")
+    batch = x.size // w.shape[1]
+    return OutputPlan([(batch, w.shape[0])], _WIDE * (2 * batch * w.shape[0] + x.size))
+
+
+register(OperationType.CONV_2D, "convolution", _spatial_validator(CONV_NAMES, (7, 8, 10), (10, 11, 13), 0),
+         _execute_conv, infer_shapes=_infer_spatial)
 register(OperationType.DEPTHWISE_CONV_2D, "convolution",
-         _spatial_validator(DEPTHWISE_NAMES, (8, 9, 11), (11, 12, 14), 3), _execute_depthwise)
+         _spatial_validator(DEPTHWISE_NAMES, (8, 9, 11), (11, 12, 14), 3), _execute_depthwise,
+         infer_shapes=_infer_spatial)
 register(OperationType.FULLY_CONNECTED, "convolution", _validate_fully_connected,
-         _execute_fully_connected)
+         _execute_fully_connected, infer_shapes=_infer_fully_connected)

@@ -157,7 +157,8 @@ def _validate_mul(inputs, outputs) -> None:
                  "output 0: quantized MUL needs output scale > input0 scale * input1 scale")
 
 
-register(OperationType.ADD, "elementwise", _validator(_ARITH_TYPES), _fast_add, bind_into=_bind_into(np.add))
-register(OperationType.SUB, "elementwise", _validator(_ARITH_TYPES), execute_sub)
-register(OperationType.MUL, "elementwise", _validate_mul, execute_mul)
-register(OperationType.DIV, "elementwise", _validator(_DIV_TYPES), execute_div)
+register(OperationType.ADD, "elementwise", _validator(_ARITH_TYPES), _fast_add, infer_shapes=c.infer_broadcast,
+         bind_into=_bind_into(np.add))
+register(OperationType.SUB, "elementwise", _validator(_ARITH_TYPES), execute_sub, infer_shapes=c.infer_broadcast)
+register(OperationType.MUL, "elementwise", _validate_mul, execute_mul, infer_shapes=c.infer_broadcast)
+register(OperationType.DIV, "elementwise", _validator(_DIV_TYPES), execute_div, infer_shapes=c.infer_broadcast)

@@ -31,7 +31,6 @@ from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandT
                                OperationType, is_scalar, numpy_dtype)
 from runtime.ops import control_flow, preempt, registry
 from runtime.ops.budget import BudgetExceeded, OutputTooSmall, charge, configured_budget, element_count
-from runtime.ops.prepare import PREPARES
 from runtime.ops.static_plans import plans_follow_input_shapes
 from runtime.ops.registry import OpContext, OpValidationError
 from tracing import Layer, Phase
@@ -67,7 +66,7 @@ class _Step(NamedTuple):
     output_operands: tuple[Operand, ...]
     frees: tuple[int, ...]
     kernel_name: str
-    prepare: Any  # the record's shape inference (None: outputs no larger than inputs)
+    infer_shapes: Any  # the record's shape inference (None: outputs no larger than inputs)
     model_outputs: tuple[tuple[int, int, int], ...]  # (output slot, model output position, itemsize)
 
 
@@ -105,7 +104,7 @@ class CpuExecutor:
     """Executes ``model.main`` on the CPU; construct once, run many times.
 
     ``budget_bytes`` bounds what one operation may allocate (``runtime.ops.budget``; default: the
-    configured budget): operations with a ``prepare`` are checked before their kernel runs.
+    configured budget): operations with an ``infer_shapes`` are checked before their kernel runs.
     """
 
     #: Test hook: called as ``hook(step_index, values)`` after each step (frees applied).
@@ -186,7 +185,7 @@ class CpuExecutor:
             steps.append(_Step(index, operation, execute, operation.inputs, operation.outputs,
                                ins, outs, tuple(frees.get(index, ())),
                                kernel_name(operation, graph.operands),
-                               record.prepare or PREPARES.get(operation.type), model_outputs))
+                               record.infer_shapes, model_outputs))
         return steps
 
     @classmethod
@@ -235,7 +234,7 @@ class CpuExecutor:
         return results
 
     def check(self, step: _Step, plan, capacities: Sequence[int | None] | None) -> None:
-        """Before ``step`` runs, given its ``prepare`` plan: its model outputs fit their buffers
+        """Before ``step`` runs, given its ``infer_shapes`` plan: its model outputs fit their buffers
         (``capacities``: bytes per model output, None where unknown) and its outputs and scratch
         fit the budget.
 
@@ -307,8 +306,8 @@ class CpuExecutor:
                     control_flow.checkpoint(deadline_ns, yielding, step.index)
                 ctx = _new_context(OpContext, (step.operation, [values[i] for i in step.inputs],
                                                 step.input_operands, step.output_operands))
-                if step.prepare is not None and not checked:
-                    plan = step.prepare(ctx)
+                if step.infer_shapes is not None and not checked:
+                    plan = step.infer_shapes(ctx)
                     if plan is not None:
                         self.check(step, plan, capacities)
                 for operand_index, value in zip(step.outputs, step.execute(ctx)):
@@ -359,9 +358,9 @@ class CpuExecutor:
                 _log_step(step, args)
             ctx = _new_context(OpContext, (step.operation, args, step.input_operands,
                                             step.output_operands))
-            if step.prepare is not None and not checked:
+            if step.infer_shapes is not None and not checked:
                 try:
-                    plan = step.prepare(ctx)
+                    plan = step.infer_shapes(ctx)
                     if plan is not None:
                         self.check(step, plan, capacities)
                 except Exception as error:

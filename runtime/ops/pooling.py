@@ -19,6 +19,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -26,6 +27,7 @@ import numpy as np
 from runtime.hal.types import Operand, OperandType, OperationType
 from runtime.ops._common import (apply_fused_activation, dtype_range, expect, expect_count,
                                  expect_rank, expect_type, quantized_activation_range)
+from runtime.ops.budget import WIDE_BYTES, OutputPlan
 from runtime.ops.registry import OpContext, OpValidationError, register
 from runtime.ops.window import (Window, checked_output_hw, expect_scalars, from_nhwc, is_implicit,
                                 pad_nhwc, read_scalars, read_window, to_nhwc, window_taps)
@@ -183,7 +185,30 @@ def _pool_validator(allowed_types):
     return validate
 
 
+def _infer_pool(ctx: OpContext) -> OutputPlan:
+    explicit = not is_implicit(len(ctx.inputs), ctx.input_operands, 7)
+    values = read_scalars(ctx.inputs, 1, POOL_NAMES, explicit)
+    key = (values["pad"], values["stride_w"], values["stride_h"], values["filter_w"], values["filter_h"])
+    return _pool_plan(ctx.inputs[0].shape, bool(values.get("layout", False)), explicit, key)
+
+
+@functools.lru_cache(maxsize=512)
+def _pool_plan(shape: tuple, nchw: bool, explicit: bool, key: tuple) -> OutputPlan:
+    batch, height, width, channels = (shape[0], shape[2], shape[3], shape[1]) if nchw else shape
+    pad, stride_w, stride_h, filter_w, filter_h = key
+    inputs = [None, *(pad if explicit else (pad,)), stride_w, stride_h, filter_w, filter_h, 0]
+    if min(int(filter_w), int(filter_h)) < 1:
+        raise OpValidationError(f"bad filter size {(filter_h, filter_w)}")
+    window = read_window(inputs, 1, POOL_NAMES, explicit, (height, width), (int(filter_h), int(filter_w)))
+    out_h, out_w = checked_output_hw(window, (height, width))
+    rows = batch * height * out_w * channels  # the separable pass's intermediate
+    scratch = 4 * WIDE_BYTES * (rows + batch * out_h * out_w * channels)
+    return OutputPlan([(batch, out_h, out_w, channels)], scratch)
+
+
 register(OperationType.AVERAGE_POOL_2D, "pooling", _pool_validator(_FLOATS + _QUANT8),
-         _execute_average)
-register(OperationType.MAX_POOL_2D, "pooling", _pool_validator(_FLOATS + _QUANT8), _execute_max)
-register(OperationType.L2_POOL_2D, "pooling", _pool_validator(_FLOATS), _execute_l2)
+         _execute_average, infer_shapes=_infer_pool)
+register(OperationType.MAX_POOL_2D, "pooling", _pool_validator(_FLOATS + _QUANT8), _execute_max,
+         infer_shapes=_infer_pool)
+register(OperationType.L2_POOL_2D, "pooling", _pool_validator(_FLOATS), _execute_l2,
+         infer_shapes=_infer_pool)
