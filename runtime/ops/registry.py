@@ -46,10 +46,6 @@ Kernel = Callable[[OpContext], list]
 #: ``runtime.ops.budget.OutputPlan`` (output shapes and scratch bytes), or None when the outputs
 #: are no larger than the inputs.
 InferShapes = Callable[[OpContext], Any]
-#: For a context whose inputs stay the same arrays run after run (a burst's bound run,
-#: ``runtime.ops._bound``): a callable computing the outputs straight into ``out_views`` (as
-#: AOSP's kernels write their output buffers), or None when this context needs ``execute``.
-BindInto = Callable[[OpContext, Sequence[Any]], Callable[[], Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,20 +55,19 @@ class OperationRecord:
     validate: Validator
     execute: Kernel
     infer_shapes: InferShapes | None = None
-    bind_into: BindInto | None = None
 
 
 _RECORDS: dict[OperationType, OperationRecord] = {}
 
 
 def register(op_type: OperationType, family: str, validate: Validator, execute: Kernel,
-             infer_shapes: InferShapes | None = None, bind_into: BindInto | None = None) -> None:
-    """Register an operation; ``infer_shapes`` lets the executor check its memory before running it
-    (needed wherever outputs can outgrow the inputs: padding, broadcasting, windows, tiling);
-    ``bind_into`` (see :data:`BindInto`) lets a bound run write its outputs in place."""
+             infer_shapes: InferShapes | None = None) -> None:
+    """Register an operation's three parts; ``infer_shapes`` lets the executor check its memory
+    before running it (needed wherever outputs can outgrow the inputs: padding, broadcasting,
+    windows, tiling)."""
     if op_type in _RECORDS:
         raise ValueError(f"operation {op_type.name} registered twice")
-    _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute, infer_shapes, bind_into)
+    _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute, infer_shapes)
 
 
 _loaded: list = []  # families imported (or found absent) so far: load_all looks them up once

@@ -140,7 +140,7 @@ def test_temporaries_freed_after_last_consumer():
     out = executor.run([A, B])[0]
     assert out.tolist() == [[31, 62, 93, 124]]
     assert live == [{3}, {4}, set()]
-    assert [step.frees for step in executor.steps] == [(), (3,), (4,)]
+    assert [call.frees for call in executor.calls] == [(), (3,), (4,)]
 
 
 def test_unconsumed_temporary_freed_by_its_producer():
@@ -148,7 +148,7 @@ def test_unconsumed_temporary_freed_by_its_producer():
     operands = (_input(), _input(), _none_const(), temp, _output())
     ops = (Operation(O.ADD, (0, 1, 2), (3,)), Operation(O.MUL, (0, 1, 2), (4,)))
     model = HalModel(Subgraph(operands, ops, (0, 1), (4,)), operand_values=np.int32(0).tobytes())
-    assert CpuExecutor(model).steps[0].frees == (3,)
+    assert CpuExecutor(model).calls[0].frees == (3,)
 
 
 def test_input_count_mismatch():
