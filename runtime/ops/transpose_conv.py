@@ -2,7 +2,7 @@
 
 Both take float32/float16 (computed in float32) or quant8 asymm/signed inputs with a quant8 or a
 per-channel (channelDim 0) TENSOR_QUANT8_SYMM_PER_CHANNEL filter [OC, KH, KW, IC(/groups)]; the
-quantized paths accumulate exactly and requantize like CONV_2D (``convolution.requantize``).
+quantized paths accumulate exactly and requantize like CONV_2D (``_conv_quant.requantize``).
 
 TRANSPOSE_CONV_2D scatters ``x[n, h, w] @ filter[:, i, j]`` to output row ``h * stride_h + i -
 pad_top`` (one matmul, then one strided add per filter tap). Implicit padding derives the
@@ -33,8 +33,8 @@ import numpy as np
 
 from runtime.hal.types import Operand, OperandType as T, OperationType, PaddingCode
 from runtime.ops._common import apply_fused_activation, expect, expect_count, expect_type
-from runtime.ops.convolution import (_conv_matmul, _exact_int, _expect_weights, centered_pair,
-                                     filter_scales, requantize)
+from runtime.ops._conv_quant import centered_pair, exact_int as _exact_int, filter_scales, requantize
+from runtime.ops.convolution import _conv_matmul, _expect_weights
 from runtime.ops.window import (checked_output_hw, expect_scalars, from_nhwc, is_implicit,
                                 read_window, to_nhwc)
 from runtime.ops.budget import WIDE_BYTES as _WIDE, OutputPlan
