@@ -143,6 +143,27 @@ def test_temporaries_freed_after_last_consumer():
     assert [call.frees for call in executor.calls] == [(), (3,), (4,)]
 
 
+def test_observed_and_plain_runs_are_one_loop():
+    """Tracing and vlog change only what is recorded: the same calls run, in the same order,
+    with the same frees (the step hook sees each), and the traced run has one kernel span pair
+    per operation inside CpuExecutor::run."""
+    executor = CpuExecutor(_chain_model())
+    seen = {"plain": [], "observed": []}
+    for mode in seen:
+        executor.forTest_step_hook = lambda index, values, mode=mode: seen[mode].append(
+            (index, tuple(values[i] is not None for i in (3, 4))))
+        if mode == "plain":
+            plain = executor.run([A, B])[0]
+        else:
+            with tracing.TraceSession() as session:
+                observed = executor.run([A, B], recorder=tracer.hot_recorder(), logging=False)[0]
+    assert seen["plain"] == seen["observed"] == [(0, (True, False)), (1, (False, True)), (2, (False, False))]
+    assert np.array_equal(plain, observed)
+    names = [span.name for span in session.collect().spans()]
+    assert names.count("[NN_LC_PE]CpuExecutor::run") == 1
+    assert names.count("[NN_LC_PTR]addFloat32") == names.count("[SW][NN_LC_PCO]addFloat32") == 3
+
+
 def test_unconsumed_temporary_freed_by_its_producer():
     temp = Operand(F32, (1, 4))
     operands = (_input(), _input(), _none_const(), temp, _output())
