@@ -193,12 +193,6 @@ class CpuExecutor:
         finally:
             append(now())
 
-    def run_observed(self, inputs: Sequence[np.ndarray | None], recorder: tuple | None,
-                     logging: bool, capacities: Sequence[int | None] | None = None,
-                     loop_timeout_ns: int | None = None, deadline_ns: int | None = None) -> list[np.ndarray]:
-        """:meth:`run` with ``recorder`` and ``logging`` given first."""
-        return self.run(inputs, capacities, loop_timeout_ns, deadline_ns, recorder, logging)
-
     def _signature(self, values: list, capacities: Sequence[int | None] | None) -> tuple | None:
         """What every call's plan and check depend on (input shapes and scalars, output
         capacities), or None when a plan may depend on computed values."""

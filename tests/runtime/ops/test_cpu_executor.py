@@ -189,13 +189,13 @@ def test_kernel_names_follow_aosp_style():
     assert kernel_name(Operation(O.SOFTMAX, (0,), (1,)), (q,)) == "softmaxQuant8Signed"
 
 
-def test_run_observed_spans_and_vlog():
+def test_observed_run_spans_and_vlog():
     executor = CpuExecutor(_tiny_add())
     stream = io.StringIO()
     vlog.configure_logging(stream=stream, log_tags="*:V")
     try:
         with tracing.TraceSession() as session, vlog.override("cpuexe"):
-            out = executor.run_observed([A, B], tracer.hot_recorder(), vlog.is_on("cpuexe"))[0]
+            out = executor.run([A, B], recorder=tracer.hot_recorder(), logging=vlog.is_on("cpuexe"))[0]
     finally:
         vlog.reset_logging()
     assert out.tolist() == [[11, 22, 33, 44]]
@@ -212,7 +212,7 @@ def test_traced_run_equals_plain_run_on_cts_vector():
     executor = CpuExecutor(test.model)
     plain = executor.run(list(test.inputs))
     with tracing.TraceSession():
-        traced = executor.run_observed(list(test.inputs), tracer.hot_recorder(), True)
+        traced = executor.run(list(test.inputs), recorder=tracer.hot_recorder(), logging=True)
     assert all(np.array_equal(p, t) for p, t in zip(plain, traced))
 
 
@@ -222,4 +222,4 @@ def test_kernel_error_names_operation():
     with pytest.raises(OpValidationError, match=r"operation 0 \(ADD\): unknown fused activation code 9"):
         executor.run([A, B])
     with pytest.raises(OpValidationError, match=r"operation 0 \(ADD\): unknown fused activation"):
-        executor.run_observed([A, B], None, True)
+        executor.run([A, B], logging=True)
