@@ -78,7 +78,7 @@ def _model_payload(model: HalModel, table, executor: CpuExecutor) -> bytes:
     w.blob(_structure(model))
     w.u32(len(table))
     w.parts.append(np.array(table, "<u8").tobytes())
-    frees = [step.frees for step in executor.steps]
+    frees = [call.frees for call in executor.calls]
     w.u32s([len(freed) for freed in frees])
     w.u32s([index for freed in frees for index in freed])
     return w.getvalue()

@@ -28,7 +28,7 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType, Preference,
                                Priority, numpy_dtype)
 from runtime.hal.validate import merge_dimensions, pool_buffer, validate_request
-from runtime.ops import _bound, control_flow
+from runtime.ops import control_flow
 from runtime.ops.budget import BudgetExceeded, OutputTooSmall
 from runtime.ops.control_flow import DeadlinePassed, LoopTimeout
 from timing import Timing
@@ -88,11 +88,8 @@ class CpuPreparedModel(PreparedModel):
             device_start = _now() if measure else 0
             logging = vlog.is_on("cpuexe")
             loop_timeout = request.loop_timeout_ns
-            if recorder is None and not logging:
-                results = self.executor.run(binding.inputs, binding.capacities, loop_timeout, deadline_ns)
-            else:
-                results = self.executor.run_observed(binding.inputs, recorder, logging,
-                                                     binding.capacities, loop_timeout, deadline_ns)
+            results = self.executor.run(binding.inputs, binding.capacities, loop_timeout, deadline_ns,
+                                        recorder, logging)
             device_end = _now() if measure else 0
         except (LoopTimeout, DeadlinePassed) as error:
             return self._fail(ErrorStatus.MISSED_DEADLINE_TRANSIENT, str(error))
@@ -136,14 +133,14 @@ class CpuPreparedModel(PreparedModel):
     def bound_run(self, request: Request, result: ExecutionResult) -> Callable[[], bool] | None:
         """After ``result`` of :meth:`execute` on ``request``: a callable repeating that run
         untimed, unobserved and without a deadline (outputs written in place; see
-        :mod:`runtime.ops._bound`). It returns True when it ran and every output filled its
+        :meth:`CpuExecutor.bind <runtime.ops.executor.CpuExecutor.bind>`). It returns True when it ran and every output filled its
         region as bound, False when the caller must use :meth:`execute` instead. None unless
         ``result`` was the untimed success of the request this model bound last."""
         cached_request, binding = self._cache
         if cached_request is not request or binding.ok_result is None or result is not binding.ok_result:
             return None
-        return _bound.bind(self.executor, binding.inputs, binding.capacities,
-                           [out.view for out in binding.outputs])
+        return self.executor.bind(binding.inputs, binding.capacities,
+                                  [out.view for out in binding.outputs])
 
     def _binding_for(self, request: Request, deadline_ns: int | None):
         """The checked binding of ``request`` (cached for the same Request object), or the

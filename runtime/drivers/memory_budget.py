@@ -182,7 +182,7 @@ def planned_peak_bytes(executor) -> int:
     not yet freed plus the step's own charge (``runtime.ops.budget.charge``: its outputs and
     their kernels' temporaries)."""
     live, peak, sizes = 0, 0, {}
-    for step in executor.steps:
+    for step in executor.calls:
         operands = step.output_operands
         work = charge(OutputPlan([o.dimensions for o in operands]), [o.type for o in operands])
         peak = max(peak, live + work)

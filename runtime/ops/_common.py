@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from runtime.hal.types import FuseCode, Operand, OperandType, numpy_dtype
+from runtime.ops.budget import OutputPlan
 from runtime.ops.registry import OpValidationError
 
 FLOAT_TYPES = frozenset({OperandType.TENSOR_FLOAT32, OperandType.TENSOR_FLOAT16})
@@ -242,6 +243,21 @@ def broadcast_shape(a: np.ndarray, b: np.ndarray, what: str = "inputs 0 and 1") 
                                 "do not broadcast") from None
 
 
+def infer_broadcast(ctx) -> OutputPlan | None:
+    """Shape inference of binary (and SELECT's ternary) broadcasting: outputs as large as the
+    broadcast shape; None for same-shape operands (the hot path pays one comparison)."""
+    inputs = ctx.inputs
+    if len(inputs) == 3 and type(inputs[2]) is not np.ndarray and inputs[0].shape == inputs[1].shape:
+        return None  # the common case, first: same-shape arithmetic with a fused activation
+    shapes = [x.shape for x in inputs if isinstance(x, np.ndarray)]
+    if len(shapes) < 2 or all(shape == shapes[0] for shape in shapes):
+        return None
+    try:
+        return OutputPlan([np.broadcast_shapes(*shapes)])
+    except ValueError:
+        raise OpValidationError(f"shapes {[list(s) for s in shapes]} do not broadcast") from None
+
+
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     """A non-negative axis in [0, rank) from NNAPI's [-rank, rank)."""
     expect(-rank <= axis < rank, f"{what}: axis {axis} out of range for rank {rank}")
@@ -275,6 +291,18 @@ def checked_paddings(x: np.ndarray, paddings) -> np.ndarray:
            f"input 1: expected paddings of shape [{x.ndim}, 2], got {list(paddings.shape)}")
     expect(bool((paddings >= 0).all()), "input 1: paddings must be non-negative")
     return paddings
+
+
+def infer_pad(ctx) -> OutputPlan:
+    """PAD's and PAD_V2's output shape: input 1 holds (head, tail) per dimension."""
+    x, paddings = ctx.inputs[0], np.asarray(ctx.inputs[1])
+    if paddings.size != 2 * x.ndim:
+        raise OpValidationError(f"input 1: expected paddings of shape [{x.ndim}, 2], "
+                                  f"got {list(paddings.shape)}")
+    pads = paddings.reshape(-1, 2).tolist()
+    if any(p < 0 for pair in pads for p in pair):
+        raise OpValidationError("input 1: paddings must be non-negative")
+    return OutputPlan([tuple(d + head + tail for d, (head, tail) in zip(x.shape, pads))])
 
 
 def constant_pad(x: np.ndarray, paddings: Sequence[Sequence[int]], value) -> np.ndarray:

@@ -1,10 +1,10 @@
 """The CPU executor's memory budget: what one operation may allocate, checked before it runs.
 
 An operation whose output size depends on scalars or on broadcasting (PAD, ADD of [n, 1] and
-[1, n], a pooling or convolution with huge padding, ...) registers a ``prepare`` function that
-gives its output shapes and extra scratch bytes without computing anything (AOSP's
-``prepare``: shape inference). Before each such step the executor charges every output element
-:func:`work_bytes` (the output plus the widest numpy temporaries its kernel makes, e.g. int64
+[1, n], a pooling or convolution with huge padding, ...) registers an ``infer_shapes`` function
+that gives its output shapes and extra scratch bytes without computing anything (AOSP's
+operation ``prepare``: shape inference). Before each such step the executor charges every
+output element :func:`work_bytes` (the output plus the widest numpy temporaries its kernel makes, e.g. int64
 for quantized arithmetic) and:
 
 - for a model output, compares the output's bytes with the caller's buffer and raises
@@ -34,6 +34,8 @@ BUDGET_ENV = "NNSCOPE_MEMORY_BUDGET"
 #: Bytes one operation may need at once (outputs and temporaries) unless configured otherwise;
 #: with the driver's own ~60 MB this keeps a driver process well under 500 MB.
 DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
+#: Bytes of the widest temporary element (float64 / int64 accumulators), for scratch estimates.
+WIDE_BYTES = 8
 _T = OperandType
 _WORK_BYTES = {  # per output element: the output and the temporaries of its kernel
     _T.TENSOR_FLOAT32: 12, _T.TENSOR_FLOAT16: 12, _T.TENSOR_INT32: 24, _T.TENSOR_BOOL8: 4,
@@ -44,7 +46,7 @@ _log = logging.getLogger("nn.CpuExecutor")
 
 
 class OutputPlan(NamedTuple):
-    """What a ``prepare`` function found: the output shapes, and scratch bytes beyond them."""
+    """What an ``infer_shapes`` function found: the output shapes, and scratch bytes beyond them."""
 
     shapes: Sequence[tuple[int, ...]]
     scratch_bytes: int = 0

@@ -121,9 +121,10 @@ for _type, _kernel in ((OperationType.EQUAL, execute_equal),
                        (OperationType.LESS_EQUAL, execute_less_equal),
                        (OperationType.GREATER, execute_greater),
                        (OperationType.GREATER_EQUAL, execute_greater_equal)):
-    register(_type, _FAMILY, _validate_compare, _kernel)
+    register(_type, _FAMILY, _validate_compare, _kernel, infer_shapes=c.infer_broadcast)
 register(OperationType.LOGICAL_AND, _FAMILY, _validate_logical_binary,
-         _logical_kernel(np.logical_and))
-register(OperationType.LOGICAL_OR, _FAMILY, _validate_logical_binary, _logical_kernel(np.logical_or))
+         _logical_kernel(np.logical_and), infer_shapes=c.infer_broadcast)
+register(OperationType.LOGICAL_OR, _FAMILY, _validate_logical_binary, _logical_kernel(np.logical_or),
+         infer_shapes=c.infer_broadcast)
 register(OperationType.LOGICAL_NOT, _FAMILY, _validate_logical_not, execute_logical_not)
-register(OperationType.SELECT, _FAMILY, _validate_select, execute_select)
+register(OperationType.SELECT, _FAMILY, _validate_select, execute_select, infer_shapes=c.infer_broadcast)

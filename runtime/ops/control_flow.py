@@ -71,7 +71,7 @@ class RunState(NamedTuple):
     """What a run of a model with control flow passes down to its subgraphs."""
 
     loop_timeout_ns: int = LOOP_TIMEOUT_DEFAULT_NS
-    recorder: tuple | None = None  # tracing.tracer.hot_recorder() of an observed run
+    recorder: tuple | None = None  # the run's recorder (a hot recorder, or the null recorder)
     logging: bool = False          # vlog ``cpuexe``
 
 

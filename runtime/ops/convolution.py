@@ -17,7 +17,7 @@ Signatures (optional trailing inputs in brackets):
 
 Example:
     >>> import numpy as np
-    >>> from runtime.ops.pooling import read_window
+    >>> from runtime.ops.window import read_window
     >>> x = np.ones((1, 3, 3, 1), np.float32)
     >>> w = np.full((1, 2, 2, 1), 0.25, np.float32)
     >>> win = read_window([None] * 3 + [2, 1, 1, 0], 3, CONV_NAMES, False, (3, 3), (2, 2))
@@ -26,19 +26,19 @@ Example:
 """
 from __future__ import annotations
 
-import functools
 from typing import Sequence
 
 import numpy as np
 
 from runtime.hal.types import Operand, OperandType, OperationType
 from runtime.ops._common import (apply_fused_activation, apply_fused_activation_inplace, expect,
-                                 expect_count, expect_rank, expect_type, quantize_multiplier,
-                                 quantized_activation_range)
-from runtime.ops.pooling import (Window, checked_output_hw, expect_scalars, from_nhwc,
-                                 is_implicit, pad_nhwc, read_scalars, read_window, to_nhwc,
-                                 window_taps)
-from runtime.ops.registry import OpContext, register
+                                 expect_count, expect_rank, expect_type)
+from runtime.ops._conv_quant import centered_pair, exact_int as _exact_int, filter_scales, requantize
+from runtime.ops.window import (Window, checked_output_hw, expect_scalars, from_nhwc,
+                                is_implicit, pad_nhwc, read_scalars, read_window, to_nhwc,
+                                window_taps)
+from runtime.ops.budget import WIDE_BYTES as _WIDE, OutputPlan
+from runtime.ops.registry import OpContext, OpValidationError, register
 
 CONV_NAMES = ("stride_w", "stride_h", "fuse", "layout", "dilation_w", "dilation_h")
 DEPTHWISE_NAMES = ("stride_w", "stride_h", "multiplier", "fuse", "layout",
@@ -47,81 +47,11 @@ _T = OperandType
 _QUANT8 = (_T.TENSOR_QUANT8_ASYMM, _T.TENSOR_QUANT8_ASYMM_SIGNED)
 _FLOATS = (_T.TENSOR_FLOAT32, _T.TENSOR_FLOAT16)
 _PER_CHANNEL = _T.TENSOR_QUANT8_SYMM_PER_CHANNEL
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 #: Up to this size the im2col matrix is built whole (one matmul); larger ones go row by row.
 FULL_IM2COL_BYTES = 16 << 20
 #: DEPTHWISE_CONV_2D outputs up to this many pixels are one einsum (fewer numpy calls).
 SMALL_DEPTHWISE_PIXELS = 256
 _TAP_BLOCK_ELEMENTS = 48 * 1024  # output elements per block of depthwise taps (192 KiB float32)
-
-
-# --------------------------------------------------------------------------- quantized maths
-def filter_scales(filter_operand: Operand, channels: int) -> tuple[float, ...]:
-    """Per-output-channel filter scales, repeated for per-tensor filters."""
-    if filter_operand.channel_quant is not None:
-        return tuple(filter_operand.channel_quant.scales)
-    return (filter_operand.scale,) * channels
-
-
-def fixed_point_multiply(acc: np.ndarray, multipliers: np.ndarray,
-                         shifts: np.ndarray) -> np.ndarray:
-    """TFLite ``MultiplyByQuantizedMultiplier`` with per-channel (last axis) Q31 multipliers.
-
-    ``SaturatingRoundingDoublingHighMul``'s nudge-and-truncate equals one arithmetic shift,
-    ``(a * b + 2**30) >> 31``; the saturating case (both INT32_MIN) cannot occur because
-    multipliers are positive. ``RoundingDivideByPOT`` then rounds half away from zero.
-    """
-    left, right = np.maximum(shifts, 0), np.maximum(-shifts, 0)
-    x = np.asarray(acc, np.int64)
-    if left.any():
-        x = np.clip(x << left, _INT32_MIN, _INT32_MAX)
-    high = (x * multipliers + (1 << 30)) >> 31
-    mask = (np.int64(1) << right) - 1
-    return (high >> right) + ((high & mask) > (mask >> 1) + (high < 0))
-
-
-@functools.lru_cache(maxsize=4096)
-def channel_multipliers(input_scale: float, scales: tuple[float, ...],
-                        output_scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """(Q31 multipliers, shifts) per channel, like AOSP's ``GetQuantizedConvolutionMultipler``
-    (the two float scales multiplied in float, then divided in double) + ``QuantizeMultiplier``.
-    A single pair when every channel shares it. Cached: the scales are model constants."""
-    products = (np.float32(input_scale) * np.asarray(scales, np.float32)).astype(np.float64)
-    reals = products / np.float64(np.float32(output_scale))
-    multipliers, shifts = np.array([quantize_multiplier(float(r)) for r in reals],
-                                   np.int64).reshape(-1, 2).T
-    if (multipliers == multipliers[0]).all() and (shifts == shifts[0]).all():
-        multipliers, shifts = multipliers[:1], shifts[:1]  # per-tensor: cheaper broadcasting
-    multipliers.setflags(write=False)
-    shifts.setflags(write=False)
-    return multipliers, shifts
-
-
-def requantize(acc: np.ndarray, input_scale: float, scales: tuple[float, ...],
-               output: Operand, fuse: int) -> np.ndarray:
-    """int accumulators [..., C] -> output dtype: fixed-point rescale per channel, output zero
-    point, then the fused activation range."""
-    dtype = np.dtype(np.uint8 if output.type == _T.TENSOR_QUANT8_ASYMM else np.int8)
-    multipliers, shifts = channel_multipliers(float(input_scale), scales, float(output.scale))
-    result = fixed_point_multiply(acc, multipliers, shifts)
-    lo, hi = quantized_activation_range(fuse, output.scale, output.zero_point, dtype)
-    return np.clip(result + output.zero_point, lo, hi).astype(dtype)
-
-
-def centered_pair(x: np.ndarray, x_op: Operand, w: np.ndarray, w_op: Operand,
-                  reduce_axes) -> tuple[np.ndarray, np.ndarray]:
-    """Zero-point-free input and filter as floats whose dot products are exact: float32 when
-    ``max|x| * max L1(filter row)`` stays below 2**24, else float64 (exact below 2**53)."""
-    wc = w.astype(np.float64) - float(w_op.zero_point)
-    x_zp = int(x_op.zero_point)
-    x_abs = max(int(x.max()) - x_zp, x_zp - int(x.min()), 0) if x.size else 0
-    bound = x_abs * float(np.abs(wc).sum(axis=reduce_axes).max(initial=0.0))
-    dtype = np.float32 if bound < 2 ** 24 else np.float64
-    return np.subtract(x, x_zp, dtype=dtype), wc.astype(dtype)
-
-
-def _exact_int(values: np.ndarray) -> np.ndarray:
-    return np.rint(values).astype(np.int64)
 
 
 # --------------------------------------------------------------------------- NHWC kernels
@@ -370,9 +300,50 @@ def _validate_fully_connected(inputs: Sequence[Operand], outputs: Sequence[Opera
     expect_rank(outputs, 0, exact=2, what="output")
 
 
-register(OperationType.CONV_2D, "convolution",
-         _spatial_validator(CONV_NAMES, (7, 8, 10), (10, 11, 13), 0), _execute_conv)
+_SPATIAL_PLANS: dict = {}  # (type, shapes, scalars and their Python types) -> OutputPlan
+
+
+def _infer_spatial(ctx: OpContext) -> OutputPlan:
+    scalars = tuple(ctx.inputs[3:])
+    key = (ctx.operation.type, ctx.inputs[0].shape, ctx.inputs[1].shape, scalars, tuple(map(type, scalars)))
+    plan = _SPATIAL_PLANS.get(key)
+    if plan is None:
+        plan = _spatial_plan(ctx)
+        if len(_SPATIAL_PLANS) < 512:
+            _SPATIAL_PLANS[key] = plan
+    return plan
+
+
+def _spatial_plan(ctx: OpContext) -> OutputPlan:
+    depthwise = ctx.operation.type == OperationType.DEPTHWISE_CONV_2D
+    window, _, x = _conv_params(ctx, DEPTHWISE_NAMES if depthwise else CONV_NAMES)
+    out_h, out_w = checked_output_hw(window, x.shape[1:3])
+    w = ctx.inputs[1]
+    batch, channels = x.shape[0], x.shape[3]
+    out_c = w.shape[3] if depthwise else w.shape[0]
+    top, bottom, left, right = window.pads
+    padded = batch * (x.shape[1] + top + bottom) * (x.shape[2] + left + right) * channels
+    columns = 0
+    if not depthwise:
+        whole = full_im2col_bytes(window, x.shape, (out_h, out_w))
+        columns = whole // _WIDE if whole <= FULL_IM2COL_BYTES else \
+            batch * (x.shape[1] + top + bottom) * out_w * window.kernel[1] * channels
+    product = batch * out_h * out_w * out_c  # depthwise's per-tap product / the matmul's part
+    return OutputPlan([(batch, out_h, out_w, out_c)], _WIDE * (padded + columns + 2 * product))
+
+
+def _infer_fully_connected(ctx: OpContext) -> OutputPlan:
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    if w.ndim != 2 or w.shape[1] <= 0:
+        raise OpValidationError(f"input 1: weights of shape {list(w.shape)}")
+    batch = x.size // w.shape[1]
+    return OutputPlan([(batch, w.shape[0])], _WIDE * (2 * batch * w.shape[0] + x.size))
+
+
+register(OperationType.CONV_2D, "convolution", _spatial_validator(CONV_NAMES, (7, 8, 10), (10, 11, 13), 0),
+         _execute_conv, infer_shapes=_infer_spatial)
 register(OperationType.DEPTHWISE_CONV_2D, "convolution",
-         _spatial_validator(DEPTHWISE_NAMES, (8, 9, 11), (11, 12, 14), 3), _execute_depthwise)
+         _spatial_validator(DEPTHWISE_NAMES, (8, 9, 11), (11, 12, 14), 3), _execute_depthwise,
+         infer_shapes=_infer_spatial)
 register(OperationType.FULLY_CONNECTED, "convolution", _validate_fully_connected,
-         _execute_fully_connected)
+         _execute_fully_connected, infer_shapes=_infer_fully_connected)

@@ -16,8 +16,6 @@ Example:
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from runtime.hal.types import FuseCode, Operand, OperandType as T, OperationType, numpy_dtype
@@ -134,21 +132,6 @@ def _fast_add(ctx: OpContext) -> list:
     return execute_add(ctx)
 
 
-def _bind_into(ufunc):
-    """BindInto of a binary op: float32 without activation into a float32 view of the
-    broadcast shape is one ufunc call writing the view. Only for ADD, whose float32 kernel is
-    that bare call (same bits, same numpy warnings); SUB, MUL and DIV run under the kernel's
-    ``errstate``, which costs more than the copy it would save."""
-    def bind(ctx: OpContext, out_views):
-        a, b, fuse = ctx.inputs
-        out = out_views[0]
-        if fuse != 0 or not all(type(x) is np.ndarray and x.dtype is _F32 for x in (a, b, out)) \
-                or np.broadcast_shapes(a.shape, b.shape) != out.shape:
-            return None
-        return functools.partial(ufunc, a, b, out=out)
-    return bind
-
-
 def _validate_mul(inputs, outputs) -> None:
     _validator(_ARITH_TYPES)(inputs, outputs)
     if c.is_quant8(inputs[0].type):
@@ -157,7 +140,7 @@ def _validate_mul(inputs, outputs) -> None:
                  "output 0: quantized MUL needs output scale > input0 scale * input1 scale")
 
 
-register(OperationType.ADD, "elementwise", _validator(_ARITH_TYPES), _fast_add, bind_into=_bind_into(np.add))
-register(OperationType.SUB, "elementwise", _validator(_ARITH_TYPES), execute_sub)
-register(OperationType.MUL, "elementwise", _validate_mul, execute_mul)
-register(OperationType.DIV, "elementwise", _validator(_DIV_TYPES), execute_div)
+register(OperationType.ADD, "elementwise", _validator(_ARITH_TYPES), _fast_add, infer_shapes=c.infer_broadcast)
+register(OperationType.SUB, "elementwise", _validator(_ARITH_TYPES), execute_sub, infer_shapes=c.infer_broadcast)
+register(OperationType.MUL, "elementwise", _validate_mul, execute_mul, infer_shapes=c.infer_broadcast)
+register(OperationType.DIV, "elementwise", _validator(_DIV_TYPES), execute_div, infer_shapes=c.infer_broadcast)

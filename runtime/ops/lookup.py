@@ -25,6 +25,7 @@ import numpy as np
 
 from runtime.hal.types import Operand, OperandType as T, OperationType
 from runtime.ops._farmhash import fingerprint64
+from runtime.ops.budget import OutputPlan
 from runtime.ops._common import expect, expect_count, expect_rank, expect_type
 from runtime.ops.registry import OpContext, register
 
@@ -153,7 +154,13 @@ def _validate_lsh(inputs: Sequence[Operand], outputs: Sequence[Operand]) -> None
     expect_type(outputs, 0, T.TENSOR_INT32, "output")
 
 
-register(OperationType.EMBEDDING_LOOKUP, "lookup", _validate_embedding, _execute_embedding)
+def _infer_embedding(ctx: OpContext) -> OutputPlan:
+    lookups, values = np.asarray(ctx.inputs[0]), ctx.inputs[1]
+    return OutputPlan([(lookups.size * (values.size // max(values.shape[0], 1) if values.ndim else 1),)])
+
+
+register(OperationType.EMBEDDING_LOOKUP, "lookup", _validate_embedding, _execute_embedding,
+         infer_shapes=_infer_embedding)
 register(OperationType.HASHTABLE_LOOKUP, "lookup", _validate_hashtable, _execute_hashtable)
 register(OperationType.RANDOM_MULTINOMIAL, "lookup", _validate_multinomial, _execute_multinomial)
 register(OperationType.LSH_PROJECTION, "lookup", _validate_lsh, _execute_lsh)

@@ -115,5 +115,5 @@ def execute_log_softmax(ctx: OpContext) -> list:
 _FAMILY = "nonlinear"
 register(OperationType.HARD_SWISH, _FAMILY, _validate_hard_swish, execute_hard_swish)
 register(OperationType.ELU, _FAMILY, _validate_elu, execute_elu)
-register(OperationType.PRELU, _FAMILY, c.same_type_binary(_TYPES), execute_prelu)
+register(OperationType.PRELU, _FAMILY, c.same_type_binary(_TYPES), execute_prelu, infer_shapes=c.infer_broadcast)
 register(OperationType.LOG_SOFTMAX, _FAMILY, _validate_log_softmax, execute_log_softmax)

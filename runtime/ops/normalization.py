@@ -24,7 +24,7 @@ import numpy as np
 from runtime.hal.types import Operand, OperandType as T, OperationType
 from runtime.ops._common import (expect, expect_count, expect_quant_params, expect_rank,
                                  expect_type, rounding_divide_by_pot)
-from runtime.ops.pooling import from_nhwc, to_nhwc
+from runtime.ops.window import from_nhwc, to_nhwc
 from runtime.ops.registry import OpContext, register
 
 _F32 = np.float32

@@ -1,11 +1,8 @@
-"""Pooling kernels (AVERAGE_POOL_2D, MAX_POOL_2D, L2_POOL_2D) and the shared 2-D window geometry.
+"""Pooling kernels (AVERAGE_POOL_2D, MAX_POOL_2D, L2_POOL_2D): validate, shape inference, execute.
 
-The geometry half (:func:`is_implicit`, :func:`read_window`, :func:`window_taps`, layout helpers)
-is also what ``runtime.ops.convolution`` uses: NNAPI's explicit (left, right, top, bottom) and
-implicit (SAME/VALID code) padding, strides, dilation and the optional NCHW ``layout`` input.
-Convolution windows are evaluated tap by tap on strided views (each filter tap costs one
-vectorised numpy operation over the whole output); pooling windows, whose size is a mere scalar,
-are reduced in time linear in the input whatever their size (:func:`sliding_reduce`).
+The window geometry (padding, strides, layout) is ``runtime.ops.window``'s, shared with the
+convolutions. Pooling windows, whose size is a mere scalar, are reduced in time linear in the
+input whatever their size (:func:`sliding_reduce`).
 
 Signatures (NNAPI 1.0-1.3): explicit ``input, pad_l, pad_r, pad_t, pad_b, stride_w, stride_h,
 filter_w, filter_h, fuse[, layout]`` (10/11 inputs) or implicit ``input, padding_code,
@@ -13,6 +10,7 @@ stride_w, stride_h, filter_w, filter_h, fuse[, layout]`` (7/8 inputs).
 
 Example:
     >>> import numpy as np
+    >>> from runtime.ops.window import read_window
     >>> x = np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1)
     >>> window = read_window([x, 2, 2, 2, 2, 2, 0], first=1, names=POOL_NAMES, explicit=False,
     ...                      in_hw=(4, 4), kernel=(2, 2))
@@ -21,15 +19,18 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Sequence
+import functools
+from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType, OperationType, PaddingCode
-from runtime.ops._common import (apply_fused_activation, constant_pad, dtype_range, expect,
-                                 expect_count, expect_rank, expect_type,
-                                 quantized_activation_range)
+from runtime.hal.types import Operand, OperandType, OperationType
+from runtime.ops._common import (apply_fused_activation, dtype_range, expect, expect_count,
+                                 expect_rank, expect_type, quantized_activation_range)
+from runtime.ops.budget import WIDE_BYTES, OutputPlan
 from runtime.ops.registry import OpContext, OpValidationError, register
+from runtime.ops.window import (Window, checked_output_hw, expect_scalars, from_nhwc, is_implicit,
+                                pad_nhwc, read_scalars, read_window, to_nhwc, window_taps)
 
 #: Scalar inputs after the padding input(s) of a pooling operation, in signature order.
 POOL_NAMES = ("stride_w", "stride_h", "filter_w", "filter_h", "fuse", "layout")
@@ -37,128 +38,6 @@ _T = OperandType
 _QUANT8 = (_T.TENSOR_QUANT8_ASYMM, _T.TENSOR_QUANT8_ASYMM_SIGNED)
 _FLOATS = (_T.TENSOR_FLOAT32, _T.TENSOR_FLOAT16)
 _MAX_TAPS = 16  # max pooling windows up to this many cells go tap by tap
-_WINDOWS: dict = {}  # read_window's memo
-_WINDOWS_KEPT = 1024
-
-
-class Window(NamedTuple):
-    """A resolved 2-D window: (height, width) pairs and pads (top, bottom, left, right)."""
-
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    dilation: tuple[int, int]
-    pads: tuple[int, int, int, int]
-
-    def output_hw(self, in_hw: Sequence[int]) -> tuple[int, int]:
-        """NNAPI ``computeOutSize`` for both spatial dimensions."""
-        sizes = []
-        for axis in (0, 1):
-            effective = (self.kernel[axis] - 1) * self.dilation[axis] + 1
-            padded = in_hw[axis] + self.pads[2 * axis] + self.pads[2 * axis + 1]
-            sizes.append((padded - effective + self.stride[axis]) // self.stride[axis])
-        return sizes[0], sizes[1]
-
-
-# --------------------------------------------------------------------------- geometry
-def is_implicit(count: int, operands: Sequence[Operand], implicit_count: int) -> bool:
-    """AOSP's rule: implicit padding if exactly ``implicit_count`` inputs, or if the input at
-    that position (layout in the implicit form, an INT32 in the explicit one) is a BOOL."""
-    return count == implicit_count or (
-        count > implicit_count and operands[implicit_count].type == _T.BOOL)
-
-
-def implicit_padding(in_size: int, stride: int, dilation: int, kernel: int,
-                     code: int) -> tuple[int, int]:
-    """AOSP ``calculateExplicitPadding``: (head, tail) for a SAME/VALID padding code."""
-    if code not in (PaddingCode.SAME, PaddingCode.VALID):
-        raise OpValidationError(f"unknown implicit padding code {code}")
-    if code == PaddingCode.VALID:
-        return 0, 0
-    effective = (kernel - 1) * dilation + 1
-    out_size = (in_size + stride - 1) // stride
-    total = max((out_size - 1) * stride + effective - in_size, 0)
-    return total // 2, total - total // 2
-
-
-def read_scalars(inputs: Sequence, first: int, names: Sequence[str], explicit: bool) -> dict:
-    """Name the scalar inputs from position ``first``: ``pad`` (4-tuple l, r, t, b, or the
-    implicit code) followed by ``names``; omitted trailing/optional inputs are absent."""
-    pad_count = 4 if explicit else 1
-    pad = tuple(inputs[first:first + pad_count])
-    values = {name: value for name, value in zip(names, inputs[first + pad_count:])
-              if value is not None}
-    values["pad"] = pad if explicit else pad[0]
-    return values
-
-
-def read_window(inputs: Sequence, first: int, names: Sequence[str], explicit: bool,
-                in_hw: Sequence[int], kernel: Sequence[int]) -> Window:
-    """Resolve strides, dilation and padding of a conv/pool signature into a :class:`Window`
-    (remembered per signature: a model runs the same few windows every execution)."""
-    key = (first, names, explicit, *in_hw, *kernel, *inputs[first:])
-    try:
-        return _WINDOWS[key]
-    except KeyError:
-        pass
-    except TypeError:  # an unhashable scalar input
-        return _resolve_window(inputs, first, names, explicit, in_hw, kernel)
-    if len(_WINDOWS) >= _WINDOWS_KEPT:
-        _WINDOWS.clear()
-    window = _WINDOWS[key] = _resolve_window(inputs, first, names, explicit, in_hw, kernel)
-    return window
-
-
-def _resolve_window(inputs: Sequence, first: int, names: Sequence[str], explicit: bool,
-                    in_hw: Sequence[int], kernel: Sequence[int]) -> Window:
-    values = read_scalars(inputs, first, names, explicit)
-    stride = (int(values["stride_h"]), int(values["stride_w"]))
-    dilation = (int(values.get("dilation_h", 1)), int(values.get("dilation_w", 1)))
-    if min(stride) < 1 or min(dilation) < 1:
-        raise OpValidationError(f"bad stride {stride} or dilation {dilation}")
-    if explicit:
-        left, right, top, bottom = (int(p) for p in values["pad"])
-        pads = (top, bottom, left, right)
-    else:
-        code = int(values["pad"])
-        pads = (implicit_padding(in_hw[0], stride[0], dilation[0], kernel[0], code)
-                + implicit_padding(in_hw[1], stride[1], dilation[1], kernel[1], code))
-    if min(pads) < 0:
-        raise OpValidationError(f"negative padding {pads}")
-    return Window((int(kernel[0]), int(kernel[1])), stride, dilation, pads)
-
-
-def window_taps(padded: np.ndarray, window: Window,
-                out_hw: Sequence[int]) -> Iterator[tuple[int, int, np.ndarray]]:
-    """Yield (kh, kw, view) where view[n, oh, ow, c] = padded[n, oh*sh + kh*dh, ow*sw + kw*dw, c]."""
-    (sh, sw), (dh, dw) = window.stride, window.dilation
-    for kh in range(window.kernel[0]):
-        for kw in range(window.kernel[1]):
-            y0, x0 = kh * dh, kw * dw
-            yield kh, kw, padded[:, y0:y0 + (out_hw[0] - 1) * sh + 1:sh,
-                                 x0:x0 + (out_hw[1] - 1) * sw + 1:sw, :]
-
-
-def pad_nhwc(x: np.ndarray, window: Window, fill) -> np.ndarray:
-    """``x`` inside a border of ``fill`` (the window's pads)."""
-    top, bottom, left, right = window.pads
-    if not (top or bottom or left or right):
-        return x
-    return constant_pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), fill)
-
-
-def checked_output_hw(window: Window, in_hw: Sequence[int]) -> tuple[int, int]:
-    out_hw = window.output_hw(in_hw)
-    if min(out_hw) <= 0:
-        raise OpValidationError(f"window {window} gives an empty output for input {tuple(in_hw)}")
-    return out_hw
-
-
-def to_nhwc(x: np.ndarray, nchw: bool) -> np.ndarray:
-    return x.transpose(0, 2, 3, 1) if nchw else x
-
-
-def from_nhwc(y: np.ndarray, nchw: bool) -> np.ndarray:
-    return np.ascontiguousarray(y.transpose(0, 3, 1, 2)) if nchw else y
 
 
 # --------------------------------------------------------------------------- kernels (NHWC)
@@ -291,15 +170,6 @@ def _execute_l2(ctx: OpContext) -> list:
     return _finish(np.sqrt(total / count.astype(np.float32)), ctx, fuse, nchw)
 
 
-def expect_scalars(operands: Sequence[Operand], first: int, names: Sequence[str],
-                   explicit: bool) -> None:
-    """Check the scalar inputs from ``first`` on: INT32 everywhere but a BOOL ``layout``."""
-    kinds = ["pad"] * (4 if explicit else 1) + list(names)
-    for index in range(first, len(operands)):
-        wanted = _T.BOOL if kinds[index - first] == "layout" else _T.INT32
-        expect_type(operands, index, wanted)
-
-
 def _pool_validator(allowed_types):
     def validate(inputs: Sequence[Operand], outputs: Sequence[Operand]) -> None:
         expect_count(inputs, (7, 8, 10, 11), "inputs")
@@ -315,7 +185,30 @@ def _pool_validator(allowed_types):
     return validate
 
 
+def _infer_pool(ctx: OpContext) -> OutputPlan:
+    explicit = not is_implicit(len(ctx.inputs), ctx.input_operands, 7)
+    values = read_scalars(ctx.inputs, 1, POOL_NAMES, explicit)
+    key = (values["pad"], values["stride_w"], values["stride_h"], values["filter_w"], values["filter_h"])
+    return _pool_plan(ctx.inputs[0].shape, bool(values.get("layout", False)), explicit, key)
+
+
+@functools.lru_cache(maxsize=512)
+def _pool_plan(shape: tuple, nchw: bool, explicit: bool, key: tuple) -> OutputPlan:
+    batch, height, width, channels = (shape[0], shape[2], shape[3], shape[1]) if nchw else shape
+    pad, stride_w, stride_h, filter_w, filter_h = key
+    inputs = [None, *(pad if explicit else (pad,)), stride_w, stride_h, filter_w, filter_h, 0]
+    if min(int(filter_w), int(filter_h)) < 1:
+        raise OpValidationError(f"bad filter size {(filter_h, filter_w)}")
+    window = read_window(inputs, 1, POOL_NAMES, explicit, (height, width), (int(filter_h), int(filter_w)))
+    out_h, out_w = checked_output_hw(window, (height, width))
+    rows = batch * height * out_w * channels  # the separable pass's intermediate
+    scratch = 4 * WIDE_BYTES * (rows + batch * out_h * out_w * channels)
+    return OutputPlan([(batch, out_h, out_w, channels)], scratch)
+
+
 register(OperationType.AVERAGE_POOL_2D, "pooling", _pool_validator(_FLOATS + _QUANT8),
-         _execute_average)
-register(OperationType.MAX_POOL_2D, "pooling", _pool_validator(_FLOATS + _QUANT8), _execute_max)
-register(OperationType.L2_POOL_2D, "pooling", _pool_validator(_FLOATS), _execute_l2)
+         _execute_average, infer_shapes=_infer_pool)
+register(OperationType.MAX_POOL_2D, "pooling", _pool_validator(_FLOATS + _QUANT8), _execute_max,
+         infer_shapes=_infer_pool)
+register(OperationType.L2_POOL_2D, "pooling", _pool_validator(_FLOATS), _execute_l2,
+         infer_shapes=_infer_pool)

@@ -28,7 +28,7 @@ import numpy as np
 from runtime.hal.types import Operand, OperandType as T, OperationType
 from runtime.ops._common import expect, expect_count, expect_type
 from runtime.ops.detection import from_float, hard_removal, nms, to_float
-from runtime.ops.pooling import to_nhwc
+from runtime.ops.window import to_nhwc
 from runtime.ops.registry import OpContext, register
 
 _F32 = np.float32

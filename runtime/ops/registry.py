@@ -1,12 +1,14 @@
-"""The operation registry: one validate/execute record per NNAPI operation type.
+"""The operation registry: one validate/infer_shapes/execute record per NNAPI operation type.
 
 Kernel modules (one per family: ``elementwise``, ``convolution``, ``pooling``, ...) call
-:func:`register` at import; :func:`load_all` imports them. The numpy kernels are the
+:func:`register` at import with the three parts of each operation's definition, as AOSP's
+``NN_REGISTER_OPERATION`` does; :func:`load_all` imports them. The numpy kernels are the
 reference definition of each operation.
 
 Example:
     >>> record = get(OperationType.ADD)                    # doctest: +SKIP
     >>> record.validate(input_operands, output_operands)   # raises OpValidationError
+    >>> plan = record.infer_shapes(OpContext(...))         # OutputPlan, or None
     >>> outputs = record.execute(OpContext(...))           # list of numpy arrays
 """
 from __future__ import annotations
@@ -40,13 +42,10 @@ class OpContext(NamedTuple):
 
 Validator = Callable[[Sequence[Operand], Sequence[Operand]], None]
 Kernel = Callable[[OpContext], list]
-#: Shape inference before the kernel runs: an ``runtime.ops.budget.OutputPlan`` (output shapes
-#: and scratch bytes), or None when the outputs are no larger than the inputs.
-Prepare = Callable[[OpContext], Any]
-#: For a context whose inputs stay the same arrays run after run (a burst's bound run,
-#: ``runtime.ops._bound``): a callable computing the outputs straight into ``out_views`` (as
-#: AOSP's kernels write their output buffers), or None when this context needs ``execute``.
-BindInto = Callable[[OpContext, Sequence[Any]], Callable[[], Any] | None]
+#: Shape inference before the kernel runs (AOSP's operation ``prepare``): an
+#: ``runtime.ops.budget.OutputPlan`` (output shapes and scratch bytes), or None when the outputs
+#: are no larger than the inputs.
+InferShapes = Callable[[OpContext], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,21 +54,20 @@ class OperationRecord:
     family: str
     validate: Validator
     execute: Kernel
-    prepare: Prepare | None = None
-    bind_into: BindInto | None = None
+    infer_shapes: InferShapes | None = None
 
 
 _RECORDS: dict[OperationType, OperationRecord] = {}
 
 
 def register(op_type: OperationType, family: str, validate: Validator, execute: Kernel,
-             prepare: Prepare | None = None, bind_into: BindInto | None = None) -> None:
-    """Register an operation; ``prepare`` lets the executor check its memory before running it
-    (needed wherever outputs can outgrow the inputs: padding, broadcasting, windows, tiling);
-    ``bind_into`` (see :data:`BindInto`) lets a bound run write its outputs in place."""
+             infer_shapes: InferShapes | None = None) -> None:
+    """Register an operation's three parts; ``infer_shapes`` lets the executor check its memory
+    before running it (needed wherever outputs can outgrow the inputs: padding, broadcasting,
+    windows, tiling)."""
     if op_type in _RECORDS:
         raise ValueError(f"operation {op_type.name} registered twice")
-    _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute, prepare, bind_into)
+    _RECORDS[op_type] = OperationRecord(op_type, family, validate, execute, infer_shapes)
 
 
 _loaded: list = []  # families imported (or found absent) so far: load_all looks them up once

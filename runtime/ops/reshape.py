@@ -20,6 +20,7 @@ import numpy as np
 
 from runtime.hal.types import Operand, OperandType as T, OperationType, numpy_dtype
 from runtime.ops import _common as c
+from runtime.ops.budget import OutputPlan
 from runtime.ops.registry import OpContext, register
 
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
@@ -108,6 +109,14 @@ def execute_pad(ctx: OpContext) -> list:
     return [c.constant_pad(x, paddings.tolist(), value)]
 
 
+def _infer_concatenation(ctx: OpContext) -> OutputPlan | None:
+    tensors = [x for x in ctx.inputs[:-1] if isinstance(x, np.ndarray)]
+    if len(tensors) < 2:
+        return None
+    return OutputPlan([(sum(x.size for x in tensors),)])
+
+
 register(OperationType.RESHAPE, "reshape", _validate_reshape, execute_reshape)
-register(OperationType.CONCATENATION, "reshape", _validate_concat, execute_concatenation)
-register(OperationType.PAD, "reshape", _validate_pad, execute_pad)
+register(OperationType.CONCATENATION, "reshape", _validate_concat, execute_concatenation,
+         infer_shapes=_infer_concatenation)
+register(OperationType.PAD, "reshape", _validate_pad, execute_pad, infer_shapes=c.infer_pad)

@@ -21,9 +21,10 @@ from typing import Sequence
 import numpy as np
 
 from runtime.hal.types import Operand, OperandType as T, OperationType
+from runtime.ops.budget import WIDE_BYTES, OutputPlan
 from runtime.ops._common import expect, expect_count, expect_rank, expect_type
-from runtime.ops.pooling import from_nhwc, to_nhwc
-from runtime.ops.registry import OpContext, register
+from runtime.ops.window import from_nhwc, to_nhwc
+from runtime.ops.registry import OpContext, OpValidationError, register
 
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
 _F32 = np.float32
@@ -132,5 +133,23 @@ def execute_nearest(ctx: OpContext) -> list:
     return _execute(nearest, ctx)
 
 
-register(OperationType.RESIZE_BILINEAR, "resize", _validator(3), execute_bilinear)
-register(OperationType.RESIZE_NEAREST_NEIGHBOR, "resize", _validator(4), execute_nearest)
+def _infer_resize(ctx: OpContext) -> OutputPlan:
+    """Output height/width given (INT32) or scaled (FLOAT) by inputs 1 and 2."""
+    x, first, second = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]
+    nchw = len(ctx.inputs) > 3 and bool(ctx.inputs[3])
+    height, width = (x.shape[2], x.shape[3]) if nchw else (x.shape[1], x.shape[2])
+    if isinstance(first, float) or isinstance(second, float):
+        out_w, out_h = int(width * float(first)), int(height * float(second))
+    else:
+        out_w, out_h = int(first), int(second)
+    if out_w <= 0 or out_h <= 0:
+        raise OpValidationError(f"output size {out_h}x{out_w} is not positive")
+    channels = x.shape[1] if nchw else x.shape[3]
+    elements = x.shape[0] * out_h * out_w * channels
+    return OutputPlan([(x.shape[0], out_h, out_w, channels)], elements * WIDE_BYTES)
+
+
+register(OperationType.RESIZE_BILINEAR, "resize", _validator(3), execute_bilinear,
+         infer_shapes=_infer_resize)
+register(OperationType.RESIZE_NEAREST_NEIGHBOR, "resize", _validator(4), execute_nearest,
+         infer_shapes=_infer_resize)

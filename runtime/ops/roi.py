@@ -24,7 +24,7 @@ from runtime.hal.types import Operand, OperandType as T, OperationType
 from runtime.ops._common import (expect, expect_count, expect_rank, expect_type,
                                  multiply_by_quantized_multiplier,
                                  quantize_multiplier_smaller_than_one, round_half_away)
-from runtime.ops.pooling import from_nhwc, to_nhwc
+from runtime.ops.window import from_nhwc, to_nhwc
 from runtime.ops.registry import OpContext, register
 
 _F32 = np.float32

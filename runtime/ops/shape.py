@@ -28,6 +28,7 @@ import numpy as np
 
 from runtime.hal.types import OperandType as T, OperationType
 from runtime.ops import _common as c
+from runtime.ops.budget import OutputPlan
 from runtime.ops.registry import OpContext, register
 
 _QUANT = (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
@@ -194,15 +195,30 @@ def execute_pad_v2(ctx: OpContext) -> list:
 
 _FAMILY = "shape"
 _I, _TI = T.INT32, T.TENSOR_INT32
+def _infer_gather(ctx: OpContext) -> OutputPlan:
+    x, axis, indices = ctx.inputs[0], int(ctx.inputs[1]), np.asarray(ctx.inputs[2])
+    if not -x.ndim <= axis < x.ndim:
+        raise c.OpValidationError(f"input 1: axis {axis} out of range for rank {x.ndim}")
+    return OutputPlan([(x.size // max(x.shape[axis], 1) * indices.size,)])
+
+
+def _infer_tile(ctx: OpContext) -> OutputPlan:
+    x, multiples = ctx.inputs[0], np.asarray(ctx.inputs[1]).ravel().tolist()
+    if len(multiples) != x.ndim or any(m < 0 for m in multiples):
+        raise c.OpValidationError(f"input 1: multiples {multiples} do not fit rank {x.ndim}")
+    return OutputPlan([tuple(d * m for d, m in zip(x.shape, multiples))])
+
+
 register(OperationType.SLICE, _FAMILY, _validator(_TYPES, (_TI, _TI)), execute_slice)
 register(OperationType.STRIDED_SLICE, _FAMILY,
          _validator(_NO_INT_TYPES, (_TI, _TI, _TI, _I, _I, _I)), execute_strided_slice)
-register(OperationType.GATHER, _FAMILY, _validator(_TYPES, (_I, _TI)), execute_gather)
+register(OperationType.GATHER, _FAMILY, _validator(_TYPES, (_I, _TI)), execute_gather,
+         infer_shapes=_infer_gather)
 register(OperationType.SPLIT, _FAMILY, _validator(_TYPES, (_I, _I), n_outputs=None), execute_split)
-register(OperationType.TILE, _FAMILY, _validator(_TYPES, (_TI,)), execute_tile)
+register(OperationType.TILE, _FAMILY, _validator(_TYPES, (_TI,)), execute_tile, infer_shapes=_infer_tile)
 register(OperationType.TRANSPOSE, _FAMILY, _validator(_NO_INT_TYPES, (_TI,), optional_last=True),
          execute_transpose)
 register(OperationType.SQUEEZE, _FAMILY, _validator(_NO_INT_TYPES, (_TI,), optional_last=True),
          execute_squeeze)
 register(OperationType.EXPAND_DIMS, _FAMILY, _validator(_TYPES, (_I,)), execute_expand_dims)
-register(OperationType.PAD_V2, _FAMILY, _validate_pad_v2, execute_pad_v2)
+register(OperationType.PAD_V2, _FAMILY, _validate_pad_v2, execute_pad_v2, infer_shapes=c.infer_pad)

@@ -22,6 +22,7 @@ import numpy as np
 
 from runtime.hal.types import OperandType as T, OperationType, numpy_dtype
 from runtime.ops import _common as c
+from runtime.ops.budget import OutputPlan
 from runtime.ops.registry import OpContext, register
 
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)
@@ -146,6 +147,13 @@ def execute_fill(ctx: OpContext) -> list:
 
 
 _FAMILY = "simple_math"
+def _infer_fill(ctx: OpContext) -> OutputPlan:
+    dims = np.asarray(ctx.inputs[0]).ravel().tolist()
+    if any(d < 0 for d in dims):
+        raise c.OpValidationError(f"input 0: negative dimensions {dims}")
+    return OutputPlan([tuple(dims)])
+
+
 for _type, _func in ((OperationType.EXP, np.exp), (OperationType.LOG, np.log),
                      (OperationType.RSQRT, _rsqrt), (OperationType.SIN, np.sin),
                      (OperationType.SQRT, np.sqrt), (OperationType.FLOOR, np.floor)):
@@ -153,9 +161,11 @@ for _type, _func in ((OperationType.EXP, np.exp), (OperationType.LOG, np.log),
 register(OperationType.ABS, _FAMILY, _validate_unary(_SIGNED_TYPES), _signed_unary_kernel(np.abs))
 register(OperationType.NEG, _FAMILY, _validate_unary(_SIGNED_TYPES),
          _signed_unary_kernel(np.negative))
-register(OperationType.POW, _FAMILY, c.same_type_binary(_FLOATS), execute_pow)
-register(OperationType.MAXIMUM, _FAMILY, c.same_type_binary(_MINMAX_TYPES), _minmax_kernel(np.maximum))
-register(OperationType.MINIMUM, _FAMILY, c.same_type_binary(_MINMAX_TYPES), _minmax_kernel(np.minimum))
+register(OperationType.POW, _FAMILY, c.same_type_binary(_FLOATS), execute_pow, infer_shapes=c.infer_broadcast)
+register(OperationType.MAXIMUM, _FAMILY, c.same_type_binary(_MINMAX_TYPES), _minmax_kernel(np.maximum),
+         infer_shapes=c.infer_broadcast)
+register(OperationType.MINIMUM, _FAMILY, c.same_type_binary(_MINMAX_TYPES), _minmax_kernel(np.minimum),
+         infer_shapes=c.infer_broadcast)
 register(OperationType.CAST, _FAMILY, _validate_cast, execute_cast)
 register(OperationType.RANK, _FAMILY, _validate_rank, execute_rank)
-register(OperationType.FILL, _FAMILY, _validate_fill, execute_fill)
+register(OperationType.FILL, _FAMILY, _validate_fill, execute_fill, infer_shapes=_infer_fill)

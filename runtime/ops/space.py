@@ -25,7 +25,8 @@ import numpy as np
 
 from runtime.hal.types import OperandType as T, OperationType
 from runtime.ops import _common as c
-from runtime.ops.pooling import from_nhwc, to_nhwc
+from runtime.ops.budget import OutputPlan
+from runtime.ops.window import from_nhwc, to_nhwc
 from runtime.ops.registry import OpContext, register
 
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
@@ -140,8 +141,19 @@ execute_depth_to_space = _block_size_kernel(depth_to_space)
 execute_space_to_depth = _block_size_kernel(space_to_depth)
 
 _FAMILY = "space"
+def _infer_space_to_batch(ctx: OpContext) -> OutputPlan:
+    x, paddings = ctx.inputs[0], np.asarray(ctx.inputs[2]).reshape(-1).tolist()
+    if len(paddings) != 4 or min(paddings) < 0:
+        raise c.OpValidationError(f"input 2: paddings {paddings} must be 4 non-negative values")
+    nchw = len(ctx.inputs) > 3 and bool(ctx.inputs[3])
+    spatial = x.shape[2:4] if nchw else x.shape[1:3]
+    padded = (spatial[0] + paddings[0] + paddings[1]) * (spatial[1] + paddings[2] + paddings[3])
+    return OutputPlan([(x.size // max(spatial[0] * spatial[1], 1) * padded,)])
+
+
 register(OperationType.SPACE_TO_BATCH_ND, _FAMILY,
-         _validator((T.TENSOR_INT32, T.TENSOR_INT32), layout=True), execute_space_to_batch)
+         _validator((T.TENSOR_INT32, T.TENSOR_INT32), layout=True), execute_space_to_batch,
+         infer_shapes=_infer_space_to_batch)
 register(OperationType.BATCH_TO_SPACE_ND, _FAMILY, _validator((T.TENSOR_INT32,), layout=True),
          execute_batch_to_space)
 register(OperationType.DEPTH_TO_SPACE, _FAMILY, _validator((T.INT32,), layout=True),

@@ -2,7 +2,7 @@
 
 Both take float32/float16 (computed in float32) or quant8 asymm/signed inputs with a quant8 or a
 per-channel (channelDim 0) TENSOR_QUANT8_SYMM_PER_CHANNEL filter [OC, KH, KW, IC(/groups)]; the
-quantized paths accumulate exactly and requantize like CONV_2D (``convolution.requantize``).
+quantized paths accumulate exactly and requantize like CONV_2D (``_conv_quant.requantize``).
 
 TRANSPOSE_CONV_2D scatters ``x[n, h, w] @ filter[:, i, j]`` to output row ``h * stride_h + i -
 pad_top`` (one matmul, then one strided add per filter tap). Implicit padding derives the
@@ -33,10 +33,12 @@ import numpy as np
 
 from runtime.hal.types import Operand, OperandType as T, OperationType, PaddingCode
 from runtime.ops._common import apply_fused_activation, expect, expect_count, expect_type
-from runtime.ops.convolution import (_conv_matmul, _exact_int, _expect_weights, centered_pair,
-                                     filter_scales, requantize)
-from runtime.ops.pooling import (expect_scalars, from_nhwc, is_implicit, read_window, to_nhwc)
-from runtime.ops.registry import OpContext, register
+from runtime.ops._conv_quant import centered_pair, exact_int as _exact_int, filter_scales, requantize
+from runtime.ops.convolution import _conv_matmul, _expect_weights
+from runtime.ops.window import (checked_output_hw, expect_scalars, from_nhwc, is_implicit,
+                                read_window, to_nhwc)
+from runtime.ops.budget import WIDE_BYTES as _WIDE, OutputPlan
+from runtime.ops.registry import OpContext, OpValidationError, register
 
 _QUANT8 = (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)
@@ -170,5 +172,35 @@ def _validate_grouped(inputs: Sequence[Operand], outputs: Sequence[Operand]) -> 
     expect(len(outputs[0].dimensions) in (0, 4), "output 0: expected rank 4")
 
 
-register(OperationType.TRANSPOSE_CONV_2D, "convolution", _validate_transpose, _execute_transpose)
-register(OperationType.GROUPED_CONV_2D, "convolution", _validate_grouped, _execute_grouped)
+def _infer_transpose(ctx: OpContext) -> OutputPlan:
+    stride, pads, _, nchw = _transpose_params(ctx)
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    batch, in_h, in_w, channels = (x.shape[0], x.shape[2], x.shape[3], x.shape[1]) if nchw else x.shape
+    out_c, kh, kw = w.shape[:3]
+    out_h = in_h * stride[0] + kh - stride[0] - pads[0] - pads[1]
+    out_w = in_w * stride[1] + kw - stride[1] - pads[2] - pads[3]
+    if min(out_h, out_w) <= 0:
+        raise OpValidationError(f"empty output {(out_h, out_w)}")
+    full = batch * max((in_h - 1) * stride[0] + kh, pads[0] + out_h) \
+        * max((in_w - 1) * stride[1] + kw, pads[2] + out_w) * out_c
+    products = batch * in_h * in_w * out_c * kh * kw
+    return OutputPlan([(batch, out_h, out_w, out_c)], _WIDE * (full + products + channels))
+
+
+def _infer_grouped(ctx: OpContext) -> OutputPlan:
+    explicit = not is_implicit(len(ctx.inputs), ctx.input_operands, 9)
+    nchw = bool(ctx.inputs[(7 if explicit else 4) + 4])
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    batch, height, width, channels = (x.shape[0], x.shape[2], x.shape[3], x.shape[1]) if nchw else x.shape
+    window = read_window(ctx.inputs, 3, GROUPED_NAMES, explicit, (height, width), w.shape[1:3])
+    out_h, out_w = checked_output_hw(window, (height, width))
+    top, bottom, left, right = window.pads
+    scratch = batch * (height + top + bottom) * ((width + left + right) + out_w * window.kernel[1]) * channels
+    out_c = w.shape[0]
+    return OutputPlan([(batch, out_h, out_w, out_c)], _WIDE * (scratch + 2 * batch * out_h * out_w * out_c))
+
+
+register(OperationType.TRANSPOSE_CONV_2D, "convolution", _validate_transpose, _execute_transpose,
+         infer_shapes=_infer_transpose)
+register(OperationType.GROUPED_CONV_2D, "convolution", _validate_grouped, _execute_grouped,
+         infer_shapes=_infer_grouped)

@@ -351,7 +351,7 @@ def test_loading_a_cache_unpickles_and_executes_nothing(pristine, monkeypatch, t
     assert events == []
     reference = SampleDriver(SAMPLES["sample-all"]).prepare_model(MODEL.to_hal())
     np.testing.assert_array_equal(prepared.executor.run([INPUT])[0], reference.executor.run([INPUT])[0])
-    assert prepared.executor.steps == reference.executor.steps
+    assert prepared.executor.calls == reference.executor.calls
 
 
 def test_in_process_device_without_cache_support_reports_general_failure():

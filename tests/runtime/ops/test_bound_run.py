@@ -1,4 +1,4 @@
-"""A bound run (``runtime.ops._bound``, ``CpuPreparedModel.bound_run``): the executor's steps on
+"""A bound run (``CpuExecutor.bind``, ``CpuPreparedModel.bound_run``): the executor's one loop on
 fixed views of a request's pools. Oracle: the ordinary path (``CpuPreparedModel.execute``, i.e.
 ``CpuExecutor.run``) on the same pool bytes; a bound run must see each run's new input bytes,
 and decline (False, or None when binding) whenever the ordinary path's checks could differ."""
@@ -10,8 +10,6 @@ import pytest
 from runtime.builtin_models import mobilenet, sample_input
 from runtime.drivers.cpu import CpuDevice
 from runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, Operation, OperationType as Op
-from runtime.ops import _bound, registry
-from runtime.ops.registry import OpContext
 from runtime.ops.executor import CpuExecutor
 from tests.runtime.drivers._hal import make_request
 from tests.runtime.drivers._hal import _Values
@@ -57,7 +55,7 @@ def test_declines_while_another_input_signature_is_the_checked_one():
     executor = CpuExecutor(_unknown_add_model())
     inputs, out = _inputs(4), np.zeros((4, 4), np.float32)
     executor.run(inputs, [64])
-    run = _bound.bind(executor, inputs, [64], [out])
+    run = executor.bind(inputs, [64], [out])
     assert run() is True
     np.testing.assert_array_equal(out, np.full((4, 4), 2, np.float32))
     executor.run(_inputs(2), [16])  # plans now checked for [2, 1] + [1, 2] only
@@ -74,10 +72,10 @@ def test_declines_a_step_hook_and_a_result_shaped_unlike_its_view():
     inputs = _inputs(4)
     executor.run(inputs, [64])
     wrong = np.zeros((2, 8), np.float32)
-    assert _bound.bind(executor, inputs, [64], [wrong])() is False
+    assert executor.bind(inputs, [64], [wrong])() is False
     assert not wrong.any()
     out = np.zeros((4, 4), np.float32)
-    run = _bound.bind(executor, inputs, [64], [out])
+    run = executor.bind(inputs, [64], [out])
     executor.forTest_step_hook = lambda index, values: None
     assert run() is False and not out.any()
 
@@ -86,7 +84,7 @@ def test_no_binding_for_inputs_the_executor_would_convert():
     executor = CpuExecutor(_unknown_add_model())
     as_float64 = [x.astype(np.float64) for x in _inputs(4)]
     executor.run(as_float64, [64])
-    assert _bound.bind(executor, as_float64, [64], [np.zeros((4, 4), np.float32)]) is None
+    assert executor.bind(as_float64, [64], [np.zeros((4, 4), np.float32)]) is None
 
 
 def _binary_model(op, fuse: int, operand_type=T.TENSOR_FLOAT32):
@@ -107,24 +105,10 @@ def test_one_operation_runs_bound_equal_the_ordinary_path_for_new_bytes(op, fuse
     inputs = [np.ones((4, 1), np.float32), np.full((1, 4), 2, np.float32)]
     executor.run(inputs, [64])
     out = np.zeros((4, 4), np.float32)
-    run = _bound.bind(executor, inputs, [64], [out])
+    run = executor.bind(inputs, [64], [out])
     for _ in range(3):
         for array in inputs:
             array[...] = rng.uniform(-2, 2, array.shape).astype(np.float32)
         out[...] = np.nan
         assert run() is True
         np.testing.assert_array_equal(out, executor.run(inputs, [64])[0])
-
-
-def test_in_place_forms_only_where_they_give_the_ordinary_bits():
-    ctx = lambda fuse, a, b: OpContext(None, [a, b, fuse], (), ())  # noqa: E731
-    a, b, out = np.ones((4, 1), np.float32), np.ones((1, 4), np.float32), np.zeros((4, 4), np.float32)
-    bind = registry.get(Op.ADD).bind_into
-    assert bind(ctx(0, a, b), [out]) is not None
-    assert bind(ctx(1, a, b), [out]) is None                          # RELU: two passes
-    assert bind(ctx(0, a, b), [np.zeros((2, 8), np.float32)]) is None  # not the broadcast shape
-    assert bind(ctx(0, a, b), [np.zeros((1, 4, 4), np.float32)]) is None  # numpy would broadcast into it
-    half = a.astype(np.float16), b.astype(np.float16), out.astype(np.float16)
-    assert bind(ctx(0, *half[:2]), [half[2]]) is None                # float16 computes via float32
-    for op in (Op.SUB, Op.MUL, Op.DIV):  # their kernels' errstate silences warnings a bare call gives
-        assert registry.get(op).bind_into is None

@@ -16,7 +16,8 @@ from runtime.drivers.cpu import CpuDevice, CpuPreparedModel
 from runtime.hal.types import ErrorStatus
 from runtime.ops import budget
 from runtime.ops.executor import CpuExecutor
-from runtime.ops.pooling import Window, max_pool, window_sum
+from runtime.ops.pooling import max_pool, window_sum
+from runtime.ops.window import Window
 from tests.runtime.drivers._hal import add_model, make_request
 from tests.support import cost_models as cm
 

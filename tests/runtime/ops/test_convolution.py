@@ -11,7 +11,8 @@ import pytest
 from runtime.hal.types import Operand, OperandType as T, OperationType
 from runtime.ops import registry
 from runtime.ops._common import multiply_by_quantized_multiplier, quantize_multiplier
-from runtime.ops.convolution import _execute_conv, fixed_point_multiply
+from runtime.ops._conv_quant import fixed_point_multiply
+from runtime.ops.convolution import _execute_conv
 from runtime.ops.registry import OpContext, OpValidationError
 from tests.support.cts_vectors import cts_vector_tests
 

@@ -140,7 +140,28 @@ def test_temporaries_freed_after_last_consumer():
     out = executor.run([A, B])[0]
     assert out.tolist() == [[31, 62, 93, 124]]
     assert live == [{3}, {4}, set()]
-    assert [step.frees for step in executor.steps] == [(), (3,), (4,)]
+    assert [call.frees for call in executor.calls] == [(), (3,), (4,)]
+
+
+def test_observed_and_plain_runs_are_one_loop():
+    """Tracing and vlog change only what is recorded: the same calls run, in the same order,
+    with the same frees (the step hook sees each), and the traced run has one kernel span pair
+    per operation inside CpuExecutor::run."""
+    executor = CpuExecutor(_chain_model())
+    seen = {"plain": [], "observed": []}
+    for mode in seen:
+        executor.forTest_step_hook = lambda index, values, mode=mode: seen[mode].append(
+            (index, tuple(values[i] is not None for i in (3, 4))))
+        if mode == "plain":
+            plain = executor.run([A, B])[0]
+        else:
+            with tracing.TraceSession() as session:
+                observed = executor.run([A, B], recorder=tracer.hot_recorder(), logging=False)[0]
+    assert seen["plain"] == seen["observed"] == [(0, (True, False)), (1, (False, True)), (2, (False, False))]
+    assert np.array_equal(plain, observed)
+    names = [span.name for span in session.collect().spans()]
+    assert names.count("[NN_LC_PE]CpuExecutor::run") == 1
+    assert names.count("[NN_LC_PTR]addFloat32") == names.count("[SW][NN_LC_PCO]addFloat32") == 3
 
 
 def test_unconsumed_temporary_freed_by_its_producer():
@@ -148,7 +169,7 @@ def test_unconsumed_temporary_freed_by_its_producer():
     operands = (_input(), _input(), _none_const(), temp, _output())
     ops = (Operation(O.ADD, (0, 1, 2), (3,)), Operation(O.MUL, (0, 1, 2), (4,)))
     model = HalModel(Subgraph(operands, ops, (0, 1), (4,)), operand_values=np.int32(0).tobytes())
-    assert CpuExecutor(model).steps[0].frees == (3,)
+    assert CpuExecutor(model).calls[0].frees == (3,)
 
 
 def test_input_count_mismatch():
@@ -168,13 +189,13 @@ def test_kernel_names_follow_aosp_style():
     assert kernel_name(Operation(O.SOFTMAX, (0,), (1,)), (q,)) == "softmaxQuant8Signed"
 
 
-def test_run_observed_spans_and_vlog():
+def test_observed_run_spans_and_vlog():
     executor = CpuExecutor(_tiny_add())
     stream = io.StringIO()
     vlog.configure_logging(stream=stream, log_tags="*:V")
     try:
         with tracing.TraceSession() as session, vlog.override("cpuexe"):
-            out = executor.run_observed([A, B], tracer.hot_recorder(), vlog.is_on("cpuexe"))[0]
+            out = executor.run([A, B], recorder=tracer.hot_recorder(), logging=vlog.is_on("cpuexe"))[0]
     finally:
         vlog.reset_logging()
     assert out.tolist() == [[11, 22, 33, 44]]
@@ -191,7 +212,7 @@ def test_traced_run_equals_plain_run_on_cts_vector():
     executor = CpuExecutor(test.model)
     plain = executor.run(list(test.inputs))
     with tracing.TraceSession():
-        traced = executor.run_observed(list(test.inputs), tracer.hot_recorder(), True)
+        traced = executor.run(list(test.inputs), recorder=tracer.hot_recorder(), logging=True)
     assert all(np.array_equal(p, t) for p, t in zip(plain, traced))
 
 
@@ -201,4 +222,4 @@ def test_kernel_error_names_operation():
     with pytest.raises(OpValidationError, match=r"operation 0 \(ADD\): unknown fused activation code 9"):
         executor.run([A, B])
     with pytest.raises(OpValidationError, match=r"operation 0 \(ADD\): unknown fused activation"):
-        executor.run_observed([A, B], None, True)
+        executor.run([A, B], logging=True)

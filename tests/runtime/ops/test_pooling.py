@@ -9,8 +9,8 @@ import pytest
 
 from runtime.hal.types import Operand, OperandType as T, OperationType, PaddingCode
 from runtime.ops import registry
-from runtime.ops.pooling import (Window, average_pool_quant, implicit_padding, is_implicit,
-                                 max_pool, read_window, POOL_NAMES)
+from runtime.ops.pooling import POOL_NAMES, average_pool_quant, max_pool
+from runtime.ops.window import Window, implicit_padding, is_implicit, read_window
 from runtime.ops.registry import OpValidationError
 from tests.support.cts_vectors import cts_vector_tests
 

@@ -7,7 +7,7 @@ import pytest
 
 from runtime.hal.types import Operand, OperandType as T, OperationType, Operation
 from runtime.ops.convolution import conv2d_float
-from runtime.ops.pooling import Window
+from runtime.ops.window import Window
 from runtime.ops.registry import OpContext
 from runtime.ops.transpose_conv import (_execute_transpose, grouped_conv, transpose_conv_taps,
                                         transpose_padding)
