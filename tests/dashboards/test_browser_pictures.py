@@ -142,6 +142,10 @@ def test_unsupported_combinations_take_one_line(tmp_path, bench_page):
     assert len(heights["unsupported"]) == len(unsupported) >= 1
     assert max(heights["unsupported"]) <= max(heights["ok"]) + 1
     assert 'title="BAD_DATA: no device can do operation 0 (ADD); devices: sample-quant"' in dom
+    head = re.search(r'<table class="mini bench-results"><thead><tr>(.*?)</tr>', dom).group(1)
+    assert re.findall(r"<th>([^<]*)</th>", head)[10:13] == ["max |err|", "rel err", "accurate"]
+    verdicts = re.findall(r"<td>(yes|NO)( \([^<]*\))?</td>", dom)
+    assert verdicts and all(v == ("yes", " (≤ 0.0001)") for v in verdicts), verdicts  # float32: MLTS 1e-4
     assert len(report["stress"]) == 3 and "HANG" in heights  # the long stress details fit too
 
 
