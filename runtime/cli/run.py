@@ -233,8 +233,16 @@ def _export(session: tracing.TraceSession, args) -> list[str]:
     return written
 
 
+def _check_files(args) -> None:
+    """A MODEL or ``--inputs`` file that does not exist fails before any driver starts."""
+    for path, what in ((args.model, "model file"), (args.inputs, "inputs file")):
+        if path is not None and not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such {what}")
+
+
 def main(args) -> int:
     """Run the command; NnError propagates to ``runtime.__main__``."""
+    _check_files(args)
     if args.svg and graphdump.dot_program() is None:
         raise FileNotFoundError(graphdump.MISSING_DOT)  # before the run, not after it
     session = tracing.TraceSession()
