@@ -163,7 +163,7 @@ def profile_note(steps) -> str:
             f"as {where}, which recorded no kernel spans (a driver that hands its step to an "
             f"accelerator runtime, as sample-litert does with one LiteRT invoke per execution, "
             f"has no per-operation view). For a per-operation profile, run on a CPU-kernel "
-            f"device: nnscope run MODEL --device sample-all (or --device nnapi-reference).")
+            f"device: nnscope run [MODEL] --device sample-all (or --device nnapi-reference).")
 
 
 def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_names=None) -> dict:

@@ -167,5 +167,5 @@ def test_a_run_on_the_default_devices_says_why_its_profile_is_empty(tmp_path):
     assert note, dom[-2000:]
     text = html.unescape(note.group(1))
     assert "its plan ran the model's 31 operations as one step on sample-litert" in text, text
-    assert "nnscope run MODEL --device sample-all" in text and "--device nnapi-reference" in text
+    assert "nnscope run [MODEL] --device sample-all" in text and "--device nnapi-reference" in text
     assert data["overflow"]["cards"] == [], data["overflow"]
