@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from dashboards.bench import BenchFormatError, is_bench_file, load_bench
@@ -46,6 +47,9 @@ def render(args) -> str:
     if is_bench_file(args.trace):
         if args.json:
             raise BenchFormatError("--json: a bench report is already JSON")
+        if args.graph:
+            raise BenchFormatError("--graph: a bench report has no partition graph (give it "
+                                   "with the trace of `nnscope run --dot`)")
         return BenchHTMLRenderer(args.trace).render(load_bench(args.trace))
     if args.json:
         renderer = get_renderer("json")
@@ -54,10 +58,25 @@ def render(args) -> str:
     return renderer().render(build_report(args.trace, args.graph))
 
 
+def graph_problem(path: str) -> str | None:
+    """Why ``path`` cannot be the ``--graph`` file (None when it is a Graphviz digraph)."""
+    if not os.path.isfile(path):
+        return "no such file"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            head = handle.read(4096)
+    except (OSError, UnicodeDecodeError) as error:
+        return f"cannot read: {getattr(error, 'strerror', None) or error}"
+    if not re.match(r"\s*(strict\s+)?digraph\b", head):
+        return "not a Graphviz digraph (write one with `nnscope run --dot plan.dot`)"
+    return None
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.graph and not os.path.isfile(args.graph):
-        sys.stderr.write(f"{PROG}: error: --graph {args.graph}: no such file\n")
+    problem = graph_problem(args.graph) if args.graph else None
+    if problem:
+        sys.stderr.write(f"{PROG}: error: --graph {args.graph}: {problem}\n")
         return 2
     try:
         text = render(args)

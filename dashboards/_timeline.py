@@ -122,7 +122,8 @@ def graph_data(graph_path, positions, spans=None) -> tuple:
     if not graph_path:
         plans = _graph.trace_plan_steps(_plan_details(spans)) if spans is not None else []
         return dict(svg=None, note="No partition graph given: write one with "
-                                   "`nnscope run --dot plan.dot` and pass `--graph plan.dot`.",
+                                   "`nnscope run --dot plan.dot` and pass it to "
+                                   "`nnscope-dashboard TRACE --graph plan.dot`.",
                     steps=_step_facts(plans[-1] if plans else [])), _graph.agreed_link(plans, positions)
     with open(graph_path, encoding="utf-8") as handle:
         text = handle.read()
@@ -146,6 +147,25 @@ def _plan_details(spans) -> list:
     return [spans.names[spans.name[i]].partition("]")[2] for i in index.tolist()]
 
 
+def profile_note(steps) -> str:
+    """Why the trace has no per-operation spans and how to get them, from the plan's
+    ``steps`` (as :func:`_step_facts` gives them; empty when the trace records none)."""
+    note = ("No per-operation spans in this trace. Only CPU-kernel devices (nnapi-reference "
+            "and the CPU sample drivers) record one span per operation, such as "
+            "[NN_LC_PTR]conv2dFloat32")
+    if not steps:
+        return note + "."
+    devices = list(dict.fromkeys(step["device"] for step in steps))
+    ops = sum(step["ops"] for step in steps)
+    where = (f"one step on {devices[0]}" if len(steps) == 1
+             else f"{len(steps)} steps on {', '.join(devices)}")
+    return (f"No per-operation spans in this trace: its plan ran the model's {ops} operations "
+            f"as {where}, which recorded no kernel spans (a driver that hands its step to an "
+            f"accelerator runtime, as sample-litert does with one LiteRT invoke per execution, "
+            f"has no per-operation view). For a per-operation profile, run on a CPU-kernel "
+            f"device: nnscope run [MODEL] --device sample-all (or --device nnapi-reference).")
+
+
 def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_names=None) -> dict:
     """Timeline, operation profile, latency distributions and graph of one trace."""
     lanes, order = lane_table(spans, path, format_name, process_names)
@@ -158,6 +178,7 @@ def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_n
     roles = {index: lane["role"] for index, lane in enumerate(lanes)}
     return dict(timeline=timeline_data(spans, lanes, windows),
                 profile=_profile.profile(ops, positions, link),
+                profile_note=profile_note(graph["steps"]) if not ops else "",
                 latency=distributions(
                     _profile.device_latencies(spans, windows, process_of_lane, roles)),
                 graph=graph)

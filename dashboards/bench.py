@@ -111,6 +111,8 @@ def result_row(result: dict) -> dict:
                 reference=accuracy.get("reference"),
                 max_abs_error=_figure(accuracy.get("max_abs_error")),
                 mse=_figure(accuracy.get("mse")),
+                relative_error=_figure(accuracy.get("relative_error")),
+                threshold=_figure(accuracy.get("threshold")),
                 within_tolerance=accuracy.get("within_tolerance"),
                 ops_total=operations.get("total"), ops_on_device=operations.get("on_device"),
                 ops_share=_figure(operations.get("share")))

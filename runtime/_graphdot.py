@@ -5,14 +5,15 @@ Layout rules, chosen so a whole network reads top to bottom, a few hundred point
 * Data flows down (``rankdir=TB``). Operations are rounded boxes; model inputs, outputs and
   temporaries are tensor nodes between them.
 * Scalar constants, small constant tensors (at most :data:`INLINE_ELEMENTS` elements) and
-  omitted operands are printed inside the label of the operation that reads them, as
-  ``in<position>=<value>`` (AOSP's GraphDump prints operand values the same way), or by the
-  name NNAPI gives the parameter (``stride 2x2``, ``padding SAME``, ``fuse RELU6``: see
-  :mod:`runtime._opparams`); they are never nodes, so one shared ``INT32 = 1`` no longer ties the graph together.
+  omitted operands are printed inside the label of the operation that reads them, by the
+  name NNAPI gives the input (``stride 2x2``, ``padding SAME``, ``fuse RELU6``, ``bias [0,0]``,
+  else ``input<position> <value>``: see :mod:`runtime._opparams`); they are never nodes, so
+  one shared ``INT32 = 1`` no longer ties the graph together.
 * The larger constants an operation reads (weights, biases) are a grey band at the foot of
-  its node, one row (a port ``w<operand>``) per tensor: a weight appears once, attached to
-  that operation only. A constant read by several operations is listed by its first reader,
-  with a dashed edge from that row to every other reader, whose label says ``in<n>=#<operand>``.
+  its node, one row (a port ``w<operand>``) per tensor, named as NNAPI names the input
+  (``filter #1 [24,5,5,3]``, ``bias #2 [24]``): a weight appears once, attached to that
+  operation only. A constant read by several operations is listed by its first reader, with a
+  dashed edge from that row to every other reader, whose label says ``input1 #<operand>``.
 * For a plan, each step is a cluster (``step <n>: <device>``) holding its operations, their
   weights and the tensors internal to the step; operations take their device's colour, a
   tensor that crosses devices is drawn red, and the graph's title carries a legend.
@@ -161,9 +162,11 @@ def _write_operation(out: io.StringIO, facts: _Facts, op_index: int, pad: str) -
         line = "  ".join(params[start:start + _PARAMS_PER_LINE])
         rows.append(f'<td><font point-size="8">{_esc(line)}</font></td>')
     data_type = facts.graph.operands[op.inputs[0]].type if op.inputs else None
+    types = [facts.graph.operands[i].type for i in op.inputs]
     for pos, index in enumerate(op.inputs):
         if facts.weight_home.get(index) == op_index:
-            text = f"in{pos} {_operand_text(facts.graph.operands[index], index, data_type)}"
+            name = _opparams.input_name(op.type.name, types, pos)
+            text = f"{name} {_operand_text(facts.graph.operands[index], index, data_type)}"
             rows.append(f'<td port="w{index}" bgcolor="{_WEIGHT_FILL}" align="left">'
                         f'<font point-size="8">{_esc(text)}</font></td>')
     cells = "".join(f"<tr>{row}</tr>" for row in rows)
@@ -225,8 +228,8 @@ def _operand_text(operand: Operand, index: int, implied_type=None) -> str:
 
 
 def _params(facts: _Facts, op_index: int) -> list[str]:
-    """The operation's inline values, named as NNAPI names them where it does (``stride 2x2``,
-    ``padding SAME``, ``fuse RELU6``), else ``in<position>=<value>``; then shared weights."""
+    """The operation's inline values and shared weights, named as NNAPI names them
+    (``stride 2x2``, ``padding SAME``, ``fuse RELU6``, ``bias [0,0]``, ``input1 #5``)."""
     op = facts.graph.operations[op_index]
     shown = [(pos, i) for pos, i in enumerate(op.inputs)
              if _kind(facts.hal, i) == "inline" or facts.weight_home.get(i, op_index) != op_index]
@@ -234,16 +237,16 @@ def _params(facts: _Facts, op_index: int) -> list[str]:
               if _kind(facts.hal, i) == "inline" and facts.graph.operands[i].lifetime in _CONSTANTS}
     types = [facts.graph.operands[i].type for i in op.inputs]
     named, unnamed = _opparams.describe(op.type.name, types, values)
-    rest = [(pos, _param(facts, op_index, pos, i)) for pos, i in shown
-            if pos in unnamed or pos not in values]
+    rest = [(pos, f"{_opparams.input_name(op.type.name, types, pos)} {_param(facts, i)}")
+            for pos, i in shown if pos in unnamed or pos not in values]
     return [text for _, text in sorted(named + rest)]
 
 
-def _param(facts: _Facts, op_index: int, position: int, index: int) -> str:
-    """``in<position>=<value>``; a weight listed by another operation shows as ``=#<index>``."""
+def _param(facts: _Facts, index: int) -> str:
+    """The inline value; a weight listed by another operation shows as ``#<index>``."""
     if _kind(facts.hal, index) == "weight":
-        return f"in{position}=#{index}"
-    return f"in{position}={_inline_value(facts.hal, index)}"
+        return f"#{index}"
+    return _inline_value(facts.hal, index)
 
 
 def _inline_value(hal: HalModel, index: int) -> str:

@@ -5,12 +5,16 @@ may take its padding explicitly (four pads) or implicitly (a padding code), told
 by the input count and, where counts collide, by an operand's type (AOSP's
 ``Conv2DOperation`` does the same). :func:`describe` turns the inline values of one
 operation into ``stride 2x2``, ``padding SAME``, ``fuse RELU6``...; positions it has no
-name for are returned unnamed so the caller keeps its ``in<n>=<value>`` form.
+name for are returned unnamed. :func:`input_name` names one input, a weight for instance
+(``filter``, ``bias``, ``paddings``), as ``NeuralNetworks.h`` does, and an input the header
+does not name ``input<position>`` (its ``input0``, ``input1``).
 
 Example:
     >>> describe("CONV_2D", [OperandType.TENSOR_FLOAT32] * 3 + [OperandType.INT32] * 4,
     ...          {3: 1, 4: 2, 5: 2, 6: 3})
     ([(3, 'padding SAME'), (4, 'stride 2x2'), (6, 'fuse RELU6')], [])
+    >>> input_name("CONV_2D", [], 1), input_name("ADD", [], 1)
+    ('filter', 'input1')
 """
 from __future__ import annotations
 
@@ -38,6 +42,32 @@ _TRANSPOSE_EXPLICIT = (_PADS, ("stride", (7, 8)), ("fuse", (9,)), ("layout", (10
 _TRANSPOSE_IMPLICIT = (("output shape", (3,)), ("padding", (4,)), ("stride", (5, 6)), ("fuse", (7,)),
                        ("layout", (8,)))
 _FUSE_AT_2, _FUSE_AT_3 = (("fuse", (2,)),), (("fuse", (3,)),)
+_CONV_TENSORS = {1: "filter", 2: "bias"}
+_LSTM_TENSORS = dict(enumerate((
+    "input-to-input weights", "input-to-forget weights", "input-to-cell weights",
+    "input-to-output weights", "recurrent-to-input weights", "recurrent-to-forget weights",
+    "recurrent-to-cell weights", "recurrent-to-output weights", "cell-to-input weights",
+    "cell-to-forget weights", "cell-to-output weights", "input gate bias", "forget gate bias",
+    "cell bias", "output gate bias", "projection weights", "projection bias",
+    "output state in", "cell state in"), start=1))
+#: The tensor inputs ``NeuralNetworks.h`` names, by operation and position.
+_TENSOR_INPUTS = {
+    "CONV_2D": _CONV_TENSORS, "DEPTHWISE_CONV_2D": _CONV_TENSORS,
+    "GROUPED_CONV_2D": _CONV_TENSORS, "TRANSPOSE_CONV_2D": _CONV_TENSORS,
+    "FULLY_CONNECTED": {1: "weights", 2: "bias"}, "PRELU": {1: "alpha"},
+    "PAD": {1: "paddings"}, "PAD_V2": {1: "paddings", 2: "pad value"},
+    "TRANSPOSE": {1: "perm"}, "TILE": {1: "multiples"}, "SQUEEZE": {1: "squeeze dims"},
+    "SLICE": {1: "begin", 2: "size"},
+    "STRIDED_SLICE": {1: "begin", 2: "end", 3: "strides", 4: "begin mask", 5: "end mask",
+                      6: "shrink axis mask"},
+    "GATHER": {1: "axis", 2: "indices"}, "BATCH_TO_SPACE_ND": {1: "block size"},
+    "SPACE_TO_BATCH_ND": {1: "block size", 2: "paddings"},
+    "EMBEDDING_LOOKUP": {0: "lookups", 1: "values"},
+    "HASHTABLE_LOOKUP": {0: "lookups", 1: "keys", 2: "values"},
+    "RNN": {1: "weights", 2: "recurrent weights", 3: "bias", 4: "hidden state in"},
+    "SVDF": {1: "weights feature", 2: "weights time", 3: "bias", 4: "state in"},
+    "LSTM": _LSTM_TENSORS,
+}
 
 
 def _layout(op_type: str, types: Sequence[OperandType]) -> Layout:
@@ -102,6 +132,16 @@ def describe(op_type: str, types: Sequence[OperandType],
         named.append((positions[0], f"{label} {text}"))
         used.update(positions)
     return named, [p for p in values if p not in used]
+
+
+def input_name(op_type: str, types: Sequence[OperandType], position: int) -> str:
+    """The name ``NeuralNetworks.h`` gives input ``position`` of ``op_type`` (``filter``,
+    ``bias``, ``stride``...), else ``input<position>``, as the header calls the rest."""
+    name = _TENSOR_INPUTS.get(op_type, {}).get(position)
+    if name is None:
+        name = next((label for label, positions in _layout(op_type, types)
+                     if positions == (position,)), None)
+    return name or f"input{position}"
 
 
 def _plain(value) -> str:

@@ -1,7 +1,8 @@
 """GraphDump: a model or a compiled plan as Graphviz dot (AOSP ``GraphDump.cpp``, as a picture).
 
 The graph reads top to bottom. Operations are rounded boxes whose labels carry their scalar
-and small constant inputs (``in3=1``); each operation's weights are one grey node beside it;
+and small constant inputs, named as NNAPI names them (``stride 2x2``, ``bias [0,0]``, else
+``input1 [..]``); each operation's weights are rows at its foot (``filter #1 [24,5,5,3]``);
 model inputs (``invhouse``, blue), outputs (``house``, green) and temporaries (ellipses) are
 tensor nodes labelled with index, type, dimensions and quantization. For a compilation, each
 plan step is a cluster ``step <n>: <device>`` holding its operations and internal tensors,

@@ -36,7 +36,7 @@
   }
 
   var RESULT_HEAD = ["device", "status", "compile ms", "median", "p90", "p99", "mean", "std",
-                     "n", "reference", "max |err|", "MSE", "in tolerance", "ops on device"];
+                     "n", "reference", "max |err|", "rel err", "accurate", "ops on device"];
 
   function opsText(r) {
     return r.ops_total === null || r.ops_total === undefined ? "n/a" :
@@ -44,17 +44,25 @@
         " (" + (100 * r.ops_share).toFixed(0) + "%)");
   }
 
+  /* The model-level verdict, as the CLI prints it: "yes (≤ 0.0001)" (MLTS: the error relative
+   * to the output range, held to its output type's threshold). */
+  function verdict(r) {
+    var word = r.within_tolerance === true ? "yes" : r.within_tolerance === false ? "NO" : "n/a";
+    if (word === "n/a" || r.threshold === null || r.threshold === undefined) { return word; }
+    return word + " (" + (word === "yes" ? "≤ " : "> ") + Number(r.threshold.toPrecision(2)) + ")";
+  }
+
   /* A measured row: every figure in its column. */
   function measuredRow(r) {
     var status = el("td", {}, [badge(r.status)]);
-    var tol = r.within_tolerance === true ? "yes" : r.within_tolerance === false ? "NO" : "n/a";
     var row = el("tr", {"data-status": r.status}, [
       cell(r.device), status, cell(ms(r.compile_ms)),
       cell(ms(r.latency.median)), cell(ms(r.latency.p90)), cell(ms(r.latency.p99)),
       cell(ms(r.latency.mean)), cell(ms(r.latency.std)), cell(String(r.samples)),
-      cell(r.reference || "n/a"), cell(sci(r.max_abs_error)), cell(sci(r.mse)),
-      cell(tol, r.within_tolerance === false ? "bad" : ""), cell(opsText(r))]);
+      cell(r.reference || "n/a"), cell(sci(r.max_abs_error)), cell(sci(r.relative_error)),
+      cell(verdict(r), r.within_tolerance === false ? "bad" : ""), cell(opsText(r))]);
     if (r.error) { status.setAttribute("title", r.error); }
+    if (r.mse !== null && r.mse !== undefined) { row.children[10].setAttribute("title", "MSE " + sci(r.mse)); }
     return row;
   }
 
@@ -82,8 +90,10 @@
       body]);
     var box = document.getElementById("results-box");
     box.appendChild(el("p", {"class": "sub"}, ["Per model, each device: latency in ms per " +
-      "execution; accuracy against the reference outputs; the device's share of the model's " +
-      "operations. Hover a cut reason for all of it."]));
+      "execution; accuracy of the whole model against the reference outputs (rel err: the " +
+      "largest error relative to the reference output's range, held to its output type's " +
+      "threshold, as MLTS judges a model); the device's share of the model's operations. " +
+      "Hover a cut reason for all of it."]));
     box.appendChild(el("div", {"class": "table-wrap"}, [table]));
   }
 

@@ -88,7 +88,9 @@
       out.axisLabelsStart = hook.axisLabels;
       out.axisOverlapsStart = hook.axisOverlaps;
       out.rangeBefore = hook.visibleRange();
+      out.rangeTextStart = document.getElementById("timeline-range").textContent;
       out.rangeAfter = hook.zoom(0.25);
+      out.rangeText = document.getElementById("timeline-range").textContent;
       out.spansDrawnZoomed = hook.spansDrawn;
       out.frameMsZoomed = frameTime(hook);
       out.children = hook.select(hook.firstSpan(0, 0));

@@ -82,6 +82,15 @@
     return us.toFixed(a >= 100 ? 0 : 2) + " µs";
   }
 
+  /* The visible range in one unit, chosen from its length: "-0.036 s – 3.644 s (3.680 s shown)". */
+  function rangeText(t0, t1) {
+    var length = t1 - t0;
+    var unit = length >= 1e5 ? [1e6, " s"] : length >= 100 ? [1e3, " ms"] : [1, " µs"];
+    var digits = Math.min(3, Math.max(0, 3 - Math.floor(Math.log10(length / unit[0]))));
+    function text(t) { return (t / unit[0]).toFixed(digits) + unit[1]; }
+    return text(t0) + " – " + text(t1) + " (" + text(length) + " shown)";
+  }
+
   /* One unit for every tick, chosen from the step: "0 s  0.5 s  1.0 s", never "0.00 µs". */
   function axisLabel(t, step) {
     var unit = step >= 1e5 ? [1e6, " s"] : step >= 100 ? [1e3, " ms"] : [1, " µs"];
@@ -182,8 +191,7 @@
       ctx.lineWidth = 1;
     }
     state.frames++;
-    document.getElementById("timeline-range").textContent =
-      fmtTime(view0) + " – " + fmtTime(view1) + " (" + fmtTime(view1 - view0) + " shown)";
+    document.getElementById("timeline-range").textContent = rangeText(view0, view1);
   }
 
   var pending = false;

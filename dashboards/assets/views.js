@@ -35,9 +35,7 @@
   function renderProfile() {
     var box = document.getElementById("profile-box"), p = views.profile;
     if (!p.operations) {
-      box.appendChild(el("p", {"class": "note"}, [
-        "No per-operation spans in this trace (CPU-layer kernel spans such as " +
-        "[NN_LC_PTR]conv2dFloat32 come from the reference CPU executor)."]));
+      box.appendChild(el("p", {"class": "note", "id": "profile-note"}, [views.profile_note]));
       return;
     }
     box.appendChild(el("p", {"class": "sub"}, [p.operations + " operation executions, " +

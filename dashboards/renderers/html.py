@@ -104,7 +104,8 @@ def sections(views: dict) -> str:
 def views_json(views: dict) -> str:
     """The profile, latency and graph facts (the SVG itself is in the page body)."""
     graph = {key: value for key, value in views["graph"].items() if key != "svg"}
-    data = dict(profile=views["profile"], latency=views["latency"], graph=graph)
+    data = dict(profile=views["profile"], profile_note=views.get("profile_note", ""),
+                latency=views["latency"], graph=graph)
     return script_json(json.dumps(data, separators=(",", ":"), allow_nan=False))
 
 

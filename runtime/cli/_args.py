@@ -3,6 +3,8 @@
 Example:
     >>> count("3"), positive_float("0.5")
     (3, 0.5)
+    >>> description("``nnscope run``: build a model.")
+    'Build a model.'
 """
 from __future__ import annotations
 
@@ -39,3 +41,13 @@ def positive_float(text: str) -> float:
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def description(doc: str) -> str:
+    """A subcommand's ``--help`` description: its module docstring's first paragraph, as plain
+    text (``"``nnscope run``: build..."`` -> ``"Build..."``)."""
+    text = " ".join(doc.split("\n\n")[0].split())
+    if text.startswith("``") and "``: " in text:
+        text = text.split("``: ", 1)[1]
+    text = text.replace("``", "")
+    return text[:1].upper() + text[1:]

@@ -27,7 +27,7 @@ import tempfile
 
 import tracing
 from runtime.cli import _otlp
-from runtime.cli._args import count, positive_float, positive_int
+from runtime.cli._args import count, description, positive_float, positive_int
 from runtime import builtin_models, manager
 from runtime.api import NnError
 from runtime.cli import _bench_progress as progress
@@ -41,7 +41,7 @@ from tracing import Phase
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("bench", help="benchmark models per device (latency, accuracy, "
-                                   "stress)", description=__doc__.split("\n\n")[0])
+                                   "stress)", description=description(__doc__))
     parser.add_argument("models", nargs="*", metavar="MODEL",
                         help="a built-in model name or a .tflite file (default: every built-in)")
     parser.add_argument("--device", action="append", metavar="NAME",

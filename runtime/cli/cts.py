@@ -17,6 +17,7 @@ import collections
 import json
 from pathlib import Path
 
+from runtime.cli._args import description
 from runtime.cli._backend import compute_arrays
 from runtime.compilation import Compilation
 from runtime.manager import get_device
@@ -37,7 +38,7 @@ def missing_vectors_message(root: Path) -> str:
 
 def add_parser(subparsers):
     parser = subparsers.add_parser("cts", help="run NNAPI CTS vectors through the runtime API",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=description(__doc__))
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="vector files or directories (default: the vectors shipped with nnscope)")
     parser.add_argument("--device", metavar="NAME", help="compile for this device only")

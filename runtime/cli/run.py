@@ -35,7 +35,7 @@ import tracing
 from runtime import builtin_models, graphdump
 from runtime.burst import Burst
 from runtime.cli import _otlp
-from runtime.cli._args import count
+from runtime.cli._args import count, description
 from runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from runtime.compilation import Compilation
 from runtime.extension_models import EXAMPLES
@@ -53,7 +53,7 @@ PREFERENCES = {"fast": Preference.FAST_SINGLE_ANSWER, "sustained": Preference.SU
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("run", help="execute a model under a trace and print its timing",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=description(__doc__))
     parser.add_argument("model", nargs="?", metavar="MODEL",
                         help="a .tflite file (default: built-in MobileNet-style float model)")
     parser.add_argument("--example", choices=sorted(EXAMPLES),
@@ -236,8 +236,16 @@ def _export(session: tracing.TraceSession, args) -> list[str]:
     return written
 
 
+def _check_files(args) -> None:
+    """A MODEL or ``--inputs`` file that does not exist fails before any driver starts."""
+    for path, what in ((args.model, "model file"), (args.inputs, "inputs file")):
+        if path is not None and not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such {what}")
+
+
 def main(args) -> int:
     """Run the command; NnError propagates to ``runtime.__main__``."""
+    _check_files(args)
     if args.svg and graphdump.dot_program() is None:
         raise FileNotFoundError(graphdump.MISSING_DOT)  # before the run, not after it
     session = tracing.TraceSession()

@@ -26,7 +26,7 @@ from tests.dashboards.pages import dom_tables, golden_tables
 from tests.dashboards.test_browser import chromium
 from tests.dashboards.test_browser_views import expected_lanes
 from tests.support.paths import REPO
-from tests.support.programs import cpu_kernel_drivers_env, needs_chromium
+from tests.support.programs import cpu_kernel_drivers_env, needs_chromium, needs_litert
 
 pytestmark = needs_chromium
 WIDTH = "--window-size=1400,900"
@@ -106,6 +106,11 @@ def test_the_timeline_axis_speaks_one_unit_on_round_steps(tmp_path, run_pages, k
         unit = labels[-1][labels[-1].index(" "):]
         assert unit in (" s", " ms", " µs"), labels
         assert_round_steps(labels, unit)
+    for readout in (data["rangeTextStart"], data["rangeText"]):  # "-0.036 s – 3.644 s (3.680 s shown)"
+        found = re.fullmatch(r"(-?[\d.]+) (s|ms|µs) – ([\d.]+) (s|ms|µs) \(([\d.]+) (s|ms|µs) shown\)", readout)
+        assert found and len({found.group(2), found.group(4), found.group(6)}) == 1, readout
+        start, end, length = (float(found.group(i)) for i in (1, 3, 5))
+        assert end - start == pytest.approx(length, rel=0.01) and length > 0, readout
 
 
 @pytest.mark.parametrize("kind", ["report", "bench"])
@@ -137,4 +142,30 @@ def test_unsupported_combinations_take_one_line(tmp_path, bench_page):
     assert len(heights["unsupported"]) == len(unsupported) >= 1
     assert max(heights["unsupported"]) <= max(heights["ok"]) + 1
     assert 'title="BAD_DATA: no device can do operation 0 (ADD); devices: sample-quant"' in dom
+    head = re.search(r'<table class="mini bench-results"><thead><tr>(.*?)</tr>', dom).group(1)
+    assert re.findall(r"<th>([^<]*)</th>", head)[10:13] == ["max |err|", "rel err", "accurate"]
+    verdicts = re.findall(r"<td>(yes|NO)( \([^<]*\))?</td>", dom)
+    assert verdicts and all(v == ("yes", " (≤ 0.0001)") for v in verdicts), verdicts  # float32: MLTS 1e-4
     assert len(report["stress"]) == 3 and "HANG" in heights  # the long stress details fit too
+
+
+@needs_litert
+def test_a_run_on_the_default_devices_says_why_its_profile_is_empty(tmp_path):
+    """Default devices: sample-litert takes the model whole as one LiteRT step, which has no
+    kernel spans; the page says so, and how to get a per-operation profile."""
+    nnscope = Path(sys.executable).with_name("nnscope")
+    nnscope = nnscope if nnscope.exists() else Path(shutil.which("nnscope") or "nnscope")
+    page = tmp_path / "run.html"
+    env = {k: v for k, v in os.environ.items() if k != "NNSCOPE_DRIVERS"}
+    done = subprocess.run([str(nnscope), "run", "--executions", "1", "--warmup", "0",
+                           "--systrace", str(page), "--no-summary"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "plan: step 0: sample-litert (31 ops)" in done.stdout  # one step: the whole model
+    data, dom = selftest(tmp_path, page)
+    note = re.search(r'<p class="note" id="profile-note">([^<]*)</p>', dom)
+    assert note, dom[-2000:]
+    text = html.unescape(note.group(1))
+    assert "its plan ran the model's 31 operations as one step on sample-litert" in text, text
+    assert "nnscope run [MODEL] --device sample-all" in text and "--device nnapi-reference" in text
+    assert data["overflow"]["cards"] == [], data["overflow"]

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from dashboards.__main__ import main
+from dashboards.bench import SCHEMA
 from tests.support.paths import REPO, SYSTRACE_FIXTURES
 
 SYNTHETIC = SYSTRACE_FIXTURES / "synthetic" / "cpu.html"
@@ -65,3 +66,29 @@ def test_module_entry_point_has_no_traceback(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == ""
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("graph, reason", [
+    (None, "no such file"),
+    (b"hello, not a graph\n", "not a Graphviz digraph (write one with `nnscope run --dot plan.dot`)"),
+    (b"\xff\xfe\x00binary", "cannot read"),
+], ids=["missing", "not-dot", "binary"])
+def test_a_graph_that_is_not_a_dot_file_is_one_line_and_exit_2(tmp_path, capsys, graph, reason):
+    path = tmp_path / "plan.dot"
+    if graph is not None:
+        path.write_bytes(graph)
+    assert main([str(SYNTHETIC), "--graph", str(path), "-o", str(tmp_path / "out.html")]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"nnscope-dashboard: error: --graph {path}: {reason}")
+    assert captured.out == "" and not (tmp_path / "out.html").exists()
+
+
+def test_a_bench_report_takes_no_graph(tmp_path, capsys):
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"schema": SCHEMA, "version": 1, "results": [], "stress": []}))
+    graph = tmp_path / "plan.dot"
+    graph.write_text("digraph g { a -> b }\n")
+    assert main([str(bench), "--graph", str(graph), "-o", str(tmp_path / "out.html")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "--graph: a bench report has no partition graph" in lines[0], lines

@@ -138,14 +138,12 @@ def test_a_hung_driver_returns_control_by_the_deadline():
         timeout_ns = 1_000_000_000
         execution.set_timeout(timeout_ns)
         os.kill(device.pid, signal.SIGSTOP)
-        start = time.monotonic_ns()
         with pytest.raises(NnError) as error:
             execution.compute()
-        elapsed = time.monotonic_ns() - start
+        # ended by the deadline, not by the device's 60 s timeout: that one gives DEAD_OBJECT
+        # and kills the driver
         assert error.value.code in MISSED
-        # bound by the deadline, not by the device's 60 s timeout (wide margin: a busy machine
-        # may wake the caller late)
-        assert elapsed < 3 * timeout_ns < device.timeout_s * 1e9, elapsed / 1e6
+        assert device.process.alive()
     finally:
         os.kill(device.pid, signal.SIGCONT)
         device.shutdown()
@@ -169,7 +167,7 @@ def test_a_busy_driver_declines_transient_an_idle_one_persistent():
     needed = int(short_run.mean_ns)
     idle = short_run.execute(other, deadline_ns=time.monotonic_ns() + needed // 4)
     assert idle.status == ErrorStatus.MISSED_DEADLINE_PERSISTENT
-    long_run.mean_ns = 50 * needed  # the running execution is expected to last long
+    long_run.mean_ns = 1000 * needed  # the running execution is expected to last long
     runner = threading.Thread(target=long_run.execute, args=(request,))
     started, finish = threading.Event(), threading.Event()
     original = long_run.executor.forTest_step_hook
@@ -177,11 +175,13 @@ def test_a_busy_driver_declines_transient_an_idle_one_persistent():
     runner.start()
     try:
         assert started.wait(30)  # it runs, and waits after its first operation until finish
-        busy = short_run.execute(other, deadline_ns=time.monotonic_ns() + 3 * needed)
+        # feasible alone (a stall of 99x its run before the driver looks would be needed to
+        # make it so), impossible behind the running one
+        busy = short_run.execute(other, deadline_ns=time.monotonic_ns() + 100 * needed)
         assert busy.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
     finally:
         finish.set()
         runner.join()
         long_run.executor.forTest_step_hook = original
-    calm = short_run.execute(other, deadline_ns=time.monotonic_ns() + 100 * needed)
+    calm = short_run.execute(other, deadline_ns=time.monotonic_ns() + 60_000_000_000)
     assert calm.status == ErrorStatus.NONE

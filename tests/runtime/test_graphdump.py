@@ -144,10 +144,10 @@ def test_constants_are_never_nodes_and_scalars_sit_in_the_label(plan):
         label = " ".join(layout.texts(f"o{index}"))
         for position, operand in enumerate(op.inputs):
             if _constant_kind(graph, operand) == "scalar":
-                assert re.search(rf"\bin{position}=\S", label) or re.search(NAMED, label), \
+                assert re.search(rf"\binput{position} \S", label) or re.search(NAMED, label), \
                     (index, position, label)
                 if op.type in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.AVERAGE_POOL_2D, Op.ADD, Op.SOFTMAX):
-                    assert f"in{position}=" not in label, label  # named, not numbered
+                    assert f"input{position} " not in label, label  # named, not numbered
 
 
 def test_scalar_parameters_are_named_as_nnapi_names_them(plan):
@@ -157,7 +157,32 @@ def test_scalar_parameters_are_named_as_nnapi_names_them(plan):
     texts = layout.texts(f"o{first}")
     assert re.fullmatch(r"padding SAME  stride 2x2  fuse (RELU6|NONE)", texts[1]), texts
     assert all(re.fullmatch(rf"{NAMED}(  {NAMED})*", text) for text in texts[1:]
-               if not text.startswith("in")), texts
+               if not re.match(r"(filter|bias) #", text)), texts
+
+
+def test_weights_and_constant_tensors_are_named_as_nnapi_names_them(plan):
+    """Weight rows and small constant tensors read ``filter #1 [24,5,5,3]``, ``bias #2 [24]``,
+    ``paddings [[0,0],...]`` (NeuralNetworks.h's names), never a bare position like ``in1``."""
+    compilation, layout = plan
+    graph = compilation.plan.model.main
+    texts = layout.all_texts()
+    assert not [text for text in texts if re.search(r"\bin\d", text)]
+    named = {"filter": 0, "bias": 0, "weights": 0, "paddings": 0}
+    for index, op in enumerate(graph.operations):
+        label = layout.texts(f"o{index}")
+        if op.type in (Op.CONV_2D, Op.DEPTHWISE_CONV_2D):
+            assert any(t.startswith(f"filter #{op.inputs[1]} ") for t in label), label
+            assert re.search(r"(^|  )bias [#\[]", "\n".join(label), re.M), label  # a row, or inline
+            named["filter"] += 1
+            named["bias"] += 1
+        if op.type == Op.FULLY_CONNECTED and _constant_kind(graph, op.inputs[1]) == "weight":
+            assert any(t.startswith(f"weights #{op.inputs[1]} ") for t in label), label
+            named["weights"] += 1
+        if op.type == Op.PAD:
+            assert any(t.startswith("paddings [[") for t in label), label
+            named["paddings"] += 1
+    assert named["filter"] > 5 and named["bias"] > 5, named
+    assert named["paddings"] in (0, 11)  # the face detector pads channels 11 times
 
 
 def test_each_weight_appears_once_in_its_operation(plan):
@@ -167,7 +192,7 @@ def test_each_weight_appears_once_in_its_operation(plan):
     assert weights
     for index in weights:
         holders = [name for name in layout.nodes
-                   if any(re.match(rf"in\d+ #{index}\b", text) for text in layout.texts(name))]
+                   if any(re.match(rf"[a-z][a-z -]*\d* #{index}\b", text) for text in layout.texts(name))]
         first_reader = next(n for n, op in enumerate(graph.operations) if index in op.inputs)
         assert holders == [f"o{first_reader}"], (index, holders)
 
@@ -211,7 +236,7 @@ def test_model_dump_without_a_plan(tmp_path):
     assert path.read_text() == text and "cluster" not in text
     layout = Layout(text)
     assert layout.texts("o1")[0] == "#1 MUL" and layout.texts("d0") == ["#0 FLOAT32 [2,3]"]
-    assert "in1=[[0.5,0.5,0.5],[0.5,0.5,0.5]]  fuse NONE" in layout.texts("o0")  # small constant, scalar
+    assert "input1 [[0.5,0.5,0.5],[0.5,0.5,0.5]]  fuse NONE" in layout.texts("o0")  # small constant, scalar
     assert layout.nodes["d0"]["shape"] == "invhouse" and layout.nodes["d6"]["shape"] == "house"
     assert sorted(layout.nodes) == ["d0", "d1", "d4", "d5", "d6", "o0", "o1", "o2"]
 
@@ -219,11 +244,11 @@ def test_model_dump_without_a_plan(tmp_path):
 def test_model_dump_lists_conv_weights_and_a_shared_weight_once():
     weights = np.ones((2, 3, 3, 1), np.float32)
     layout = Layout(graphdump.to_dot(conv_model(weights, np.zeros(2, np.float32))))
-    assert layout.texts("o0")[-1] == "in1 #1 [2,3,3,1]"  # bias [2] is small: in the label
-    assert layout.texts("o0")[1:3] == ["in2=[0,0]  padding SAME  stride 1x1", "fuse NONE"]
+    assert layout.texts("o0")[-1] == "filter #1 [2,3,3,1]"  # bias [2] is small: in the label
+    assert layout.texts("o0")[1:3] == ["bias [0,0]  padding SAME  stride 1x1", "fuse NONE"]
     shared = _shared_weight_model()
     layout = Layout(graphdump.to_dot(shared))
-    assert "in1 #1 [4,4]" in layout.texts("o0") and layout.texts("o1") == ["#1 ADD", "in1=#1  fuse NONE"]
+    assert "input1 #1 [4,4]" in layout.texts("o0") and layout.texts("o1") == ["#1 ADD", "input1 #1  fuse NONE"]
     assert ("o0", "o1") in layout.edges  # the dashed edge from the weight's row to its other reader
 
 

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import MODEL_FIXTURES
 from tests.support.programs import cpu_kernel_drivers_env
 
@@ -42,6 +44,16 @@ def test_run_help_gives_the_counts_and_their_defaults():
     assert "--executions N timed executions, traced as the Benchmark phase (default: 10)" in text
     assert "--warmup N executions before the timed ones, traced as Warmup (default: 1)" in text
     assert "(default: fast)" in text
+    assert "Build, compile and execute a model under a trace; print its NNAPI timing." in text
+
+
+@pytest.mark.parametrize("command", ["run", "bench", "cts"])
+def test_help_describes_the_command_in_plain_text(command):
+    """The description is the docstring's first sentence without its reStructuredText marks."""
+    text = _nnscope(command, "--help").stdout
+    assert "``" not in text and f"nnscope {command}``" not in text
+    description = text.split("\n\n")[1]
+    assert description[:1].isupper(), description
 
 
 def test_a_long_plan_wraps_one_step_per_piece(tmp_path):

@@ -93,6 +93,14 @@ def test_bad_input_files_are_one_line_errors(tmp_path, capsys, kind, message):
     assert err == f"nnscope: error: {path}: {message}\n"
 
 
+@pytest.mark.parametrize("what", ["model", "inputs"])
+def test_a_missing_file_is_named_in_one_line_before_any_driver_starts(tmp_path, capsys, what):
+    missing = tmp_path / "gone"
+    argv = [str(missing)] if what == "model" else [str(FACE), "--inputs", str(missing)]
+    assert main(["run", *argv, *QUIET]) == 1
+    assert capsys.readouterr().err == f"nnscope: error: {missing}: no such {what} file\n"
+
+
 def test_not_an_array_file_is_one_line_error(tmp_path, capsys):
     path = tmp_path / "x.npz"
     path.write_text("not arrays")

@@ -1,9 +1,10 @@
 """A driver process that dies or hangs is reported promptly; no call waits forever.
 
-"Promptly" is checked against the bound in force in the same run, with a wide margin: a death
-is seen well within the device's timeout (so not by waiting for it), a hang within a small
-multiple of the timeout or deadline. Order comes from events and a hook on the client's sends,
-not from sleeping."""
+"Promptly" is checked by cause, never by a stopwatch: a death is seen on the connection (the
+DEAD_OBJECT does not say "no reply within", the message of a timeout), a hang ends by the
+timeout (the driver killed, after at least the timeout) or by the deadline (MISSED_DEADLINE,
+the driver left running). Order comes from events and a hook on the client's sends, not from
+sleeping."""
 import os
 import signal
 import threading
@@ -19,6 +20,10 @@ from tests.runtime.drivers._hal import add_model, make_request
 from tests.support.sent import SentHook
 
 
+#: How the client words a DEAD_OBJECT that came from its timeout (``RemoteDevice``).
+TIMED_OUT = "no reply within"
+
+
 def _prepared(device, shape=(4,)):
     model = add_model(shape)
     prepared = device.prepare_model(model)
@@ -31,11 +36,10 @@ def test_killed_driver_is_dead_object_promptly(fresh_device):
     prepared, request = _prepared(device)
     assert prepared.execute(request).status == ErrorStatus.NONE
     os.kill(device.pid, signal.SIGKILL)
-    start = time.monotonic()
     with pytest.raises(HalError) as error:
         prepared.execute(request)
     assert error.value.status == ErrorStatus.DEAD_OBJECT
-    assert time.monotonic() - start < device.timeout_s / 4  # seen at once, not by timing out
+    assert TIMED_OUT not in str(error.value), str(error.value)  # seen at once, not by timing out
     with pytest.raises(HalError) as again:  # a dead device stays dead
         device.capabilities()
     assert again.value.status == ErrorStatus.DEAD_OBJECT
@@ -52,18 +56,17 @@ def test_kill_during_a_stream_of_executions(fresh_device):
                 prepared.execute(request)
                 streaming.set()
         except HalError as error:
-            errors.append((error.status, time.monotonic()))
+            errors.append((error.status, str(error)))
         finally:
             done.set()
 
     worker = threading.Thread(target=run)
     worker.start()
     assert streaming.wait(60)  # one execution done, the next ones under way
-    killed_at = time.monotonic()
     os.kill(device.pid, signal.SIGKILL)
     assert done.wait(device.timeout_s)
     worker.join()
-    assert errors[0][0] == ErrorStatus.DEAD_OBJECT and errors[0][1] - killed_at < device.timeout_s / 4
+    assert errors[0][0] == ErrorStatus.DEAD_OBJECT and TIMED_OUT not in errors[0][1], errors
 
 
 def test_pending_async_execution_sees_dead_object(fresh_device, monkeypatch):
@@ -92,7 +95,8 @@ def test_hung_driver_times_out_as_dead_object(fresh_device):
         prepared.execute(request)
     elapsed = time.monotonic() - start
     assert error.value.status == ErrorStatus.DEAD_OBJECT
-    assert 0.8 * device.timeout_s < elapsed < 20 * device.timeout_s  # the timeout, not forever
+    assert f"{TIMED_OUT} 0.5s; driver killed" in str(error.value), str(error.value)  # by the timeout
+    assert elapsed >= device.timeout_s  # not before it (a lower bound: load only adds to it)
     assert not device.process.alive()  # the hung process was killed
 
 
@@ -101,10 +105,9 @@ def test_deadline_bounds_the_wait_on_a_hung_driver(fresh_device):
     prepared, request = _prepared(device)
     os.kill(device.pid, signal.SIGSTOP)
     try:
-        start = time.monotonic()
         result = prepared.execute(request, deadline_ns=time.monotonic_ns() + 200_000_000)
-        assert result.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
-        assert time.monotonic() - start < 50 * 0.2 < device.timeout_s  # the deadline, not the timeout
+        assert result.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT  # a timeout is DEAD_OBJECT
+        assert device.process.alive()  # the deadline ended the wait: the driver was not killed
     finally:
         os.kill(device.pid, signal.SIGCONT)
     assert prepared.execute(request).status == ErrorStatus.NONE  # reconnects once it answers
