@@ -355,7 +355,7 @@ class Execution:
         if result.status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
             return NnError(code, args.insufficient_message(result, self._out_operands, self._args,
                                                            self._operand_index))
-        detail = getattr(failed.prepared, "last_error", None) if failed is not None else None
+        detail = failed.prepared.last_error if failed is not None else None
         return NnError(code, f"{where}: {result.status.name}" + (f": {detail}" if detail else ""))
 
     # ------------------------------------------------------------------ results

@@ -1,6 +1,6 @@
 """Runtime side of bursts (AOSP ``ExecutionBurstController``): executions over two FMQs.
 
-:meth:`RemotePreparedModel.configure_execution_burst` creates two
+:meth:`RemotePreparedModel.configure_burst` creates two
 :class:`~runtime.drivers.ipc.fmq.FmqChannel` rings and hands their fds to the driver, which
 starts a listener thread (:mod:`runtime.drivers.ipc.burst_server`). :meth:`BurstController.execute`
 then has the interface of ``PreparedModel.execute``: it writes the request's datums into the
@@ -27,7 +27,7 @@ bursts carry only shared memory) and everything after the burst broke.
 
 Example::
 
-    burst = prepared.configure_execution_burst()
+    burst = prepared.configure_burst()
     result = burst.execute(request, measure_timing=True)
     burst.release()
 """

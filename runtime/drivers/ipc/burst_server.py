@@ -194,8 +194,7 @@ class BurstServer:
         """What repeats this validated request (its slots mapped) while its message repeats
         and tracing and ``cpuexe`` vlog stay off (see :meth:`_listen`): the prepared model's
         bound run after an untimed success, else None."""
-        bound_run = getattr(self.prepared, "bound_run", None)
-        return bound_run(request, result) if bound_run is not None else None
+        return self.prepared.bound_run(request, result)
 
     def _request_for(self, message: bytes) -> tuple[Request, bool]:
         """The HAL Request of a message (the previous one's object when the bytes repeat)."""

@@ -136,7 +136,7 @@ class FencedJob:
                 self.scheduler.exclusive(self.connection.client, priority):
             result = self.prepared.execute(self.decoded.request, self.decoded.measure, deadline)
         if result.status != _NONE:
-            return result.status, getattr(self.prepared, "last_error", None) or result.status.name
+            return result.status, self.prepared.last_error or result.status.name
         if self.decoded.measure:
             self._time(result.timing, fenced_ns, time.monotonic_ns())
         return _NONE, ""
