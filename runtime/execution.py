@@ -293,9 +293,11 @@ class Execution:
         request = self._start(call)
         _fenced.check_outputs_specified(self._out_operands, request.outputs, call, self._state.cancel)
         deadline = deadline_after(self._timeout_ns)
-        event = _fenced_remote.start(self, request, deps, duration_ns, deadline)  # a driver's executeFenced
-        return event or Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline),
-                                    fenced=True)
+        def in_process() -> None:
+            self._run_fenced(request, deps, duration_ns, deadline)
+        event = _fenced_remote.start(self._plan, request, deps, self._measure, duration_ns, deadline,
+                                     in_process, self._fenced_done)  # the device's executeFenced
+        return event or Event.start(in_process, fenced=True)
 
     def _fenced_done(self, result: ExecutionResult, fenced_timing) -> None:
         """Record the outcome of a fenced run on a driver and complete the computation."""

@@ -40,7 +40,7 @@ class PreparedModel(ABC):
         caller's) signalled, and return the launched run (its ``wait()`` gives ``(result,
         fenced timing)``, or None when the driver died first), or None: the default, as AOSP's
         CPU device, runs fenced work in-process (the runtime waits for the fences, then calls
-        :meth:`execute`). Also None when the device cannot take this launch."""
+        :meth:`execute`). Raises ``HalError`` when the driver refuses the launch or is gone."""
         return None
 
     def configure_burst(self, low_power: bool = False):

@@ -21,7 +21,7 @@ import struct
 
 import vlog
 from runtime.drivers.base import PreparedModel
-from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc import _trace, fenced_client
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.burst_client import BurstController
@@ -144,6 +144,14 @@ class RemotePreparedModel(PreparedModel):
         fresh._released = True  # its model id is now this object's
         vlog.log("manager", "VersionedInterfaces", "model prepared again on restarted driver %s "
                  "(model %d)", device.name, self.model_id)
+
+    def execute_fenced(self, request: Request, fences: list, measure_timing: bool = False,
+                       deadline_ns: int | None = None,
+                       timeout_after_fence_ns: int | None = None) -> fenced_client.FencedRun:
+        """executeFenced in the driver, which waits for ``fences`` itself (HalError when it
+        refuses the launch or is gone)."""
+        return fenced_client.launch(self, request, fences, measure_timing, deadline_ns,
+                                    timeout_after_fence_ns)
 
     def configure_burst(self, low_power: bool = False) -> BurstController:
         """IPreparedModel.configureExecutionBurst (HalError when the driver refuses)."""
