@@ -47,9 +47,6 @@ class Burst:
         self.compilation = compilation
         low_power = compilation.preference == Preference.LOW_POWER
         self._controllers = {step.index: _configure(step, low_power) for step in compilation.plan.steps}
-        plan = compilation.plan
-        #: The controller of a simple plan's only step (None: the plan runs step by step).
-        self.direct = self._controllers[plan.steps[0].index] if plan.simple else None
         self._busy = threading.Lock()
         self._freed = False
 

@@ -33,15 +33,6 @@ KNOWN_PROBES = frozenset({
     "runtime/manager.py: getattr(device, 'pid')",
 })
 KNOWN_REACHES = frozenset({
-    'runtime/_burst_run.py: execution._described',
-    'runtime/_burst_run.py: execution._error',
-    'runtime/_burst_run.py: execution._measure',
-    'runtime/_burst_run.py: execution._plan',
-    'runtime/_burst_run.py: execution._result',
-    'runtime/_burst_run.py: execution._run',
-    'runtime/_burst_run.py: execution._start',
-    'runtime/_burst_run.py: execution._state',
-    'runtime/_burst_run.py: execution._timeout_ns',
     'runtime/drivers/cache_tables.py: r._take',
     'runtime/drivers/ipc/_serve.py: self.service._running',
     'runtime/drivers/ipc/_serve.py: service._running',
