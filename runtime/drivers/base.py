@@ -24,6 +24,17 @@ class PreparedModel(ABC):
 
     #: Message of the last failed execution (a HAL result carries only a status); None if unknown.
     last_error: str | None = None
+    #: The model it was prepared from (None: not kept).
+    model: HalModel | None = None
+    #: Its rank among one client's models in a driver's scheduler (the driver service sets it).
+    priority: Priority = Priority.MEDIUM
+    #: Expected run time in nanoseconds (0: unknown); a driver queues a model above its limit.
+    mean_ns: float = 0
+
+    def decline_queued(self, deadline_ns: int, queued_ns: int = 0) -> ExecutionResult | None:
+        """Asked by a driver's scheduler before it queues a run with a deadline: the
+        MISSED_DEADLINE result to decline with, or None (the default) to run it."""
+        return None
 
     @abstractmethod
     def execute(self, request: Request, measure_timing: bool = False,
@@ -129,6 +140,8 @@ class Device(ABC):
 
         raise HalError(ErrorStatus.GENERAL_FAILURE, f"{self.name} does not cache compilations")
 
+    #: The driver's memory budget (``runtime.drivers.memory_budget.MemoryBudget``), None: unbounded.
+    memory = None
     #: Whether :meth:`allocate` gives device memory (an IBuffer); False for in-process devices.
     allocates_memory: bool = False
 
@@ -158,6 +171,10 @@ class Device(ABC):
 
     def ensure_live(self) -> None:
         """Return once the device serves (an in-process device: at once); HalError if it cannot."""
+
+    def launched(self) -> bool:
+        """Whether a backing process (remote devices) has been started; always True here."""
+        return True
 
     def launch(self, wait: bool = False) -> None:
         """Start any backing process (remote devices; a no-op here).

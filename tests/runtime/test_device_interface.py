@@ -25,12 +25,6 @@ _RECEIVER = re.compile(r"device|prepared", re.IGNORECASE)
 KNOWN_KIND_TESTS = frozenset({
 })
 KNOWN_PROBES = frozenset({
-    "runtime/drivers/ipc/buffers.py: getattr(prepared, 'model')",
-    "runtime/drivers/ipc/buffers.py: getattr(service.device, 'memory')",
-    "runtime/drivers/ipc/burst_messages.py: getattr(prepared, 'model')",
-    "runtime/drivers/ipc/execute_server.py: getattr(prepared, 'mean_ns')",
-    "runtime/drivers/ipc/execute_server.py: hasattr(prepared, 'decline_queued')",
-    "runtime/manager.py: getattr(device, 'pid')",
 })
 KNOWN_REACHES = frozenset({
     'runtime/drivers/cache_tables.py: r._take',

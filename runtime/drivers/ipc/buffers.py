@@ -170,7 +170,7 @@ def allocate(service, connection, message) -> bytes:
     if size > MAX_BUFFER_BYTES:
         raise _invalid(f"allocate: {size} bytes exceed the {MAX_BUFFER_BYTES}-byte limit")
     TRACKER.sweep(service.clients.let_go)
-    buffer = TRACKER.add(connection.client, operand, role_set, getattr(service.device, "memory", None))
+    buffer = TRACKER.add(connection.client, operand, role_set, service.device.memory)
     for prepared in {role[0] for role in role_set}:  # a model outlives its release while used
         service.clients.hold(prepared)
     if service._vlog:
@@ -188,7 +188,7 @@ def _read_roles(r: Reader, kind: str) -> list:
 
 def _model(client, model_id: int):
     prepared = client.models.get(model_id)
-    if prepared is None or getattr(prepared, "model", None) is None:
+    if prepared is None or prepared.model is None:
         raise CodecError(f"allocate: unknown prepared model {model_id}")
     return prepared
 

@@ -51,7 +51,7 @@ def configure(service, connection, message) -> bytes:
                        f"fds held (release some first)")
     channels: tuple = ()
     try:
-        channels = _attach(message.fds, max_request_bytes(getattr(prepared, "model", None), MAX_SLOTS))
+        channels = _attach(message.fds, max_request_bytes(prepared.model, MAX_SLOTS))
         burst = BurstServer(service, client, service.next_burst_id + 1, prepared, channels,
                             poll_us / 1e6)
     except BaseException:

@@ -48,9 +48,8 @@ from runtime.hal.validate import pool_buffer
 
 NNSCOPE_DRIVER_TIMEOUT_S = "NNSCOPE_DRIVER_TIMEOUT_S"
 """Seconds any single call waits for a driver before it is declared dead (default 60)."""
-#: Longest any single call waits for the driver (seconds): one that does not answer in time is
-#: killed, the call gives DEAD_OBJECT (the step then runs on the CPU when fallback is allowed)
-#: and the driver restarts on next use.
+#: Longest any single call waits for the driver (seconds): one that does not answer is killed, the
+#: call gives DEAD_OBJECT (the step then may run on the CPU); the driver restarts on next use.
 DEFAULT_TIMEOUT_S = _process.positive_seconds(os.environ.get(NNSCOPE_DRIVER_TIMEOUT_S), 60.0)
 #: Longest the driver process may take to start listening (seconds).
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
@@ -102,6 +101,9 @@ class RemoteDevice(Device):
     def pid(self) -> int | None:
         """The driver process id (None before start)."""
         return self.process.pid
+
+    def launched(self) -> bool:
+        return self.process.pid is not None
 
     # ------------------------------------------------------------------ IDevice
     def capabilities(self) -> Capabilities:
@@ -156,13 +158,11 @@ class RemoteDevice(Device):
         """IDevice::allocate: a ``buffer_client.RemoteBuffer`` (HalError with the driver's status)."""
         return buffer_client.allocate(self, dimensions, roles)
 
-    def outdated(self, generation: int) -> bool:
-        """Whether a model prepared on driver ``generation`` must recover (died or restarted)."""
+    def outdated(self, generation: int) -> bool:  # must a model of driver ``generation`` recover?
         return self._dead is not None or generation != self.generation
 
     def forget_pool(self, pool) -> None:
-        """Stop caching a shared request pool (e.g. a freed ``Memory``); the driver unmaps it
-        with the next execute."""
+        """Stop caching a shared request pool (a freed ``Memory``); the driver unmaps it next."""
         with self.lock:
             self.pools.forget(pool)
 

@@ -39,7 +39,7 @@ from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_
 from runtime.drivers.ipc.protocol import REPLY, MsgType
 from runtime.drivers.ipc.scheduler import Job, Scheduler
 from runtime.hal.device_types import ExecutionResult
-from runtime.hal.types import ErrorStatus, Priority
+from runtime.hal.types import ErrorStatus
 
 #: Expected run time (ns) up to which an execution runs on the serve loop when nothing is queued.
 INLINE_NS = 2_000_000
@@ -185,7 +185,7 @@ class ExecuteServer:
 
     # ------------------------------------------------------------------ scheduling
     def _queues(self, prepared) -> bool:
-        return self.scheduler.busy() or getattr(prepared, "mean_ns", 0) > INLINE_NS
+        return self.scheduler.busy() or prepared.mean_ns > INLINE_NS
 
     def _now_or_queued(self, connection, message, model_id: int, run, method: str, deadline_ns):
         prepared = connection.client.models.get(model_id)
@@ -201,8 +201,8 @@ class ExecuteServer:
                deadline_ns: int | None, context: bytes | None = None):
         """Park ``connection`` and queue ``run`` with ``prepared``'s priority (PARKED), or
         answer at once when the deadline cannot be met (its MISSED_DEADLINE payload)."""
-        priority = getattr(prepared, "priority", Priority.MEDIUM)
-        if deadline_ns is not None and hasattr(prepared, "decline_queued"):
+        priority = prepared.priority
+        if deadline_ns is not None:
             declined = prepared.decline_queued(deadline_ns, self.scheduler.backlog_ns(
                 connection.client, priority, time.monotonic_ns()))
             if declined is not None:
@@ -229,7 +229,7 @@ class ExecuteServer:
 
         connection.parked = True
         self.scheduler.submit(Job(connection.client, priority, traced_run, done, label,
-                                  getattr(prepared, "mean_ns", 0)))
+                                  prepared.mean_ns))
         return PARKED
 
 

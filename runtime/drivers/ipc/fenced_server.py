@@ -40,7 +40,7 @@ from runtime.drivers.ipc.protocol import REPLY, MsgType, pack_header
 from runtime.drivers.ipc.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
 from runtime.drivers.ipc.transport import PeerClosed, close_fds
 from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, Priority
+from runtime.hal.types import ErrorStatus
 from timing import UINT64_MAX, Timing
 
 LAUNCH = struct.Struct("<Iq")
@@ -131,7 +131,7 @@ class FencedJob:
         if self.duration_ns is not None:
             after = fenced_ns + self.duration_ns
             deadline = after if deadline is None else min(deadline, after)
-        priority = getattr(self.prepared, "priority", Priority.MEDIUM)
+        priority = self.prepared.priority
         with _trace.driver(Phase.EXECUTION, self.label), \
                 self.scheduler.exclusive(self.connection.client, priority):
             result = self.prepared.execute(self.decoded.request, self.decoded.measure, deadline)
