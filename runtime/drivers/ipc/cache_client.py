@@ -91,8 +91,8 @@ def prepare_args(w: Writer, counts: tuple[int, int], token: bytes | None) -> Non
 
 def read_prepare_args(r: Reader, fds: list):
     """Driver side: ``(model_cache_fds, data_cache_fds, token, the remaining fds)``."""
-    n_model, n_data = r._take(_COUNTS)
-    token = r._take(_TOKEN)[0] if n_model or n_data else b""
+    n_model, n_data = r.take(_COUNTS)
+    token = r.take(_TOKEN)[0] if n_model or n_data else b""
     return _split(n_model, n_data, token, fds)
 
 
@@ -137,7 +137,7 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
 def read_from_cache_args(r: Reader, fds: list):
     """Driver side of ``PREPARE_MODEL_FROM_CACHE``: ``(deadline or None, model fds, data fds,
     token, priority)``."""
-    deadline, n_model, n_data, priority = r._take(_FROM_CACHE)
+    deadline, n_model, n_data, priority = r.take(_FROM_CACHE)
     model_fds, data_fds, token, rest = _split(n_model, n_data, r.blob(), fds)
     r.end()
     if rest or not model_fds and not data_fds:

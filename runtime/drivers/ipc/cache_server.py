@@ -52,5 +52,5 @@ def save(service, prepared, model_fds: list, data_fds: list, token: bytes) -> No
 
 
 def _log(service, message: str, *args) -> None:
-    if service._vlog:
-        vlog.log("driver", service._label, message, *args)
+    if service.vlog_driver:
+        vlog.log("driver", service.label, message, *args)

@@ -70,7 +70,7 @@ class ExecuteServer:
     def __init__(self, service):
         self.service = service
         self.scheduler = Scheduler(service.exec_lock)
-        self.label = service._label
+        self.label = service.label
 
     # ------------------------------------------------------------------ executeSynchronously
     def sync(self, connection, message, start: int):
@@ -107,7 +107,7 @@ class ExecuteServer:
         request = memo.request
         if measure == KNOWS_SHAPES and deadline_ns is None and memo.shapes is not None \
                 and len(memo.out_views) == len(request.outputs) \
-                and not self.service._cpuexe_vlog and not _trace_enabled():  # outputs all inline
+                and not self.service.vlog_cpuexe and not _trace_enabled():  # outputs all inline
             results = prepared.compute_outputs(request, memo.shapes)
             if results is not None and len(results) == len(memo.out_views):
                 try:
@@ -155,7 +155,7 @@ class ExecuteServer:
         with _trace.hidl("IPreparedModel", "execute", "server"):
             with _trace.driver(Phase.EXECUTION, f"{self.label}::execute"):
                 decoded = None
-                launch = service._guarded(self._launch, connection, message)
+                launch = service.guarded(self._launch, connection, message)
                 if launch is _OK:
                     decoded = connection.launched
             mark_failure(launch)
@@ -171,7 +171,7 @@ class ExecuteServer:
                                    "asyncExecute", decoded.deadline_ns, message.context)
             return None if declined is PARKED else _notify(connection, message.request_id, declined)
         with _trace.driver(Phase.EXECUTION, f"{self.label}::asyncExecute"), service.exec_lock:
-            payload = service._guarded(run)
+            payload = service.guarded(run)
         _notify(connection, message.request_id, payload)
 
     def _launch(self, connection, message) -> bytes:
@@ -207,7 +207,7 @@ class ExecuteServer:
                 connection.client, priority, time.monotonic_ns()))
             if declined is not None:
                 return error_reply(declined.status, prepared.last_error or declined.status.name)
-        guarded, label = self.service._guarded, f"{self.label}::{method}"
+        guarded, label = self.service.guarded, f"{self.label}::{method}"
 
         def traced_run() -> bytes:  # a sync call's server side lasts until its reply: trace it here too
             with _trace.adopt(context), \

@@ -70,7 +70,7 @@ class FencedCallback:
             with _trace.hidl("IFencedExecutionCallback", "getExecutionInfo", "client"):
                 message = self.device.transact(MsgType.FENCED_INFO, _U32.pack(self.callback_id))
                 r = check_status(bytes(message.payload), "getExecutionInfo")
-                status, *values = r._take(_INFO_BODY)
+                status, *values = r.take(_INFO_BODY)
                 text = r.text()
                 r.end()
         try:

@@ -174,7 +174,7 @@ class FencedServer:
 
     def __init__(self, service):
         self.service = service
-        self.label = f"{service._label}::executeFenced"
+        self.label = f"{service.label}::executeFenced"
         self._jobs: dict = {}  # Connection -> OrderedDict[callback id, FencedJob]
         self._running: list = []  # jobs launched and not yet done
         self._next_id = 0
@@ -183,13 +183,13 @@ class FencedServer:
         """Launch one executeFenced and reply with its callback id and sync fence (or an error)."""
         with _trace.adopt(message.context), _trace.hidl("IPreparedModel", "executeFenced", "server"):
             with _trace.driver(Phase.EXECUTION, self.label):
-                launched = self.service._guarded(self._launch, connection, message, start)
+                launched = self.service.guarded(self._launch, connection, message, start)
             mark_failure(launched)
         if isinstance(launched, FencedJob):
             launched.context = message.context  # its worker's spans belong to the same call
             callback_id = self._keep(connection, launched)
-            if self.service._vlog:
-                vlog.log("driver", self.service._label, "executeFenced(%s): %d wait fences, callback %d",
+            if self.service.vlog_driver:
+                vlog.log("driver", self.service.label, "executeFenced(%s): %d wait fences, callback %d",
                          self.service.device.name, len(launched.waits), callback_id)
             launched.start()
             send_with_fds(connection, REPLY | MsgType.EXECUTE_FENCED, message.request_id,
@@ -200,7 +200,7 @@ class FencedServer:
 
     def _launch(self, connection, message, start: int) -> FencedJob:
         r = Reader(message.payload)
-        wait_count, duration = r._take(LAUNCH)
+        wait_count, duration = r.take(LAUNCH)
         fds = message.fds
         if wait_count > MAX_WAIT_FENCES:
             raise CodecError(f"{wait_count} wait_for fences; at most {MAX_WAIT_FENCES}")
