@@ -178,7 +178,7 @@ def test_no_access_to_another_modules_private_members():
     _check(_all_problems()[2], KNOWN_REACHES, "a method is missing")
 
 
-def test_the_checks_catch_what_they_forbid(tmp_path):
+def test_the_checks_catch_what_they_forbid():
     """Each check fails on a module written to break it."""
     bad = ast.parse(
         "from runtime.drivers.ipc import RemoteDevice\n"
