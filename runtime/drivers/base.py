@@ -39,11 +39,12 @@ class PreparedModel(ABC):
     @abstractmethod
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
-        """Run synchronously (executeSynchronously). A failed computation is the result's status
-        (also a missed deadline: MISSED_DEADLINE_TRANSIENT); an in-process model raises nothing.
-        Raises ``HalError`` when the call itself fails: DEAD_OBJECT for a driver process that is
-        gone or stopped answering, GENERAL_FAILURE for a reply that breaks the protocol,
-        INVALID_ARGUMENT for a request the transport refuses."""
+        """Run synchronously (executeSynchronously). A failed computation or a request the device
+        rejects is the result's status (a missed deadline: MISSED_DEADLINE_TRANSIENT), with the
+        message in :attr:`last_error` where the model keeps one. Raises ``HalError`` when the call
+        itself fails: DEAD_OBJECT for a driver process that is gone or stopped answering,
+        GENERAL_FAILURE for a reply that breaks the protocol, INVALID_ARGUMENT for a request the
+        transport refuses (the runtime's ``_fallback.execute`` turns these into statuses)."""
 
     def execute_fenced(self, request: Request, fences: list, measure_timing: bool = False,
                        deadline_ns: int | None = None, timeout_after_fence_ns: int | None = None):
