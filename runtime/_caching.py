@@ -31,19 +31,11 @@ from typing import Sequence
 import tracing
 import vlog
 from runtime.drivers.base import Device, PreparedModel
-from runtime.drivers.ipc import RemoteDevice, cache_client
 from runtime.hal.errors import HalError
 from runtime.hal.types import HalModel
 from tracing import Phase
 
 _FROM_CACHE_SPAN = "ExecutionPlan::prepareModelFromCache"
-
-
-def files_needed(device: Device) -> tuple[int, int]:
-    """``getNumberOfCacheFilesNeeded`` (asked once per driver process proxy)."""
-    if isinstance(device, RemoteDevice):
-        return cache_client.files_needed(device)
-    return device.number_of_cache_files_needed()
 
 
 def step_token(token: bytes | None, device: Device, preference: int, priority: int,
@@ -52,7 +44,7 @@ def step_token(token: bytes | None, device: Device, preference: int, priority: i
     if token is None:
         return None
     try:
-        if files_needed(device) == (0, 0):
+        if device.number_of_cache_files_needed() == (0, 0):
             return None
         name, version = device.name, device.version
     except HalError as error:  # a driver that cannot answer does not cache

@@ -41,19 +41,9 @@ def execute(prepared, request: Request, measure: bool, deadline_ns: int | None) 
     try:
         result = prepared.execute(request, measure, deadline_ns)
     except HalError as error:
-        return after_error(prepared, request, measure, deadline_ns, error)
-    return result if result.status == _NONE else after_status(prepared, request, measure, deadline_ns, result)
-
-
-def after_error(prepared, request: Request, measure: bool, deadline_ns: int | None,
-                error: HalError) -> ExecutionResult:
-    """What :func:`execute` returns when its first attempt raised ``error``."""
-    return _retried(prepared, request, measure, deadline_ns, _failed(error))
-
-
-def after_status(prepared, request: Request, measure: bool, deadline_ns: int | None,
-                 result: ExecutionResult) -> ExecutionResult:
-    """What :func:`execute` returns when its first attempt gave the failed ``result``."""
+        return _retried(prepared, request, measure, deadline_ns, _failed(error))
+    if result.status == _NONE:
+        return result
     _log_status(result.status)
     return _retried(prepared, request, measure, deadline_ns, result)
 

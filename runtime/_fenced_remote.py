@@ -1,13 +1,13 @@
-"""Internal: a fenced execution run by the driver's HAL ``executeFenced`` (AOSP's path).
+"""Internal: a fenced execution run by the device's own ``executeFenced`` (AOSP's path).
 
-When the plan is a single step on a driver process, ``startComputeWithDependencies`` hands the
-dependencies' sync fences to the driver, which waits for them itself; the caller gets an Event
-at once. A relay thread waits for the driver's sync fence, asks ``getExecutionInfo`` for the
-status and the launched/fenced timing, copies outputs out of the memfd copies of plain buffers,
-completes the execution and only then signals the Event's own fence (so a waiter also sees the
-outputs). Otherwise :func:`start` returns None and the in-process path runs it:
+When the plan is a single step, ``startComputeWithDependencies`` asks the step's prepared model
+to launch it (``PreparedModel.execute_fenced``) with the dependencies' sync fences: a driver
+process waits for them itself, and the caller gets an Event at once. A relay thread waits for
+the launched run (the driver's fence, then its status and launched/fenced timing, outputs
+copied back), completes the execution and only then signals the Event's own fence (so a waiter
+also sees the outputs). Otherwise :func:`start` returns None and the in-process path runs it:
 
-- a compound plan, or a step on an in-process device;
+- a compound plan, or a device that runs fenced work in-process (the CPU: the default);
 - a dependency without a sync fence (an Event of ``start_compute``);
 - a dependency still pending while an input is a plain buffer (its bytes would be read at the
   call, not after the fences, as the in-process path does; pass it in a shared ``Memory``);
@@ -19,62 +19,52 @@ runs the in-process path (which waits for the dependencies and falls back to the
 A failed dependency makes the driver report GENERAL_FAILURE, read as OP_FAILED; an expired
 ``duration_ns`` after the fences is MISSED_DEADLINE_TRANSIENT.
 
-It works with the Execution's internals: ``_plan``, ``_measure``, ``_out_operands``,
-``_fenced_done(result, fenced_timing)`` (record and complete) and ``_run_fenced`` (in-process).
+Example (what ``Execution.start_compute_with_dependencies`` does)::
 
-Example:
-    >>> event = start(execution, request, deps, duration_ns=0, deadline=None)  # doctest: +SKIP
+    event = start(plan, request, deps, measure, duration_ns, deadline, in_process, done)
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Sequence
 
 import vlog
 from runtime.api import NnError, from_hal_error
-from runtime.drivers.ipc import fenced_client
 from runtime.drivers.ipc.encoder import is_shared
-from runtime.drivers.ipc.prepared import RemotePreparedModel
-from runtime.drivers.ipc.syncfence import ACTIVE, is_eventfd, wait
+from runtime.drivers.ipc.syncfence import is_eventfd
 from runtime.drivers.ipc.transport import close_fds
 from runtime.event import Event
-from runtime.hal.device_types import ExecutionResult, OutputShape, Request
+from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError, result_code_from_status
 from runtime.hal.types import ErrorStatus
-from timing import FencedTiming
-
-#: Seconds between checks that the driver process is still alive while its fence is pending.
-LIVENESS_S = 0.25
-_DEAD = ErrorStatus.DEAD_OBJECT
 
 
-def start(execution, request: Request, dependencies: Sequence[Event], duration_ns: int,
-          deadline: int | None) -> Event | None:
-    """Launch on the driver and return the Event, or None for the in-process path."""
-    plan, measure = execution._plan, execution._measure
-    prepared = plan.steps[0].prepared if plan.simple else None
-    if not isinstance(prepared, RemotePreparedModel):
+def start(plan, request: Request, dependencies: Sequence[Event], measure: bool, duration_ns: int,
+          deadline: int | None, in_process: Callable[[], None],
+          done: Callable[[ExecutionResult, object], None]) -> Event | None:
+    """Launch on the device and return the Event, or None for the in-process path.
+    ``in_process()`` runs the execution in-process; ``done(result, fenced timing)`` records
+    the outcome of a launched run and completes the execution."""
+    if not plan.simple:
         return None
+    step = plan.steps[0]
     if dependencies and not all(is_shared(request.pools[arg.pool_index])
                                 for arg in request.inputs if not arg.has_no_value):
         return None
     fences = _fences(dependencies)
     if fences is None:
         return None
-    shared, copies = fenced_client.shared_request(request)
     try:
-        fence, callback = fenced_client.execute_fenced(prepared, shared, fences, measure, deadline,
-                                                       timeout_after_fence_ns=duration_ns or None)
+        run = step.prepared.execute_fenced(request, fences, measure, deadline, duration_ns or None)
     except HalError as error:
         vlog.log("execution", "ExecutionBuilder", "executeFenced on %s: %s; running it in-process",
-                 prepared.device.name, error)
-        fenced_client.close_copies(copies)
+                 step.device.name, error)
         return None
     finally:
         close_fds(fences)
-    relay = _Relay(execution, prepared.device, request, copies, lambda: execution._run_fenced(
-        request, dependencies, duration_ns, deadline))
-    return Event.start(lambda: relay.run(fence, callback), name="nn-fenced-relay", fenced=True)
+    if run is None:
+        return None
+    return Event.start(lambda: _relay(run, step.device.name, in_process, done),
+                       name="nn-fenced-relay", fenced=True)
 
 
 def _fences(dependencies) -> list | None:
@@ -90,69 +80,22 @@ def _fences(dependencies) -> list | None:
     return fds
 
 
-def _shapes(request: Request, out_operands) -> tuple:
-    """The output shapes (fully specified for a fenced run: see ``check_outputs_specified``)."""
-    return tuple(OutputShape(tuple(arg.dimensions or operand.dimensions))
-                 for arg, operand in zip(request.outputs, out_operands))
-
-
-class _Relay:
-    """Completes one driver-run fenced execution in the runtime (on the Event's thread)."""
-
-    def __init__(self, execution, device, request: Request, copies: list, in_process: Callable[[], None]):
-        self.execution, self.device, self.request = execution, device, request
-        self.copies, self.in_process = copies, in_process
-
-    def run(self, fence: int, callback) -> None:
-        """Wait for the driver's fence, read the outcome, copy outputs, complete."""
-        try:
-            info = self._outcome(fence, callback)
-        except BaseException:
-            self._complete(ExecutionResult(ErrorStatus.GENERAL_FAILURE), None)
-            raise
-        finally:
-            os.close(fence)
-        if info is None:  # the driver died: run it in-process (CPU fallback included)
-            fenced_client.close_copies(self.copies)
-            vlog.log("execution", "ExecutionBuilder", "executeFenced: driver %s died; running it in-process",
-                     self.device.name)
-            return self.in_process()
-        if info.status != ErrorStatus.NONE:
-            self._complete(ExecutionResult(info.status), None)
-            raise NnError(result_code_from_status(info.status), f"executeFenced on {self.device.name}: "
-                          f"{info.status.name}: {info.message}")
-        try:
-            fenced_client.copy_back(self.request, self.copies)
-        except BaseException:
-            self._complete(ExecutionResult(ErrorStatus.GENERAL_FAILURE), None)
-            raise
-        measure = self.execution._measure
-        launched = fenced_client.timing_or_none(info.launched) if measure else None
-        shapes = _shapes(self.request, self.execution._out_operands)
-        self._complete(ExecutionResult(ErrorStatus.NONE, shapes, launched),
-                       FencedTiming(info.launched, info.fenced) if measure else None)
-
-    def _outcome(self, fence: int, callback):
-        """getExecutionInfo once the fence signalled; None when the driver died first."""
-        if _wait_for_driver(self.device, fence) == _DEAD:
-            return None
-        try:
-            return callback.get_execution_info()
-        except HalError as error:
-            if error.status == _DEAD:
-                return None
-            raise from_hal_error(error, f"executeFenced on {self.device.name}") from None
-
-    def _complete(self, result: ExecutionResult, timing) -> None:
-        fenced_client.close_copies(self.copies)
-        self.execution._fenced_done(result, timing)
-
-
-def _wait_for_driver(device, fence: int):
-    """The fence's state once it signalled; DEAD_OBJECT if the driver process died first."""
-    while True:
-        state = wait(fence, LIVENESS_S)
-        if state != ACTIVE:
-            return state
-        if not device.process.alive():
-            return _DEAD
+def _relay(run, device_name: str, in_process: Callable[[], None], done) -> None:
+    """Complete one launched run on the Event's thread: wait, record, raise a failure."""
+    try:
+        outcome = run.wait()
+    except HalError as error:
+        done(ExecutionResult(ErrorStatus.GENERAL_FAILURE), None)
+        raise from_hal_error(error, f"executeFenced on {device_name}") from None
+    except BaseException:
+        done(ExecutionResult(ErrorStatus.GENERAL_FAILURE), None)
+        raise
+    if outcome is None:  # the driver died: run it in-process (CPU fallback included)
+        vlog.log("execution", "ExecutionBuilder", "executeFenced: driver %s died; running it in-process",
+                 device_name)
+        return in_process()
+    result, fenced_timing, message = outcome
+    done(result, fenced_timing)
+    if result.status != ErrorStatus.NONE:
+        raise NnError(result_code_from_status(result.status), f"executeFenced on {device_name}: "
+                      f"{result.status.name}: {message}")

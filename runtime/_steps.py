@@ -46,7 +46,7 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: 
         result = _fallback.execute(prepared, request, measure, deadline_ns)
         if result.status == _NONE:
             return result, None
-        return after_failure(plan, request, measure, deadline_ns, result)
+        return _after_failure(plan, request, measure, deadline_ns, result)
     result, failed = _run_compound(plan, request, deadline_ns, prepared_of or _own_prepared)
     if failed is not None and _fallback.allowed(plan, failed, result):
         result = _fallback.full(plan, request, measure, deadline_ns) or result
@@ -54,7 +54,7 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: 
     return result, failed
 
 
-def after_failure(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: int | None,
+def _after_failure(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: int | None,
                   result: ExecutionResult) -> tuple[ExecutionResult, ExecutionStep | None]:
     """A simple plan whose step gave the failed ``result``: the step redone on the CPU when
     allowed; the final result and the failing step (None once the retry succeeded)."""

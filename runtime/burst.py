@@ -47,9 +47,6 @@ class Burst:
         self.compilation = compilation
         low_power = compilation.preference == Preference.LOW_POWER
         self._controllers = {step.index: _configure(step, low_power) for step in compilation.plan.steps}
-        plan = compilation.plan
-        #: The controller of a simple plan's only step (None: the plan runs step by step).
-        self.direct = self._controllers[plan.steps[0].index] if plan.simple else None
         self._busy = threading.Lock()
         self._freed = False
 
@@ -101,17 +98,14 @@ class Burst:
 
 
 def _configure(step, low_power: bool):
-    configure = getattr(step.prepared, "configure_execution_burst", None)
-    if configure is None:
-        return None
-    launch = getattr(step.device, "launch", None)
-    if launch is not None:
-        launch()  # a running driver joins a trace session started since
+    step.device.launch()  # a running driver joins a trace session started since
     try:
-        controller = configure(low_power)
+        controller = step.prepared.configure_burst(low_power)
     except HalError as error:
         vlog.log("execution", _LABEL, "step %d on %s: no burst (%s); it runs without one",
                  step.index, step.device.name, error)
+        return None
+    if controller is None:
         return None
     vlog.log("execution", _LABEL, "step %d on %s: burst %d", step.index, step.device.name,
              controller.burst_id)

@@ -18,6 +18,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import mmap
 from typing import Sequence
 
@@ -25,7 +26,7 @@ import tracing
 import vlog
 from runtime import _checks as checks
 from runtime import _execargs as args
-from runtime import _burst_run, _fenced, _fenced_remote
+from runtime import _fenced, _fenced_remote
 from runtime import _steps
 from runtime import memory_desc
 from runtime._lifecycle import ExecutionState
@@ -261,11 +262,16 @@ class Execution:
         finally:
             append(now())
 
+    @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_burstCompute")
     def burst_compute(self, burst: Burst) -> None:
-        """Run synchronously through ``burst`` (ANeuralNetworksExecution_burstCompute). Raises
+        """As :meth:`compute`, each step run by its controller in ``burst`` (burstCompute). Raises
         NnError as :meth:`compute`; UNEXPECTED_NULL for None, BAD_DATA for something that is not
         a Burst or a burst of another compilation, BAD_STATE for a freed or busy burst."""
-        _burst_run.compute(self, burst)  # in the span [NN_LR_PE]ANeuralNetworksExecution_burstCompute
+        Burst.enter(burst, self, "burstCompute")
+        try:
+            self._run(self._start("burstCompute"), prepared_of=burst.prepared_for)
+        finally:
+            burst.end()
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_startCompute")
     def start_compute(self) -> Event:
@@ -284,8 +290,7 @@ class Execution:
         as start_compute; UNEXPECTED_NULL/BAD_DATA for bad events; OP_FAILED for one already failed;
         BAD_DATA for an unspecified output shape (NeuralNetworks.h) and for a duration unless on one
         device. ``wait()`` raises OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when
-        time runs out. A single step
-        on a driver runs through its HAL executeFenced (see runtime._fenced_remote)."""
+        time runs out. A single step runs through its device's executeFenced (runtime._fenced_remote)."""
         call = "startComputeWithDependencies"
         deps = _fenced.dependencies(events, call, Event)
         if checks.duration(duration_ns, call):
@@ -293,12 +298,12 @@ class Execution:
         request = self._start(call)
         _fenced.check_outputs_specified(self._out_operands, request.outputs, call, self._state.cancel)
         deadline = deadline_after(self._timeout_ns)
-        event = _fenced_remote.start(self, request, deps, duration_ns, deadline)  # a driver's executeFenced
-        return event or Event.start(lambda: self._run_fenced(request, deps, duration_ns, deadline),
-                                    fenced=True)
+        in_process = functools.partial(self._run_fenced, request, deps, duration_ns, deadline)
+        event = _fenced_remote.start(self._plan, request, deps, self._measure, duration_ns, deadline,
+                                     in_process, self._fenced_done)  # the device's executeFenced
+        return event or Event.start(in_process, fenced=True)
 
-    def _fenced_done(self, result: ExecutionResult, fenced_timing) -> None:
-        """Record the outcome of a fenced run on a driver and complete the computation."""
+    def _fenced_done(self, result: ExecutionResult, fenced_timing) -> None:  # a launched fenced run's end
         self._result, self._fenced_timing = result, fenced_timing
         self._state.complete()
 
@@ -355,7 +360,7 @@ class Execution:
         if result.status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
             return NnError(code, args.insufficient_message(result, self._out_operands, self._args,
                                                            self._operand_index))
-        detail = getattr(failed.prepared, "last_error", None) if failed is not None else None
+        detail = failed.prepared.last_error if failed is not None else None
         return NnError(code, f"{where}: {result.status.name}" + (f": {detail}" if detail else ""))
 
     # ------------------------------------------------------------------ results

@@ -113,7 +113,7 @@ def _log_devices(found: Sequence[Device]) -> None:
     if vlog.is_on("manager"):
         vlog.log("manager", "Manager", "found %d device(s)", len(found))
         for device in found:
-            if getattr(device, "pid", 0) is None:
+            if not device.launched():
                 vlog.log("manager", "Manager", "device %s: driver process (starts on first use)",
                          device.name)
                 continue
@@ -167,7 +167,7 @@ def start_devices(selected: Sequence[Device]) -> None:
     fail its first call (it then takes no work). Traced as Initialization. Drivers already
     running join the current trace session if they are not in it.
     """
-    pending = [d for d in selected if getattr(d, "pid", 0) is None]
+    pending = [d for d in selected if not d.launched()]
     if not pending:
         for device in selected:
             device.launch()  # running drivers join a trace session started since

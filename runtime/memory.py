@@ -319,12 +319,10 @@ def from_desc(desc: MemoryDesc) -> Memory:
 
 
 def _on_device(desc: MemoryDesc, size: int) -> DeviceMemory | None:
-    from runtime.drivers.ipc import buffer_client  # noqa: PLC0415 - only with a driver allocator
-
     roles = [(prepared, kind, index, frequency)
              for prepared, _, kind, index, frequency in desc.step_roles]
     try:
-        ibuffer = buffer_client.allocate(desc.allocator, desc.dimensions, roles)
+        ibuffer = desc.allocator.allocate(desc.dimensions, roles)
     except HalError as error:
         vlog.log("compilation", "MemoryBuilder", "allocate on %s failed (%s): runtime memory instead",
                  desc.allocator.name, error)

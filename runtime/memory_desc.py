@@ -121,7 +121,7 @@ class MemoryDesc:
         devices = {id(device): device for _, device, _, _, _ in self.step_roles}
         simple = all(compilation.plan.simple for compilation, _, _ in self.roles)
         device = next(iter(devices.values())) if len(devices) == 1 and simple else None
-        self.allocator = device if hasattr(device, "transact") else None  # a driver process
+        self.allocator = device if device is not None and device.allocates_memory else None
         vlog.log("compilation", "MemoryBuilder", "MemoryDesc_finish: %d role(s), %s %s, allocator %s",
                  len(self.roles), self.operand.type.name, list(self.dimensions),
                  self.allocator.name if self.allocator is not None else "none (runtime memory)")

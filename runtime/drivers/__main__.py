@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     driver.budget_bytes = args.memory_budget
     if args.driver_memory_budget is not None:
-        if not hasattr(driver, "memory"):
+        if driver.memory is None:
             parser.error(f"--driver-memory-budget: driver {args.driver} has no memory budget")
         from runtime.drivers.memory_budget import MemoryBudget  # noqa: PLC0415
         driver.memory = MemoryBudget(args.driver_memory_budget)

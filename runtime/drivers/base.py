@@ -1,5 +1,7 @@
 """The one device interface shared by in-process devices and driver-process proxies (IDevice /
-IPreparedModel of HAL 1.3). The runtime sees only these two classes.
+IPreparedModel of HAL 1.3, as AOSP's ``Manager.h``). The runtime sees only these two classes:
+every way it uses a device (execute, fenced execution, bursts, device memory, compilation
+caching) is a method here, with the in-process CPU device's behaviour as the default.
 
 Example:
     >>> prepared = device.prepare_model(hal_model, Preference.FAST_SINGLE_ANSWER)  # doctest: +SKIP
@@ -20,10 +22,49 @@ from tracing import Phase
 class PreparedModel(ABC):
     """IPreparedModel: a model compiled for one device."""
 
+    #: Message of the last failed execution (a HAL result carries only a status); None if unknown.
+    last_error: str | None = None
+    #: The model it was prepared from (None: not kept).
+    model: HalModel | None = None
+    #: Its rank among one client's models in a driver's scheduler (the driver service sets it).
+    priority: Priority = Priority.MEDIUM
+    #: Expected run time in nanoseconds (0: unknown); a driver queues a model above its limit.
+    mean_ns: float = 0
+
+    def decline_queued(self, deadline_ns: int, queued_ns: int = 0) -> ExecutionResult | None:
+        """Asked by a driver's scheduler before it queues a run with a deadline: the
+        MISSED_DEADLINE result to decline with, or None (the default) to run it."""
+        return None
+
     @abstractmethod
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
-        """Run synchronously (executeSynchronously); never raises for driver-side errors."""
+        """Run synchronously (executeSynchronously). A failed computation or a request the device
+        rejects is the result's status (a missed deadline: MISSED_DEADLINE_TRANSIENT), with the
+        message in :attr:`last_error` where the model keeps one. Raises ``HalError`` when the call
+        itself fails: DEAD_OBJECT for a driver process that is gone or stopped answering,
+        GENERAL_FAILURE for a reply that breaks the protocol, INVALID_ARGUMENT for a request the
+        transport refuses (the runtime's ``_fallback.execute`` turns these into statuses)."""
+
+    def execute_fenced(self, request: Request, fences: list, measure_timing: bool = False,
+                       deadline_ns: int | None = None, timeout_after_fence_ns: int | None = None):
+        """executeFenced: launch ``request`` to run once the sync fences ``fences`` (fds, the
+        caller's) signalled, and return the launched run (its ``wait()`` gives ``(result,
+        fenced timing)``, or None when the driver died first), or None: the default, as AOSP's
+        CPU device, runs fenced work in-process (the runtime waits for the fences, then calls
+        :meth:`execute`). Raises ``HalError`` when the driver refuses the launch or is gone."""
+        return None
+
+    def configure_burst(self, low_power: bool = False):
+        """configureExecutionBurst: a controller whose ``execute`` runs like :meth:`execute`
+        (``release()`` frees it), or None (the default, as AOSP's CPU device): executions go
+        through :meth:`execute`. Raises ``HalError`` when the driver refuses the burst."""
+        return None
+
+    def bound_run(self, request: Request, result: ExecutionResult):
+        """After ``result`` of :meth:`execute` on ``request``: a callable repeating that run
+        untimed (True when it ran as bound), or None (the default): use :meth:`execute`."""
+        return None
 
     def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
         """Optional fast path for a driver service answering a repeated request: the output
@@ -84,7 +125,34 @@ class Device(ABC):
         return get_extension_support(self, extension_name)
 
     def number_of_cache_files_needed(self) -> tuple[int, int]:
+        """getNumberOfCacheFilesNeeded: (model cache files, data cache files); (0, 0) does
+        not cache."""
         return (0, 0)
+
+    def write_cache(self, prepared: PreparedModel, model_cache, data_cache, token: bytes) -> None:
+        """Driver side of prepareModel_1_3 with cache files (fds): save ``prepared`` into them
+        (the default caches nothing; errors: OSError or ValueError)."""
+
+    def prepare_model_from_cache_files(self, model_cache, data_cache, token: bytes,
+                                       deadline_ns: int | None = None) -> PreparedModel:
+        """Driver side of prepareModelFromCache_1_3: the model read back from the cache fds,
+        or ``HalError``; the default: no caching (GENERAL_FAILURE)."""
+        from runtime.hal.types import ErrorStatus  # noqa: PLC0415
+
+        raise HalError(ErrorStatus.GENERAL_FAILURE, f"{self.name} does not cache compilations")
+
+    #: The driver's memory budget (``runtime.drivers.memory_budget.MemoryBudget``), None: unbounded.
+    memory = None
+    #: Whether :meth:`allocate` gives device memory (an IBuffer); False for in-process devices.
+    allocates_memory: bool = False
+
+    def allocate(self, dimensions, roles):
+        """IDevice::allocate: device memory for a MemoryDesc whose ``roles`` are ``(prepared
+        model, "input"|"output", io index, frequency)``. The default, as AOSP's CPU device:
+        HalError GENERAL_FAILURE (the runtime then uses its own memory)."""
+        from runtime.hal.types import ErrorStatus  # noqa: PLC0415
+
+        raise HalError(ErrorStatus.GENERAL_FAILURE, f"{self.name} has no device memory")
 
     def forget_pool(self, pool) -> None:
         """Stop caching the shared pool ``pool`` (it is about to close); a no-op in-process."""
@@ -104,6 +172,10 @@ class Device(ABC):
 
     def ensure_live(self) -> None:
         """Return once the device serves (an in-process device: at once); HalError if it cannot."""
+
+    def launched(self) -> bool:
+        """Whether a backing process (remote devices) has been started; always True here."""
+        return True
 
     def launch(self, wait: bool = False) -> None:
         """Start any backing process (remote devices; a no-op here).

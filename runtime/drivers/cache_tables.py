@@ -72,7 +72,7 @@ def encode_subgraph(graph: Subgraph) -> bytes:
 
 def decode_subgraph(r: Reader) -> Subgraph:
     """The subgraph whose tables start at ``r``'s position."""
-    n_operands, n_operations, n_dims, n_indexes, n_extras = r._take(_COUNTS)
+    n_operands, n_operations, n_dims, n_indexes, n_extras = r.take(_COUNTS)
     records = array(r, _OPERAND, n_operands).tolist()
     dims = array(r, np.dtype("<u4"), n_dims).tolist()
     kinds = array(r, _OPERATION, n_operations).tolist()

@@ -32,7 +32,7 @@ from typing import Mapping
 import tracing
 from runtime.drivers import memory_budget
 from runtime.drivers.base import Device, PreparedModel
-from runtime.drivers.cpu import _write_outputs
+from runtime.drivers.cpu import write_outputs
 from runtime.drivers.memory_budget import MemoryBudget
 from runtime.drivers.sample import Load, SamplePreparedModel
 from runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
@@ -92,7 +92,7 @@ class LiteRtPreparedModel(SamplePreparedModel):
                     if recorder is not None:
                         recorder[0](recorder[2]())
                 on_device = _now() - invoked
-                status, shapes = _write_outputs(binding, engine.results())
+                status, shapes = write_outputs(binding, engine.results())
         except HalError as error:
             return self._fail(error.status, str(error))
         except (RuntimeError, ValueError) as error:

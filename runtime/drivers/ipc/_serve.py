@@ -179,7 +179,7 @@ class ServeLoop:
         monotonic = time.monotonic
         poll_due, direct = 0.0, None
         try:
-            while service._running:
+            while service.running:
                 if len(connections) == 1 and not self._writing and not self._parked and monotonic() < poll_due:
                     # One client: wait for its next record in recv itself; back to epoll after a
                     # quiet _DIRECT_S and at least that often (new connections, orphan check).
@@ -309,7 +309,7 @@ class ServeLoop:
     def _idle(self) -> None:
         parent = self.service.parent_pid
         if parent is not None and os.getppid() != parent:
-            self.service._running = False  # idle and orphaned: the runtime process is gone
+            self.service.running = False  # idle and orphaned: the runtime process is gone
         self.clients.sweep()
         buffers.TRACKER.sweep(self.clients.let_go)  # IBuffers of exited clients, and their charge
 

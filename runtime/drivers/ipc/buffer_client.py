@@ -43,7 +43,7 @@ def allocate(device, dimensions, roles) -> RemoteBuffer:
         w.u32(len(mine))
         for prepared, _, index, frequency in mine:
             w.parts.append(_ROLE.pack(models.index(prepared), index, frequency))
-    r = device._simple(MsgType.ALLOCATE, Phase.COMPILATION, w.getvalue())
+    r = device.call(MsgType.ALLOCATE, Phase.COMPILATION, w.getvalue())
     token, size = r.u32(), r.u64()
     return RemoteBuffer(device, token, size)
 
@@ -84,7 +84,7 @@ class RemoteBuffer:
 
     def _send(self, msg_type: MsgType, shared, tail: bytes) -> None:
         head = _REGION.pack(self.token, shared.offset, self.size)
-        self.device._simple(msg_type, Phase.EXECUTION, head + tail, [shared.fd])
+        self.device.call(msg_type, Phase.EXECUTION, head + tail, [shared.fd])
 
     def release(self) -> None:
         """Drop the driver's buffer (idempotent; a dead driver took it with it)."""

@@ -170,10 +170,10 @@ def allocate(service, connection, message) -> bytes:
     if size > MAX_BUFFER_BYTES:
         raise _invalid(f"allocate: {size} bytes exceed the {MAX_BUFFER_BYTES}-byte limit")
     TRACKER.sweep(service.clients.let_go)
-    buffer = TRACKER.add(connection.client, operand, role_set, getattr(service.device, "memory", None))
+    buffer = TRACKER.add(connection.client, operand, role_set, service.device.memory)
     for prepared in {role[0] for role in role_set}:  # a model outlives its release while used
         service.clients.hold(prepared)
-    if service._vlog:
+    if service.vlog_driver:
         vlog.log("driver", _LABEL, "allocate(%s): token %d, %s %s, %d bytes, %d role(s)",
                  service.device.name, buffer.token, operand.type.name, list(merged), size, len(role_set))
     return _OK + struct.pack("<IQ", buffer.token, size)
@@ -183,12 +183,12 @@ def _read_roles(r: Reader, kind: str) -> list:
     count = r.count(_ROLE.size)
     if count > MAX_ROLES:
         raise CodecError(f"{count} {kind} roles, at most {MAX_ROLES}")
-    return [(kind, *r._take(_ROLE)) for _ in range(count)]
+    return [(kind, *r.take(_ROLE)) for _ in range(count)]
 
 
 def _model(client, model_id: int):
     prepared = client.models.get(model_id)
-    if prepared is None or getattr(prepared, "model", None) is None:
+    if prepared is None or prepared.model is None:
         raise CodecError(f"allocate: unknown prepared model {model_id}")
     return prepared
 
@@ -271,7 +271,7 @@ def copy_from(service, connection, message) -> bytes:
 
 
 def _region(r: Reader, connection, fds: list):
-    token, offset, size = r._take(_REGION)
+    token, offset, size = r.take(_REGION)
     if len(fds) != 1:
         raise CodecError(f"an IBuffer copy carries one memfd, {len(fds)} were sent")
     buffer = TRACKER.get(token, connection.client)
@@ -300,7 +300,7 @@ def _unbind_models(client, data) -> None:
 
 
 def _log(service, method: str, buffer: DeviceBuffer) -> None:
-    if service._vlog:
+    if service.vlog_driver:
         vlog.log("driver", _LABEL, "IBuffer::%s(token %d): %d bytes", method, buffer.token, len(buffer.data))
 
 

@@ -1,6 +1,6 @@
 """Runtime side of bursts (AOSP ``ExecutionBurstController``): executions over two FMQs.
 
-:meth:`RemotePreparedModel.configure_execution_burst` creates two
+:meth:`RemotePreparedModel.configure_burst` creates two
 :class:`~runtime.drivers.ipc.fmq.FmqChannel` rings and hands their fds to the driver, which
 starts a listener thread (:mod:`runtime.drivers.ipc.burst_server`). :meth:`BurstController.execute`
 then has the interface of ``PreparedModel.execute``: it writes the request's datums into the
@@ -27,7 +27,7 @@ bursts carry only shared memory) and everything after the burst broke.
 
 Example::
 
-    burst = prepared.configure_execution_burst()
+    burst = prepared.configure_burst()
     result = burst.execute(request, measure_timing=True)
     burst.release()
 """
@@ -42,7 +42,7 @@ import vlog
 from runtime.drivers.ipc import _trace
 from runtime.drivers.ipc._reply import check_status
 from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.encoder import is_shared, pool_bytes
+from runtime.drivers.ipc.encoder import ibuffer_token, is_shared, pool_bytes
 from runtime.drivers.ipc.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
 from runtime.drivers.ipc.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
                                            encode_request, encode_trace)
@@ -162,7 +162,7 @@ class BurstController:
         if encoded is None or encoded.request is not request or encoded.measure != measure_timing \
                 or encoded.generation != self.slots.generation:
             if (request.loop_timeout_ns or LOOP_TIMEOUT_DEFAULT_NS) != LOOP_TIMEOUT_DEFAULT_NS \
-                    or any(getattr(pool, "ibuffer_token", None) is not None for pool in request.pools):
+                    or any(ibuffer_token(pool) is not None for pool in request.pools):
                 return self.prepared.execute(request, measure_timing, deadline_ns)  # datums carry neither
             encoded = self._encode(request, measure_timing)
         for source, target in encoded.copy_in:

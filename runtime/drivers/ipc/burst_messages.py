@@ -51,7 +51,7 @@ def configure(service, connection, message) -> bytes:
                        f"fds held (release some first)")
     channels: tuple = ()
     try:
-        channels = _attach(message.fds, max_request_bytes(getattr(prepared, "model", None), MAX_SLOTS))
+        channels = _attach(message.fds, max_request_bytes(prepared.model, MAX_SLOTS))
         burst = BurstServer(service, client, service.next_burst_id + 1, prepared, channels,
                             poll_us / 1e6)
     except BaseException:
@@ -94,7 +94,7 @@ def memories(service, connection, message) -> bytes:
     one fd per slot; the slots must be exactly those asked for. Count 0: it has none of them."""
     r = Reader(message.payload)
     burst = _burst(connection, r.u32())
-    entries = [r._take(_MEMORY) for _ in range(r.count(_MEMORY.size))]
+    entries = [r.take(_MEMORY) for _ in range(r.count(_MEMORY.size))]
     r.end()
     if burst.asked is None:
         raise CodecError(f"burst {burst.burst_id} asked for no memories")

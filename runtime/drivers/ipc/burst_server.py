@@ -47,7 +47,7 @@ from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_r
                                            TRACE_ID_TAG)
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, Priority
+from runtime.hal.types import ErrorStatus
 
 #: Bursts one connection and one client process may hold at once, and pool slots one burst
 #: may keep mapped.
@@ -82,7 +82,7 @@ class BurstServer:
         self.client = client
         self.burst_id = burst_id
         self.prepared = prepared
-        self.priority = getattr(prepared, "priority", Priority.MEDIUM)
+        self.priority = prepared.priority
         self.requests, self.results = channels
         self.slots: dict[int, object] = {}  # slot -> MappedRegion
         self.maps = 0  # pools mapped over the burst's life (each slot once until freed)
@@ -194,8 +194,7 @@ class BurstServer:
         """What repeats this validated request (its slots mapped) while its message repeats
         and tracing and ``cpuexe`` vlog stay off (see :meth:`_listen`): the prepared model's
         bound run after an untimed success, else None."""
-        bound_run = getattr(self.prepared, "bound_run", None)
-        return bound_run(request, result) if bound_run is not None else None
+        return self.prepared.bound_run(request, result)
 
     def _request_for(self, message: bytes) -> tuple[Request, bool]:
         """The HAL Request of a message (the previous one's object when the bytes repeat)."""

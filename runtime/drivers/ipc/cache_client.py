@@ -47,18 +47,13 @@ def cache_paths(cache_dir: str, token: bytes, counts: tuple[int, int]) -> tuple[
     return ([f"{base}1{i}" for i in range(counts[0])], [f"{base}2{i}" for i in range(counts[1])])
 
 
-def files_needed(device) -> tuple[int, int]:
-    """The device's ``getNumberOfCacheFilesNeeded``, asked once per device; (0, 0) when it
-    cannot be used (more than NNAPI's maximum)."""
-    info = device._info
-    if "cache_files" not in info:
-        counts = device.number_of_cache_files_needed()
-        if max(counts) > MAX_NUMBER_OF_CACHE_FILES:
-            vlog.log("compilation", "Manager", "%s asks for %s cache files; caching disabled",
-                     device.name, counts)
-            counts = (0, 0)
-        info["cache_files"] = counts
-    return info["cache_files"]
+def usable_counts(name: str, counts: tuple[int, int]) -> tuple[int, int]:
+    """A driver's ``getNumberOfCacheFilesNeeded`` answer, or (0, 0) when it cannot be used
+    (more than NNAPI's maximum)."""
+    if max(counts) > MAX_NUMBER_OF_CACHE_FILES:
+        vlog.log("compilation", "Manager", "%s asks for %s cache files; caching disabled", name, counts)
+        return (0, 0)
+    return counts
 
 
 def open_cache(device, cache_dir: str | None, token: bytes | None, create: bool):
@@ -66,7 +61,7 @@ def open_cache(device, cache_dir: str | None, token: bytes | None, create: bool)
     is no caching (no token, a device without cache files, or files that cannot be opened)."""
     if not cache_dir or token is None or len(token) != TOKEN_SIZE:
         return [], (0, 0)
-    counts = files_needed(device)
+    counts = device.number_of_cache_files_needed()
     if counts == (0, 0):
         return [], counts
     model_paths, data_paths = cache_paths(cache_dir, token, counts)
@@ -96,8 +91,8 @@ def prepare_args(w: Writer, counts: tuple[int, int], token: bytes | None) -> Non
 
 def read_prepare_args(r: Reader, fds: list):
     """Driver side: ``(model_cache_fds, data_cache_fds, token, the remaining fds)``."""
-    n_model, n_data = r._take(_COUNTS)
-    token = r._take(_TOKEN)[0] if n_model or n_data else b""
+    n_model, n_data = r.take(_COUNTS)
+    token = r.take(_TOKEN)[0] if n_model or n_data else b""
     return _split(n_model, n_data, token, fds)
 
 
@@ -129,7 +124,7 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
                                    int(Priority.MEDIUM if priority is None else priority))
         w = Writer()
         w.blob(token)
-        r = device._simple(MsgType.PREPARE_MODEL_FROM_CACHE, Phase.COMPILATION,
+        r = device.call(MsgType.PREPARE_MODEL_FROM_CACHE, Phase.COMPILATION,
                            payload + w.getvalue(), fds, deadline_ns)
     finally:
         close_fds(fds)
@@ -142,7 +137,7 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
 def read_from_cache_args(r: Reader, fds: list):
     """Driver side of ``PREPARE_MODEL_FROM_CACHE``: ``(deadline or None, model fds, data fds,
     token, priority)``."""
-    deadline, n_model, n_data, priority = r._take(_FROM_CACHE)
+    deadline, n_model, n_data, priority = r.take(_FROM_CACHE)
     model_fds, data_fds, token, rest = _split(n_model, n_data, r.blob(), fds)
     r.end()
     if rest or not model_fds and not data_fds:

@@ -19,7 +19,6 @@ import vlog
 from runtime.drivers.ipc import cache_client
 from runtime.drivers.ipc.codec import Reader
 from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
 
 _OK = struct.pack("<I", 0)
 
@@ -28,11 +27,8 @@ def prepare_from_cache(service, connection, message) -> bytes:
     """Answer ``PREPARE_MODEL_FROM_CACHE``: the new model id, or an error status."""
     deadline, model_fds, data_fds, token, priority = cache_client.read_from_cache_args(
         Reader(message.payload), message.fds)
-    load = getattr(service.device, "prepare_model_from_cache_files", None)
-    if load is None:
-        raise HalError(ErrorStatus.GENERAL_FAILURE, f"{service.device.name} does not cache compilations")
     try:
-        prepared = load(model_fds, data_fds, token, deadline)
+        prepared = service.device.prepare_model_from_cache_files(model_fds, data_fds, token, deadline)
     except HalError as error:
         _log(service, "prepareModelFromCache(%s) failed: %s", service.device.name, error)
         raise
@@ -45,11 +41,10 @@ def prepare_from_cache(service, connection, message) -> bytes:
 def save(service, prepared, model_fds: list, data_fds: list, token: bytes) -> None:
     """Write the cache files of ``prepareModel_1_3`` (no files, nothing to do); errors are
     logged, never raised."""
-    write = getattr(service.device, "write_cache", None)
-    if not (model_fds or data_fds) or write is None:
+    if not (model_fds or data_fds):
         return
     try:
-        write(prepared, model_fds, data_fds, token)
+        service.device.write_cache(prepared, model_fds, data_fds, token)
     except (OSError, ValueError) as error:
         _log(service, "prepareModel(%s): cache not written: %s", service.device.name, error)
         return
@@ -57,5 +52,5 @@ def save(service, prepared, model_fds: list, data_fds: list, token: bytes) -> No
 
 
 def _log(service, message: str, *args) -> None:
-    if service._vlog:
-        vlog.log("driver", service._label, message, *args)
+    if service.vlog_driver:
+        vlog.log("driver", service.label, message, *args)

@@ -28,7 +28,7 @@ import time
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _process, _trace, cache_client
+from runtime.drivers.ipc import _process, _trace, buffer_client, cache_client
 from runtime.drivers.ipc._process import DriverProcess
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status, deadline_grace_s, readable
 from runtime.drivers.ipc._restart import MAX_S as MAX_BACKOFF_S, Backoff
@@ -38,7 +38,7 @@ from runtime.drivers.ipc.codec import (Reader, Writer, decode_capabilities, deco
 from runtime.drivers.ipc.encoder import PoolCache, is_shared
 from runtime.drivers.ipc.lanes import LanePool
 from runtime.drivers.ipc.prepared import RemotePreparedModel
-from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
+from runtime.drivers.ipc.protocol import HIDL_NAMES, INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.shm import SharedPool
 from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
 from runtime.hal.device_types import Capabilities
@@ -48,21 +48,20 @@ from runtime.hal.validate import pool_buffer
 
 NNSCOPE_DRIVER_TIMEOUT_S = "NNSCOPE_DRIVER_TIMEOUT_S"
 """Seconds any single call waits for a driver before it is declared dead (default 60)."""
-#: Longest any single call waits for the driver (seconds): one that does not answer in time is
-#: killed, the call gives DEAD_OBJECT (the step then runs on the CPU when fallback is allowed)
-#: and the driver restarts on next use.
+#: Longest any single call waits for the driver (seconds): one that does not answer is killed, the
+#: call gives DEAD_OBJECT (the step then may run on the CPU); the driver restarts on next use.
 DEFAULT_TIMEOUT_S = _process.positive_seconds(os.environ.get(NNSCOPE_DRIVER_TIMEOUT_S), 60.0)
 #: Longest the driver process may take to start listening (seconds).
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
 _PREPARE = struct.Struct("<BBq")
 _DEAD = ErrorStatus.DEAD_OBJECT
-
-
 _NOTIFY = int(MsgType.NOTIFY)
 
 
 class RemoteDevice(Device):
     """A driver process seen as a ``Device``."""
+
+    allocates_memory = True
 
     def __init__(self, name: str, timeout_s: float = DEFAULT_TIMEOUT_S,
                  startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S):
@@ -73,7 +72,7 @@ class RemoteDevice(Device):
         self.channel: Channel | None = None
         self.pools = PoolCache()
         self.lanes = LanePool(self)  # connections for executions beyond the one in flight here
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
         self._next_id = 0
         self._stash: dict = {}  # request id -> NOTIFY payload bytes received early
         self._dead: str | None = None
@@ -89,13 +88,13 @@ class RemoteDevice(Device):
     @property
     def type(self) -> DeviceType:
         if "type" not in self._info:
-            self._info["type"] = DeviceType(self._simple(MsgType.GET_TYPE, Phase.INITIALIZATION).u32())
+            self._info["type"] = DeviceType(self.call(MsgType.GET_TYPE, Phase.INITIALIZATION).u32())
         return self._info["type"]
 
     @property
     def version(self) -> str:
         if "version" not in self._info:
-            self._info["version"] = self._simple(MsgType.GET_VERSION_STRING, Phase.INITIALIZATION).text()
+            self._info["version"] = self.call(MsgType.GET_VERSION_STRING, Phase.INITIALIZATION).text()
         return self._info["version"]
 
     @property
@@ -103,25 +102,31 @@ class RemoteDevice(Device):
         """The driver process id (None before start)."""
         return self.process.pid
 
+    def launched(self) -> bool:
+        return self.process.pid is not None
+
     # ------------------------------------------------------------------ IDevice
     def capabilities(self) -> Capabilities:
-        return decode_capabilities(self._simple(MsgType.GET_CAPABILITIES, Phase.INITIALIZATION))
+        return decode_capabilities(self.call(MsgType.GET_CAPABILITIES, Phase.INITIALIZATION))
 
     def supported_extensions(self) -> tuple:
         """``getSupportedExtensions``: the driver's ``Extension`` records (cached)."""
         if "extensions" not in self._info:
             self._info["extensions"] = decode_extensions(
-                self._simple(MsgType.GET_SUPPORTED_EXTENSIONS, Phase.INITIALIZATION))
+                self.call(MsgType.GET_SUPPORTED_EXTENSIONS, Phase.INITIALIZATION))
         return self._info["extensions"]
 
     def number_of_cache_files_needed(self) -> tuple[int, int]:
-        r = self._simple(MsgType.GET_NUMBER_OF_CACHE_FILES, Phase.INITIALIZATION)
-        return r.u32(), r.u32()
+        """Asked once per driver process; (0, 0) for more files than NNAPI allows."""
+        if "cache_files" not in self._info:
+            r = self.call(MsgType.GET_NUMBER_OF_CACHE_FILES, Phase.INITIALIZATION)
+            self._info["cache_files"] = cache_client.usable_counts(self.name, (r.u32(), r.u32()))
+        return self._info["cache_files"]
 
     def supported_operations(self, model: HalModel) -> list[bool]:
         payload, fds, keep = model_payload(model)
         try:
-            r = self._simple(MsgType.GET_SUPPORTED_OPERATIONS, Phase.COMPILATION, payload, fds)
+            r = self.call(MsgType.GET_SUPPORTED_OPERATIONS, Phase.COMPILATION, payload, fds)
         finally:
             _close(keep)
         return [bool(flag) for flag in r.view[r.pos + 4:]]
@@ -135,7 +140,7 @@ class RemoteDevice(Device):
         cache_client.prepare_args(w, counts, token)
         payload, fds, keep = model_payload(model)
         try:
-            r = self._simple(MsgType.PREPARE_MODEL, Phase.COMPILATION, w.getvalue() + payload,
+            r = self.call(MsgType.PREPARE_MODEL, Phase.COMPILATION, w.getvalue() + payload,
                              cache_fds + fds, deadline_ns)
         finally:
             _close(keep)
@@ -149,15 +154,21 @@ class RemoteDevice(Device):
         return cache_client.prepare_from_cache(self, model, deadline_ns, cache_dir, token,
                                                preference, priority)
 
+    def allocate(self, dimensions, roles):
+        """IDevice::allocate: a ``buffer_client.RemoteBuffer`` (HalError with the driver's status)."""
+        return buffer_client.allocate(self, dimensions, roles)
+
+    def outdated(self, generation: int) -> bool:  # must a model of driver ``generation`` recover?
+        return self._dead is not None or generation != self.generation
+
     def forget_pool(self, pool) -> None:
-        """Stop caching a shared request pool (e.g. a freed ``Memory``); the driver unmaps it
-        with the next execute."""
-        with self._lock:
+        """Stop caching a shared request pool (a freed ``Memory``); the driver unmaps it next."""
+        with self.lock:
             self.pools.forget(pool)
 
     def shutdown(self) -> None:
         """Ask the driver to exit, then make sure it has; idempotent."""
-        with self._lock:
+        with self.lock:
             if self.channel is not None and self._dead is None:
                 try:
                     self.transact(MsgType.SHUTDOWN, b"", timeout_s=2.0)
@@ -172,7 +183,7 @@ class RemoteDevice(Device):
     def restart(self) -> bool:
         """Start a new driver process if this one died and the backoff allows (the device
         manager's restart on next use); True when a driver process runs afterwards."""
-        with self._lock:
+        with self.lock:
             if self._dead is None:
                 return True
             now = time.monotonic()
@@ -205,7 +216,7 @@ class RemoteDevice(Device):
                     raise HalError(_DEAD, f"driver {self.name} could not be restarted: {self._dead}")
             try:
                 self.launch(wait=True)
-                self._simple(MsgType.PING, Phase.INITIALIZATION, b"wait")
+                self.call(MsgType.PING, Phase.INITIALIZATION, b"wait")
                 return
             except HalError:
                 if self._shut_down:
@@ -213,8 +224,8 @@ class RemoteDevice(Device):
         raise HalError(_DEAD, f"driver {self.name} died again on restart: {self._dead}")
 
     # ------------------------------------------------------------------ transport
-    def _simple(self, msg_type: MsgType, phase: Phase, payload=b"", fds=(), deadline_ns=None) -> Reader:
-        interface, method = _names(msg_type)
+    def call(self, msg_type: MsgType, phase: Phase, payload=b"", fds=(), deadline_ns=None) -> Reader:
+        interface, method = HIDL_NAMES[msg_type]
         with _trace.ipc(phase, method):
             with _trace.hidl(interface, method, "client"):
                 try:
@@ -227,7 +238,7 @@ class RemoteDevice(Device):
     def launch(self, wait: bool = False) -> None:
         """Spawn the driver process now; ``wait`` until it listens. A running driver instead
         joins the current trace session if it is not in it (a session started after it)."""
-        with self._lock:
+        with self.lock:
             if self._dead is None and self.process.popen is None:
                 self.process.spawn()
                 self._trace_dir = _trace.session_dir()
@@ -278,7 +289,7 @@ class RemoteDevice(Device):
                  timeout_s: float | None = None):
         """Send one request and wait for its reply (a Message whose payload is valid until the
         next receive). Raises HalError(DEAD_OBJECT) or DeadlineExpired."""
-        with self._lock:
+        with self.lock:
             channel = self.channel
             if channel is None or self._dead is not None:
                 channel = self.ensure_started()
@@ -325,7 +336,7 @@ class RemoteDevice(Device):
                  timeout_s: float | None = None):
         """Receive until the message (``reply_type``, ``request_id``) arrives; NOTIFYs for other
         requests are stashed."""
-        with self._lock:
+        with self.lock:
             if reply_type == MsgType.NOTIFY and request_id in self._stash:
                 return self._stash.pop(request_id)
             channel = self.ensure_started()
@@ -347,7 +358,7 @@ class RemoteDevice(Device):
 
     def declare_dead(self, why: str):
         """Kill the driver process (it stopped answering) and raise HalError(DEAD_OBJECT)."""
-        with self._lock:
+        with self.lock:
             self.process.kill()
             self._mark_dead(why)
 
@@ -381,12 +392,6 @@ class RemoteDevice(Device):
             self.channel.close()
             self.channel = None
             self.pools = PoolCache()
-
-
-def _names(msg_type: MsgType) -> tuple[str, str]:
-    from runtime.drivers.ipc.protocol import HIDL_NAMES  # noqa: PLC0415
-
-    return HIDL_NAMES[msg_type]
 
 
 def model_payload(model: HalModel) -> tuple[bytes, list, list]:

@@ -76,7 +76,8 @@ class Reader:
         self.view = memoryview(data)
         self.pos = pos
 
-    def _take(self, fmt: struct.Struct):
+    def take(self, fmt: struct.Struct):
+        """The fields of ``fmt`` at the read position (a fixed-size record), then past them."""
         try:
             value = fmt.unpack_from(self.view, self.pos)
         except struct.error:
@@ -84,13 +85,13 @@ class Reader:
         self.pos += fmt.size
         return value
 
-    def u8(self) -> int: return self._take(_U8)[0]
-    def u16(self) -> int: return self._take(_U16)[0]
-    def u32(self) -> int: return self._take(_U32)[0]
-    def i32(self) -> int: return self._take(_I32)[0]
-    def u64(self) -> int: return self._take(_U64)[0]
-    def i64(self) -> int: return self._take(_I64)[0]
-    def f64(self) -> float: return self._take(_F64)[0]
+    def u8(self) -> int: return self.take(_U8)[0]
+    def u16(self) -> int: return self.take(_U16)[0]
+    def u32(self) -> int: return self.take(_U32)[0]
+    def i32(self) -> int: return self.take(_I32)[0]
+    def u64(self) -> int: return self.take(_U64)[0]
+    def i64(self) -> int: return self.take(_I64)[0]
+    def f64(self) -> float: return self.take(_F64)[0]
 
     def count(self, item_size: int = 1) -> int:
         """A u32 element count, checked against the bytes left."""
@@ -147,7 +148,7 @@ def _perf(w: Writer, info: PerformanceInfo) -> None:
 
 
 def _read_perf(r: Reader) -> PerformanceInfo:
-    return PerformanceInfo(*r._take(_PERF))
+    return PerformanceInfo(*r.take(_PERF))
 
 
 def encode_capabilities(caps: Capabilities) -> bytes:
@@ -192,9 +193,9 @@ def _write_operand(w: Writer, op: Operand) -> None:
 
 
 def _read_operand(r: Reader) -> Operand:
-    kind, scale, zero_point, lifetime, flags = r._take(_OPERAND)
+    kind, scale, zero_point, lifetime, flags = r.take(_OPERAND)
     dims = r.u32s()
-    location = DataLocation(*r._take(_LOCATION)) if flags & _HAS_LOCATION else None
+    location = DataLocation(*r.take(_LOCATION)) if flags & _HAS_LOCATION else None
     quant = None
     if flags & _HAS_CHANNEL_QUANT:
         channel_dim = r.u32()
@@ -228,7 +229,7 @@ def _read_subgraph(r: Reader) -> Subgraph:
 
 
 def _read_operation(r: Reader) -> Operation:
-    kind = r._take(_U32)[0]
+    kind = r.take(_U32)[0]
     kind = kind if is_extension(kind) else enum_value(OperationType, kind)  # named by decode_model
     return Operation(kind, r.u32s(), r.u32s())
 
@@ -316,7 +317,7 @@ def decode_extensions(r: Reader) -> tuple[Extension, ...]:
         name = r.text()
         infos = []
         for _ in range(r.count(_TYPE_INFO.size)):
-            kind, is_tensor, size = r._take(_TYPE_INFO)
+            kind, is_tensor, size = r.take(_TYPE_INFO)
             infos.append(ExtensionOperandTypeInformation(kind, bool(is_tensor), size))
         extensions.append(Extension(name, tuple(infos)))
     return tuple(extensions)

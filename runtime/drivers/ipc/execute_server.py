@@ -39,7 +39,7 @@ from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_
 from runtime.drivers.ipc.protocol import REPLY, MsgType
 from runtime.drivers.ipc.scheduler import Job, Scheduler
 from runtime.hal.device_types import ExecutionResult
-from runtime.hal.types import ErrorStatus, Priority
+from runtime.hal.types import ErrorStatus
 
 #: Expected run time (ns) up to which an execution runs on the serve loop when nothing is queued.
 INLINE_NS = 2_000_000
@@ -70,7 +70,7 @@ class ExecuteServer:
     def __init__(self, service):
         self.service = service
         self.scheduler = Scheduler(service.exec_lock)
-        self.label = service._label
+        self.label = service.label
 
     # ------------------------------------------------------------------ executeSynchronously
     def sync(self, connection, message, start: int):
@@ -107,7 +107,7 @@ class ExecuteServer:
         request = memo.request
         if measure == KNOWS_SHAPES and deadline_ns is None and memo.shapes is not None \
                 and len(memo.out_views) == len(request.outputs) \
-                and not self.service._cpuexe_vlog and not _trace_enabled():  # outputs all inline
+                and not self.service.vlog_cpuexe and not _trace_enabled():  # outputs all inline
             results = prepared.compute_outputs(request, memo.shapes)
             if results is not None and len(results) == len(memo.out_views):
                 try:
@@ -155,7 +155,7 @@ class ExecuteServer:
         with _trace.hidl("IPreparedModel", "execute", "server"):
             with _trace.driver(Phase.EXECUTION, f"{self.label}::execute"):
                 decoded = None
-                launch = service._guarded(self._launch, connection, message)
+                launch = service.guarded(self._launch, connection, message)
                 if launch is _OK:
                     decoded = connection.launched
             mark_failure(launch)
@@ -171,7 +171,7 @@ class ExecuteServer:
                                    "asyncExecute", decoded.deadline_ns, message.context)
             return None if declined is PARKED else _notify(connection, message.request_id, declined)
         with _trace.driver(Phase.EXECUTION, f"{self.label}::asyncExecute"), service.exec_lock:
-            payload = service._guarded(run)
+            payload = service.guarded(run)
         _notify(connection, message.request_id, payload)
 
     def _launch(self, connection, message) -> bytes:
@@ -185,7 +185,7 @@ class ExecuteServer:
 
     # ------------------------------------------------------------------ scheduling
     def _queues(self, prepared) -> bool:
-        return self.scheduler.busy() or getattr(prepared, "mean_ns", 0) > INLINE_NS
+        return self.scheduler.busy() or prepared.mean_ns > INLINE_NS
 
     def _now_or_queued(self, connection, message, model_id: int, run, method: str, deadline_ns):
         prepared = connection.client.models.get(model_id)
@@ -201,13 +201,13 @@ class ExecuteServer:
                deadline_ns: int | None, context: bytes | None = None):
         """Park ``connection`` and queue ``run`` with ``prepared``'s priority (PARKED), or
         answer at once when the deadline cannot be met (its MISSED_DEADLINE payload)."""
-        priority = getattr(prepared, "priority", Priority.MEDIUM)
-        if deadline_ns is not None and hasattr(prepared, "decline_queued"):
+        priority = prepared.priority
+        if deadline_ns is not None:
             declined = prepared.decline_queued(deadline_ns, self.scheduler.backlog_ns(
                 connection.client, priority, time.monotonic_ns()))
             if declined is not None:
                 return error_reply(declined.status, prepared.last_error or declined.status.name)
-        guarded, label = self.service._guarded, f"{self.label}::{method}"
+        guarded, label = self.service.guarded, f"{self.label}::{method}"
 
         def traced_run() -> bytes:  # a sync call's server side lasts until its reply: trace it here too
             with _trace.adopt(context), \
@@ -229,7 +229,7 @@ class ExecuteServer:
 
         connection.parked = True
         self.scheduler.submit(Job(connection.client, priority, traced_run, done, label,
-                                  getattr(prepared, "mean_ns", 0)))
+                                  prepared.mean_ns))
         return PARKED
 
 

@@ -260,7 +260,7 @@ def _inline_buffer(cache: ByteLru, position: int, size: int) -> tuple[bytearray,
 
 
 def _map_new(r: Reader, pools: dict, fd: int | None, position: int, memos: dict):
-    pool_id, offset, size = r._take(_NEW)
+    pool_id, offset, size = r.take(_NEW)
     if fd is None:
         raise CodecError(f"pool {position} announces an fd that was not sent")
     try:
@@ -278,7 +278,7 @@ def _map_new(r: Reader, pools: dict, fd: int | None, position: int, memos: dict)
 def _read_args(r: Reader) -> tuple[RequestArgument, ...]:
     args = []
     for position in range(r.u16()):
-        no_value, pool, offset, length = r._take(_ARG)
+        no_value, pool, offset, length = r.take(_ARG)
         rank = r.count(4)
         if rank > MAX_ARGUMENT_RANK:
             raise CodecError(f"argument {position} lists {rank} dimensions, "

@@ -6,7 +6,10 @@ a :class:`FencedCallback` whose :meth:`~FencedCallback.get_execution_info` asks 
 status and the two timings once the fence signalled. The driver writes outputs after the call
 returned, so every pool an output lives in must be shared memory: :func:`shared_request` puts a
 request's other pools into fresh memfds and :func:`copy_back` copies output regions out of them.
-The wire format is in ``fenced_server``.
+The wire format is in ``fenced_server``. :class:`FencedRun` is what
+``RemotePreparedModel.execute_fenced`` returns: the launched run, which waits for the driver's
+fence (checking every :data:`LIVENESS_S` that the driver lives), reads the outcome and copies
+the outputs back.
 
 Example::
 
@@ -19,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import os
 import struct
 from typing import NamedTuple, Sequence
 
@@ -29,12 +33,15 @@ from runtime.drivers.ipc.encoder import PoolCache, encode_execute, is_shared, po
 from runtime.drivers.ipc.fenced_server import LAUNCH
 from runtime.drivers.ipc.protocol import MsgType
 from runtime.drivers.ipc.shm import SharedPool
-from runtime.drivers.ipc.syncfence import is_eventfd
+from runtime.drivers.ipc.syncfence import ACTIVE, is_eventfd, wait
 from runtime.drivers.ipc.transport import close_fds
-from runtime.hal.device_types import Request
+from runtime.hal.device_types import ExecutionResult, OutputShape, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
-from timing import NO_TIMING, Timing
+from timing import NO_TIMING, FencedTiming, Timing
+
+#: Seconds between checks that the driver process is still alive while its fence is pending.
+LIVENESS_S = 0.25
 
 _INFO_BODY = struct.Struct("<I4Q")
 _U32 = struct.Struct("<I")
@@ -63,7 +70,7 @@ class FencedCallback:
             with _trace.hidl("IFencedExecutionCallback", "getExecutionInfo", "client"):
                 message = self.device.transact(MsgType.FENCED_INFO, _U32.pack(self.callback_id))
                 r = check_status(bytes(message.payload), "getExecutionInfo")
-                status, *values = r._take(_INFO_BODY)
+                status, *values = r.take(_INFO_BODY)
                 text = r.text()
                 r.end()
         try:
@@ -167,3 +174,70 @@ def timing_or_none(timing: Timing) -> Timing | None:
     """None for a Timing with nothing measured."""
     return None if timing == NO_TIMING else timing
 
+
+
+class FencedRun:
+    """One fenced execution launched on a driver for ``request`` (its plain pools copied to
+    memfds: ``copies``); :meth:`wait` completes it, once."""
+
+    def __init__(self, prepared, request: Request, copies: list, measure: bool,
+                 fence: int, callback: FencedCallback):
+        self.prepared, self.request, self.copies, self.measure = prepared, request, copies, measure
+        self.fence, self.callback = fence, callback
+
+    def wait(self) -> tuple[ExecutionResult, FencedTiming | None, str] | None:
+        """``(result, fenced timing, driver's message)`` once the driver's fence signalled
+        (outputs copied back on success); None when the driver died before it reported.
+        Raises HalError when ``getExecutionInfo`` fails otherwise."""
+        try:
+            info = self._outcome()
+            if info is None:
+                return None
+            if info.status != ErrorStatus.NONE:
+                return ExecutionResult(info.status), None, info.message
+            copy_back(self.request, self.copies)
+        finally:
+            os.close(self.fence)
+            close_copies(self.copies)
+        launched = timing_or_none(info.launched) if self.measure else None
+        result = ExecutionResult(ErrorStatus.NONE, self._shapes(), launched)
+        return result, (FencedTiming(info.launched, info.fenced) if self.measure else None), ""
+
+    def _outcome(self) -> ExecutionInfo | None:
+        if self._wait_for_driver() == ErrorStatus.DEAD_OBJECT:
+            return None
+        try:
+            return self.callback.get_execution_info()
+        except HalError as error:
+            if error.status == ErrorStatus.DEAD_OBJECT:
+                return None
+            raise
+
+    def _wait_for_driver(self):
+        """The fence's state once it signalled; DEAD_OBJECT if the driver process died first."""
+        while True:
+            state = wait(self.fence, LIVENESS_S)
+            if state != ACTIVE:
+                return state
+            if not self.prepared.device.process.alive():
+                return ErrorStatus.DEAD_OBJECT
+
+    def _shapes(self) -> tuple:
+        """The output shapes (fully specified for a fenced run: the runtime checked them)."""
+        graph = self.prepared.model.main
+        return tuple(OutputShape(tuple(arg.dimensions or graph.operands[index].dimensions))
+                     for arg, index in zip(self.request.outputs, graph.output_indexes))
+
+
+def launch(prepared, request: Request, fences: list, measure: bool, deadline_ns: int | None,
+           timeout_after_fence_ns: int | None) -> FencedRun:
+    """``RemotePreparedModel.execute_fenced``: :func:`execute_fenced` on ``request`` with its
+    plain pools in memfd copies. Raises HalError when the driver refuses or is gone."""
+    shared, copies = shared_request(request)
+    try:
+        fence, callback = execute_fenced(prepared, shared, fences, measure, deadline_ns,
+                                         timeout_after_fence_ns=timeout_after_fence_ns)
+    except BaseException:
+        close_copies(copies)
+        raise
+    return FencedRun(prepared, request, copies, measure, fence, callback)

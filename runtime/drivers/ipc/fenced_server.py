@@ -40,7 +40,7 @@ from runtime.drivers.ipc.protocol import REPLY, MsgType, pack_header
 from runtime.drivers.ipc.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
 from runtime.drivers.ipc.transport import PeerClosed, close_fds
 from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, Priority
+from runtime.hal.types import ErrorStatus
 from timing import UINT64_MAX, Timing
 
 LAUNCH = struct.Struct("<Iq")
@@ -131,12 +131,12 @@ class FencedJob:
         if self.duration_ns is not None:
             after = fenced_ns + self.duration_ns
             deadline = after if deadline is None else min(deadline, after)
-        priority = getattr(self.prepared, "priority", Priority.MEDIUM)
+        priority = self.prepared.priority
         with _trace.driver(Phase.EXECUTION, self.label), \
                 self.scheduler.exclusive(self.connection.client, priority):
             result = self.prepared.execute(self.decoded.request, self.decoded.measure, deadline)
         if result.status != _NONE:
-            return result.status, getattr(self.prepared, "last_error", None) or result.status.name
+            return result.status, self.prepared.last_error or result.status.name
         if self.decoded.measure:
             self._time(result.timing, fenced_ns, time.monotonic_ns())
         return _NONE, ""
@@ -174,7 +174,7 @@ class FencedServer:
 
     def __init__(self, service):
         self.service = service
-        self.label = f"{service._label}::executeFenced"
+        self.label = f"{service.label}::executeFenced"
         self._jobs: dict = {}  # Connection -> OrderedDict[callback id, FencedJob]
         self._running: list = []  # jobs launched and not yet done
         self._next_id = 0
@@ -183,13 +183,13 @@ class FencedServer:
         """Launch one executeFenced and reply with its callback id and sync fence (or an error)."""
         with _trace.adopt(message.context), _trace.hidl("IPreparedModel", "executeFenced", "server"):
             with _trace.driver(Phase.EXECUTION, self.label):
-                launched = self.service._guarded(self._launch, connection, message, start)
+                launched = self.service.guarded(self._launch, connection, message, start)
             mark_failure(launched)
         if isinstance(launched, FencedJob):
             launched.context = message.context  # its worker's spans belong to the same call
             callback_id = self._keep(connection, launched)
-            if self.service._vlog:
-                vlog.log("driver", self.service._label, "executeFenced(%s): %d wait fences, callback %d",
+            if self.service.vlog_driver:
+                vlog.log("driver", self.service.label, "executeFenced(%s): %d wait fences, callback %d",
                          self.service.device.name, len(launched.waits), callback_id)
             launched.start()
             send_with_fds(connection, REPLY | MsgType.EXECUTE_FENCED, message.request_id,
@@ -200,7 +200,7 @@ class FencedServer:
 
     def _launch(self, connection, message, start: int) -> FencedJob:
         r = Reader(message.payload)
-        wait_count, duration = r._take(LAUNCH)
+        wait_count, duration = r.take(LAUNCH)
         fds = message.fds
         if wait_count > MAX_WAIT_FENCES:
             raise CodecError(f"{wait_count} wait_for fences; at most {MAX_WAIT_FENCES}")

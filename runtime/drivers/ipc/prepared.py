@@ -21,7 +21,7 @@ import struct
 
 import vlog
 from runtime.drivers.base import PreparedModel
-from runtime.drivers.ipc import _trace
+from runtime.drivers.ipc import _trace, fenced_client
 from runtime.drivers.ipc._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc._trace import Phase
 from runtime.drivers.ipc.burst_client import BurstController
@@ -59,13 +59,13 @@ class RemotePreparedModel(PreparedModel):
                 deadline_ns: int | None = None) -> ExecutionResult:
         """executeSynchronously; raises HalError(DEAD_OBJECT) when the driver is gone."""
         device = self.device
-        if device._dead is not None or self.generation != device.generation:
+        if device.outdated(self.generation):
             self._recover()
         lane = None
-        if not device._lock.acquire(blocking=False):  # another thread's call is in flight
+        if not device.lock.acquire(blocking=False):  # another thread's call is in flight
             lane = device.lanes.borrow()
             if lane is None:  # every lane busy too: wait for the main connection
-                device._lock.acquire()
+                device.lock.acquire()
         run = self._execute if lane is None else functools.partial(self._execute_on_lane, lane)
         try:
             if not _trace_enabled():  # one check per call: no scopes to open
@@ -75,7 +75,7 @@ class RemotePreparedModel(PreparedModel):
                     return run(request, measure_timing, deadline_ns)
         finally:
             if lane is None:
-                device._lock.release()
+                device.lock.release()
             else:
                 device.lanes.give_back(lane)
 
@@ -120,7 +120,7 @@ class RemotePreparedModel(PreparedModel):
     def execute_async(self, request: Request, measure_timing: bool = False,
                       deadline_ns: int | None = None) -> ExecutionCallback:
         """execute with a callback; the launch status is checked here (HalError on failure)."""
-        if self.device._dead is not None or self.generation != self.device.generation:
+        if self.device.outdated(self.generation):
             self._recover()
         with _trace.ipc(Phase.EXECUTION, "execute"):
             with _trace.hidl("IPreparedModel", "execute", "client"):
@@ -145,7 +145,15 @@ class RemotePreparedModel(PreparedModel):
         vlog.log("manager", "VersionedInterfaces", "model prepared again on restarted driver %s "
                  "(model %d)", device.name, self.model_id)
 
-    def configure_execution_burst(self, low_power: bool = False) -> BurstController:
+    def execute_fenced(self, request: Request, fences: list, measure_timing: bool = False,
+                       deadline_ns: int | None = None,
+                       timeout_after_fence_ns: int | None = None) -> fenced_client.FencedRun:
+        """executeFenced in the driver, which waits for ``fences`` itself (HalError when it
+        refuses the launch or is gone)."""
+        return fenced_client.launch(self, request, fences, measure_timing, deadline_ns,
+                                    timeout_after_fence_ns)
+
+    def configure_burst(self, low_power: bool = False) -> BurstController:
         """IPreparedModel.configureExecutionBurst (HalError when the driver refuses)."""
         return BurstController.configure(self, low_power)
 

@@ -101,16 +101,16 @@ class DriverService:
         self.starter_pid = parent_pid if parent_pid is not None else os.getpid()
         self.budget = _guard.FdBudget.for_this_process()
         self.clients = _guard.Clients(self.budget)
-        self._running = True
+        self.running = True
         #: Held while a prepared model runs: the socket loop and burst threads share the models.
         self.exec_lock = threading.Lock()
         self.next_burst_id = 0
         self.ending_bursts: list = []  # stopped bursts whose listener has not ended yet
         self.bursts_open = 0  # bursts of every connection (listener threads)
         self.loop: ServeLoop | None = None
-        self._label = "SampleDriver"
-        self._vlog = vlog.is_on("driver")  # the mask is read once, at import
-        self._cpuexe_vlog = vlog.is_on("cpuexe")
+        self.label = "SampleDriver"
+        self.vlog_driver = vlog.is_on("driver")  # the mask is read once, at import
+        self.vlog_cpuexe = vlog.is_on("cpuexe")
         self._fenced = FencedServer(self)  # executeFenced: replies itself (with the sync fence fd)
         self.executions = ExecuteServer(self)  # execute*: inline or queued by priority
         self._handlers = {
@@ -130,7 +130,7 @@ class DriverService:
             **buffers.routes(self),  # IDevice.allocate and IBuffer (memory domains)
         }
         self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],
-                                 _PHASES.get(t, Phase.INITIALIZATION), f"{self._label}::{HIDL_NAMES[t][1]}")
+                                 _PHASES.get(t, Phase.INITIALIZATION), f"{self.label}::{HIDL_NAMES[t][1]}")
                         for t, h in self._handlers.items()}
 
     # ------------------------------------------------------------------ loop
@@ -168,28 +168,28 @@ class DriverService:
             return self._reply(connection, msg_type & 0x7FFF, message.request_id, error_reply(
                 ErrorStatus.INVALID_ARGUMENT, f"unknown message type {msg_type}"))
         handler, interface, method, phase, detail = route
-        if self._vlog:
-            vlog.log("driver", self._label, "%s(%s) request %d", method, self.device.name,
+        if self.vlog_driver:
+            vlog.log("driver", self.label, "%s(%s) request %d", method, self.device.name,
                      message.request_id)
         if _trace_enabled():  # the runtime's span that sent the request is the parent
             with _trace.adopt(message.context), \
                     _trace.hidl(interface, method, "server") if interface else _NO_MARK:
                 with _trace.driver(phase, detail):
-                    payload = self._guarded(handler, connection, message, start)
+                    payload = self.guarded(handler, connection, message, start)
                 mark_failure(payload)
             _trace.flush()
         else:  # one check per message: no scopes to open (a handler may start a session)
             try:
                 payload = handler(connection, message, start)
-            except Exception:  # noqa: BLE001 - mapped to a status by _guarded
-                payload = self._guarded(_reraise)
+            except Exception:  # noqa: BLE001 - mapped to a status by guarded
+                payload = self.guarded(_reraise)
             if _trace_enabled():
                 _trace.flush()
         if payload is not PARKED:
             connection.send(REPLY | msg_type, message.request_id, payload)
 
     @staticmethod
-    def _guarded(handler, *args) -> bytes:
+    def guarded(handler, *args) -> bytes:
         try:
             return handler(*args)
         except (CodecError, MappingError, ProtocolError) as error:
@@ -228,7 +228,7 @@ class DriverService:
 
     def _prepare(self, connection, message, start) -> bytes:
         r = Reader(message.payload)
-        preference, priority, deadline = r._take(_PREPARE)
+        preference, priority, deadline = r.take(_PREPARE)
         model_cache, data_cache, token, fds = cache_client.read_prepare_args(r, message.fds)
         model, held = self._read_model(r, fds, connection.client)
         try:
@@ -241,8 +241,8 @@ class DriverService:
         prepared.priority = enum_value(Priority, priority)  # the scheduler's rank among this client's models
         model_id = self.clients.add_model(connection.client, prepared, held)
         cache_server.save(self, prepared, model_cache, data_cache, token)
-        if self._vlog:
-            vlog.log("driver", self._label, "prepareModel(%s): model %d, %d operations", self.device.name,
+        if self.vlog_driver:
+            vlog.log("driver", self.label, "prepareModel(%s): model %d, %d operations", self.device.name,
                      model_id, len(model.main.operations))
         return _OK + struct.pack("<I", model_id)
 
@@ -250,7 +250,7 @@ class DriverService:
         """Model structure + out-of-line operand values (fd 0) + model pools (following fds);
         returns (model, fds its mappings hold, taken from the budget: the caller gives them back)."""
         model, external = decode_model(r)
-        pool_regions = [r._take(_POOL_REGION) for _ in range(r.count(16))]
+        pool_regions = [r.take(_POOL_REGION) for _ in range(r.count(16))]
         r.end()
         expected = len(pool_regions) + (external is not None)
         if len(fds) != expected:
@@ -306,7 +306,7 @@ class DriverService:
         return _OK
 
     def _shutdown(self, connection, message, start) -> bytes:
-        self._running = False
+        self.running = False
         return _OK
 
 
@@ -316,7 +316,7 @@ def _bound(service: DriverService, handler):
 
 
 def _reraise():
-    """Raise the exception being handled again inside ``DriverService._guarded`` (which maps it
+    """Raise the exception being handled again inside ``DriverService.guarded`` (which maps it
     to a status). No frame on its traceback holds it, so no reference cycle keeps the request
     (a payload of up to 64 MiB) alive until the garbage collector runs."""
     raise  # noqa: PLE0704 - called from within an except block

@@ -152,7 +152,7 @@ def test_a_request_larger_than_the_whole_budget_is_persistent_at_execute(budgete
 _CALLS = {  # every way a driver process runs an execution
     "executeSynchronously": lambda prepared: prepared.execute,
     "execute": lambda prepared: lambda request: prepared.execute_async(request).wait(30.0),
-    "burst": lambda prepared: prepared.configure_execution_burst().execute,
+    "burst": lambda prepared: prepared.configure_burst().execute,
 }
 
 
