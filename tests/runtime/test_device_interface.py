@@ -20,19 +20,6 @@ from tests.support.paths import REPO
 _ROOTS = ("Device", "PreparedModel")
 _RECEIVER = re.compile(r"device|prepared|driver", re.IGNORECASE)
 
-# Violations not fixed yet (issue 26), without line numbers. The lists only shrink: a new
-# violation fails, and so does an entry that no longer occurs.
-KNOWN_KIND_TESTS = frozenset({
-})
-KNOWN_PROBES = frozenset({
-})
-KNOWN_REACHES = frozenset({
-    'runtime/ops/_bound.py: executor._bind_inputs',
-    'runtime/ops/_bound.py: executor._checked_key',
-    'runtime/ops/_bound.py: executor._inputs',
-    'runtime/ops/_bound.py: executor._outputs',
-    'runtime/ops/_bound.py: executor._signature',
-})
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -160,22 +147,20 @@ def test_the_index_sees_the_device_classes():
     assert "Execution" not in index.device_classes
 
 
-def _check(found: set[str], known: frozenset, advice: str) -> None:
-    new, stale = sorted(found - known), sorted(known - found)
-    assert not new, f"{advice}:\n" + "\n".join(new)
-    assert not stale, "fixed: drop them from the KNOWN list:\n" + "\n".join(stale)
+def _check(found: set[str], advice: str) -> None:
+    assert not found, f"{advice}:\n" + "\n".join(sorted(found))
 
 
 def test_no_kind_tests_of_devices_or_prepared_models_outside_their_modules():
-    _check(_all_problems()[0], KNOWN_KIND_TESTS, "ask the interface instead")
+    _check(_all_problems()[0], "ask the interface instead")
 
 
 def test_no_getattr_probes_of_device_members():
-    _check(_all_problems()[1], KNOWN_PROBES, "put the member on Device/PreparedModel")
+    _check(_all_problems()[1], "put the member on Device/PreparedModel")
 
 
 def test_no_access_to_another_modules_private_members():
-    _check(_all_problems()[2], KNOWN_REACHES, "a method is missing")
+    _check(_all_problems()[2], "a method is missing")
 
 
 def test_the_checks_catch_what_they_forbid():
