@@ -135,6 +135,30 @@ def test_decorator_applied_while_off_traces_when_on():
     assert _decorated_while_off.__name__ == "_decorated_while_off"
 
 
+class _Counter:
+    calls = 0
+
+    @tracing.runtime(Phase.EXECUTION, "count")
+    def count(self):
+        self.calls += 1
+        return self.calls
+
+    @tracing.runtime(Phase.EXECUTION, "add")
+    def add(self, step=1):
+        self.calls += step
+        return self.calls
+
+
+def test_decorated_methods_of_self_alone_and_with_arguments_are_spans():
+    counter = _Counter()
+    assert counter.count() == 1 and _Counter.count(self=counter) == 2
+    with TraceSession() as session:
+        assert counter.count() == 3 and counter.add(step=2) == 5 and counter.add() == 6
+    assert names(session.collect()) == ["[NN_LR_PE]count", None, "[NN_LR_PE]add", None,
+                                        "[NN_LR_PE]add", None]
+    assert _Counter.count.__wrapped__.__name__ == "count"
+
+
 def test_decorator_applied_while_on_records_no_stray_begin():
     with TraceSession() as session:
         @tracing.hidl("IPreparedModel", "execute", "server")
