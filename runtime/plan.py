@@ -31,16 +31,15 @@ from typing import Sequence
 import tracing
 import vlog
 from runtime import _caching, partition as partitioner
-from runtime.partition import (MODEL_INPUT, MODEL_OUTPUT, TEMPORARY, ExecutionStep,  # noqa: F401
-                               Partition, Source)
 from runtime._step_memory import StepMemories
 from runtime.api import NnError, from_hal_error
 from runtime.drivers.base import Device, PreparedModel
 from runtime.extensions import has_extension_operation
 from runtime.hal.errors import HalError
 from runtime.hal.types import HalModel, Preference, Priority, is_scalar
+from runtime.partition import (MODEL_INPUT, MODEL_OUTPUT, TEMPORARY,  # noqa: F401 (re-exported)
+                               ExecutionStep, Partition, Source)
 from tracing import Phase
-
 
 
 class PartitioningMode(enum.IntEnum):
@@ -166,8 +165,8 @@ def build_plan(model: HalModel, devices: Sequence[Device], preference: Preferenc
     cached, tried = _caching.whole_model_from_cache(model, devices, fallback, preference, priority,
                                                     deadline_ns, cache_dir, token)
     if cached is not None:  # one device, its cache loaded: no partitioning (AOSP single device)
-        plan = ExecutionPlan.from_partition(Partition(model, (partitioner.whole_model(model, devices[0]),)),
-                                            fallback, preference, priority)
+        whole = Partition(model, (partitioner.whole_model(model, devices[0]),))
+        plan = ExecutionPlan.from_partition(whole, fallback, preference, priority)
         plan.steps[0].prepared = cached
         _log_plan(plan)
         return plan
