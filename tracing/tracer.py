@@ -2,8 +2,9 @@
 
 Each factory (one per layer, plus :func:`full`, :func:`subtract` and :func:`hidl`) returns a
 :class:`Scope` that keeps its ``(tag, detail)``, as OpenTelemetry's context managers keep
-their arguments: a context manager, and a decorator that makes every call one span. Off by
-default: a scope made while off enters and exits without running Python code, and records
+their arguments: a context manager, and a decorator that makes every call one span (a
+scope holds no state of its own, so a factory hands the same one out again for the same
+phase and detail). Off by default: a scope made while off enters and exits without running Python code, and records
 nothing. A scope made while on extends the calling thread's buffer (a plain, flat list
 reached through one ``threading.local`` attribute) with ``tag, detail, ts_ns`` on enter
 and appends the bare ``ts_ns`` of the end on exit. The buffer thus holds no per-event
@@ -72,8 +73,9 @@ class _Tags(dict):
 _PLAIN = {layer: _Tags(layer, "") for layer in Layer}
 _SW = {layer: _Tags(layer, MARKERS[0]) for layer in Layer}
 _SUB = {layer: _Tags(layer, MARKERS[1]) for layer in Layer}
-_LA, _LR, _LI = _PLAIN[Layer.APPLICATION], _PLAIN[Layer.RUNTIME], _PLAIN[Layer.IPC]
-_LD, _LC, _LU = _PLAIN[Layer.DRIVER], _PLAIN[Layer.CPU], _PLAIN[Layer.UTILITY]
+#: Scopes a factory keeps per phase, to hand out again (a scope holds no state of its own,
+#: and details are mostly literals; past this many per phase, each call makes a new one).
+_KEPT_PER_PHASE = 256
 
 
 def _register_thread() -> list:
@@ -128,6 +130,15 @@ def _scope(tag: str, detail: str) -> Scope:
     return _LiveScope((tag, detail)) if _on else Scope((tag, detail))
 
 
+def _keep(kept: dict, kind: type, tag: str, phase: Phase, detail: str) -> Scope:
+    """A new scope of ``kind``, kept in ``kept`` (phase -> detail -> scope) for reuse."""
+    scope = kind((tag, detail))
+    same_phase = kept[phase]
+    if len(same_phase) < _KEPT_PER_PHASE:
+        same_phase[detail] = scope
+    return scope
+
+
 def _layer_tags(table: dict, layer: Layer) -> _Tags:
     try:
         return table[layer]
@@ -139,11 +150,16 @@ def _layer_tags(table: dict, layer: Layer) -> _Tags:
 def _layer_factory(layer: Layer, summary: str) -> Callable[..., Scope]:
     """The scope factory of one layer: ``factory(phase, detail="")``."""
     tags = _PLAIN[layer]
+    kept_off: dict[Phase, dict[str, Scope]] = {phase: {} for phase in tags}
+    kept_on: dict[Phase, dict[str, Scope]] = {phase: {} for phase in tags}
 
     def factory(phase: Phase, detail: str = "") -> Scope:
-        if _on:
-            return _LiveScope((tags[phase], detail))
-        return Scope((tags[phase], detail))
+        on = _on
+        try:
+            return (kept_on if on else kept_off)[phase][detail]
+        except KeyError:
+            return _keep(kept_on if on else kept_off, _LiveScope if on else Scope,
+                         tags[phase], phase, detail)
 
     name = layer.name.lower()
     factory.__name__ = factory.__qualname__ = name

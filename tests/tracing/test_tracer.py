@@ -41,6 +41,20 @@ def test_off_by_default_a_scope_keeps_its_name_and_records_nothing(make, expecte
     assert session.collect().threads == []
 
 
+def test_factories_hand_out_kept_scopes_up_to_a_bound():
+    assert tracing.runtime(Phase.TERMINATION, "kept") is tracing.runtime(Phase.TERMINATION, "kept")
+    many = [tracing.utility(Phase.TERMINATION, f"d{i}") for i in range(tracer._KEPT_PER_PHASE + 5)]
+    assert [scope.detail for scope in many] == [f"d{i}" for i in range(len(many))]
+    last = f"d{len(many) - 1}"
+    assert tracing.utility(Phase.TERMINATION, last) is not many[-1]  # past the bound: made anew
+    with TraceSession() as session:
+        live = tracing.runtime(Phase.TERMINATION, "kept")
+        assert type(live) is not tracer.Scope and live is tracing.runtime(Phase.TERMINATION, "kept")
+        with live:
+            pass
+    assert names(session.collect()) == ["[NN_LR_PT]kept", None]
+
+
 def test_null_scope_lets_exceptions_through():
     with pytest.raises(KeyError):
         with tracing.runtime(Phase.EXECUTION, "x"):
