@@ -73,7 +73,7 @@ class _Tags(dict):
 _PLAIN = {layer: _Tags(layer, "") for layer in Layer}
 _SW = {layer: _Tags(layer, MARKERS[0]) for layer in Layer}
 _SUB = {layer: _Tags(layer, MARKERS[1]) for layer in Layer}
-#: Scopes a factory keeps per phase, to hand out again (a scope holds no state of its own,
+#: Scopes a factory keeps per phase (:func:`hidl`: in all), to hand out again (a scope holds no state of its own,
 #: and details are mostly literals; past this many per phase, each call makes a new one).
 _KEPT_PER_PHASE = 256
 
@@ -98,7 +98,8 @@ class Scope(tuple):
     """
 
     __slots__ = ()
-    tag = property(operator.itemgetter(0), doc="``[NN_<layer>_<phase>]`` (with its marker), or a HIDL mark.")
+    tag = property(operator.itemgetter(0),
+                   doc="``[NN_<layer>_<phase>]`` (with its marker), or a HIDL mark.")
     detail = property(operator.itemgetter(1), doc="The free text after the tag.")
     __enter__ = staticmethod(tuple)  # C-level no-ops: the disabled path runs no Python code
     __exit__ = staticmethod("".format)
@@ -127,15 +128,14 @@ class _LiveScope(Scope):
 
 
 def _scope(tag: str, detail: str) -> Scope:
+    """A new scope, live while tracing is on."""
     return _LiveScope((tag, detail)) if _on else Scope((tag, detail))
 
 
-def _keep(kept: dict, kind: type, tag: str, phase: Phase, detail: str) -> Scope:
-    """A new scope of ``kind``, kept in ``kept`` (phase -> detail -> scope) for reuse."""
-    scope = kind((tag, detail))
-    same_phase = kept[phase]
-    if len(same_phase) < _KEPT_PER_PHASE:
-        same_phase[detail] = scope
+def _keep(kept: dict, key: Any, scope: Scope) -> Scope:
+    """``scope``, kept as ``kept[key]`` for reuse while ``kept`` is not full."""
+    if len(kept) < _KEPT_PER_PHASE:
+        kept[key] = scope
     return scope
 
 
@@ -158,8 +158,8 @@ def _layer_factory(layer: Layer, summary: str) -> Callable[..., Scope]:
         try:
             return (kept_on if on else kept_off)[phase][detail]
         except KeyError:
-            return _keep(kept_on if on else kept_off, _LiveScope if on else Scope,
-                         tags[phase], phase, detail)
+            scope = (_LiveScope if on else Scope)((tags[phase], detail))  # raises for a bad phase
+            return _keep((kept_on if on else kept_off)[phase], detail, scope)
 
     name = layer.name.lower()
     factory.__name__ = factory.__qualname__ = name
@@ -192,7 +192,18 @@ def hidl(interface: str, method: str, side: str) -> Scope:
     Raises:
         ValueError: when ``side`` is not ``client`` or ``server``.
     """
-    return _scope(hidl_mark(interface, method, side), "")
+    on = _on
+    kept = _HIDL_ON if on else _HIDL_OFF
+    key = (interface, method, side)
+    try:
+        return kept[key]
+    except KeyError:
+        scope = (_LiveScope if on else Scope)((hidl_mark(interface, method, side), ""))
+        return _keep(kept, key, scope)
+
+
+_HIDL_OFF: dict[tuple[str, str, str], Scope] = {}
+_HIDL_ON: dict[tuple[str, str, str], Scope] = {}
 
 
 def switch(layer: Layer, phase: Phase, detail: str = "") -> None:

@@ -43,6 +43,7 @@ def test_off_by_default_a_scope_keeps_its_name_and_records_nothing(make, expecte
 
 def test_factories_hand_out_kept_scopes_up_to_a_bound():
     assert tracing.runtime(Phase.TERMINATION, "kept") is tracing.runtime(Phase.TERMINATION, "kept")
+    assert tracing.hidl("IDevice", "kept", "client") is tracing.hidl("IDevice", "kept", "client")
     many = [tracing.utility(Phase.TERMINATION, f"d{i}") for i in range(tracer._KEPT_PER_PHASE + 5)]
     assert [scope.detail for scope in many] == [f"d{i}" for i in range(len(many))]
     last = f"d{len(many) - 1}"
