@@ -28,6 +28,8 @@ from parse_systrace._thread import (ASYNC_BEGIN, ASYNC_END, END, SYNC, TEXT, TRA
 from parse_systrace.errors import TraceFormatError
 from parse_systrace.summary import RunSummary, ThreadDetail
 
+_E, _C = _tree.E, _tree.C  # a node's end time and children (see parse_systrace._tree)
+
 NO_RUNTIME = "\n*** No NNAPI Runtime trace present - check your systrace setup ***\n\n"
 INCOMPLETE = "Incomplete trace, not able to print all statistics\n"
 _MISSING = object()
@@ -316,7 +318,7 @@ def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
                     stack.append(node)
                     thread.end(float(ts), where)
                     continue
-                node[1] = float(ts)
+                node[_E] = float(ts)
                 if node[END] is not None:
                     thread.ended(node)
                     phase = app[-1] if app else "PO"
@@ -326,20 +328,22 @@ def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
                 info = thread.info(name, where)
                 if guessed:
                     session.check_name(thread, info)
-            if guessed and info[9] and tgid != thread.read_tgid:
+            mark, layer, mark_phase, subtract, ends, slow, starts_run, text, _, tracks = info
+            if guessed and tracks and tgid != thread.read_tgid:
                 session.check_tgid(thread, tgid)
-            if info[5]:
-                if info[6]:
-                    finished = session.start_run(tgid, info[7])
+            if slow:
+                if starts_run:
+                    finished = session.start_run(tgid, text)
                     if finished is not None:
                         yield from _emit(finished, warn)
                 thread.begin_slow(float(ts), info, where)
                 phase = app[-1] if app else "PO"
                 continue
             parent = stack[-1]
-            node = [float(ts), None, info[1], info[2], phase, info[3], [], parent, info[0],
-                    where, info[4]]
-            parent[6].append(node)
+            # The node's slots, in _tree's order: S, E, L, P, A, SUB, C, PAR, M, W, and END.
+            node = [float(ts), None, layer, mark_phase, phase, subtract, [], parent, mark,
+                    where, ends]
+            parent[_C].append(node)
             stack.append(node)
 
 

@@ -39,16 +39,13 @@ from runtime.hal.errors import result_code_from_status
 from runtime.hal.types import ErrorStatus
 from runtime.hal.validate import argument_problem
 from runtime.memory import Memory
-from tracing import Layer, Phase
-from tracing.naming import format_name
-from tracing.tracer import hot_recorder
+from tracing import Phase
 
 #: Default and maximum of ``set_loop_timeout`` (ANeuralNetworks_getDefaultLoopTimeout / getMaximumLoopTimeout).
 LOOP_TIMEOUT_DEFAULT_NS = 2_000_000_000
 LOOP_TIMEOUT_MAXIMUM_NS = 15_000_000_000
 
 _EMPTY = b""
-_COMPUTE_TAG = format_name(Layer.RUNTIME, Phase.EXECUTION)
 _NONE = ErrorStatus.NONE  # a module global: Enum member access is slow on Python 3.11
 
 
@@ -242,25 +239,16 @@ class Execution:
                           "Compilation.for_devices with exactly one device")
 
     # ------------------------------------------------------------------ running
+    @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_compute")
     def compute(self) -> None:
-        """Run synchronously (ANeuralNetworksExecution_compute), in the span
-        ``[NN_LR_PE]ANeuralNetworksExecution_compute`` (recorded inline: the hot path).
+        """Run synchronously (ANeuralNetworksExecution_compute).
 
         Raises:
             NnError: BAD_STATE while computing or once completed (unless reusable); BAD_DATA if
                 an argument is unset; OUTPUT_INSUFFICIENT_SIZE naming the output and the shape
                 it needs; the device's code (OP_FAILED, MISSED_DEADLINE_*, ...).
         """
-        recorder = hot_recorder()
-        if recorder is None:
-            self._run(self._start("compute"))
-            return
-        append, extend, now = recorder
-        extend((_COMPUTE_TAG, "ANeuralNetworksExecution_compute", now()))
-        try:
-            self._run(self._start("compute"))
-        finally:
-            append(now())
+        self._run(self._start("compute"))
 
     @tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_burstCompute")
     def burst_compute(self, burst: Burst) -> None:

@@ -34,12 +34,13 @@ from runtime.drivers.base import Device
 from runtime.drivers.cpu import NAME as CPU_DEVICE_NAME
 from runtime.drivers.cpu import CpuDevice
 from runtime.hal.errors import HalError
-from runtime.plan import PARTITIONING_NO, PARTITIONING_WITH_FALLBACK, PARTITIONING_WITHOUT_FALLBACK
+from runtime.plan import (PARTITIONING_NO, PARTITIONING_WITH_FALLBACK, PARTITIONING_WITHOUT_FALLBACK,
+                          PartitioningMode)
 from tracing import Phase
 
 __all__ = ["devices", "get_device", "cpu_device", "CPU_DEVICE_NAME", "NN_PARTITION", "partitioning",
            "override_partitioning", "allows_fallback", "start_devices", "shutdown", "forTest_set_devices",
-           "forTest_reset", "PARTITIONING_NO", "PARTITIONING_WITH_FALLBACK",
+           "forTest_reset", "PartitioningMode", "PARTITIONING_NO", "PARTITIONING_WITH_FALLBACK",
            "PARTITIONING_WITHOUT_FALLBACK"]
 
 NN_PARTITION = "NN_PARTITION"
@@ -58,23 +59,23 @@ _devices: tuple[Device, ...] | None = None
 _discovered: tuple[Device, ...] = ()  # what _discover() made (shut down by forTest_reset)
 
 
-def _read_partitioning(value: str | None) -> int:
+def _read_partitioning(value: str | None) -> PartitioningMode:
     if value is None or not value.strip():
         return PARTITIONING_WITH_FALLBACK
     try:
         number = int(value)
     except ValueError:
         number = -1
-    if number not in (PARTITIONING_NO, PARTITIONING_WITH_FALLBACK, PARTITIONING_WITHOUT_FALLBACK):
+    if number not in tuple(PartitioningMode):
         _log.warning("%s=%r is not 0, 1 or 2; using 1", NN_PARTITION, value)
         return PARTITIONING_WITH_FALLBACK
-    return number
+    return PartitioningMode(number)
 
 
 _partitioning = _read_partitioning(os.environ.get(NN_PARTITION))
 
 
-def partitioning() -> int:
+def partitioning() -> PartitioningMode:
     """The ``NN_PARTITION`` mode of default compilations (0, 1 or 2)."""
     return _partitioning
 
@@ -85,11 +86,12 @@ def allows_fallback(mode: int) -> bool:
 
 
 @contextlib.contextmanager
-def override_partitioning(mode: int) -> Iterator[int]:
+def override_partitioning(mode: int) -> Iterator[PartitioningMode]:
     """Use partitioning ``mode`` inside the ``with`` block (scoped override for tests)."""
     global _partitioning
-    if mode not in (PARTITIONING_NO, PARTITIONING_WITH_FALLBACK, PARTITIONING_WITHOUT_FALLBACK):
+    if mode not in tuple(PartitioningMode):
         raise ValueError(f"partitioning mode must be 0, 1 or 2, got {mode!r}")
+    mode = PartitioningMode(mode)
     previous, _partitioning = _partitioning, mode
     try:
         yield mode

@@ -1,6 +1,7 @@
 """Partitioning of a model across devices (AOSP ``ModelBuilder::partitionTheWork``).
 
-Two pure functions, no processes and no preparation:
+Three functions; no preparation, but each asks every candidate device (most are driver
+processes) which operations it supports, and the chosen ones for their capabilities:
 
 * :func:`find_best_device_for_each_operation` picks, per operation of ``model.main``, the
   device with the best advertised performance for the preference among those whose
@@ -8,12 +9,19 @@ Two pure functions, no processes and no preparation:
   power usage for LOW_POWER, for the type of the operation's input 0; relaxed figures when
   the model relaxes float32). Ties go to the earlier device. Nothing supports it: the CPU
   fallback ``cpu_index`` if given, else :class:`UnsupportedOperationError`.
-* :func:`partition` groups the operations into :class:`Step` s as AOSP does: each device
-  has a queue of ready operations; the next step is the non-empty queue of the highest
+* :func:`best_single_device` picks the device that runs the whole model best
+  (``NN_PARTITION=0``).
+* :func:`partition` groups the operations into :class:`ExecutionStep` s as AOSP does: each
+  device has a queue of ready operations; the next step is the non-empty queue of the highest
   device index, drained while the operations it finishes make more of its own ready. Each
-  step carries its sub-model (see ``runtime._submodel``) and the original operand index of
-  every sub-model input/output. One device for everything gives one step whose sub-model is
-  the whole model unchanged (:attr:`Partition.single_device`).
+  step carries its sub-model (see ``runtime._submodel``), the original operand index of
+  every sub-model input/output and where each comes from. One device for everything gives
+  one step whose sub-model is the whole model unchanged (:func:`whole_model`); the
+  :class:`runtime.plan.ExecutionPlan` is built straight from the :class:`Partition`.
+
+A CPU fallback that is not one of the candidate devices is passed as ``last_resort``: it
+comes after them (index ``len(devices)``), is never asked what it supports and takes only
+the operations no device supports.
 
 Log lines (vlog ``compilation``, log tag ``ExecutionPlan``) follow AOSP, e.g.
 ``ModelBuilder::findBestDeviceForEachOperation(ADD) = 1 (sample-float-fast)``. Callers
@@ -36,15 +44,15 @@ from typing import Sequence
 import vlog
 from runtime._submodel import extract, readers_of
 from runtime.api import BadDataError, ResultCode
-from runtime.drivers.base import Device
+from runtime.drivers.base import Device, PreparedModel
 from runtime.extensions import extensions_of_operation, supported as supported_extensions
 from runtime.hal.device_types import Capabilities, PerformanceInfo
 from runtime.hal.errors import HalError
 from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType, Operation,
-                               OperationType, Preference)
+                               OperationType, Preference, Subgraph)
 
-__all__ = ["Partition", "Step", "UnsupportedOperationError", "best_single_device",
-           "find_best_device_for_each_operation", "partition"]
+__all__ = ["ExecutionStep", "Partition", "Source", "UnsupportedOperationError", "best_single_device",
+           "find_best_device_for_each_operation", "partition", "whole_model"]
 
 _log = logging.getLogger(__name__)
 
@@ -87,25 +95,63 @@ class MissingExtensionError(UnsupportedOperationError):
                               f"extension operations ({detail or 'no devices'})")
 
 
+MODEL_INPUT, MODEL_OUTPUT, TEMPORARY = "input", "output", "temporary"
+
+
 @dataclass(frozen=True)
-class Step:
-    """One step of a partition: operations that run as one sub-model on one device.
+class Source:
+    """Where a step argument lives: a model input/output (by position) or a cross-step temporary."""
+
+    kind: str
+    position: int  # model input/output position, or the main operand index for temporaries
+
+
+@dataclass
+class ExecutionStep:
+    """One step: operations of the main model run as a sub-model on one device.
 
     Attributes:
         index: Position in run order.
-        device_index: Index into the ``devices`` given to :func:`partition`.
-        operations: Original operation indexes, in the sub-model's (topological) order.
-        model: The sub-model (the original model itself for a single-device partition).
-        inputs: Original operand index of each sub-model input, in its input order.
-        outputs: Original operand index of each sub-model output, in its output order.
+        device: Where the step runs.
+        operations: Indexes of the main model's operations in this step (run order).
+        model: The step's sub-model (the main model itself for a whole-model step).
+        inputs: Main-model operand index of each step input, in step order.
+        outputs: Main-model operand index of each step output, in step order.
+        input_sources, output_sources: Where each step argument comes from / goes to.
+        prepared: The device's prepared model (set by :func:`runtime.plan.build_plan`).
+        device_index: Index of ``device`` among the devices partitioned over (the last
+            resort is one past them); 0 for a step made without partitioning.
     """
 
     index: int
-    device_index: int
+    device: Device
     operations: tuple[int, ...]
     model: HalModel
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+    input_sources: tuple[Source, ...] = ()
+    output_sources: tuple[Source, ...] = ()
+    prepared: PreparedModel | None = None
+    device_index: int = 0
+
+
+def _sources(graph: Subgraph, operands: Sequence[int]) -> tuple[Source, ...]:
+    result = []
+    for operand_index in operands:
+        if operand_index in graph.input_indexes:
+            result.append(Source(MODEL_INPUT, graph.input_indexes.index(operand_index)))
+        elif operand_index in graph.output_indexes:
+            result.append(Source(MODEL_OUTPUT, graph.output_indexes.index(operand_index)))
+        else:
+            result.append(Source(TEMPORARY, operand_index))
+    return tuple(result)
+
+
+def whole_model(model: HalModel, device: Device, device_index: int = 0) -> ExecutionStep:
+    """The one step that runs the whole, unchanged ``model`` on ``device``."""
+    graph = model.main
+    return ExecutionStep(0, device, tuple(range(len(graph.operations))), model,
+                         graph.input_indexes, graph.output_indexes, device_index=device_index)
 
 
 @dataclass(frozen=True)
@@ -121,14 +167,9 @@ class Partition:
     """
 
     model: HalModel
-    steps: tuple[Step, ...]
-    operation_device: tuple[int, ...]
+    steps: tuple[ExecutionStep, ...]
+    operation_device: tuple[int, ...] = ()
     cross_device_operands: frozenset[int] = frozenset()
-
-    @property
-    def single_device(self) -> bool:
-        """One step running the whole, unchanged model."""
-        return len(self.steps) == 1 and self.steps[0].model is self.model
 
 
 def _cost(capabilities: Capabilities, model: HalModel, operation: Operation,
@@ -235,8 +276,8 @@ def _best_for(index: int, model: HalModel, devices: Sequence[Device], support, c
 
 
 def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Device],
-                                        preference: Preference,
-                                        cpu_index: int | None = None) -> list[int]:
+                                        preference: Preference, cpu_index: int | None = None,
+                                        last_resort: Device | None = None) -> list[int]:
     """The device index chosen for each operation of ``model.main``.
 
     Args:
@@ -245,11 +286,15 @@ def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Devic
         preference: LOW_POWER compares power usage, the others exec time.
         cpu_index: Index in ``devices`` of the CPU fallback, used for operations no device
             (including the CPU one) claims to support.
+        last_resort: A CPU fallback that is not among ``devices`` (see the module docstring).
 
     Raises:
         UnsupportedOperationError: No device supports an operation and no ``cpu_index``.
     """
     support = [_support(model, device) for device in devices]
+    if last_resort is not None:
+        devices = [*devices, last_resort]
+        support.append([False] * len(model.main.operations))
     capabilities = [_capabilities(device, flags) for device, flags in zip(devices, support)]
     chosen = []
     for index, operation in enumerate(model.main.operations):
@@ -297,21 +342,23 @@ def _group(model: HalModel, best: Sequence[int], device_count: int) -> list[tupl
     return groups
 
 
-def _cross_device(steps: Sequence[Step]) -> frozenset[int]:
+def _cross_device(steps: Sequence[ExecutionStep]) -> frozenset[int]:
     made_on = {o: s.device_index for s in steps for o in s.outputs}
     return frozenset(o for s in steps for o in s.inputs
                      if o in made_on and made_on[o] != s.device_index)
 
 
 def partition(model: HalModel, devices: Sequence[Device], preference: Preference,
-              cpu_index: int | None = None) -> Partition:
+              cpu_index: int | None = None, last_resort: Device | None = None) -> Partition:
     """Split ``model`` into steps, each a sub-model for one device.
 
     Args:
         model: The whole model.
         devices: Candidate devices (see :func:`find_best_device_for_each_operation`).
         preference: The compilation preference.
-        cpu_index: Index in ``devices`` of the CPU fallback device, if any.
+        cpu_index: Index in ``devices`` of the CPU fallback device, if any
+            (``len(devices)`` for the ``last_resort``).
+        last_resort: A CPU fallback that is not among ``devices`` (see the module docstring).
 
     Raises:
         UnsupportedOperationError: An operation no device supports, without a fallback.
@@ -319,20 +366,22 @@ def partition(model: HalModel, devices: Sequence[Device], preference: Preference
     """
     if not devices:
         raise BadDataError(ResultCode.BAD_DATA, "partition: no devices")
-    best = find_best_device_for_each_operation(model, devices, preference, cpu_index)
+    best = find_best_device_for_each_operation(model, devices, preference, cpu_index, last_resort)
+    if last_resort is not None:
+        devices = [*devices, last_resort]
     graph = model.main
     if len(set(best)) <= 1:
         device = best[0] if best else (0 if cpu_index is None else cpu_index)
         vlog.log("compilation", "ExecutionPlan", "ModelBuilder::partitionTheWork: only one best "
                  "device: %s", devices[device].name)
-        step = Step(0, device, tuple(range(len(graph.operations))), model, graph.input_indexes,
-                    graph.output_indexes)
-        return Partition(model, (step,), tuple(best))
+        return Partition(model, (whole_model(model, devices[device], device),), tuple(best))
     readers = readers_of(graph)
     steps = []
     for position, (device, operations) in enumerate(_group(model, best, len(devices))):
         sub = extract(model, operations, readers)
-        steps.append(Step(position, device, tuple(operations), sub.model, sub.inputs, sub.outputs))
+        steps.append(ExecutionStep(position, devices[device], tuple(operations), sub.model,
+                                   sub.inputs, sub.outputs, _sources(graph, sub.inputs),
+                                   _sources(graph, sub.outputs), device_index=device))
         vlog.log("compilation", "ExecutionPlan", "step %d: device %d (%s), operations %s",
                  position, device, devices[device].name, operations)
     return Partition(model, tuple(steps), tuple(best), _cross_device(steps))

@@ -1,15 +1,16 @@
 """The ExecutionPlan: a compiled model as steps, each a sub-model prepared on one device.
 
 :func:`build_plan` partitions the model with :func:`runtime.partition.partition` (the one
-partitioner; AOSP ``ModelBuilder::partitionTheWork``) and prepares every step. A plan with
-one step covering the whole model is *simple*: the execution's request goes to the device
-untouched. A compound plan routes model inputs and outputs to the steps and allocates the
-tensors that cross steps.
+partitioner; AOSP ``ModelBuilder::partitionTheWork``), builds the plan straight from the
+:class:`~runtime.partition.Partition` (its :class:`~runtime.partition.ExecutionStep` s are the
+plan's steps) and prepares every step. A plan with one step covering the whole model is
+*simple*: the execution's request goes to the device untouched. A compound plan routes model
+inputs and outputs to the steps and allocates the tensors that cross steps.
 
-Partitioning follows ``NN_PARTITION`` (see :mod:`runtime.manager`): 0 runs the whole model on
-the single best device that supports every operation (else on the CPU), 1 partitions with CPU
-fallback, 2 partitions without it. With a fallback device (the CPU), a step whose device
-fails to prepare makes the whole model a simple plan on the CPU
+Partitioning follows ``NN_PARTITION`` (:class:`PartitioningMode`, see :mod:`runtime.manager`):
+0 runs the whole model on the single best device that supports every operation (else on the
+CPU), 1 partitions with CPU fallback, 2 partitions without it. With a fallback device (the
+CPU), a step whose device fails to prepare makes the whole model a simple plan on the CPU
 (``[NN_LR_PC]CompilationBuilder::cpuFallback``), and CPU stand-ins for the steps and the whole
 model are prepared at compilation (``[NN_LR_PC]ExecutionPlan::prepareCpuFallback``), ready for
 steps that fail at execution (:meth:`ExecutionPlan.cpu_step`, :meth:`ExecutionPlan.cpu_whole`).
@@ -23,6 +24,7 @@ Example:
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -34,46 +36,23 @@ from runtime.api import NnError, from_hal_error
 from runtime.drivers.base import Device, PreparedModel
 from runtime.extensions import has_extension_operation
 from runtime.hal.errors import HalError
-from runtime.hal.types import HalModel, Preference, Priority, Subgraph, is_scalar
+from runtime.hal.types import HalModel, Preference, Priority, is_scalar
+from runtime.partition import (MODEL_INPUT, MODEL_OUTPUT, TEMPORARY,  # noqa: F401 (re-exported)
+                               ExecutionStep, Partition, Source)
 from tracing import Phase
 
-MODEL_INPUT, MODEL_OUTPUT, TEMPORARY = "input", "output", "temporary"
-#: ``NN_PARTITION`` values (AOSP ``DeviceManager::kPartitioning*``).
-PARTITIONING_NO, PARTITIONING_WITH_FALLBACK, PARTITIONING_WITHOUT_FALLBACK = 0, 1, 2
+
+class PartitioningMode(enum.IntEnum):
+    """``NN_PARTITION`` values (AOSP ``DeviceManager::kPartitioning*``)."""
+
+    NO = 0
+    WITH_FALLBACK = 1
+    WITHOUT_FALLBACK = 2
 
 
-@dataclass(frozen=True)
-class Source:
-    """Where a step argument lives: a model input/output (by position) or a cross-step temporary."""
-
-    kind: str
-    position: int  # model input/output position, or the main operand index for temporaries
-
-
-@dataclass
-class ExecutionStep:
-    """One step: operations of the main model run as a sub-model on one device.
-
-    Attributes:
-        index: Position in the plan.
-        device: Where the step runs.
-        operations: Indexes of the main model's operations in this step (run order).
-        model: The step's sub-model (the main model itself for a simple plan).
-        inputs: Main-model operand index of each step input, in step order.
-        outputs: Main-model operand index of each step output, in step order.
-        input_sources, output_sources: Where each step argument comes from / goes to.
-        prepared: The device's prepared model (set by :func:`build_plan`).
-    """
-
-    index: int
-    device: Device
-    operations: tuple[int, ...]
-    model: HalModel
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    input_sources: tuple[Source, ...] = ()
-    output_sources: tuple[Source, ...] = ()
-    prepared: PreparedModel | None = None
+PARTITIONING_NO = PartitioningMode.NO
+PARTITIONING_WITH_FALLBACK = PartitioningMode.WITH_FALLBACK
+PARTITIONING_WITHOUT_FALLBACK = PartitioningMode.WITHOUT_FALLBACK
 
 
 @dataclass
@@ -105,6 +84,14 @@ class ExecutionPlan:
         #: Every tensor a step reads from another step has a fixed shape: step requests are reused.
         self.static_boundaries = all(_fixed(graph.operands[o]) for o in read)
         self._devices = tuple(step.device for step in self.steps)
+
+    @classmethod
+    def from_partition(cls, part: Partition, fallback: Device | None = None,
+                       preference: Preference = Preference.FAST_SINGLE_ANSWER,
+                       priority: Priority = Priority.MEDIUM) -> "ExecutionPlan":
+        """The plan of ``part``'s steps (not prepared yet)."""
+        return cls(part.model, part.steps, part.cross_device_operands, fallback, preference,
+                   priority)
 
     @property
     def simple(self) -> bool:
@@ -140,79 +127,37 @@ def _fixed(operand) -> bool:
     return is_scalar(operand.type) or bool(operand.dimensions) and all(operand.dimensions)
 
 
-def _sources(graph: Subgraph, operands: Sequence[int]) -> tuple[Source, ...]:
-    result = []
-    for operand_index in operands:
-        if operand_index in graph.input_indexes:
-            result.append(Source(MODEL_INPUT, graph.input_indexes.index(operand_index)))
-        elif operand_index in graph.output_indexes:
-            result.append(Source(MODEL_OUTPUT, graph.output_indexes.index(operand_index)))
-        else:
-            result.append(Source(TEMPORARY, operand_index))
-    return tuple(result)
-
-
-class _LastResort(Device):
-    """The CPU fallback when it is not one of the compilation's devices: it takes only the
-    operations no device supports (it claims none, so it never competes on performance)."""
-
-    def __init__(self, device: Device):
-        self.device, self.name = device, device.name
-
-    def capabilities(self):
-        return self.device.capabilities()
-
-    def supported_operations(self, model: HalModel) -> list[bool]:
-        return [False] * len(model.main.operations)
-
-    def prepare_model(self, *args, **kwargs):
-        return self.device.prepare_model(*args, **kwargs)
-
-
-def _single(model: HalModel, device: Device) -> tuple[ExecutionStep, ...]:
-    graph = model.main
-    return (ExecutionStep(0, device, tuple(range(len(graph.operations))), model,
-                          graph.input_indexes, graph.output_indexes),)
-
-
-def _partitioned(model: HalModel, devices: Sequence[Device], preference: Preference,
-                 fallback: Device | None, partitioning: int):
-    """(steps, crossing operands) for ``partitioning``; see the module docstring."""
-    candidates = list(devices)
-    if fallback is not None and fallback not in candidates:
-        candidates.append(_LastResort(fallback))
-    if partitioning == PARTITIONING_NO:
-        best = partitioner.best_single_device(model, candidates, preference)
+def _partition(model: HalModel, devices: Sequence[Device], preference: Preference,
+               fallback: Device | None, partitioning: PartitioningMode) -> Partition:
+    """The partition for ``partitioning``; see the module docstring."""
+    devices = list(devices)
+    last_resort = fallback if fallback is not None and fallback not in devices else None
+    if partitioning == PartitioningMode.NO:
+        best = partitioner.best_single_device(model, devices, preference)
         if best is None and has_extension_operation(model):  # never on the CPU fallback
-            partitioner.find_best_device_for_each_operation(model, candidates, preference)
-        device = candidates[best] if best is not None else fallback or candidates[0]
+            partitioner.find_best_device_for_each_operation(model, devices, preference,
+                                                            last_resort=last_resort)
+        device = devices[best] if best is not None else fallback or devices[0]
         vlog.log("compilation", "ExecutionPlan", "ModelBuilder::partitionTheWork: partitioning "
                  "disabled (NN_PARTITION=0); whole model on %s", device.name)
-        return _single(model, device), frozenset()
-    cpu_index = next((i for i, d in enumerate(candidates) if d is fallback or
-                      isinstance(d, _LastResort)), None) if fallback is not None else None
-    part = partitioner.partition(model, candidates, preference, cpu_index)
-    candidates = [d.device if isinstance(d, _LastResort) else d for d in candidates]
-    if part.single_device:
-        return _single(model, candidates[part.steps[0].device_index]), frozenset()
-    graph = model.main
-    steps = tuple(ExecutionStep(s.index, candidates[s.device_index], s.operations, s.model,
-                                s.inputs, s.outputs, _sources(graph, s.inputs),
-                                _sources(graph, s.outputs)) for s in part.steps)
-    return steps, part.cross_device_operands
+        index = devices.index(device) if device in devices else len(devices)
+        return Partition(model, (partitioner.whole_model(model, device, index),))
+    cpu_index = None if fallback is None else \
+        len(devices) if last_resort is not None else devices.index(fallback)
+    return partitioner.partition(model, devices, preference, cpu_index, last_resort)
 
 
 def build_plan(model: HalModel, devices: Sequence[Device], preference: Preference,
                priority: Priority = Priority.MEDIUM, deadline_ns: int | None = None,
                cache_dir: str | None = None, token: bytes | None = None,
                fallback: Device | None = None,
-               partitioning: int = PARTITIONING_WITH_FALLBACK) -> ExecutionPlan:
+               partitioning: PartitioningMode = PartitioningMode.WITH_FALLBACK) -> ExecutionPlan:
     """Partition ``model`` over ``devices`` and prepare every step.
 
     Args:
         fallback: The CPU device: runs operations no device supports, and the whole model
             when a step's device fails to prepare. None disables CPU fallback.
-        partitioning: An ``NN_PARTITION`` value (0, 1 or 2).
+        partitioning: An ``NN_PARTITION`` mode (a :class:`PartitioningMode`, or 0, 1 or 2).
 
     Raises:
         NnError: BAD_DATA for unsupported operations, or the code of a failed prepare.
@@ -220,13 +165,14 @@ def build_plan(model: HalModel, devices: Sequence[Device], preference: Preferenc
     cached, tried = _caching.whole_model_from_cache(model, devices, fallback, preference, priority,
                                                     deadline_ns, cache_dir, token)
     if cached is not None:  # one device, its cache loaded: no partitioning (AOSP single device)
-        plan = ExecutionPlan(model, _single(model, devices[0]), frozenset(), fallback, preference, priority)
+        whole = Partition(model, (partitioner.whole_model(model, devices[0]),))
+        plan = ExecutionPlan.from_partition(whole, fallback, preference, priority)
         plan.steps[0].prepared = cached
         _log_plan(plan)
         return plan
     with tracing.runtime(Phase.COMPILATION, "ModelBuilder::partitionTheWork"):
-        steps, crossing = _partitioned(model, devices, preference, fallback, partitioning)
-    plan = ExecutionPlan(model, steps, crossing, fallback, preference, priority)
+        part = _partition(model, devices, preference, fallback, partitioning)
+    plan = ExecutionPlan.from_partition(part, fallback, preference, priority)
     try:
         _prepare_all(plan, deadline_ns, cache_dir, token, not tried)
     except NnError as error:
@@ -275,8 +221,8 @@ def _cpu_fallback_plan(failed: ExecutionPlan, error: NnError, deadline_ns) -> Ex
     vlog.log("compilation", "CompilationBuilder", "CompilationBuilder::finish with CPU fallback "
              "(%s, ResultCode %d: %s)", error.code.name, int(error.code), error.message)
     with tracing.runtime(Phase.COMPILATION, "CompilationBuilder::cpuFallback"):
-        plan = ExecutionPlan(failed.model, _single(failed.model, cpu), frozenset(), cpu,
-                             failed.preference, failed.priority)
+        whole = Partition(failed.model, (partitioner.whole_model(failed.model, cpu),))
+        plan = ExecutionPlan.from_partition(whole, cpu, failed.preference, failed.priority)
         _prepare_all(plan, deadline_ns, None, None)
     return plan
 

@@ -122,7 +122,7 @@ class _Replay:
 
     def run(self, events: list) -> None:
         """Record ``events`` (recorder form) through the scope API: a begin through its
-        factory, an end as the scope's exit, an ``end`` + ``[SW]`` begin pair as one
+        factory and the scope's enter, an end as the scope's exit, an ``end`` + ``[SW]`` begin pair as one
         :func:`tracing.switch`."""
         import tracing
         from tracing.naming import parse_name
@@ -149,7 +149,9 @@ class _Replay:
             elif kind == "switch":
                 call()
             else:
-                open_scopes.append(call())
+                scope = call()
+                scope.__enter__()
+                open_scopes.append(scope)
 
 
 def _begin_call(name: str):

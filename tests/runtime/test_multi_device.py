@@ -110,7 +110,9 @@ def test_nn_partition_modes(float_and_quant):
         with pytest.raises(NnError) as info:
             Compilation(mixed_model()).finish()
         assert info.value.code == ResultCode.BAD_DATA
-    assert manager.partitioning() == manager.PARTITIONING_WITH_FALLBACK
+    assert manager.partitioning() is manager.PartitioningMode.WITH_FALLBACK
+    assert (manager.PARTITIONING_NO, manager.PARTITIONING_WITH_FALLBACK,
+            manager.PARTITIONING_WITHOUT_FALLBACK) == (0, 1, 2)
     with pytest.raises(ValueError):
         with manager.override_partitioning(3):
             pass

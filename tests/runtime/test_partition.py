@@ -14,10 +14,16 @@ from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType as T,
 from runtime.ops.executor import CpuExecutor
 from runtime.partition import (Partition, UnsupportedOperationError,
                                find_best_device_for_each_operation, partition)
+from runtime.plan import ExecutionPlan
 from tests.support.graphs import X, Y, GraphBuilder, chain, run_steps
 from tests.support.log_capture import captured_log
 
 FAST, LOW_POWER = Preference.FAST_SINGLE_ANSWER, Preference.LOW_POWER
+
+
+def simple(part: Partition) -> bool:
+    """One step running the whole, unchanged model: its plan is simple."""
+    return ExecutionPlan.from_partition(part).simple
 
 
 class FakeDevice(Device):
@@ -180,7 +186,7 @@ def assert_runnable_in_order(part: Partition):
 def test_single_device_step_is_the_whole_model_unchanged():
     model, _ = chain()
     part = partition(model, [everything("a", 2.0), everything("b", 0.5)], FAST)
-    assert part.single_device and len(part.steps) == 1
+    assert simple(part) and len(part.steps) == 1
     step = part.steps[0]
     assert step.model is model and step.device_index == 1 and step.operations == (0, 1, 2)
     assert (step.inputs, step.outputs) == (model.main.input_indexes, model.main.output_indexes)
@@ -191,13 +197,13 @@ def test_single_device_when_everything_falls_back_to_cpu():
     model, _ = chain()
     part = partition(model, [everything("none", ops=set()), everything("cpu", ops=set())], FAST,
                      cpu_index=1)
-    assert part.single_device and part.steps[0].device_index == 1
+    assert simple(part) and part.steps[0].device_index == 1
 
 
 def test_chain_alternating_devices_gives_three_steps_that_compute_the_model():
     model, (x, y, c, t1, t2, out) = chain()
     part = partition(model, [everything("adder", 0.5, ops={Op.ADD}), everything("cpu")], FAST)
-    assert not part.single_device
+    assert not simple(part)
     assert [(s.device_index, s.operations) for s in part.steps] == [(0, (0,)), (1, (1,)), (0, (2,))]
     assert [(s.inputs, s.outputs) for s in part.steps] == [
         ((x,), (t1,)), ((t1, y), (t2,)), ((t2,), (out,))]
@@ -317,7 +323,7 @@ def test_low_power_and_fast_partition_the_same_model_differently():
     devices = [everything("quick", 0.5, 2.0, ops={Op.ADD}), everything("frugal", 1.5, 0.4)]
     fast, frugal = partition(model, devices, FAST), partition(model, devices, LOW_POWER)
     assert fast.operation_device == (0, 1, 0) and len(fast.steps) == 3
-    assert frugal.single_device and frugal.steps[0].device_index == 1
+    assert simple(frugal) and frugal.steps[0].device_index == 1
 
 
 def test_no_devices_is_bad_data():

@@ -1,5 +1,5 @@
 """Scope factories and the per-thread recorder."""
-import logging
+import contextlib
 import os
 import threading
 
@@ -28,14 +28,32 @@ def names(trace):
     return [name for track in trace.threads for _, name in track.events]
 
 
-def test_off_by_default_returns_one_shared_scope_and_records_nothing():
+@pytest.mark.parametrize("make,expected", FACTORY_CALLS)
+def test_off_by_default_a_scope_keeps_its_name_and_records_nothing(make, expected):
     assert not tracing.enabled()
-    scopes = {id(make()) for make, _ in FACTORY_CALLS}
-    assert scopes == {id(tracer._NULL)}
-    assert not hasattr(tracer._NULL, "__dict__")
+    scope = make()
+    assert type(scope) is tracer.Scope and not hasattr(scope, "__dict__")
+    assert scope.tag + scope.detail == expected
+    with scope:
+        pass
     with TraceSession() as session:
         pass
     assert session.collect().threads == []
+
+
+def test_factories_hand_out_kept_scopes_up_to_a_bound():
+    assert tracing.runtime(Phase.TERMINATION, "kept") is tracing.runtime(Phase.TERMINATION, "kept")
+    assert tracing.hidl("IDevice", "kept", "client") is tracing.hidl("IDevice", "kept", "client")
+    many = [tracing.utility(Phase.TERMINATION, f"d{i}") for i in range(tracer._KEPT_PER_PHASE + 5)]
+    assert [scope.detail for scope in many] == [f"d{i}" for i in range(len(many))]
+    last = f"d{len(many) - 1}"
+    assert tracing.utility(Phase.TERMINATION, last) is not many[-1]  # past the bound: made anew
+    with TraceSession() as session:
+        live = tracing.runtime(Phase.TERMINATION, "kept")
+        assert type(live) is not tracer.Scope and live is tracing.runtime(Phase.TERMINATION, "kept")
+        with live:
+            pass
+    assert names(session.collect()) == ["[NN_LR_PT]kept", None]
 
 
 def test_null_scope_lets_exceptions_through():
@@ -88,8 +106,9 @@ def test_switch_is_a_no_op_when_off():
     assert session.collect().threads == []
 
 
-def test_invalid_names_raise_when_on():
-    with TraceSession():
+@pytest.mark.parametrize("on", [False, True])
+def test_invalid_names_raise(on):
+    with TraceSession() if on else contextlib.nullcontext():
         with pytest.raises(ValueError, match="layer LA only"):
             tracing.runtime(Phase.OVERALL, "x")
         with pytest.raises(ValueError, match="unknown layer"):
@@ -131,6 +150,30 @@ def test_decorator_applied_while_off_traces_when_on():
     assert _decorated_while_off.__name__ == "_decorated_while_off"
 
 
+class _Counter:
+    calls = 0
+
+    @tracing.runtime(Phase.EXECUTION, "count")
+    def count(self):
+        self.calls += 1
+        return self.calls
+
+    @tracing.runtime(Phase.EXECUTION, "add")
+    def add(self, step=1):
+        self.calls += step
+        return self.calls
+
+
+def test_decorated_methods_of_self_alone_and_with_arguments_are_spans():
+    counter = _Counter()
+    assert counter.count() == 1 and _Counter.count(self=counter) == 2
+    with TraceSession() as session:
+        assert counter.count() == 3 and counter.add(step=2) == 5 and counter.add() == 6
+    assert names(session.collect()) == ["[NN_LR_PE]count", None, "[NN_LR_PE]add", None,
+                                        "[NN_LR_PE]add", None]
+    assert _Counter.count.__wrapped__.__name__ == "count"
+
+
 def test_decorator_applied_while_on_records_no_stray_begin():
     with TraceSession() as session:
         @tracing.hidl("IPreparedModel", "execute", "server")
@@ -143,14 +186,13 @@ def test_decorator_applied_while_on_records_no_stray_begin():
     assert names(later.collect()) == ["HIDL::IPreparedModel::execute::server", None]
 
 
-def test_decorator_without_source_warns_and_leaves_function(caplog):
+def test_decorator_needs_no_source():
     namespace = {"tracing": tracing, "Phase": Phase}
     exec(compile("@tracing.runtime(Phase.EXECUTION, 'x')\ndef f():\n    return 7\n",
                  "<no source>", "exec"), namespace)
-    assert "will not be traced" in caplog.text
     with TraceSession() as session:
         assert namespace["f"]() == 7
-    assert session.collect().threads == []
+    assert names(session.collect()) == ["[NN_LR_PE]x", None]
 
 
 def test_threads_get_their_own_tracks():
@@ -187,16 +229,17 @@ def test_process_name_is_exported():
         tracing.set_process_name(original)
 
 
-def test_scope_made_before_the_session_still_decorates_from_source():
-    scope = tracing.driver(Phase.EXECUTION, "made early")  # tracing off: the shared no-op
+def test_scope_made_before_the_session_still_decorates():
+    scope = tracing.driver(Phase.EXECUTION, "made early")  # tracing off: it keeps its name
     with TraceSession() as session:
         @tracing.driver(Phase.EXECUTION, "applied while on")
         def on():
             pass
-        late = scope(lambda: None)  # no source call to read: left undecorated
+        late = scope(lambda: None)
         on()
         late()
-    assert names(session.collect()) == ["[NN_LD_PE]applied while on", None]
+    assert names(session.collect()) == ["[NN_LD_PE]applied while on", None,
+                                        "[NN_LD_PE]made early", None]
 
 
 def test_invalid_decorator_is_rejected_even_when_off():
