@@ -23,7 +23,7 @@ import time
 
 from _common import write_results
 
-from runtime.drivers.ipc.codec import Reader, decode_model, encode_model
+from runtime.drivers.ipc.wire.codec import Reader, decode_model, encode_model
 from runtime.drivers.sample import SAMPLES, SampleDriver
 from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType, Subgraph)

@@ -31,7 +31,8 @@ from typing import Sequence
 import tracing
 import vlog
 from runtime.drivers.base import Device, PreparedModel
-from runtime.drivers.ipc import RemoteDevice, cache_client
+from runtime.drivers.ipc import RemoteDevice
+from runtime.drivers.ipc.client import cache as cache_client
 from runtime.hal.errors import HalError
 from runtime.hal.types import HalModel
 from tracing import Phase

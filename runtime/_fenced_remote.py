@@ -32,11 +32,11 @@ from typing import Callable, Sequence
 
 import vlog
 from runtime.api import NnError, from_hal_error
-from runtime.drivers.ipc import fenced_client
-from runtime.drivers.ipc.encoder import is_shared
-from runtime.drivers.ipc.prepared import RemotePreparedModel
-from runtime.drivers.ipc.syncfence import ACTIVE, is_eventfd, wait
-from runtime.drivers.ipc.transport import close_fds
+from runtime.drivers.ipc.client import fenced as fenced_client
+from runtime.drivers.ipc.client.encoder import is_shared
+from runtime.drivers.ipc.client.prepared import RemotePreparedModel
+from runtime.drivers.ipc.wire.syncfence import ACTIVE, is_eventfd, wait
+from runtime.drivers.ipc.wire.transport import close_fds
 from runtime.event import Event
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request
 from runtime.hal.errors import HalError, result_code_from_status

@@ -319,7 +319,7 @@ def from_desc(desc: MemoryDesc) -> Memory:
 
 
 def _on_device(desc: MemoryDesc, size: int) -> DeviceMemory | None:
-    from runtime.drivers.ipc import buffer_client  # noqa: PLC0415 - only with a driver allocator
+    from runtime.drivers.ipc.client import buffer as buffer_client  # noqa: PLC0415 - only with a driver allocator
 
     roles = [(prepared, kind, index, frequency)
              for prepared, _, kind, index, frequency in desc.step_roles]
@@ -366,7 +366,7 @@ def copy(src: Memory, dst: Memory) -> None:
 def _copy_bytes(src: Memory, dst: Memory) -> None:
     try:
         if isinstance(src, DeviceMemory) and isinstance(dst, DeviceMemory):
-            from runtime.drivers.ipc.shm import SharedPool  # noqa: PLC0415
+            from runtime.drivers.ipc.wire.shm import SharedPool  # noqa: PLC0415
 
             with SharedPool(src.size, "nnscope-memory-copy") as staging:
                 src.ibuffer.copy_to(staging)

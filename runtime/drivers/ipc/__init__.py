@@ -12,8 +12,8 @@ Example::
     caps = device.capabilities()
     device.shutdown()
 """
-from runtime.drivers.ipc.client import DEFAULT_TIMEOUT_S, RemoteDevice
-from runtime.drivers.ipc.prepared import ExecutionCallback, RemotePreparedModel
-from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.client.device import DEFAULT_TIMEOUT_S, RemoteDevice
+from runtime.drivers.ipc.client.prepared import ExecutionCallback, RemotePreparedModel
+from runtime.drivers.ipc.wire.shm import SharedPool
 
 __all__ = ["RemoteDevice", "RemotePreparedModel", "ExecutionCallback", "SharedPool", "DEFAULT_TIMEOUT_S"]

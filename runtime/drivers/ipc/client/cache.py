@@ -25,10 +25,10 @@ import stat
 import struct
 
 import vlog
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer, enum_value
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.transport import close_fds
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer, enum_value
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.transport import close_fds
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Priority
 
@@ -119,7 +119,7 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
         HalError: GENERAL_FAILURE when there is no usable cache (also when the driver rejects
             it); the driver's status otherwise.
     """
-    from runtime.drivers.ipc.prepared import RemotePreparedModel  # noqa: PLC0415
+    from runtime.drivers.ipc.client.prepared import RemotePreparedModel  # noqa: PLC0415
 
     fds, counts = open_cache(device, cache_dir, token, create=False)
     if not fds:

@@ -1,5 +1,5 @@
 """Execute messages on the wire: the request (model id, pool references, argument regions) and
-its result. The runtime side encodes with ``runtime.drivers.ipc.encoder``; this module holds the
+its result. The runtime side encodes with ``runtime.drivers.ipc.client.encoder``; this module holds the
 format, the driver-side decoding (:func:`decode_execute`, with a per-connection
 :class:`DecodeState`) and the result codec used by both sides.
 
@@ -23,7 +23,7 @@ NONE, untimed, output shapes as in the last full answer to this memo; only when 
 result, and :data:`FORM_UNKNOWN` when the driver no longer has the memo (resend in full).
 
 Example:
-    >>> from runtime.drivers.ipc.encoder import PoolCache, encode_execute
+    >>> from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
     >>> req = Request((RequestArgument(pool_index=0, offset=0, length=4),),
     ...               (RequestArgument(pool_index=0, offset=4, length=4),), (bytearray(8),))
     >>> payload, fds, inline, staged = encode_execute(7, req, True, None, PoolCache(), [])
@@ -36,10 +36,10 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from runtime.drivers.ipc import buffers as ibuffers
-from runtime.drivers.ipc._bytelru import ByteLru
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer
-from runtime.drivers.ipc.shm import MappingError, map_fd
+from runtime.drivers.ipc.service import buffers as ibuffers
+from runtime.drivers.ipc.service._bytelru import ByteLru
+from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.wire.shm import MappingError, map_fd
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from runtime.hal.types import ErrorStatus
 

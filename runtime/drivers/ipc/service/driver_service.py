@@ -30,16 +30,18 @@ import time
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _guard, _trace, buffers, burst_messages, cache_client, cache_server
-from runtime.drivers.ipc._serve import Connection, ServeLoop
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
+from runtime.drivers.ipc.service import _guard, buffers, burst_messages, cache as cache_server
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.client import cache as cache_client
+from runtime.drivers.ipc.service._serve import Connection, ServeLoop
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                        encode_extensions, enum_value)
-from runtime.drivers.ipc._reply import mark_failure
-from runtime.drivers.ipc.execute_server import PARKED, ExecuteServer, error_reply
-from runtime.drivers.ipc.fenced_server import FencedServer
-from runtime.drivers.ipc.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
-from runtime.drivers.ipc.shm import MappingError, map_fd
+from runtime.drivers.ipc.client._reply import mark_failure
+from runtime.drivers.ipc.service.execute import PARKED, ExecuteServer, error_reply
+from runtime.drivers.ipc.service.fenced import FencedServer
+from runtime.drivers.ipc.wire.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
+from runtime.drivers.ipc.wire.shm import MappingError, map_fd
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Preference, Priority
 

@@ -26,8 +26,8 @@ import socket
 import struct
 from typing import NamedTuple
 
-from runtime.drivers.ipc.shm import can_not_shrink, sealed_memfd
-from runtime.drivers.ipc.protocol import (FLAG_BULK, FLAG_TRACE, HEADER, HEADER_SIZE, MAGIC,
+from runtime.drivers.ipc.wire.shm import can_not_shrink, sealed_memfd
+from runtime.drivers.ipc.wire.protocol import (FLAG_BULK, FLAG_TRACE, HEADER, HEADER_SIZE, MAGIC,
                                           MAX_FDS, MAX_INLINE_PAYLOAD, TRACE_CONTEXT_SIZE,
                                           VERSION, MsgType, ProtocolError, pack_header,
                                           unpack_header)

@@ -28,19 +28,20 @@ import time
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _process, _trace, cache_client
-from runtime.drivers.ipc._process import DriverProcess
-from runtime.drivers.ipc._reply import DeadlineExpired, check_status, deadline_grace_s, readable
-from runtime.drivers.ipc._restart import MAX_S as MAX_BACKOFF_S, Backoff
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import (Reader, Writer, decode_capabilities, decode_extensions,
+from runtime.drivers.ipc.client import _process, cache as cache_client
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.client._process import DriverProcess
+from runtime.drivers.ipc.client._reply import DeadlineExpired, check_status, deadline_grace_s, readable
+from runtime.drivers.ipc.client._restart import MAX_S as MAX_BACKOFF_S, Backoff
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import (Reader, Writer, decode_capabilities, decode_extensions,
                                        encode_model)
-from runtime.drivers.ipc.encoder import PoolCache, is_shared
-from runtime.drivers.ipc.lanes import LanePool
-from runtime.drivers.ipc.prepared import RemotePreparedModel
-from runtime.drivers.ipc.protocol import INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
-from runtime.drivers.ipc.shm import SharedPool
-from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
+from runtime.drivers.ipc.client.encoder import PoolCache, is_shared
+from runtime.drivers.ipc.client.lanes import LanePool
+from runtime.drivers.ipc.client.prepared import RemotePreparedModel
+from runtime.drivers.ipc.wire.protocol import INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
+from runtime.drivers.ipc.wire.shm import SharedPool
+from runtime.drivers.ipc.wire.transport import Channel, PeerClosed, close_fds
 from runtime.hal.device_types import Capabilities
 from runtime.hal.errors import HalError
 from runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
@@ -384,7 +385,7 @@ class RemoteDevice(Device):
 
 
 def _names(msg_type: MsgType) -> tuple[str, str]:
-    from runtime.drivers.ipc.protocol import HIDL_NAMES  # noqa: PLC0415
+    from runtime.drivers.ipc.wire.protocol import HIDL_NAMES  # noqa: PLC0415
 
     return HIDL_NAMES[msg_type]
 

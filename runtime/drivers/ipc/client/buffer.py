@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import struct
 
-from runtime.drivers.ipc._reply import DeadlineExpired
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import Writer
-from runtime.drivers.ipc.encoder import is_shared, pool_bytes
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.client._reply import DeadlineExpired
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import Writer
+from runtime.drivers.ipc.client.encoder import is_shared, pool_bytes
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.hal.errors import HalError
 
 _ROLE = struct.Struct("<IId")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import select
 import time
 
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc.codec import CodecError, Reader
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.wire.codec import CodecError, Reader
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 

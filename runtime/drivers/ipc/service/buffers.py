@@ -31,12 +31,12 @@ import mmap
 import struct
 
 import vlog
-from runtime.drivers.ipc import _guard
+from runtime.drivers.ipc.service import _guard
 from runtime.drivers.memory_budget import Activity
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.shm import map_fd
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import CodecError, Reader
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.shm import map_fd
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Operand, is_scalar
 from runtime.hal.validate import merge_dimensions

@@ -16,8 +16,8 @@ from __future__ import annotations
 import struct
 
 import vlog
-from runtime.drivers.ipc import cache_client
-from runtime.drivers.ipc.codec import Reader
+from runtime.drivers.ipc.client import cache as cache_client
+from runtime.drivers.ipc.wire.codec import Reader
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 

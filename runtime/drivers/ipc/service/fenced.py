@@ -30,15 +30,15 @@ import threading
 import time
 
 import vlog
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc._guard import PoolTable
-from runtime.drivers.ipc._reply import mark_failure
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer
-from runtime.drivers.ipc.execution_codec import DecodeState, decode_execute
-from runtime.drivers.ipc.protocol import REPLY, MsgType, pack_header
-from runtime.drivers.ipc.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
-from runtime.drivers.ipc.transport import PeerClosed, close_fds
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.service._guard import PoolTable
+from runtime.drivers.ipc.client._reply import mark_failure
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.wire.execution_codec import DecodeState, decode_execute
+from runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
+from runtime.drivers.ipc.wire.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
+from runtime.drivers.ipc.wire.transport import PeerClosed, close_fds
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Priority
 from timing import UINT64_MAX, Timing

@@ -22,15 +22,15 @@ import dataclasses
 import struct
 from typing import NamedTuple, Sequence
 
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc._reply import DeadlineExpired, check_status
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.encoder import PoolCache, encode_execute, is_shared, pool_bytes
-from runtime.drivers.ipc.fenced_server import LAUNCH
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.shm import SharedPool
-from runtime.drivers.ipc.syncfence import is_eventfd
-from runtime.drivers.ipc.transport import close_fds
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute, is_shared, pool_bytes
+from runtime.drivers.ipc.service.fenced import LAUNCH
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.shm import SharedPool
+from runtime.drivers.ipc.wire.syncfence import is_eventfd
+from runtime.drivers.ipc.wire.transport import close_fds
 from runtime.hal.device_types import Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
