@@ -67,7 +67,7 @@ def cpu_ticks(pid: int) -> int:
 def fenced_payload(model_id: int, waits: int, value: float = 2.0) -> bytes:
     """An EXECUTE_FENCED payload: ``waits`` fences (sent as the first fds), no timeout after
     them, then an inline-pool ADD of a :func:`prepare_add` model."""
-    from runtime.drivers.ipc.service.fenced import LAUNCH  # noqa: PLC0415
+    from runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH as LAUNCH  # noqa: PLC0415
     from tests.support.driver_attack import execute_add_payload  # noqa: PLC0415
 
     return LAUNCH.pack(waits, -1) + execute_add_payload(model_id, value)

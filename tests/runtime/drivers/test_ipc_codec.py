@@ -8,7 +8,8 @@ import pytest
 from runtime.drivers.ipc.wire.codec import (CodecError, Reader, decode_capabilities, decode_model,
                                        encode_capabilities, encode_model)
 from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.wire.execution_codec import DecodeState, decode_execute, decode_result, encode_result
+from runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
+from runtime.drivers.ipc.wire.execution_codec import decode_result, encode_result
 from runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, MsgType, ProtocolError, pack_header, unpack_header
 from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.drivers.ipc.wire.transport import PeerClosed, socket_pair

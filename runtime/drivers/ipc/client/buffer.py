@@ -21,10 +21,9 @@ from runtime.drivers.ipc.wire.codec import Writer
 from runtime.drivers.ipc.client.encoder import is_shared, pool_bytes
 from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.drivers.ipc.wire.shm import SharedPool
+from runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
 from runtime.hal.errors import HalError
 
-_ROLE = struct.Struct("<IId")
-_REGION = struct.Struct("<IQQ")
 
 
 def allocate(device, dimensions, roles) -> RemoteBuffer:

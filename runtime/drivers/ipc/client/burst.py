@@ -48,6 +48,7 @@ from runtime.drivers.ipc.wire.fmq_datum import (BurstRequest, decode_memory_requ
                                            encode_request, encode_trace)
 from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.drivers.ipc.wire.shm import SharedPool
+from runtime.drivers.ipc.wire.layouts import BURST_MEMORY
 from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
@@ -63,7 +64,6 @@ DEFAULT_POLL_US = 50
 #: alignment), so that a small request's arguments cross between the CPUs as one line.
 _ALIGN, _SMALL_ALIGN = 64, 16
 _U32 = struct.Struct("<I")
-_SLOT_ENTRY = struct.Struct("<IQQ")
 _LABEL = "ExecutionBurstController"
 _DEAD = ErrorStatus.DEAD_OBJECT
 _NONE = ErrorStatus.NONE  # a module global: Enum member access is slow on Python 3.11
@@ -286,7 +286,7 @@ class BurstController:
         pools = [self.slots.pool(slot) for slot in slots]
         entries, fds = [], []
         if all(pool is not None for pool in pools):
-            entries = [_SLOT_ENTRY.pack(slot, pool.offset, pool.size) for slot, pool in zip(slots, pools)]
+            entries = [BURST_MEMORY.pack(slot, pool.offset, pool.size) for slot, pool in zip(slots, pools)]
             fds = [pool.fd for pool in pools]
             for pool in pools:
                 _watch_free(pool, self)

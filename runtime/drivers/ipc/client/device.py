@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import os
 import socket
-import struct
 import threading
 import time
 
@@ -42,6 +41,8 @@ from runtime.drivers.ipc.client.prepared import RemotePreparedModel
 from runtime.drivers.ipc.wire.protocol import INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
 from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.drivers.ipc.wire.transport import Channel, PeerClosed, close_fds
+from runtime.drivers.ipc.wire.cache_args import prepare_args as cache_prepare_args
+from runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
 from runtime.hal.device_types import Capabilities
 from runtime.hal.errors import HalError
 from runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
@@ -55,7 +56,6 @@ NNSCOPE_DRIVER_TIMEOUT_S = "NNSCOPE_DRIVER_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = _process.positive_seconds(os.environ.get(NNSCOPE_DRIVER_TIMEOUT_S), 60.0)
 #: Longest the driver process may take to start listening (seconds).
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
-_PREPARE = struct.Struct("<BBq")
 _DEAD = ErrorStatus.DEAD_OBJECT
 
 
@@ -133,7 +133,7 @@ class RemoteDevice(Device):
         w = Writer()
         w.parts.append(_PREPARE.pack(preference, priority, -1 if deadline_ns is None else deadline_ns))
         cache_fds, counts = cache_client.open_cache(self, cache_dir, token, create=True)
-        cache_client.prepare_args(w, counts, token)
+        cache_prepare_args(w, counts, token)
         payload, fds, keep = model_payload(model)
         try:
             r = self._simple(MsgType.PREPARE_MODEL, Phase.COMPILATION, w.getvalue() + payload,

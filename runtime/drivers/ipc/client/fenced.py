@@ -6,7 +6,7 @@ a :class:`FencedCallback` whose :meth:`~FencedCallback.get_execution_info` asks 
 status and the two timings once the fence signalled. The driver writes outputs after the call
 returned, so every pool an output lives in must be shared memory: :func:`shared_request` puts a
 request's other pools into fresh memfds and :func:`copy_back` copies output regions out of them.
-The wire format is in ``fenced_server``.
+The wire format is in ``service.fenced`` and ``wire.layouts``.
 
 Example::
 
@@ -26,7 +26,7 @@ from runtime.drivers.ipc.wire import _trace
 from runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
 from runtime.drivers.ipc.wire._trace import Phase
 from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute, is_shared, pool_bytes
-from runtime.drivers.ipc.service.fenced import LAUNCH
+from runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
 from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.drivers.ipc.wire.syncfence import is_eventfd
@@ -36,7 +36,6 @@ from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 from timing import NO_TIMING, Timing
 
-_INFO_BODY = struct.Struct("<I4Q")
 _U32 = struct.Struct("<I")
 
 
@@ -63,7 +62,7 @@ class FencedCallback:
             with _trace.hidl("IFencedExecutionCallback", "getExecutionInfo", "client"):
                 message = self.device.transact(MsgType.FENCED_INFO, _U32.pack(self.callback_id))
                 r = check_status(bytes(message.payload), "getExecutionInfo")
-                status, *values = r._take(_INFO_BODY)
+                status, *values = r._take(FENCED_INFO)
                 text = r.text()
                 r.end()
         try:
@@ -98,7 +97,7 @@ def execute_fenced(prepared, request: Request, wait_for: Sequence[int], measure:
                 if staged:  # a large plain input: send its bytes through the staging memfd
                     _stage(request, staging, staged)
                 after = -1 if timeout_after_fence_ns is None else timeout_after_fence_ns
-                head = LAUNCH.pack(len(wait_for), after)
+                head = FENCED_LAUNCH.pack(len(wait_for), after)
                 message = prepared.device.transact(MsgType.EXECUTE_FENCED, head + payload,
                                                    [*wait_for, *pool_fds])
             except DeadlineExpired:

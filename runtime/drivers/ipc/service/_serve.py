@@ -38,7 +38,7 @@ import termios
 import time
 
 from runtime.drivers.ipc.service import _guard, buffers, burst as burst_server
-from runtime.drivers.ipc.wire.execution_codec import DecodeState
+from runtime.drivers.ipc.service.execute_decode import DecodeState
 from runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, ProtocolError
 from runtime.drivers.ipc.wire.transport import Channel, PeerClosed, close_fds
 

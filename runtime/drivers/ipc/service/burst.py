@@ -63,7 +63,6 @@ STOP_JOIN_S = 0.2
 MAX_POLL_US = 1000
 #: Seconds the listener waits for the runtime's getMemories answer, or to write a result.
 CALLBACK_TIMEOUT_S = 30.0
-_OK = struct.pack("<I", 0)
 _U32 = struct.Struct("<I")
 _TRACE_TAG = bytes([TRACE_ID_TAG])
 _LABEL = "ExecutionBurstServer"

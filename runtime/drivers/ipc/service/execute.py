@@ -32,13 +32,14 @@ from typing import NamedTuple
 
 from runtime.drivers.ipc.wire import _trace
 from runtime.drivers.ipc.service import buffers
-from runtime.drivers.ipc.client._reply import mark_failure
 from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.wire.codec import CodecError, Reader
 from runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
-                                                 KNOWS_SHAPES, decode_execute, encode_result)
+                                                 KNOWS_SHAPES, encode_result)
 from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from runtime.drivers.ipc.service.execute_decode import decode_execute
 from runtime.drivers.ipc.service.scheduler import Job, Scheduler
+from runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
 from runtime.hal.device_types import ExecutionResult
 from runtime.hal.types import ErrorStatus, Priority
 
@@ -46,7 +47,6 @@ from runtime.hal.types import ErrorStatus, Priority
 INLINE_NS = 2_000_000
 #: Returned by a handler whose reply the scheduler sends later.
 PARKED = object()
-_OK = struct.pack("<I", 0)
 _OK_COMPACT = struct.pack("<IB", 0, FORM_COMPACT)
 _OK_FULL = struct.pack("<IB", 0, FORM_FULL)
 _OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
@@ -238,14 +238,6 @@ def _notify(connection, request_id: int, payload: bytes) -> None:
     with _trace.hidl("IExecutionCallback", "notify", "client"):
         connection.send(MsgType.NOTIFY, request_id, payload)
     _trace.flush()
-
-
-def error_reply(status: ErrorStatus, message: str) -> bytes:
-    """A failure payload: the status, then its message."""
-    w = Writer()
-    w.u32(status)
-    w.text(message[:4000])
-    return w.getvalue()
 
 
 def with_driver_time(result: ExecutionResult, start_ns: int) -> ExecutionResult:
