@@ -30,7 +30,7 @@ from typing import Iterator, NamedTuple
 
 from runtime.drivers.cache_memo import MAX_ENTRIES
 from runtime.drivers.ipc.wire.protocol import (HEADER, MAGIC, MAX_INLINE_PAYLOAD, REPLY, VERSION, MsgType,
-                                          pack_header)
+                                               pack_header)
 from runtime.drivers.ipc.wire.transport import Channel
 
 #: Seconds within which the driver must answer a correct request.

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from runtime.drivers.ipc.wire.codec import CodecError
 from runtime.drivers.ipc.wire.fmq import (HEADER_SIZE, FmqChannel, FmqCorrupt, FmqError, FmqPeerGone,
-                                     FmqTimeout)
+                                          FmqTimeout)
 from runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, BurstRequest, decode_request, decode_result,
-                                           encode_request, encode_result)
+                                                encode_request, encode_result)
 from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
 from runtime.hal.types import ErrorStatus

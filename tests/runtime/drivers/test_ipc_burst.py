@@ -16,7 +16,7 @@ from runtime.drivers.ipc.wire.fmq import FmqChannel
 from runtime.drivers.ipc.client._reply import check_status
 from runtime.drivers.ipc.wire.codec import CodecError
 from runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, ECHO, MAX_ECHO_DATUMS, decode_memory_request,
-                                           decode_result, encode_echo)
+                                                decode_result, encode_echo)
 from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.hal.errors import HalError

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from runtime.drivers.ipc.wire.codec import (CodecError, Reader, decode_capabilities, decode_model,
-                                       encode_capabilities, encode_model)
+                                            encode_capabilities, encode_model)
 from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
 from runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
 from runtime.drivers.ipc.wire.execution_codec import decode_result, encode_result

@@ -4,7 +4,7 @@
 models and returns a :class:`RemoteBuffer` naming it by token. Executions pass only that token
 (``encoder`` sends pools with an ``ibuffer_token`` as ``KIND_TOKEN``); :meth:`RemoteBuffer.copy_to`
 and :meth:`RemoteBuffer.copy_from` move its bytes through real shared memory: the caller's own
-memfd when the driver may map it, else a sealed staging memfd. Wire formats: ``buffers``.
+memfd when the driver may map it, else a sealed staging memfd. Wire formats: ``service.buffers`` and ``wire.layouts``.
 
 Example::
 

@@ -146,7 +146,7 @@ class RemoteDevice(Device):
     def prepare_model_from_cache(self, model: HalModel, deadline_ns: int | None = None,
                                  cache_dir: str | None = None, token: bytes | None = None,
                                  preference=None, priority=None):
-        """prepareModelFromCache_1_3 with the cache files of ``token`` (see ``cache_client``)."""
+        """prepareModelFromCache_1_3 with the cache files of ``token`` (see ``client.cache``)."""
         return cache_client.prepare_from_cache(self, model, deadline_ns, cache_dir, token,
                                                preference, priority)
 

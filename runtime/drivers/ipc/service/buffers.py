@@ -54,7 +54,7 @@ _LABEL = "SampleDriver"
 ALLOCATE = Activity("allocate", Phase.COMPILATION)
 PHASES = {MsgType.ALLOCATE: Phase.COMPILATION, MsgType.BUFFER_COPY_TO: Phase.EXECUTION,
           MsgType.BUFFER_COPY_FROM: Phase.EXECUTION, MsgType.BUFFER_FREE: Phase.TERMINATION}
-#: Messages that are no HAL method (no ``HIDL::...::server`` mark; see ``service``).
+#: Messages that are no HAL method (no ``HIDL::...::server`` mark; see ``driver_service``).
 LIFECYCLE = frozenset({MsgType.BUFFER_FREE})
 
 

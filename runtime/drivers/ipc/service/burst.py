@@ -43,8 +43,8 @@ from runtime.drivers.ipc.wire.codec import CodecError
 from runtime.drivers.ipc.service.execute import with_driver_time
 from runtime.drivers.ipc.wire.fmq import FmqCorrupt, FmqError
 from runtime.drivers.ipc.wire.fmq_datum import (ECHO, decode_request, encode_memory_request,
-                                           encode_result, is_echo, split_trace,
-                                           TRACE_ID_TAG)
+                                                encode_result, is_echo, split_trace,
+                                                TRACE_ID_TAG)
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Priority

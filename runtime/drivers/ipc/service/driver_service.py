@@ -35,7 +35,7 @@ from runtime.drivers.ipc.wire import _trace
 from runtime.drivers.ipc.service._serve import Connection, ServeLoop
 from runtime.drivers.ipc.wire._trace import Phase
 from runtime.drivers.ipc.wire.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
-                                       encode_extensions, enum_value)
+                                            encode_extensions, enum_value)
 from runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
 from runtime.drivers.ipc.service.fenced import FencedServer
 from runtime.drivers.ipc.wire.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError

@@ -35,7 +35,7 @@ from runtime.drivers.ipc.service import buffers
 from runtime.drivers.ipc.wire._trace import Phase
 from runtime.drivers.ipc.wire.codec import CodecError, Reader
 from runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
-                                                 KNOWS_SHAPES, encode_result)
+                                                      KNOWS_SHAPES, encode_result)
 from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
 from runtime.drivers.ipc.service.execute_decode import decode_execute
 from runtime.drivers.ipc.service.scheduler import Job, Scheduler

@@ -9,14 +9,15 @@ below), bit :data:`HAS_LOOP_TIMEOUT` of ``measure`` says a loop timeout (ns, the
 ``loop_timeout_ns``) follows the free list, and
 each pool is ``kind u8`` + ``id u32`` (SHM), ``id u32, offset u64, size u64`` (NEW_SHM, fd
 attached), ``size u32 + bytes`` (INLINE) or ``token u32`` (TOKEN: a driver-side IBuffer of a
-memory domain, see ``buffers``; such a request is never memoized), and each argument is ``no_value u8, pool u16,
+memory domain, see ``service.buffers``; such a request is never memoized), and each argument is ``no_value u8, pool u16,
 offset u32, length u32, dims u32s``. The result is ``status u32 | timed u8 | on_device u64 |
 in_driver u64 | shape count u16 | shapes length u32 | shapes | inline outputs``.
 
 Repeats (``EXECUTE_SYNC_MEMO``): once a full execute with a memo id has decoded, the driver keeps
 its Request, inline buffers and inline output regions under that id (per connection, dropped when
-any pool is freed or replaced, least recently used first beyond ``execute_decode.MEMO_BYTES``). A repeat is ``model u32 | memo u32 | measure u8 | deadline i64 |
-inline pool bytes`` (the memo's inline pools in order, exact sizes checked), answered by
+any pool is freed or replaced, least recently used first beyond
+``service.execute_decode.MEMO_BYTES``). A repeat is ``model u32 | memo u32 | measure u8 |
+deadline i64 | inline pool bytes`` (the memo's inline pools in order, exact sizes checked), answered by
 ``status u32 | form u8`` + for :data:`FORM_COMPACT` the inline output regions in order (status
 NONE, untimed, output shapes as in the last full answer to this memo; only when bit 1 of
 ``measure`` says the client holds those shapes), for :data:`FORM_FULL` a full
