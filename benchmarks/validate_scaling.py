@@ -3,7 +3,7 @@
 Builds models of N independent operations (``ADD(in, in, 0)`` each writing its own operand; the
 shape of the issue-16 attack) and times, in CPU seconds of this process (best of ``--repeat``):
 ``validate_model`` (HAL graph validation), ``run_order`` alone, and what a driver does with a
-PREPARE_MODEL message: decode the model (``ipc.codec``), then ``SampleDriver.prepare_model``
+PREPARE_MODEL message: decode the model (``ipc.wire.codec``), then ``SampleDriver.prepare_model``
 (validation, supported operations, the CPU executor's plan). Linear work gives a per-operation
 cost that stays flat as N doubles; the ``growth`` figures are ``time(N) / time(N0) / (N / N0)``
 (1.0 = linear; quadratic would give N / N0).
