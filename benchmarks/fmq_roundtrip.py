@@ -1,7 +1,7 @@
 """Round trip of one small message between two processes: over two FMQs, and over a socket.
 
 The floor of a burst execution (issue 11): this process writes a ``--size``-byte message into
-one :class:`~runtime.drivers.ipc.fmq.FmqChannel`, an echo process (this script with ``--echo``)
+one :class:`~runtime.drivers.ipc.wire.fmq.FmqChannel`, an echo process (this script with ``--echo``)
 blocks in ``read`` (asleep on the eventfd wake-up), writes the message back into a second
 channel, and this process blocks reading it. For comparison the same two processes exchange the
 same message over a Unix ``SOCK_SEQPACKET`` socket pair, in interleaved rounds of the same run
@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from runtime.drivers.ipc.fmq import FmqChannel
+from runtime.drivers.ipc.wire.fmq import FmqChannel
 
 from _common import write_results
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from runtime import Compilation, Execution, Memory, MemoryDesc
 from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.hal.types import OperandType as T, OperationType as Op
 from runtime.model import Model
 

@@ -8,7 +8,7 @@ twice (``set_priority(LOW)`` and ``set_priority(HIGH)``), in the same run:
 3. the low-priority executions' own latency during the flood.
 
 The driver queues by priority and preempts a running low-priority execution at its next
-operation boundary (``runtime.drivers.ipc.scheduler``), so the loaded high-priority latency
+operation boundary (``runtime.drivers.ipc.service.scheduler``), so the loaded high-priority latency
 should stay within 1.5x of idle (target), and well below the low-priority latency.
 
 With ``--burst`` the high-priority executions are frames of one burst (run outside the driver's

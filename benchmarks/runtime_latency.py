@@ -44,7 +44,7 @@ import numpy as np
 import tracing
 from runtime import Burst, Compilation, Execution, NnError, manager
 from runtime.drivers.ipc import bench
-from runtime.drivers.ipc.fmq_datum import encode_echo
+from runtime.drivers.ipc.wire.fmq_datum import encode_echo
 from runtime.manager import cpu_device
 from runtime.builtin_models import mobilenet, sample_input, tiny_add
 

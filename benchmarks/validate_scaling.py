@@ -3,7 +3,7 @@
 Builds models of N independent operations (``ADD(in, in, 0)`` each writing its own operand; the
 shape of the issue-16 attack) and times, in CPU seconds of this process (best of ``--repeat``):
 ``validate_model`` (HAL graph validation), ``run_order`` alone, and what a driver does with a
-PREPARE_MODEL message: decode the model (``ipc.codec``), then ``SampleDriver.prepare_model``
+PREPARE_MODEL message: decode the model (``ipc.wire.codec``), then ``SampleDriver.prepare_model``
 (validation, supported operations, the CPU executor's plan). Linear work gives a per-operation
 cost that stays flat as N doubles; the ``growth`` figures are ``time(N) / time(N0) / (N / N0)``
 (1.0 = linear; quadratic would give N / N0).
@@ -23,7 +23,7 @@ import time
 
 from _common import write_results
 
-from runtime.drivers.ipc.codec import Reader, decode_model, encode_model
+from runtime.drivers.ipc.wire.codec import Reader, decode_model, encode_model
 from runtime.drivers.sample import SAMPLES, SampleDriver
 from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType, Subgraph)

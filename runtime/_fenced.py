@@ -26,8 +26,8 @@ import numpy as np
 
 from runtime import _checks as checks
 from runtime.api import NnError, ResultCode
-from runtime.drivers.ipc.syncfence import (ACTIVE, DONE, ERROR, FAILED, SIGNALED,  # noqa: F401
-                                           new_fence, signal, wait)
+from runtime.drivers.ipc.wire.syncfence import (ACTIVE, DONE, ERROR, FAILED, SIGNALED,  # noqa: F401
+                                                new_fence, signal, wait)
 from runtime.hal.types import SCALAR_TYPES
 from timing import NS_PER_US, Duration, FencedTiming, Timing
 

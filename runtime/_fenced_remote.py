@@ -29,9 +29,9 @@ from typing import Callable, Sequence
 
 import vlog
 from runtime.api import NnError, from_hal_error
-from runtime.drivers.ipc.encoder import is_shared
-from runtime.drivers.ipc.syncfence import is_eventfd
-from runtime.drivers.ipc.transport import close_fds
+from runtime.drivers.ipc.client.encoder import is_shared
+from runtime.drivers.ipc.wire.syncfence import is_eventfd
+from runtime.drivers.ipc.wire.transport import close_fds
 from runtime.event import Event
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError, result_code_from_status

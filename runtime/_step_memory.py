@@ -1,11 +1,11 @@
 """Internal: the shared memory of a compound plan's executions (AOSP ``ExecutionPlan``'s
 ``mTemporaries``: one ashmem region, each temporary at an offset).
 
-A :class:`StepMemory` is one sealed memfd (:class:`~runtime.drivers.ipc.shm.SharedPool`) laid out
+A :class:`StepMemory` is one sealed memfd (:class:`~runtime.drivers.ipc.wire.shm.SharedPool`) laid out
 in *slots*, one per tensor that crosses a step boundary, and one per model input and output that
 the steps read or write (copied in before the first step and out after the last, so that every
 step's request names one pool). A driver maps the region once per connection (the pool cache of
-``runtime.drivers.ipc.encoder``) and later requests name it by id. The region is kept with the
+``runtime.drivers.ipc.client.encoder``) and later requests name it by id. The region is kept with the
 plan and reused by its next execution; it grows (a new region, the old slots' bytes copied) only
 when a slot needs more bytes than it has: a dynamic shape. :class:`StepMemories` holds the idle
 regions of one plan, so that executions running at the same time never share one.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from typing import Hashable, Iterable, Mapping
 
-from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.wire.shm import SharedPool
 
 _ALIGN = 64
 #: Idle regions one plan keeps for its next executions (more run at once: the extra ones close).

@@ -19,7 +19,7 @@ import tracing
 import vlog
 from runtime import _fallback
 from runtime._step_memory import StepMemory
-from runtime.drivers.ipc.encoder import ibuffer_token, pool_bytes
+from runtime.drivers.ipc.client.encoder import ibuffer_token, pool_bytes
 from runtime.extensions import operand_byte_size
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from runtime.hal.types import ErrorStatus

@@ -2,7 +2,7 @@
 
 Creating a burst configures one burst channel per driver step of the compilation's plan
 (``IPreparedModel.configureExecutionBurst``: request and result FMQs in shared memory and a
-listener thread in the driver; see :mod:`runtime.drivers.ipc.burst_client`). Steps on in-process
+listener thread in the driver; see :mod:`runtime.drivers.ipc.client.burst`). Steps on in-process
 devices (the CPU) run as in ``compute()``. With ``Preference.LOW_POWER`` the runtime never
 polls a result ring; otherwise it polls briefly before it sleeps (``NNSCOPE_BURST_POLL_US``). A driver that cannot configure a burst leaves its
 step on the ordinary execute path, as AOSP's runtime does. ``Execution.burst_compute(burst)``

@@ -11,7 +11,7 @@ after which the whole process group is killed; CRASH when it died (a signal, or 
 a result). The parent never waits longer than these limits.
 The runtime recovers from a dead driver (CPU fallback, or the driver restarted), so a killed
 driver is usually SUCCESS; a stopped driver is HANG unless the budget outlasts the driver timeout
-(``runtime.drivers.ipc.client.DEFAULT_TIMEOUT_S``), after which the runtime recovers too.
+(``runtime.drivers.ipc.client.device.DEFAULT_TIMEOUT_S``), after which the runtime recovers too.
 
 Example:
     >>> case = StressCase("driver-killed", "tiny_add", "sample-minimal")   # doctest: +SKIP

@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--driver-memory-budget: driver {args.driver} has no memory budget")
         from runtime.drivers.memory_budget import MemoryBudget  # noqa: PLC0415
         driver.memory = MemoryBudget(args.driver_memory_budget)
-    from runtime.drivers.ipc import _trace  # noqa: PLC0415
-    from runtime.drivers.ipc.service import DriverService, listen  # noqa: PLC0415
+    from runtime.drivers.ipc.wire import _trace  # noqa: PLC0415
+    from runtime.drivers.ipc.service.driver_service import DriverService, listen  # noqa: PLC0415
 
     _trace.set_process_name(f"{args.driver}-driver")
     listener = listen(args.socket)

@@ -39,7 +39,7 @@ import numpy as np
 
 from runtime.drivers import cache_files as files, cache_memo, cache_tables as tables, memory_budget
 from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
 from runtime.hal.types import HalModel
 from runtime.hal.validate import pool_buffer
 from runtime.ops import control_flow, registry

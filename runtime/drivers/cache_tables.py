@@ -28,7 +28,7 @@ import struct
 
 import numpy as np
 
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
 from runtime.hal.types import (ChannelQuant, DataLocation, Operand, OperandLifetime, OperandType,
                                Operation, OperationType, Subgraph)
 

@@ -8,7 +8,7 @@ What is charged, and when:
   held until the prepared model is released (``IPreparedModel`` release, or garbage collected);
 - each execution: its :func:`request_bytes` (the bytes of its input and output arguments), held
   while it runs and given back when it ends;
-- each IBuffer (``IDevice::allocate``, ``runtime.drivers.ipc.buffers``): its tensor's bytes,
+- each IBuffer (``IDevice::allocate``, ``runtime.drivers.ipc.service.buffers``): its tensor's bytes,
   held until the buffer is freed or its client process is gone.
 
 A charge never waits. One that cannot fit even with every other model released and every other

@@ -87,6 +87,6 @@ def create_driver(name: str) -> Device:
 
 def remote_devices(environ: Mapping[str, str] | None = None) -> list:
     """One (not yet started) ``RemoteDevice`` per registered driver."""
-    from runtime.drivers.ipc.client import RemoteDevice  # noqa: PLC0415 - avoid import cycle
+    from runtime.drivers.ipc.client.device import RemoteDevice  # noqa: PLC0415 - avoid import cycle
 
     return [RemoteDevice(name) for name in registered(environ)]

@@ -18,7 +18,7 @@ import tracing
 from runtime import Burst, Compilation, Duration, Execution, Memory, NnError, ResultCode, manager
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.burst_client import BurstController
+from runtime.drivers.ipc.client.burst import BurstController
 from tests.runtime.helpers import add_execution, add_model, mixed_expected, mixed_model
 from tests.support.log_capture import captured_log
 

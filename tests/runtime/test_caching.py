@@ -25,7 +25,7 @@ from runtime.drivers import cache_files
 from runtime.drivers.cache_files import FIELDS, HEADER_SIZE, KIND_DATA, KIND_MODEL
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.cache_client import cache_paths
+from runtime.drivers.ipc.client.cache import cache_paths
 from runtime.drivers.sample import SAMPLES, SampleConfig, SampleDriver
 from runtime.hal.errors import HalError
 from runtime.hal.types import Preference, Priority
@@ -296,7 +296,7 @@ def test_cache_paths_that_are_links_or_fifos_are_not_used(driver, expected, tmp_
 PICKLE_OPCODES = {ord(opcode.code) for opcode in pickletools.opcodes}
 LOADER_MODULES = ("runtime/drivers/cache_files.py", "runtime/drivers/cache_payload.py",
                   "runtime/drivers/cache_tables.py",
-                  "runtime/drivers/ipc/cache_server.py", "runtime/drivers/ipc/cache_client.py")
+                  "runtime/drivers/ipc/service/cache.py", "runtime/drivers/ipc/client/cache.py")
 
 
 def test_cache_files_are_not_pickles(pristine):

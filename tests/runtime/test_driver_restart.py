@@ -13,7 +13,7 @@ import tracing
 from runtime import Compilation, Execution, manager
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc import _restart
+from runtime.drivers.ipc.client import _restart
 from tests.runtime.helpers import chain_model
 from tests.support.log_capture import captured_log
 

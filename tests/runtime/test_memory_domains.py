@@ -17,7 +17,7 @@ from runtime import Burst, Compilation, Execution, Memory, MemoryDesc, ResultCod
 from runtime.memory import DeviceMemory
 from runtime.drivers.cpu import CpuDevice
 from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.hal.types import OperationType as Op
 from tests.runtime.helpers import mixed_expected, mixed_model
 from tests.runtime.memory_domain_helpers import (N, RNG, binary_model, chain_desc, code_of, compiled,

@@ -24,7 +24,7 @@ import pytest
 
 from runtime import Burst, Compilation, Execution, NnError
 from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.hal.types import Priority
 from runtime.manager import cpu_device
 from tests.support.sent import SentHook

@@ -14,7 +14,7 @@ import pytest
 from runtime.cts.loader import CTS_ROOT, load_file
 from runtime.drivers import cache_payload, cache_tables, memory_budget
 from runtime.drivers.cache_files import CacheError
-from runtime.drivers.ipc.codec import CodecError, Reader
+from runtime.drivers.ipc.wire.codec import CodecError, Reader
 from runtime.drivers.sample import SAMPLES, SampleDriver
 from runtime.extension_models import fibonacci
 from runtime.ops.executor import CpuExecutor

@@ -1,5 +1,5 @@
-"""The FMQ ring (runtime.drivers.ipc.fmq) within one process and against a real second process,
-and the burst datum codec (runtime.drivers.ipc.fmq_datum) against malformed input."""
+"""The FMQ ring (runtime.drivers.ipc.wire.fmq) within one process and against a real second process,
+and the burst datum codec (runtime.drivers.ipc.wire.fmq_datum) against malformed input."""
 import os
 import random
 import struct
@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.drivers.ipc.codec import CodecError
-from runtime.drivers.ipc.fmq import (HEADER_SIZE, FmqChannel, FmqCorrupt, FmqError, FmqPeerGone,
-                                     FmqTimeout)
-from runtime.drivers.ipc.fmq_datum import (DATUM_SIZE, BurstRequest, decode_request, decode_result,
-                                           encode_request, encode_result)
-from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.wire.codec import CodecError
+from runtime.drivers.ipc.wire.fmq import (HEADER_SIZE, FmqChannel, FmqCorrupt, FmqError, FmqPeerGone,
+                                          FmqTimeout)
+from runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, BurstRequest, decode_request, decode_result,
+                                                encode_request, encode_result)
+from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
 from runtime.hal.types import ErrorStatus
 from timing import Timing
@@ -26,7 +26,7 @@ from timing import Timing
 # the first message it also reports the CPU seconds it spent blocked in that read.
 ECHO = """
 import sys, time
-from runtime.drivers.ipc.fmq import FmqChannel
+from runtime.drivers.ipc.wire.fmq import FmqChannel
 fds = [int(v) for v in sys.argv[1:]]
 inbox, outbox = FmqChannel.attach(*fds[:3]), FmqChannel.attach(*fds[3:])
 outbox.write(b"ready", timeout=10)

@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from runtime.drivers.ipc._serve import STUCK_S
-from runtime.drivers.ipc.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.execution_codec import _HEAD_FREE, _NEW_KIND, KIND_NEW_SHM
-from runtime.drivers.ipc.protocol import FLAG_BULK, REPLY, MsgType, pack_header
-from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.service._serve import STUCK_S
+from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from runtime.drivers.ipc.wire.execution_codec import _HEAD_FREE, _NEW_KIND, KIND_NEW_SHM
+from runtime.drivers.ipc.wire.protocol import FLAG_BULK, REPLY, MsgType, pack_header
+from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.hal.device_types import Request, RequestArgument
 from runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model

@@ -9,7 +9,7 @@ import pytest
 
 from runtime.drivers import cache_files
 from runtime.drivers.cache_memo import MAX_ENTRIES
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.hal.types import ErrorStatus
 from tests.support.driver_attack import AttackedDriver, exchange, peak_rss_kb, prepare_add
 from tests.support.driver_attack_rings import inotify_watches

@@ -2,8 +2,8 @@
 wait on fences nobody signals must neither lock other clients out nor hold uncounted fds."""
 import pytest
 
-from runtime.drivers.ipc.fenced_server import MAX_RUNNING_PER_CLIENT, MAX_WAIT_FENCES
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.service.fenced import MAX_RUNNING_PER_CLIENT, MAX_WAIT_FENCES
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.hal.types import ErrorStatus
 from tests.support.driver_attack import AttackedDriver, exchange, prepare_add
 from tests.support.driver_attack_rings import (fenced_from_other_process, fenced_payload,

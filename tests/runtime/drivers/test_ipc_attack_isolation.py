@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.codec import Writer
-from runtime.drivers.ipc.protocol import REPLY, MsgType
+from runtime.drivers.ipc.wire.codec import Writer
+from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
 from runtime.hal.device_types import Request, RequestArgument
 from runtime.hal.types import ErrorStatus
 from runtime.memory import Memory

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from runtime.drivers.ipc import SharedPool
-from runtime.drivers.ipc.buffer_client import RemoteBuffer, allocate
-from runtime.drivers.ipc.codec import Writer
-from runtime.drivers.ipc.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.protocol import REPLY, MsgType
+from runtime.drivers.ipc.client.buffer import RemoteBuffer, allocate
+from runtime.drivers.ipc.wire.codec import Writer
+from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
 from runtime.hal.device_types import Request, RequestArgument
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from runtime import Burst, Compilation, Execution
-from runtime.drivers.ipc.fmq import FmqChannel
-from runtime.drivers.ipc._reply import check_status
-from runtime.drivers.ipc.codec import CodecError
-from runtime.drivers.ipc.fmq_datum import (DATUM_SIZE, ECHO, MAX_ECHO_DATUMS, decode_memory_request,
-                                           decode_result, encode_echo)
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.wire.fmq import FmqChannel
+from runtime.drivers.ipc.client._reply import check_status
+from runtime.drivers.ipc.wire.codec import CodecError
+from runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, ECHO, MAX_ECHO_DATUMS, decode_memory_request,
+                                                decode_result, encode_echo)
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 from tests.runtime.helpers import add_model

@@ -10,7 +10,7 @@ import tempfile
 import pytest
 
 from runtime.drivers import cache_files
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model
 from tests.support.driver_attack import AttackedDriver, exchange, prepare_payload

@@ -5,13 +5,14 @@ import socket
 import numpy as np
 import pytest
 
-from runtime.drivers.ipc.codec import (CodecError, Reader, decode_capabilities, decode_model,
-                                       encode_capabilities, encode_model)
-from runtime.drivers.ipc.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.execution_codec import DecodeState, decode_execute, decode_result, encode_result
-from runtime.drivers.ipc.protocol import MAX_INLINE_PAYLOAD, MsgType, ProtocolError, pack_header, unpack_header
-from runtime.drivers.ipc.shm import SharedPool
-from runtime.drivers.ipc.transport import PeerClosed, socket_pair
+from runtime.drivers.ipc.wire.codec import (CodecError, Reader, decode_capabilities, decode_model,
+                                            encode_capabilities, encode_model)
+from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
+from runtime.drivers.ipc.wire.execution_codec import decode_result, encode_result
+from runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, MsgType, ProtocolError, pack_header, unpack_header
+from runtime.drivers.ipc.wire.shm import SharedPool
+from runtime.drivers.ipc.wire.transport import PeerClosed, socket_pair
 from runtime.drivers.registry import create_driver
 from runtime.hal.device_types import ExecutionResult, OutputShape
 from runtime.hal.types import ChannelQuant, ErrorStatus

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import struct
 
-from runtime.drivers.ipc.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import make_request
 from tests.support import cost_models as cm

@@ -16,8 +16,8 @@ import time
 import pytest
 
 import runtime
-from runtime.drivers.ipc.codec import Reader, decode_model, encode_model
-from runtime.drivers.ipc.protocol import REPLY, MsgType
+from runtime.drivers.ipc.wire.codec import Reader, decode_model, encode_model
+from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
 from runtime.hal.errors import HalError
 from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType as Op, Subgraph)

@@ -11,7 +11,8 @@ import pytest
 import parse_systrace
 import tracing
 from runtime import Compilation, Duration, Execution, Memory, NnError, ResultCode, manager
-from runtime.drivers.ipc import RemoteDevice, fenced_client
+from runtime.drivers.ipc import RemoteDevice
+from runtime.drivers.ipc.client import fenced as fenced_client
 from runtime.event import Event
 from tests.runtime.helpers import add_model, code_of
 from tracing import Phase

@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice, fenced_client
-from runtime.drivers.ipc.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.fenced_server import LAUNCH, MAX_RUNNING, MAX_WAIT_FENCES
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.syncfence import ACTIVE, DONE, ERROR, FAILED, count, wait
-from runtime.drivers.ipc.transport import Channel
+from runtime.drivers.ipc import RemoteDevice
+from runtime.drivers.ipc.client import fenced as fenced_client
+from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from runtime.drivers.ipc.service.fenced import MAX_RUNNING, MAX_WAIT_FENCES
+from runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH as LAUNCH
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.syncfence import ACTIVE, DONE, ERROR, FAILED, count, wait
+from runtime.drivers.ipc.wire.transport import Channel
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request

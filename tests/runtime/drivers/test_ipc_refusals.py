@@ -8,8 +8,8 @@ import os
 import pytest
 
 from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.protocol import MAX_FDS, REPLY, MsgType
-from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.wire.protocol import MAX_FDS, REPLY, MsgType
+from runtime.drivers.ipc.wire.shm import SharedPool
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 from tests.support.driver_attack import AttackedDriver, exchange, ping

@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 
-from runtime.drivers.ipc.execution_codec import _MEMO_HEAD, FORM_UNKNOWN
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.wire.execution_codec import _MEMO_HEAD, FORM_UNKNOWN
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request

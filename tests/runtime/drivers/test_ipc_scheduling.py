@@ -1,4 +1,4 @@
-"""A real driver process queues long executions (runtime.drivers.ipc.execute_server): the
+"""A real driver process queues long executions (runtime.drivers.ipc.service.execute): the
 connection is parked while its execution waits or runs, so what the client sends meanwhile
 (here FREE_POOLS of the very pool the execution reads) is answered only after the execution,
 and the outputs stay right. Oracle: the in-process reference CPU device."""
@@ -9,8 +9,8 @@ import struct
 import numpy as np
 
 from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.ipc.encoder import encode_execute
-from runtime.drivers.ipc.protocol import REPLY, MsgType
+from runtime.drivers.ipc.client.encoder import encode_execute
+from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
 from runtime.manager import cpu_device
 from tests.runtime.drivers._hal import make_request
 

@@ -3,9 +3,9 @@ import os
 import threading
 import time
 
-from runtime.drivers.ipc.protocol import REPLY, MsgType
-from runtime.drivers.ipc.service import DriverService, listen
-from runtime.drivers.ipc.transport import Channel
+from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from runtime.drivers.ipc.service.driver_service import DriverService, listen
+from runtime.drivers.ipc.wire.transport import Channel
 from runtime.drivers.sample import SAMPLES, SampleDriver
 
 

@@ -7,12 +7,12 @@ import struct
 
 import pytest
 
-from runtime.drivers.ipc.codec import CodecError
-from runtime.drivers.ipc.fmq_datum import (BurstRequest, RequestArgument, TRACE_SIZE,
-                                           decode_request, encode_request, encode_trace,
-                                           split_trace)
-from runtime.drivers.ipc.protocol import FLAG_BULK, FLAG_TRACE, REPLY, MsgType, pack_header
-from runtime.drivers.ipc.transport import socket_pair
+from runtime.drivers.ipc.wire.codec import CodecError
+from runtime.drivers.ipc.wire.fmq_datum import (BurstRequest, RequestArgument, TRACE_SIZE,
+                                                decode_request, encode_request, encode_trace,
+                                                split_trace)
+from runtime.drivers.ipc.wire.protocol import FLAG_BULK, FLAG_TRACE, REPLY, MsgType, pack_header
+from runtime.drivers.ipc.wire.transport import socket_pair
 from tests.runtime.drivers.test_ipc_malformed import (INVALID, driver, exchange, good_execute,  # noqa: F401
                                                       ping_ok, raw)
 from tests.runtime.drivers.test_ipc_burst import burst_setup  # noqa: F401

@@ -15,7 +15,7 @@ import pytest
 
 import tracing
 from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.drivers.memory_budget import (DRIVER_BUDGET_ENV, EXECUTE, MemoryBudget,
                                            configured_driver_budget, model_footprint)
 from runtime.drivers.sample import SAMPLES, SampleDriver

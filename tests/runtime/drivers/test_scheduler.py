@@ -1,4 +1,4 @@
-"""The driver's priority scheduler (runtime.drivers.ipc.scheduler) on real prepared models of
+"""The driver's priority scheduler (runtime.drivers.ipc.service.scheduler) on real prepared models of
 the sample driver, in this process: order by priority within a client, clients in turn,
 preemption at an operation boundary with a rerun from the start, and correct outputs after it."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.ipc.scheduler import Job, Scheduler
+from runtime.drivers.ipc.service.scheduler import Job, Scheduler
 from runtime.drivers.sample import SAMPLES, SampleDriver
 from runtime.hal.device_types import Request, RequestArgument
 from runtime.hal.types import ErrorStatus, Priority

@@ -31,12 +31,14 @@ import mmap
 import struct
 
 import vlog
-from runtime.drivers.ipc import _guard
+from runtime.drivers.ipc.service import _guard
 from runtime.drivers.memory_budget import Activity
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.shm import map_fd
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import CodecError, Reader
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.shm import map_fd
+from runtime.drivers.ipc.wire.status import OK as _OK
+from runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Operand, is_scalar
 from runtime.hal.validate import merge_dimensions
@@ -46,16 +48,13 @@ MAX_BUFFERS_PER_CLIENT = 256
 MAX_BUFFER_BYTES = 256 * 1024 * 1024
 MAX_CLIENT_BYTES = 1024 * 1024 * 1024
 MAX_ROLES = 256
-_OK = struct.pack("<I", 0)
-_ROLE = struct.Struct("<IId")
-_REGION = struct.Struct("<IQQ")
 _INPUT, _OUTPUT = "input", "output"
 _LABEL = "SampleDriver"
 #: What an IBuffer's charge in the driver's memory budget is named after (refusals, spans).
 ALLOCATE = Activity("allocate", Phase.COMPILATION)
 PHASES = {MsgType.ALLOCATE: Phase.COMPILATION, MsgType.BUFFER_COPY_TO: Phase.EXECUTION,
           MsgType.BUFFER_COPY_FROM: Phase.EXECUTION, MsgType.BUFFER_FREE: Phase.TERMINATION}
-#: Messages that are no HAL method (no ``HIDL::...::server`` mark; see ``service``).
+#: Messages that are no HAL method (no ``HIDL::...::server`` mark; see ``driver_service``).
 LIFECYCLE = frozenset({MsgType.BUFFER_FREE})
 
 

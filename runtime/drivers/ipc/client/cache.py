@@ -8,11 +8,7 @@ The files are opened read-write (created, mode 0600, only for ``prepareModel_1_3
 through a symbolic link, and only regular files are used) and their fds travel with the request as ``SCM_RIGHTS`` (AOSP passes ``hidl_handle`` fds the same way),
 after which the runtime closes its copies.
 
-Wire additions: ``PREPARE_MODEL`` carries ``n_model u32 | n_data u32 | [token 32s when a
-count is not 0]`` after its fixed fields, and the cache fds before the model's fds;
-``PREPARE_MODEL_FROM_CACHE`` (type 24) is ``deadline i64 | n_model u32 | n_data u32 | priority
-u8 | token blob`` with the cache fds only (HAL 1.3's call has no priority; ours carries it, so
-that the driver's scheduler ranks a model prepared from cache as one prepared from scratch).
+The wire format is in ``wire.cache_args``.
 
 Example:
     >>> cache_paths("/c", bytes([0x21]) + bytes(31), (1, 1))[0]
@@ -22,22 +18,14 @@ from __future__ import annotations
 
 import os
 import stat
-import struct
 
 import vlog
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer, enum_value
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.transport import close_fds
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.cache_args import MAX_NUMBER_OF_CACHE_FILES, TOKEN_SIZE, from_cache_args
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.transport import close_fds
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Priority
-
-TOKEN_SIZE = 32
-_COUNTS = struct.Struct("<II")
-_TOKEN = struct.Struct("<32s")
-_FROM_CACHE = struct.Struct("<qIIB")
-#: NNAPI ``Constant::MAX_NUMBER_OF_CACHE_FILES``.
-MAX_NUMBER_OF_CACHE_FILES = 32
 
 
 def cache_paths(cache_dir: str, token: bytes, counts: tuple[int, int]) -> tuple[list[str], list[str]]:
@@ -80,31 +68,6 @@ def open_cache(device, cache_dir: str | None, token: bytes | None, create: bool)
     return fds, counts
 
 
-def prepare_args(w: Writer, counts: tuple[int, int], token: bytes | None) -> None:
-    """The cache part of a ``PREPARE_MODEL`` payload: the two counts, then the token only when
-    there are files (without caching: 8 zero bytes, as the empty directory and token the
-    message carried before caching existed)."""
-    w.parts.append(_COUNTS.pack(*counts))
-    if counts != (0, 0):
-        w.parts.append(token)
-
-
-def read_prepare_args(r: Reader, fds: list):
-    """Driver side: ``(model_cache_fds, data_cache_fds, token, the remaining fds)``."""
-    n_model, n_data = r.take(_COUNTS)
-    token = r.take(_TOKEN)[0] if n_model or n_data else b""
-    return _split(n_model, n_data, token, fds)
-
-
-def _split(n_model: int, n_data: int, token: bytes, fds: list):
-    count = n_model + n_data
-    if count > 2 * MAX_NUMBER_OF_CACHE_FILES or count > len(fds):
-        raise CodecError(f"{count} cache files announced, {len(fds)} fds sent")
-    if count and len(token) != TOKEN_SIZE:
-        raise CodecError(f"cache token of {len(token)} bytes, expected {TOKEN_SIZE}")
-    return list(fds[:n_model]), list(fds[n_model:count]), token, list(fds[count:])
-
-
 def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | None,
                        token: bytes | None, preference=None, priority=None):
     """``prepareModelFromCache_1_3`` on a driver process: the ``RemotePreparedModel`` (its
@@ -114,34 +77,17 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
         HalError: GENERAL_FAILURE when there is no usable cache (also when the driver rejects
             it); the driver's status otherwise.
     """
-    from runtime.drivers.ipc.prepared import RemotePreparedModel  # noqa: PLC0415
+    from runtime.drivers.ipc.client.prepared import RemotePreparedModel  # noqa: PLC0415
 
     fds, counts = open_cache(device, cache_dir, token, create=False)
     if not fds:
         raise HalError(ErrorStatus.GENERAL_FAILURE, "no cache files to prepare from")
     try:
-        payload = _FROM_CACHE.pack(-1 if deadline_ns is None else deadline_ns, *counts,
-                                   int(Priority.MEDIUM if priority is None else priority))
-        w = Writer()
-        w.blob(token)
-        r = device.call(MsgType.PREPARE_MODEL_FROM_CACHE, Phase.COMPILATION,
-                           payload + w.getvalue(), fds, deadline_ns)
+        payload = from_cache_args(deadline_ns, counts, Priority.MEDIUM if priority is None else priority, token)
+        r = device.call(MsgType.PREPARE_MODEL_FROM_CACHE, Phase.COMPILATION, payload, fds, deadline_ns)
     finally:
         close_fds(fds)
     prepared = RemotePreparedModel(device, r.u32(), model)
     if preference is not None:
         prepared.prepare_args = (preference, priority, cache_dir, token)
     return prepared
-
-
-def read_from_cache_args(r: Reader, fds: list):
-    """Driver side of ``PREPARE_MODEL_FROM_CACHE``: ``(deadline or None, model fds, data fds,
-    token, priority)``."""
-    deadline, n_model, n_data, priority = r.take(_FROM_CACHE)
-    model_fds, data_fds, token, rest = _split(n_model, n_data, r.blob(), fds)
-    r.end()
-    if rest or not model_fds and not data_fds:
-        raise CodecError(f"prepareModelFromCache needs exactly its {n_model + n_data} cache fds")
-    return None if deadline < 0 else deadline, model_fds, data_fds, token, enum_value(Priority, priority)
-
-

@@ -68,13 +68,13 @@ class MsgType(enum.IntEnum):
     SHUTDOWN = 13
     SET_TRACE_DIR = 14  # join (or, with an empty path, leave) the runtime's trace session
     EXECUTE_SYNC_MEMO = 15  # executeSynchronously repeating a memoized request (execution_codec)
-    CONFIGURE_BURST = 16  # IPreparedModel.configureExecutionBurst: two FMQs (burst_server)
+    CONFIGURE_BURST = 16  # IPreparedModel.configureExecutionBurst: two FMQs (service.burst)
     BURST_MEMORIES = 17  # the runtime's answer to the driver's IBurstCallback.getMemories
     BURST_FREE_MEMORY = 18  # IBurstContext.freeMemory(slot)
     BURST_RELEASE = 19  # the runtime's burst is gone: stop its listener thread
-    EXECUTE_FENCED = 20  # executeFenced: wait fences in, a sync fence out (fenced_server)
+    EXECUTE_FENCED = 20  # executeFenced: wait fences in, a sync fence out (service.fenced)
     FENCED_INFO = 21  # IFencedExecutionCallback.getExecutionInfo
-    PREPARE_MODEL_FROM_CACHE = 24  # prepareModelFromCache_1_3: cache fds + token (cache_client)
+    PREPARE_MODEL_FROM_CACHE = 24  # prepareModelFromCache_1_3: cache fds + token (wire.cache_args)
     ALLOCATE = 26  # IDevice.allocate: a driver-side IBuffer for a memory domain (buffers)
     BUFFER_COPY_TO = 27  # IBuffer.copyTo(shared memory)
     BUFFER_COPY_FROM = 28  # IBuffer.copyFrom(shared memory, dimensions)

@@ -21,15 +21,16 @@ import struct
 
 import vlog
 from runtime.drivers.base import PreparedModel
-from runtime.drivers.ipc import _trace, fenced_client
-from runtime.drivers.ipc._reply import DeadlineExpired, check_status
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.burst_client import BurstController
-from runtime.drivers.ipc.codec import Reader
-from runtime.drivers.ipc.encoder import EncodeMemo, encode_execute, pool_bytes
-from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
+from runtime.drivers.ipc.client import fenced as fenced_client
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.client.burst import BurstController
+from runtime.drivers.ipc.wire.codec import Reader
+from runtime.drivers.ipc.client.encoder import EncodeMemo, encode_execute, pool_bytes
+from runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
                                                  decode_result)
-from runtime.drivers.ipc.protocol import MsgType
+from runtime.drivers.ipc.wire.protocol import MsgType
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, HalModel

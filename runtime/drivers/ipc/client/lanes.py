@@ -22,11 +22,11 @@ from __future__ import annotations
 import threading
 import time
 
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc._reply import DeadlineExpired, deadline_grace_s, readable
-from runtime.drivers.ipc.encoder import PoolCache
-from runtime.drivers.ipc.protocol import REPLY, ProtocolError
-from runtime.drivers.ipc.transport import PeerClosed
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.client._reply import DeadlineExpired, deadline_grace_s, readable
+from runtime.drivers.ipc.client.encoder import PoolCache
+from runtime.drivers.ipc.wire.protocol import REPLY, ProtocolError
+from runtime.drivers.ipc.wire.transport import PeerClosed
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 

@@ -1,10 +1,10 @@
-"""Reading a driver's reply on the runtime side, shared by ``client`` and ``prepared``.
+"""Reading a driver's reply on the runtime side, shared by ``device`` and ``prepared``.
 
-``check_status`` turns a reply's leading ``ErrorStatus`` into a :class:`HalError` (and
-``mark_failure`` into a failed span); ``readable`` and
+``check_status`` turns a reply's leading ``ErrorStatus`` (``wire.status``) into a
+:class:`HalError` and a failed span; ``readable`` and
 ``deadline_grace_s`` bound the waits for one;
 ``DeadlineExpired`` is what a wait raises when the caller's deadline passes first. Both sit
-below the two proxies so that ``client`` (which makes prepared models) imports ``prepared``
+below the two proxies so that ``device`` (which makes prepared models) imports ``prepared``
 and nothing imports back.
 
 Example:
@@ -17,8 +17,9 @@ from __future__ import annotations
 import select
 import time
 
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc.codec import CodecError, Reader
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.wire.codec import CodecError, Reader
+from runtime.drivers.ipc.wire.status import status_of
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 
@@ -36,26 +37,10 @@ def check_status(payload: bytes, method: str) -> Reader:
             message = r.text()
         except CodecError:
             message = ""
-        try:
-            status = ErrorStatus(status)
-        except ValueError:
-            status = ErrorStatus.GENERAL_FAILURE
+        status = status_of(status)
         _trace.fail(status, status.name)  # the call's span (innermost open) failed
         raise HalError(status, f"{method}: {message}")
     return r
-
-
-def mark_failure(payload) -> None:
-    """Mark the innermost open span failed when ``payload`` (a reply) leads with an error
-    status (``tracing.fail``); a PARKED or short payload is left alone."""
-    if type(payload) is not bytes or len(payload) < 4 or not any(payload[:4]):
-        return
-    status = int.from_bytes(payload[:4], "little")
-    try:
-        name = ErrorStatus(status).name
-    except ValueError:
-        name = "UNKNOWN"
-    _trace.fail(status, name)
 
 
 def readable(sock, wait: float) -> bool:

@@ -1,7 +1,7 @@
 """Driver side of ``IPreparedModel.executeFenced`` and ``IFencedExecutionCallback``.
 
 ``EXECUTE_FENCED`` payload: ``wait count u32 | timeout_after_fence i64 (-1: none)`` followed by an
-execute payload (``execution_codec``); its fds are the ``wait_for`` fences first, then the execute's
+execute payload (``wire.execution_codec``); its fds are the ``wait_for`` fences first, then the execute's
 pools. The launch is checked on the serve loop: fence count against the fds sent, every fence an
 eventfd (:func:`syncfence.is_eventfd`), no negative duration, the request decoded into a private
 ``DecodeState`` (nothing the connection frees later can unmap it) for a model of this client. Any
@@ -30,21 +30,20 @@ import threading
 import time
 
 import vlog
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc._guard import PoolTable
-from runtime.drivers.ipc._reply import mark_failure
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer
-from runtime.drivers.ipc.execution_codec import DecodeState, decode_execute
-from runtime.drivers.ipc.protocol import REPLY, MsgType, pack_header
-from runtime.drivers.ipc.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
-from runtime.drivers.ipc.transport import PeerClosed, close_fds
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.service._guard import PoolTable
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
+from runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
+from runtime.drivers.ipc.wire.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
+from runtime.drivers.ipc.wire.transport import PeerClosed, close_fds
+from runtime.drivers.ipc.wire.status import OK as _OK, mark_failure
+from runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 from timing import UINT64_MAX, Timing
 
-LAUNCH = struct.Struct("<Iq")
-INFO = struct.Struct("<IIQQQQ")
 #: Most ``wait_for`` fences one executeFenced may carry.
 MAX_WAIT_FENCES = 16
 #: Fenced executions one connection may have running at once (RESOURCE_EXHAUSTED beyond).
@@ -56,7 +55,6 @@ MAX_RUNNING_PER_CLIENT = MAX_RUNNING_TOTAL // 4
 MAX_KEPT = 64
 #: How often (seconds) a worker waiting for fences checks that its client is still connected.
 CLIENT_CHECK_S = 0.25
-_OK = struct.pack("<I", 0)  # the reply's status NONE
 _NONE = ErrorStatus.NONE
 
 
@@ -166,7 +164,7 @@ class FencedJob:
                       fenced.time_on_device, fenced.time_in_driver]
         w = Writer()
         w.text(self.message[:2000])
-        return INFO.pack(0, int(self.status), *values) + w.getvalue()
+        return _OK + FENCED_INFO.pack(int(self.status), *values) + w.getvalue()
 
 
 class FencedServer:
@@ -200,7 +198,7 @@ class FencedServer:
 
     def _launch(self, connection, message, start: int) -> FencedJob:
         r = Reader(message.payload)
-        wait_count, duration = r.take(LAUNCH)
+        wait_count, duration = r.take(FENCED_LAUNCH)
         fds = message.fds
         if wait_count > MAX_WAIT_FENCES:
             raise CodecError(f"{wait_count} wait_for fences; at most {MAX_WAIT_FENCES}")

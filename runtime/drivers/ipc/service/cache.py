@@ -1,5 +1,5 @@
 """Driver-process side of compilation caching: ``prepareModelFromCache_1_3`` and the cache
-writes of ``prepareModel_1_3`` (the wire is described in ``cache_client``).
+writes of ``prepareModel_1_3`` (the wire is described in ``wire.cache_args``).
 
 The device decides what its cache holds (a sample driver: ``runtime.drivers.cache_payload``);
 a device without ``write_cache`` / ``prepare_model_from_cache_files`` does not cache. A failed
@@ -16,16 +16,16 @@ from __future__ import annotations
 import struct
 
 import vlog
-from runtime.drivers.ipc import cache_client
-from runtime.drivers.ipc.codec import Reader
+from runtime.drivers.ipc.wire import cache_args
+from runtime.drivers.ipc.wire.codec import Reader
+from runtime.drivers.ipc.wire.status import OK as _OK
 from runtime.hal.errors import HalError
 
-_OK = struct.pack("<I", 0)
 
 
 def prepare_from_cache(service, connection, message) -> bytes:
     """Answer ``PREPARE_MODEL_FROM_CACHE``: the new model id, or an error status."""
-    deadline, model_fds, data_fds, token, priority = cache_client.read_from_cache_args(
+    deadline, model_fds, data_fds, token, priority = cache_args.read_from_cache_args(
         Reader(message.payload), message.fds)
     try:
         prepared = service.device.prepare_model_from_cache_files(model_fds, data_fds, token, deadline)

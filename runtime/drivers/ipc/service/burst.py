@@ -1,9 +1,9 @@
 """Driver side of bursts (AOSP ``ExecutionBurstServer``): one listener thread per burst.
 
 ``IPreparedModel.configureExecutionBurst`` arrives over the socket with the six fds of two FMQs
-(:mod:`runtime.drivers.ipc.fmq`): requests from the runtime, results back to it. The listener
+(:mod:`runtime.drivers.ipc.wire.fmq`): requests from the runtime, results back to it. The listener
 thread reads each request (an ``FmqRequestDatum`` sequence, validated by
-:func:`~runtime.drivers.ipc.fmq_datum.decode_request`), maps the pools of slots it has not cached
+:func:`~runtime.drivers.ipc.wire.fmq_datum.decode_request`), maps the pools of slots it has not cached
 by asking the runtime (``IBurstCallback.getMemories``: a message on the result channel, answered
 over the socket with the fds), runs the prepared model on the cached pools and writes the
 ``FmqResultDatum`` sequence; between requests it watches the ring for the polling window the
@@ -13,7 +13,7 @@ A request whose bytes repeat the previous one (its slots not freed since) runs t
 tracing and ``cpuexe`` vlog off, it runs the model's *bound run* (``CpuPreparedModel.bound_run``)
 and answers the result datum of the same success, decoding nothing. Pools stay mapped per slot until
 ``IBurstContext.freeMemory(slot)``, the burst's release, or its connection closing. An echo
-message (:data:`~runtime.drivers.ipc.fmq_datum.ECHO`, not AOSP's) is written back unchanged: its
+message (:data:`~runtime.drivers.ipc.wire.fmq_datum.ECHO`, not AOSP's) is written back unchanged: its
 round trip is the channel's floor, timed on the burst's own rings and thread.
 
 A malformed message gets an INVALID_ARGUMENT result and the thread goes on; a ring whose shared
@@ -37,14 +37,14 @@ import threading
 import time
 
 import vlog
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError
-from runtime.drivers.ipc.execute_server import with_driver_time
-from runtime.drivers.ipc.fmq import FmqCorrupt, FmqError
-from runtime.drivers.ipc.fmq_datum import (ECHO, decode_request, encode_memory_request,
-                                           encode_result, is_echo, split_trace,
-                                           TRACE_ID_TAG)
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import CodecError
+from runtime.drivers.ipc.service.execute import with_driver_time
+from runtime.drivers.ipc.wire.fmq import FmqCorrupt, FmqError
+from runtime.drivers.ipc.wire.fmq_datum import (ECHO, decode_request, encode_memory_request,
+                                                encode_result, is_echo, split_trace,
+                                                TRACE_ID_TAG)
 from runtime.hal.device_types import ExecutionResult, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
@@ -63,7 +63,6 @@ STOP_JOIN_S = 0.2
 MAX_POLL_US = 1000
 #: Seconds the listener waits for the runtime's getMemories answer, or to write a result.
 CALLBACK_TIMEOUT_S = 30.0
-_OK = struct.pack("<I", 0)
 _U32 = struct.Struct("<I")
 _TRACE_TAG = bytes([TRACE_ID_TAG])
 _LABEL = "ExecutionBurstServer"

@@ -22,38 +22,38 @@ from __future__ import annotations
 import atexit
 import os
 import socket
-import struct
 import threading
 import time
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _process, _trace, buffer_client, cache_client
-from runtime.drivers.ipc._process import DriverProcess
-from runtime.drivers.ipc._reply import DeadlineExpired, check_status, deadline_grace_s, readable
-from runtime.drivers.ipc._restart import MAX_S as MAX_BACKOFF_S, Backoff
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import (Reader, Writer, decode_capabilities, decode_extensions,
+from runtime.drivers.ipc.client import _process, buffer as buffer_client, cache as cache_client
+from runtime.drivers.ipc.client._process import DriverProcess
+from runtime.drivers.ipc.client._reply import DeadlineExpired, check_status, deadline_grace_s, readable
+from runtime.drivers.ipc.client._restart import MAX_S as MAX_BACKOFF_S, Backoff
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import (Reader, Writer, decode_capabilities, decode_extensions,
                                        encode_model)
-from runtime.drivers.ipc.encoder import PoolCache, is_shared
-from runtime.drivers.ipc.lanes import LanePool
-from runtime.drivers.ipc.prepared import RemotePreparedModel
-from runtime.drivers.ipc.protocol import HIDL_NAMES, INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
-from runtime.drivers.ipc.shm import SharedPool
-from runtime.drivers.ipc.transport import Channel, PeerClosed, close_fds
+from runtime.drivers.ipc.client.encoder import PoolCache, is_shared
+from runtime.drivers.ipc.client.lanes import LanePool
+from runtime.drivers.ipc.client.prepared import RemotePreparedModel
+from runtime.drivers.ipc.wire.protocol import HIDL_NAMES, INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
+from runtime.drivers.ipc.wire.shm import SharedPool
+from runtime.drivers.ipc.wire.transport import Channel, PeerClosed, close_fds
+from runtime.drivers.ipc.wire.cache_args import prepare_args as cache_prepare_args
+from runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
 from runtime.hal.device_types import Capabilities
 from runtime.hal.errors import HalError
 from runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
 from runtime.hal.validate import pool_buffer
 
-NNSCOPE_DRIVER_TIMEOUT_S = "NNSCOPE_DRIVER_TIMEOUT_S"
-"""Seconds any single call waits for a driver before it is declared dead (default 60)."""
+NNSCOPE_DRIVER_TIMEOUT_S = "NNSCOPE_DRIVER_TIMEOUT_S"  # the variable that sets DEFAULT_TIMEOUT_S
 #: Longest any single call waits for the driver (seconds): one that does not answer is killed, the
 #: call gives DEAD_OBJECT (the step then may run on the CPU); the driver restarts on next use.
 DEFAULT_TIMEOUT_S = _process.positive_seconds(os.environ.get(NNSCOPE_DRIVER_TIMEOUT_S), 60.0)
 #: Longest the driver process may take to start listening (seconds).
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
-_PREPARE = struct.Struct("<BBq")
 _DEAD = ErrorStatus.DEAD_OBJECT
 _NOTIFY = int(MsgType.NOTIFY)
 
@@ -137,7 +137,7 @@ class RemoteDevice(Device):
         w = Writer()
         w.parts.append(_PREPARE.pack(preference, priority, -1 if deadline_ns is None else deadline_ns))
         cache_fds, counts = cache_client.open_cache(self, cache_dir, token, create=True)
-        cache_client.prepare_args(w, counts, token)
+        cache_prepare_args(w, counts, token)
         payload, fds, keep = model_payload(model)
         try:
             r = self.call(MsgType.PREPARE_MODEL, Phase.COMPILATION, w.getvalue() + payload,
@@ -150,7 +150,7 @@ class RemoteDevice(Device):
     def prepare_model_from_cache(self, model: HalModel, deadline_ns: int | None = None,
                                  cache_dir: str | None = None, token: bytes | None = None,
                                  preference=None, priority=None):
-        """prepareModelFromCache_1_3 with the cache files of ``token`` (see ``cache_client``)."""
+        """prepareModelFromCache_1_3 with the cache files of ``token`` (see ``client.cache``)."""
         return cache_client.prepare_from_cache(self, model, deadline_ns, cache_dir, token,
                                                preference, priority)
 

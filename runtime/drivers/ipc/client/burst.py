@@ -1,8 +1,8 @@
 """Runtime side of bursts (AOSP ``ExecutionBurstController``): executions over two FMQs.
 
 :meth:`RemotePreparedModel.configure_burst` creates two
-:class:`~runtime.drivers.ipc.fmq.FmqChannel` rings and hands their fds to the driver, which
-starts a listener thread (:mod:`runtime.drivers.ipc.burst_server`). :meth:`BurstController.execute`
+:class:`~runtime.drivers.ipc.wire.fmq.FmqChannel` rings and hands their fds to the driver, which
+starts a listener thread (:mod:`runtime.drivers.ipc.service.burst`). :meth:`BurstController.execute`
 then has the interface of ``PreparedModel.execute``: it writes the request's datums into the
 request ring and reads the result ring, with no socket call on the way.
 
@@ -39,15 +39,16 @@ import struct
 import weakref
 
 import vlog
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc._reply import check_status
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.encoder import ibuffer_token, is_shared, pool_bytes
-from runtime.drivers.ipc.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
-from runtime.drivers.ipc.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.client._reply import check_status
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.client.encoder import ibuffer_token, is_shared, pool_bytes
+from runtime.drivers.ipc.wire.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
+from runtime.drivers.ipc.wire.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
                                            encode_request, encode_trace)
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.shm import SharedPool
+from runtime.drivers.ipc.wire.layouts import BURST_MEMORY
 from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
@@ -63,7 +64,6 @@ DEFAULT_POLL_US = 50
 #: alignment), so that a small request's arguments cross between the CPUs as one line.
 _ALIGN, _SMALL_ALIGN = 64, 16
 _U32 = struct.Struct("<I")
-_SLOT_ENTRY = struct.Struct("<IQQ")
 _LABEL = "ExecutionBurstController"
 _DEAD = ErrorStatus.DEAD_OBJECT
 _NONE = ErrorStatus.NONE  # a module global: Enum member access is slow on Python 3.11
@@ -210,7 +210,7 @@ class BurstController:
         return result
 
     def echo(self, message: bytes) -> None:
-        """Send an echo message (:func:`~runtime.drivers.ipc.fmq_datum.encode_echo`) through the
+        """Send an echo message (:func:`~runtime.drivers.ipc.wire.fmq_datum.encode_echo`) through the
         burst's rings and wait until the driver's listener wrote it back: the round trip of the
         channel alone, the floor of a burst execution (``benchmarks/runtime_latency.py``).
 
@@ -286,7 +286,7 @@ class BurstController:
         pools = [self.slots.pool(slot) for slot in slots]
         entries, fds = [], []
         if all(pool is not None for pool in pools):
-            entries = [_SLOT_ENTRY.pack(slot, pool.offset, pool.size) for slot, pool in zip(slots, pools)]
+            entries = [BURST_MEMORY.pack(slot, pool.offset, pool.size) for slot, pool in zip(slots, pools)]
             fds = [pool.fd for pool in pools]
             for pool in pools:
                 _watch_free(pool, self)

@@ -6,7 +6,7 @@ a :class:`FencedCallback` whose :meth:`~FencedCallback.get_execution_info` asks 
 status and the two timings once the fence signalled. The driver writes outputs after the call
 returned, so every pool an output lives in must be shared memory: :func:`shared_request` puts a
 request's other pools into fresh memfds and :func:`copy_back` copies output regions out of them.
-The wire format is in ``fenced_server``. :class:`FencedRun` is what
+The wire format is in ``service.fenced`` and ``wire.layouts``. :class:`FencedRun` is what
 ``RemotePreparedModel.execute_fenced`` returns: the launched run, which waits for the driver's
 fence (checking every :data:`LIVENESS_S` that the driver lives), reads the outcome and copies
 the outputs back.
@@ -26,15 +26,15 @@ import os
 import struct
 from typing import NamedTuple, Sequence
 
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc._reply import DeadlineExpired, check_status
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.encoder import PoolCache, encode_execute, is_shared, pool_bytes
-from runtime.drivers.ipc.fenced_server import LAUNCH
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.shm import SharedPool
-from runtime.drivers.ipc.syncfence import ACTIVE, is_eventfd, wait
-from runtime.drivers.ipc.transport import close_fds
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute, is_shared, pool_bytes
+from runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.shm import SharedPool
+from runtime.drivers.ipc.wire.syncfence import ACTIVE, is_eventfd, wait
+from runtime.drivers.ipc.wire.transport import close_fds
 from runtime.hal.device_types import ExecutionResult, OutputShape, Request
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
@@ -43,7 +43,6 @@ from timing import NO_TIMING, FencedTiming, Timing
 #: Seconds between checks that the driver process is still alive while its fence is pending.
 LIVENESS_S = 0.25
 
-_INFO_BODY = struct.Struct("<I4Q")
 _U32 = struct.Struct("<I")
 
 
@@ -70,7 +69,7 @@ class FencedCallback:
             with _trace.hidl("IFencedExecutionCallback", "getExecutionInfo", "client"):
                 message = self.device.transact(MsgType.FENCED_INFO, _U32.pack(self.callback_id))
                 r = check_status(bytes(message.payload), "getExecutionInfo")
-                status, *values = r.take(_INFO_BODY)
+                status, *values = r.take(FENCED_INFO)
                 text = r.text()
                 r.end()
         try:
@@ -105,7 +104,7 @@ def execute_fenced(prepared, request: Request, wait_for: Sequence[int], measure:
                 if staged:  # a large plain input: send its bytes through the staging memfd
                     _stage(request, staging, staged)
                 after = -1 if timeout_after_fence_ns is None else timeout_after_fence_ns
-                head = LAUNCH.pack(len(wait_for), after)
+                head = FENCED_LAUNCH.pack(len(wait_for), after)
                 message = prepared.device.transact(MsgType.EXECUTE_FENCED, head + payload,
                                                    [*wait_for, *pool_fds])
             except DeadlineExpired:

@@ -5,7 +5,7 @@ right there or queued by priority.
 An execution runs on the serve loop itself (no thread hand-off, the fastest path) when the
 scheduler is idle and its prepared model's runs are expected to be short (:data:`INLINE_NS`,
 from the sample driver's running estimate). Otherwise it goes to the
-:class:`~runtime.drivers.ipc.scheduler.Scheduler` with its prepared model's priority (from
+:class:`~runtime.drivers.ipc.service.scheduler.Scheduler` with its prepared model's priority (from
 ``prepareModel_1_3``), and its connection is *parked*: the loop reads nothing more from it until
 the reply is sent, so nothing the client sends meanwhile (FREE_POOLS, ...) can unmap what the
 queued execution reads. An execution with a deadline is declined before it is queued when its
@@ -30,14 +30,16 @@ import struct
 import time
 from typing import NamedTuple
 
-from runtime.drivers.ipc import _trace, buffers
-from runtime.drivers.ipc._reply import mark_failure
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import CodecError, Reader, Writer
-from runtime.drivers.ipc.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
-                                                 KNOWS_SHAPES, decode_execute, encode_result)
-from runtime.drivers.ipc.protocol import REPLY, MsgType
-from runtime.drivers.ipc.scheduler import Job, Scheduler
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.service import buffers
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import CodecError, Reader
+from runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
+                                                      KNOWS_SHAPES, encode_result)
+from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from runtime.drivers.ipc.service.execute_decode import decode_execute
+from runtime.drivers.ipc.service.scheduler import Job, Scheduler
+from runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
 from runtime.hal.device_types import ExecutionResult
 from runtime.hal.types import ErrorStatus
 
@@ -45,7 +47,6 @@ from runtime.hal.types import ErrorStatus
 INLINE_NS = 2_000_000
 #: Returned by a handler whose reply the scheduler sends later.
 PARKED = object()
-_OK = struct.pack("<I", 0)
 _OK_COMPACT = struct.pack("<IB", 0, FORM_COMPACT)
 _OK_FULL = struct.pack("<IB", 0, FORM_FULL)
 _OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
@@ -237,14 +238,6 @@ def _notify(connection, request_id: int, payload: bytes) -> None:
     with _trace.hidl("IExecutionCallback", "notify", "client"):
         connection.send(MsgType.NOTIFY, request_id, payload)
     _trace.flush()
-
-
-def error_reply(status: ErrorStatus, message: str) -> bytes:
-    """A failure payload: the status, then its message."""
-    w = Writer()
-    w.u32(status)
-    w.text(message[:4000])
-    return w.getvalue()
 
 
 def with_driver_time(result: ExecutionResult, start_ns: int) -> ExecutionResult:

@@ -25,7 +25,7 @@ import struct
 import threading
 from typing import NamedTuple
 
-from runtime.drivers.ipc.codec import CodecError
+from runtime.drivers.ipc.wire.codec import CodecError
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, OperandType
 

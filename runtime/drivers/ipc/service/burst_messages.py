@@ -1,8 +1,8 @@
 """Driver side of the burst socket messages (AOSP ``IPreparedModel.configureExecutionBurst``,
 ``IBurstCallback.getMemories`` answers, ``IBurstContext.freeMemory`` and release), routed by
-``DriverService``; the listener thread that serves the rings is :mod:`burst_server`.
+``DriverService``; the listener thread that serves the rings is :mod:`burst` (``service.burst``).
 
-Each burst is charged :data:`~burst_server.BURST_FDS` fds to its client's share and counted
+Each burst is charged :data:`~runtime.drivers.ipc.service.burst.BURST_FDS` fds to its client's share and counted
 against the per-connection, per-client and driver-wide caps; beyond them the call gets
 RESOURCE_EXHAUSTED_TRANSIENT.
 
@@ -14,20 +14,20 @@ Example::
 from __future__ import annotations
 
 import os
-import struct
 
 import vlog
-from runtime.drivers.ipc.burst_server import (_EXHAUSTED, _LABEL, _OK, _U32, BURST_FDS, MAX_BURSTS_PER_CLIENT,
-                                              MAX_BURSTS_PER_CONNECTION, MAX_BURSTS_TOTAL, MAX_POLL_US,
-                                              MAX_SLOTS, BurstServer)
-from runtime.drivers.ipc.codec import CodecError, Reader
-from runtime.drivers.ipc.fmq import FmqChannel
-from runtime.drivers.ipc.fmq_datum import max_request_bytes
-from runtime.drivers.ipc.shm import map_fd
-from runtime.drivers.ipc.transport import close_fds
+from runtime.drivers.ipc.service.burst import (_EXHAUSTED, _LABEL, _U32, BURST_FDS, MAX_BURSTS_PER_CLIENT,
+                                               MAX_BURSTS_PER_CONNECTION, MAX_BURSTS_TOTAL, MAX_POLL_US,
+                                               MAX_SLOTS, BurstServer)
+from runtime.drivers.ipc.wire.codec import CodecError, Reader
+from runtime.drivers.ipc.wire.status import OK as _OK
+from runtime.drivers.ipc.wire.fmq import FmqChannel
+from runtime.drivers.ipc.wire.fmq_datum import max_request_bytes
+from runtime.drivers.ipc.wire.shm import map_fd
+from runtime.drivers.ipc.wire.transport import close_fds
+from runtime.drivers.ipc.wire.layouts import BURST_MEMORY as _MEMORY
 from runtime.hal.errors import HalError
 
-_MEMORY = struct.Struct("<IQQ")  # slot, offset, size
 
 
 def configure(service, connection, message) -> bytes:

@@ -24,8 +24,8 @@ import sys
 import tempfile
 import time
 
-from runtime.drivers.ipc import _trace
-from runtime.drivers.ipc.transport import Channel
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.wire.transport import Channel
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus
 

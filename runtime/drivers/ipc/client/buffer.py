@@ -4,7 +4,7 @@
 models and returns a :class:`RemoteBuffer` naming it by token. Executions pass only that token
 (``encoder`` sends pools with an ``ibuffer_token`` as ``KIND_TOKEN``); :meth:`RemoteBuffer.copy_to`
 and :meth:`RemoteBuffer.copy_from` move its bytes through real shared memory: the caller's own
-memfd when the driver may map it, else a sealed staging memfd. Wire formats: ``buffers``.
+memfd when the driver may map it, else a sealed staging memfd. Wire formats: ``service.buffers`` and ``wire.layouts``.
 
 Example::
 
@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import struct
 
-from runtime.drivers.ipc._reply import DeadlineExpired
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import Writer
-from runtime.drivers.ipc.encoder import is_shared, pool_bytes
-from runtime.drivers.ipc.protocol import MsgType
-from runtime.drivers.ipc.shm import SharedPool
+from runtime.drivers.ipc.client._reply import DeadlineExpired
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import Writer
+from runtime.drivers.ipc.client.encoder import is_shared, pool_bytes
+from runtime.drivers.ipc.wire.protocol import MsgType
+from runtime.drivers.ipc.wire.shm import SharedPool
+from runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
 from runtime.hal.errors import HalError
 
-_ROLE = struct.Struct("<IId")
-_REGION = struct.Struct("<IQQ")
 
 
 def allocate(device, dimensions, roles) -> RemoteBuffer:

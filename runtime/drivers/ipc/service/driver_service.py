@@ -30,21 +30,22 @@ import time
 
 import vlog
 from runtime.drivers.base import Device
-from runtime.drivers.ipc import _guard, _trace, buffers, burst_messages, cache_client, cache_server
-from runtime.drivers.ipc._serve import Connection, ServeLoop
-from runtime.drivers.ipc._trace import Phase
-from runtime.drivers.ipc.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
-                                       encode_extensions, enum_value)
-from runtime.drivers.ipc._reply import mark_failure
-from runtime.drivers.ipc.execute_server import PARKED, ExecuteServer, error_reply
-from runtime.drivers.ipc.fenced_server import FencedServer
-from runtime.drivers.ipc.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
-from runtime.drivers.ipc.shm import MappingError, map_fd
+from runtime.drivers.ipc.service import _guard, buffers, burst_messages, cache as cache_server
+from runtime.drivers.ipc.wire import _trace
+from runtime.drivers.ipc.service._serve import Connection, ServeLoop
+from runtime.drivers.ipc.wire._trace import Phase
+from runtime.drivers.ipc.wire.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
+                                            encode_extensions, enum_value)
+from runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
+from runtime.drivers.ipc.service.fenced import FencedServer
+from runtime.drivers.ipc.wire.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
+from runtime.drivers.ipc.wire.shm import MappingError, map_fd
+from runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
+from runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
+from runtime.drivers.ipc.wire import cache_args
 from runtime.hal.errors import HalError
 from runtime.hal.types import ErrorStatus, Preference, Priority
 
-_OK = struct.pack("<I", 0)
-_PREPARE = struct.Struct("<BBq")
 _POOL_REGION = struct.Struct("<QQ")
 _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_MODEL: Phase.COMPILATION,
            MsgType.EXECUTE_SYNC: Phase.EXECUTION, MsgType.EXECUTE: Phase.EXECUTION,
@@ -229,7 +230,7 @@ class DriverService:
     def _prepare(self, connection, message, start) -> bytes:
         r = Reader(message.payload)
         preference, priority, deadline = r.take(_PREPARE)
-        model_cache, data_cache, token, fds = cache_client.read_prepare_args(r, message.fds)
+        model_cache, data_cache, token, fds = cache_args.read_prepare_args(r, message.fds)
         model, held = self._read_model(r, fds, connection.client)
         try:
             prepared = self.device.prepare_model(model, enum_value(Preference, preference),

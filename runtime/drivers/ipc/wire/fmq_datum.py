@@ -1,6 +1,6 @@
 """AOSP's ``FmqRequestDatum`` / ``FmqResultDatum`` sequences as fixed-size packed records.
 
-A burst request or result travels through an :class:`~runtime.drivers.ipc.fmq.FmqChannel` as
+A burst request or result travels through an :class:`~runtime.drivers.ipc.wire.fmq.FmqChannel` as
 one message: a sequence of 20-byte datums, each ``<B tag, B flag, 2 pad, 16 payload bytes>``,
 in the order AOSP's ``ExecutionBurstUtils`` serializes them (HAL 1.2 ``types.hal``):
 
@@ -31,7 +31,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from runtime.drivers.ipc.codec import CodecError, enum_value
+from runtime.drivers.ipc.wire.codec import CodecError, enum_value
 from runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
 from runtime.hal.types import ErrorStatus
 from timing import Timing
@@ -40,7 +40,7 @@ from tracing import propagation
 DATUM = struct.Struct("<BBHIIII")  # tag, flag, padding (zero), four fields
 _TIMING = struct.Struct("<BBHQQ")
 DATUM_SIZE = DATUM.size
-MAX_RANK = 32  # as the driver's prepare-time limit (runtime.drivers.ipc._guard.MAX_RANK)
+MAX_RANK = 32  # as the driver's prepare-time limit (runtime.drivers.ipc.service._guard.MAX_RANK)
 MAX_DATUMS = 1 << 20
 _U32_MAX = (1 << 32) - 1
 _I32_MAX = (1 << 31) - 1
