@@ -34,7 +34,7 @@ def write_results(name: str, results: dict) -> None:
 def reusable_execution(compilation, inputs: list) -> tuple:
     """(execution, output buffers): a reusable Execution of the finished ``compilation`` with
     ``inputs`` bound and a float32 buffer per model output."""
-    from runtime import Execution  # noqa: PLC0415 - after the benchmark's BLAS settings
+    from nnscope.runtime import Execution  # noqa: PLC0415 - after the benchmark's BLAS settings
 
     graph = compilation.model.to_hal().main
     outputs = [np.zeros(graph.operands[i].dimensions, np.float32) for i in graph.output_indexes]

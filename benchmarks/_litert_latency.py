@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-import parse_systrace
-import tracing
-from runtime import Burst, Compilation, Model
-from runtime.manager import get_device
-from runtime.tflite import load_tflite
-from tracing import Phase
-from tracing.exporters.systrace import SystraceTextExporter
+from nnscope import parse_systrace
+from nnscope import tracing
+from nnscope.runtime import Burst, Compilation, Model
+from nnscope.runtime.manager import get_device
+from nnscope.runtime.tflite import load_tflite
+from nnscope.tracing import Phase
+from nnscope.tracing.exporters.systrace import SystraceTextExporter
 
 from _common import reusable_execution  # noqa: E402
 

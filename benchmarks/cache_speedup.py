@@ -35,8 +35,8 @@ import time
 import numpy as np
 
 from _common import reusable_execution, write_results
-from runtime import Compilation, manager
-from runtime.builtin_models import mobilenet, sample_input
+from nnscope.runtime import Compilation, manager
+from nnscope.runtime.builtin_models import mobilenet, sample_input
 
 
 def process_clock(pid: int) -> int | None:

@@ -30,14 +30,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.burst import Burst  # noqa: E402
-from runtime.compilation import Compilation  # noqa: E402
-from runtime.drivers.ipc import RemoteDevice  # noqa: E402
-from runtime.execution import Execution  # noqa: E402
-from runtime.builtin_models import tiny_add  # noqa: E402
+from nnscope.runtime.burst import Burst  # noqa: E402
+from nnscope.runtime.compilation import Compilation  # noqa: E402
+from nnscope.runtime.drivers.ipc import RemoteDevice  # noqa: E402
+from nnscope.runtime.execution import Execution  # noqa: E402
+from nnscope.runtime.builtin_models import tiny_add  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cpu_fast_paths.json"
-_NO_SHORTCUTS = """from runtime.drivers import cpu
+_NO_SHORTCUTS = """from nnscope.runtime.drivers import cpu
 cpu.CpuPreparedModel.compute_outputs = lambda self, request, shapes: None
 cpu.CpuPreparedModel.bound_run = lambda self, request, result: None
 """

@@ -36,11 +36,11 @@ TARGET_S = 10.0
 BUILD = """
 import json, sys, time
 t0 = time.perf_counter()
-from dashboards.report import build_report
-from dashboards.renderers.html import HTMLRenderer
-from dashboards._spans import collect_spans
-from dashboards._timeline import trace_views
-from parse_systrace.readers import open_rows
+from nnscope.dashboards.report import build_report
+from nnscope.dashboards.renderers.html import HTMLRenderer
+from nnscope.dashboards._spans import collect_spans
+from nnscope.dashboards._timeline import trace_views
+from nnscope.parse_systrace.readers import open_rows
 t1 = time.perf_counter()
 page = HTMLRenderer().render(build_report(sys.argv[1]))
 t2 = time.perf_counter()

@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runtime.drivers.ipc.wire.protocol import MsgType  # noqa: E402
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType  # noqa: E402
 from tests.support.driver_attack import AttackedDriver, exchange, prepare_add  # noqa: E402
 from tests.support.driver_attack_rings import (configure_burst, cpu_ticks, fenced_payload,  # noqa: E402
                                                ring_fds, unsignalled_fences)

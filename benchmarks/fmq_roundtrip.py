@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from runtime.drivers.ipc.wire.fmq import FmqChannel
+from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel
 
 from _common import write_results
 

@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 
-from runtime import Compilation, Execution, Memory, MemoryDesc
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.types import OperandType as T, OperationType as Op
-from runtime.model import Model
+from nnscope.runtime import Compilation, Execution, Memory, MemoryDesc
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime.model import Model
 
 from _common import write_results
 

@@ -44,12 +44,12 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import tracing  # noqa: E402
-from runtime import Compilation, Execution, Model  # noqa: E402
-from runtime.builtin_models import mobilenet, sample_input  # noqa: E402
-from runtime.manager import cpu_device  # noqa: E402
-from runtime.tflite import load_tflite  # noqa: E402
-from tracing.naming import Layer, Phase, parse_name  # noqa: E402
+from nnscope import tracing  # noqa: E402
+from nnscope.runtime import Compilation, Execution, Model  # noqa: E402
+from nnscope.runtime.builtin_models import mobilenet, sample_input  # noqa: E402
+from nnscope.runtime.manager import cpu_device  # noqa: E402
+from nnscope.runtime.tflite import load_tflite  # noqa: E402
+from nnscope.tracing.naming import Layer, Phase, parse_name  # noqa: E402
 
 from _common import median_ns, reusable_execution, write_results  # noqa: E402
 

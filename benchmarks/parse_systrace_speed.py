@@ -49,7 +49,7 @@ def measure(trace: Path, package_dir: Path = REPO) -> dict:
 def measure_here(trace: Path, package_dir: Path) -> dict:
     """Time ``python -m parse_systrace`` run from ``package_dir`` (its package is used)."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "parse_systrace", str(trace)],
+    done = subprocess.run([sys.executable, "-m", "nnscope.parse_systrace", str(trace)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=package_dir)
     seconds = time.perf_counter() - start
     if done.returncode != 0:

@@ -37,10 +37,10 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from runtime import Compilation, Model, manager  # noqa: E402
-from runtime.builtin_models import conv_pad_chain, mobilenet, sample_input  # noqa: E402
-from runtime.drivers.ipc.wire.protocol import MsgType  # noqa: E402
-from runtime.tflite import load_tflite  # noqa: E402
+from nnscope.runtime import Compilation, Model, manager  # noqa: E402
+from nnscope.runtime.builtin_models import conv_pad_chain, mobilenet, sample_input  # noqa: E402
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType  # noqa: E402
+from nnscope.runtime.tflite import load_tflite  # noqa: E402
 
 from _common import reusable_execution, write_results  # noqa: E402
 

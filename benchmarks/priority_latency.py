@@ -33,9 +33,9 @@ import time
 import numpy as np
 
 from _common import reusable_execution, write_results
-from runtime import Burst, Compilation, manager
-from runtime.builtin_models import mobilenet, sample_input
-from runtime.hal.types import Priority
+from nnscope.runtime import Burst, Compilation, manager
+from nnscope.runtime.builtin_models import mobilenet, sample_input
+from nnscope.runtime.hal.types import Priority
 
 
 def compiled(model, device, priority: Priority) -> Compilation:

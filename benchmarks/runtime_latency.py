@@ -41,12 +41,12 @@ import time
 
 import numpy as np
 
-import tracing
-from runtime import Burst, Compilation, Execution, NnError, manager
-from runtime.drivers.ipc import bench
-from runtime.drivers.ipc.wire.fmq_datum import encode_echo
-from runtime.manager import cpu_device
-from runtime.builtin_models import mobilenet, sample_input, tiny_add
+from nnscope import tracing
+from nnscope.runtime import Burst, Compilation, Execution, NnError, manager
+from nnscope.runtime.drivers.ipc import bench
+from nnscope.runtime.drivers.ipc.wire.fmq_datum import encode_echo
+from nnscope.runtime.manager import cpu_device
+from nnscope.runtime.builtin_models import mobilenet, sample_input, tiny_add
 
 from _common import reusable_execution, write_results
 

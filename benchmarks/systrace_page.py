@@ -27,11 +27,11 @@ from _common import write_results  # noqa: E402
 
 def record(executions: int):
     """The trace of ``executions`` MobileNet executions on sample-all."""
-    import tracing  # noqa: PLC0415
-    from runtime import builtin_models, manager  # noqa: PLC0415
-    from runtime.cli._backend import compute_arrays  # noqa: PLC0415
-    from runtime.compilation import Compilation  # noqa: PLC0415
-    from tracing import Phase  # noqa: PLC0415
+    from nnscope import tracing  # noqa: PLC0415
+    from nnscope.runtime import builtin_models, manager  # noqa: PLC0415
+    from nnscope.runtime.cli._backend import compute_arrays  # noqa: PLC0415
+    from nnscope.runtime.compilation import Compilation  # noqa: PLC0415
+    from nnscope.tracing import Phase  # noqa: PLC0415
 
     model = builtin_models.mobilenet()
     session = tracing.TraceSession()
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--executions", type=int, default=200, help="executions traced (default 200)")
     parser.add_argument("--repeat", type=int, default=3, help="exports of each kind, best kept (default 3)")
     args = parser.parse_args()
-    from tracing.exporters import ExportResult, get_exporter  # noqa: PLC0415
+    from nnscope.tracing.exporters import ExportResult, get_exporter  # noqa: PLC0415
 
     trace = record(args.executions)
     best = {"systrace-html-bare": float("inf"), "systrace-html": float("inf")}

@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import statistics
 
-import tracing
-from runtime import Burst, Compilation, manager
-from runtime.builtin_models import sample_input, tiny_add
+from nnscope import tracing
+from nnscope.runtime import Burst, Compilation, manager
+from nnscope.runtime.builtin_models import sample_input, tiny_add
 
 from _common import median_ns, reusable_execution, write_results
 

@@ -30,10 +30,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import tracing  # noqa: E402
-from tracing import Phase, TraceSession, tracer  # noqa: E402
-from tracing.exporters import ExportResult, get_exporter  # noqa: E402
-from tracing.span import ThreadTrack, TraceData  # noqa: E402
+from nnscope import tracing  # noqa: E402
+from nnscope.tracing import Phase, TraceSession, tracer  # noqa: E402
+from nnscope.tracing.exporters import ExportResult, get_exporter  # noqa: E402
+from nnscope.tracing.span import ThreadTrack, TraceData  # noqa: E402
 
 from _common import write_results  # noqa: E402
 

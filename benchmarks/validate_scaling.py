@@ -23,11 +23,11 @@ import time
 
 from _common import write_results
 
-from runtime.drivers.ipc.wire.codec import Reader, decode_model, encode_model
-from runtime.drivers.sample import SAMPLES, SampleDriver
-from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
+from nnscope.runtime.drivers.ipc.wire.codec import Reader, decode_model, encode_model
+from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+from nnscope.runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType, Subgraph)
-from runtime.hal.validate import run_order, validate_model
+from nnscope.runtime.hal.validate import run_order, validate_model
 
 
 def independent_adds(count: int) -> HalModel:

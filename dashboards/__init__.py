@@ -12,7 +12,7 @@ phase, the timing table (self-times / total times toggle), per-execution figures
 when the trace has both, warmup next to benchmark.
 
 Example:
-    >>> import dashboards
+    >>> from nnscope import dashboards
     >>> page = dashboards.render_report("trace.html")              # doctest: +SKIP
     >>> dashboards.write_report("trace.html", "trace.report.html")  # doctest: +SKIP
 
@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import os
 
-from dashboards.bench import BenchFormatError, check_bench
-from dashboards.renderers import get_renderer
-from dashboards.renderers.bench_html import BenchHTMLRenderer
-from dashboards.report import build_report
+from nnscope.dashboards.bench import BenchFormatError, check_bench
+from nnscope.dashboards.renderers import get_renderer
+from nnscope.dashboards.renderers.bench_html import BenchHTMLRenderer
+from nnscope.dashboards.report import build_report
 
 __all__ = ["render_report", "write_report", "build_report", "render_bench",
            "write_bench_report", "BenchFormatError"]

@@ -20,11 +20,11 @@ import os
 import re
 import sys
 
-from dashboards.bench import BenchFormatError, is_bench_file, load_bench
-from dashboards.renderers import get_renderer, renderer_for_path
-from dashboards.renderers.bench_html import BenchHTMLRenderer
-from dashboards.report import build_report
-from parse_systrace.errors import TraceFormatError
+from nnscope.dashboards.bench import BenchFormatError, is_bench_file, load_bench
+from nnscope.dashboards.renderers import get_renderer, renderer_for_path
+from nnscope.dashboards.renderers.bench_html import BenchHTMLRenderer
+from nnscope.dashboards.report import build_report
+from nnscope.parse_systrace.errors import TraceFormatError
 
 PROG = "nnscope-dashboard"  # the console script (also python -m dashboards)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboards._spans import detail_of
+from nnscope.dashboards._spans import detail_of
 
 RUNTIME_EXECUTION_CALLS = ("ANeuralNetworksExecution_compute",
                            "ANeuralNetworksExecution_startCompute",

@@ -12,7 +12,7 @@ counts them). Each name gets a layer code from the NNTRACE contract (``HIDL::`` 
 marks are IPC, untagged spans ``LO``).
 
 Example:
-    >>> from parse_systrace.readers import open_rows
+    >>> from nnscope.parse_systrace.readers import open_rows
     >>> spans = collect_spans(open_rows("trace.html"))            # doctest: +SKIP
     >>> spans.lane_keys[0], spans.names[spans.name[0]]            # doctest: +SKIP
     ((1234, 1234), '[NN_LA_PO]mobilenet')
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracing.naming import parse_name
+from nnscope.tracing.naming import parse_name
 
 #: Layer codes the timeline colours; anything else is drawn as "Other".
 LAYER_CODES = ("LA", "LR", "LI", "LD", "LC", "LO")

@@ -19,10 +19,10 @@ import os
 
 import numpy as np
 
-from dashboards import _graph, _profile
-from dashboards._stats import distributions
-from dashboards._names import lane_names, role_of
-from dashboards._spans import LAYER_CODES, Spans, layer_of, phase_of
+from nnscope.dashboards import _graph, _profile
+from nnscope.dashboards._stats import distributions
+from nnscope.dashboards._names import lane_names, role_of
+from nnscope.dashboards._spans import LAYER_CODES, Spans, layer_of, phase_of
 
 LAYER_LABELS = dict(LA="Application", LR="Runtime", LI="IPC", LD="Driver", LC="CPU",
                     LO="Other")

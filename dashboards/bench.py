@@ -22,7 +22,7 @@ import json
 import math
 import os
 
-from dashboards._stats import distribution
+from nnscope.dashboards._stats import distribution
 
 SCHEMA = "nnscope-bench"
 VERSIONS = (1,)

@@ -26,10 +26,10 @@ from __future__ import annotations
 import json
 import os
 
-import parse_systrace
-from dashboards._spans import collect_spans
-from dashboards._timeline import trace_views
-from parse_systrace.readers import open_rows
+from nnscope import parse_systrace
+from nnscope.dashboards._spans import collect_spans
+from nnscope.dashboards._timeline import trace_views
+from nnscope.parse_systrace.readers import open_rows
 
 #: Report data layout version (bump when keys change).
 REPORT_VERSION = 1

@@ -19,10 +19,10 @@ import logging
 import os
 import shutil
 
-from dashboards.renderers.html import HTMLRenderer
-from dashboards.report import build_report
-from tracing.exporters import ExportResult
-from tracing.exporters.systrace import SystraceHtmlExporter
+from nnscope.dashboards.renderers.html import HTMLRenderer
+from nnscope.dashboards.report import build_report
+from nnscope.tracing.exporters import ExportResult
+from nnscope.tracing.exporters.systrace import SystraceHtmlExporter
 
 _log = logging.getLogger(__name__)
 #: Where the report page's body starts (the trace block goes right after it).

@@ -6,7 +6,7 @@ Reads a trace (systrace HTML, ftrace text; other formats through
 IPC, Driver, CPU) and phase (Initialization ... Termination) as the established tool does.
 
 Example:
-    >>> import parse_systrace
+    >>> from nnscope import parse_systrace
     >>> runs = parse_systrace.summarize("trace.html")              # doctest: +SKIP
     >>> print(parse_systrace.render_text(runs[0]), end="")         # doctest: +SKIP
     >>> print(parse_systrace.render_json(runs), end="")            # doctest: +SKIP
@@ -16,9 +16,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable, Iterator
 
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.render import render_json, render_text
-from parse_systrace.summary import RunSummary, ThreadDetail
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.render import render_json, render_text
+from nnscope.parse_systrace.summary import RunSummary, ThreadDetail
 
 __all__ = ["summarize", "iter_summaries", "render_text", "render_json", "RunSummary",
            "ThreadDetail", "TraceFormatError"]
@@ -40,9 +40,9 @@ def iter_summaries(path_or_fileobj, *, tolerant: bool = False, per_process: bool
         warn: receives the established tool's stderr texts and our notes.
         format: a registered reader name; detected from the content when None.
     """
-    from parse_systrace import _parallel
-    from parse_systrace._engine import iter_runs
-    from parse_systrace.readers import open_rows
+    from nnscope.parse_systrace import _parallel
+    from nnscope.parse_systrace._engine import iter_runs
+    from nnscope.parse_systrace.readers import open_rows
 
     source = open_rows(path_or_fileobj, format)
     unchecked = (partial(source.tracking_rows, checked=False),

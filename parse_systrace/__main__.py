@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from parse_systrace import iter_summaries
-from parse_systrace._detail import render_detail
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.render import json_object, render_text
+from nnscope.parse_systrace import iter_summaries
+from nnscope.parse_systrace._detail import render_detail
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.render import json_object, render_text
 
 
 EPILOG = """\

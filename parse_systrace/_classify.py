@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from tracing.naming import SUBTRACT, SWITCH
+from nnscope.tracing.naming import SUBTRACT, SWITCH
 
 _TAG = re.compile(r".*\[([^\]]+)\]\[?([^\]])")
 _EXECUTION_WORDS = ("execute", "IExecutionCallback", "Burst", "burst", "Fenced", "IBuffer")

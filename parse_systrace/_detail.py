@@ -5,13 +5,13 @@ Free format (the established tool's is a debug dump); one block per thread:
 each node's bucket and elapsed-less-subtracted time in ms.
 
 Example:
-    >>> from parse_systrace.summary import RunSummary
+    >>> from nnscope.parse_systrace.summary import RunSummary
     >>> render_detail(RunSummary())
     ''
 """
 from __future__ import annotations
 
-from parse_systrace import _tree
+from nnscope.parse_systrace import _tree
 
 
 def render_detail(run) -> str:

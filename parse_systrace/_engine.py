@@ -20,13 +20,13 @@ from functools import partial
 from itertools import count
 from typing import Callable, Iterator, Optional
 
-from parse_systrace import _tree
-from parse_systrace._aggregate import aggregate
-from parse_systrace._classify import DRIVER, tracking
-from parse_systrace._thread import (ASYNC_BEGIN, ASYNC_END, END, SYNC, TEXT, TRACKING,
+from nnscope.parse_systrace import _tree
+from nnscope.parse_systrace._aggregate import aggregate
+from nnscope.parse_systrace._classify import DRIVER, tracking
+from nnscope.parse_systrace._thread import (ASYNC_BEGIN, ASYNC_END, END, SYNC, TEXT, TRACKING,
                                     ThreadState)
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.summary import RunSummary, ThreadDetail
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.summary import RunSummary, ThreadDetail
 
 _E, _C = _tree.E, _tree.C  # a node's end time and children (see parse_systrace._tree)
 

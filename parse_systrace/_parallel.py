@@ -37,8 +37,8 @@ import signal
 import threading
 from typing import Callable, Iterator, NamedTuple, Optional
 
-from parse_systrace import _engine
-from parse_systrace.summary import RunSummary
+from nnscope.parse_systrace import _engine
+from nnscope.parse_systrace.summary import RunSummary
 
 #: Smaller files stay serial (the fork and the child's reading cost more than they gain).
 MIN_BYTES = 8 << 20
@@ -64,7 +64,7 @@ def plan(source) -> Optional["Split"]:
             or threading.active_count() != 1
             or not isinstance(target, (str, bytes, os.PathLike))):
         return None
-    from parse_systrace.readers.systrace import CHUNK
+    from nnscope.parse_systrace.readers.systrace import CHUNK
     try:
         size = os.stat(target).st_size
         with open(target, "rb") as handle:

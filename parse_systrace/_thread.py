@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import re
 
-from parse_systrace import _tree
-from parse_systrace._walk import calculate
-from parse_systrace._classify import MarkError, classify, function_name, tracking
-from parse_systrace.errors import TraceFormatError, line_where
+from nnscope.parse_systrace import _tree
+from nnscope.parse_systrace._walk import calculate
+from nnscope.parse_systrace._classify import MarkError, classify, function_name, tracking
+from nnscope.parse_systrace.errors import TraceFormatError, line_where
 
 _E, _A, _C, _L, _P, _M, _S = _tree.E, _tree.A, _tree.C, _tree.L, _tree.P, _tree.M, _tree.S
 #: Index of a node's end bookkeeping ``(span function or None, pops the app phase)``.

@@ -9,7 +9,7 @@ nesting) and returns the bucket sums ``{"<app>_<layer>_<phase>": ms}``; the per-
 operations it uses live here.
 
 Example:
-    >>> from parse_systrace._walk import calculate
+    >>> from nnscope.parse_systrace._walk import calculate
     >>> root = new_root()
     >>> pe = add(root, 1.0, "[NN_LA_PE]run", "LA", "PE", "PO", False, 1)
     >>> io = add(pe, 1.001, "[NN_LR_PIO]set", "LR", "PIO", "PO", False, 2)
@@ -19,7 +19,7 @@ Example:
 """
 from __future__ import annotations
 
-from parse_systrace.errors import TraceFormatError, line_where
+from nnscope.parse_systrace.errors import TraceFormatError, line_where
 
 S, E, L, P, A, SUB, C, PAR, M, W = range(10)
 ROOT = "<root>"

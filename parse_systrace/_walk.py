@@ -19,7 +19,7 @@ cached per walk; buckets are summed under tuple keys. With ``unlink``, each node
 its parent reference once its subtree is done, so the finished tree has no cycles.
 
 Example:
-    >>> from parse_systrace import _tree
+    >>> from nnscope.parse_systrace import _tree
     >>> root = _tree.new_root()
     >>> pe = _tree.add(root, 1.0, "[NN_LA_PE]run", "LA", "PE", "PO", False, 1)
     >>> pe[_tree.E] = 1.5
@@ -28,8 +28,8 @@ Example:
 """
 from __future__ import annotations
 
-from parse_systrace import _tree
-from parse_systrace._tree import (A, C, E, IGNORE, L, M, MOVED, P, PAR, PE_SUBPHASES, S, SUB,
+from nnscope.parse_systrace import _tree
+from nnscope.parse_systrace._tree import (A, C, E, IGNORE, L, M, MOVED, P, PAR, PE_SUBPHASES, S, SUB,
                                   SUBPHASES)
 
 _NO_SUB = ()

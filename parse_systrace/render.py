@@ -6,7 +6,7 @@
 Incomplete runs render as nothing.
 
 Example:
-    >>> from parse_systrace.summary import RunSummary
+    >>> from nnscope.parse_systrace.summary import RunSummary
     >>> render_text(RunSummary(complete=False))
     ''
     >>> render_json([])
@@ -18,8 +18,8 @@ import copy
 import json
 import math
 
-from parse_systrace._aggregate import LAYERS, LT, PHASES
-from parse_systrace._templates import TEMPLATE_ALL_PHASES, TEMPLATE_EXECUTION_ONLY
+from nnscope.parse_systrace._aggregate import LAYERS, LT, PHASES
+from nnscope.parse_systrace._templates import TEMPLATE_ALL_PHASES, TEMPLATE_EXECUTION_ONLY
 
 PICKED = PHASES + ("PIO", "PR")
 PER_EXECUTION_CELLS = ("PIO", "PEO", "PR", "PE")

@@ -6,7 +6,7 @@ Names and meanings follow the NNAPI C API (``ANeuralNetworksModel_addOperand`` i
 
 Example:
     >>> import numpy as np, runtime
-    >>> from runtime import OperandType as T, OperationType as Op
+    >>> from nnscope.runtime import OperandType as T, OperationType as Op
     >>> model = runtime.Model("add")
     >>> a, b, act, out = (model.add_operand(T.TENSOR_FLOAT32, (1, 4)), model.add_operand(T.TENSOR_FLOAT32, (1, 4)),
     ...                   model.add_operand(T.INT32), model.add_operand(T.TENSOR_FLOAT32, (1, 4)))
@@ -20,20 +20,20 @@ Example:
     >>> execution.compute(); y.tolist()
     [[0.0, 2.0, 4.0, 6.0]]
 """
-from runtime.api import (BadDataError, BadStateError, NnError, OpFailedError,
+from nnscope.runtime.api import (BadDataError, BadStateError, NnError, OpFailedError,
                          OutputInsufficientSizeError, UnexpectedNullError)
-from runtime.burst import Burst
-from runtime.compilation import Compilation
-from runtime.event import Event
-from runtime.execution import Execution
-from runtime.graphdump import NN_GRAPHDUMP, graph_dump
-from runtime.hal.types import (FuseCode, OperandType, OperationType, PaddingCode, Preference,
+from nnscope.runtime.burst import Burst
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.event import Event
+from nnscope.runtime.execution import Execution
+from nnscope.runtime.graphdump import NN_GRAPHDUMP, graph_dump
+from nnscope.runtime.hal.types import (FuseCode, OperandType, OperationType, PaddingCode, Preference,
                                Priority, ResultCode)
-from runtime.manager import devices, get_device
-from runtime.memory import Memory
-from runtime.memory_desc import MemoryDesc
-from runtime.model import Model
-from timing import Duration
+from nnscope.runtime.manager import devices, get_device
+from nnscope.runtime.memory import Memory
+from nnscope.runtime.memory_desc import MemoryDesc
+from nnscope.runtime.model import Model
+from nnscope.timing import Duration
 
 __all__ = [
     "Model", "Compilation", "Execution", "Burst", "Event", "Memory", "MemoryDesc", "devices", "get_device", "graph_dump",

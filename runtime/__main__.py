@@ -12,8 +12,8 @@ Example:
 import argparse
 import sys
 
-from runtime.api import NnError
-from runtime.cli import _otlp, bench, cts, devices, run
+from nnscope.runtime.api import NnError
+from nnscope.runtime.cli import _otlp, bench, cts, devices, run
 
 
 def build_parser() -> argparse.ArgumentParser:

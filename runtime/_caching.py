@@ -28,12 +28,12 @@ import hashlib
 import struct
 from typing import Sequence
 
-import tracing
-import vlog
-from runtime.drivers.base import Device, PreparedModel
-from runtime.hal.errors import HalError
-from runtime.hal.types import HalModel
-from tracing import Phase
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import HalModel
+from nnscope.tracing import Phase
 
 _FROM_CACHE_SPAN = "ExecutionPlan::prepareModelFromCache"
 

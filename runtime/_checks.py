@@ -26,8 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.api import NnError, ResultCode
-from runtime.hal.types import OperandType, numpy_dtype
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.hal.types import OperandType, numpy_dtype
 
 UINT32_MAX = 0xFFFFFFFF
 UINT64_MAX = 0xFFFFFFFFFFFFFFFF

@@ -6,7 +6,7 @@ scalars/sequences (converted to the operand's dtype). Given dimensions follow AO
 their byte size must fit in uint32. Every problem is BAD_DATA naming the argument (``where``).
 
 Example:
-    >>> from runtime.hal.types import Operand, OperandType as T
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T
     >>> checked_dimensions([2, 3], Operand(T.TENSOR_FLOAT32, (0, 3)), "setInput: input 0")
     (2, 3)
     >>> as_array([1, 2], Operand(T.TENSOR_INT32, (2,)), "setInput: input 0").dtype.name
@@ -18,9 +18,9 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime import _checks as checks
-from runtime.hal.types import Operand, is_opaque, is_scalar, numpy_dtype
-from runtime.hal.validate import merge_dimensions
+from nnscope.runtime import _checks as checks
+from nnscope.runtime.hal.types import Operand, is_opaque, is_scalar, numpy_dtype
+from nnscope.runtime.hal.validate import merge_dimensions
 
 
 def checked_dimensions(dimensions, operand: Operand, where: str) -> tuple[int, ...]:

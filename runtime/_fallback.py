@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-import tracing
-import vlog
-from runtime.hal.device_types import ExecutionResult, Request
-from runtime.hal.errors import HalError, result_code_from_status
-from runtime.hal.types import ErrorStatus
-from tracing import Phase
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime.hal.device_types import ExecutionResult, Request
+from nnscope.runtime.hal.errors import HalError, result_code_from_status
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.tracing import Phase
 
 _NOT_RETRIED = frozenset({ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE,
                           ErrorStatus.MISSED_DEADLINE_TRANSIENT,

@@ -24,12 +24,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from runtime import _checks as checks
-from runtime.api import NnError, ResultCode
-from runtime.drivers.ipc.wire.syncfence import (ACTIVE, DONE, ERROR, FAILED, SIGNALED,  # noqa: F401
+from nnscope.runtime import _checks as checks
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.drivers.ipc.wire.syncfence import (ACTIVE, DONE, ERROR, FAILED, SIGNALED,  # noqa: F401
                                                 new_fence, signal, wait)
-from runtime.hal.types import SCALAR_TYPES
-from timing import NS_PER_US, Duration, FencedTiming, Timing
+from nnscope.runtime.hal.types import SCALAR_TYPES
+from nnscope.timing import NS_PER_US, Duration, FencedTiming, Timing
 
 def dup(fd, call: str) -> int:
     """A duplicate of a caller's fence fd (NNAPI owns the copy); BAD_DATA for a bad fd."""

@@ -27,15 +27,15 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import vlog
-from runtime.api import NnError, from_hal_error
-from runtime.drivers.ipc.client.encoder import is_shared
-from runtime.drivers.ipc.wire.syncfence import is_eventfd
-from runtime.drivers.ipc.wire.transport import close_fds
-from runtime.event import Event
-from runtime.hal.device_types import ExecutionResult, Request
-from runtime.hal.errors import HalError, result_code_from_status
-from runtime.hal.types import ErrorStatus
+from nnscope import vlog
+from nnscope.runtime.api import NnError, from_hal_error
+from nnscope.runtime.drivers.ipc.client.encoder import is_shared
+from nnscope.runtime.drivers.ipc.wire.syncfence import is_eventfd
+from nnscope.runtime.drivers.ipc.wire.transport import close_fds
+from nnscope.runtime.event import Event
+from nnscope.runtime.hal.device_types import ExecutionResult, Request
+from nnscope.runtime.hal.errors import HalError, result_code_from_status
+from nnscope.runtime.hal.types import ErrorStatus
 
 
 def start(plan, request: Request, dependencies: Sequence[Event], measure: bool, duration_ns: int,

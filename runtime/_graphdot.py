@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runtime import _opparams
-from runtime.hal.types import HalModel, Operand, OperandLifetime as L, is_scalar
-from runtime.ops.executor import read_constant
+from nnscope.runtime import _opparams
+from nnscope.runtime.hal.types import HalModel, Operand, OperandLifetime as L, is_scalar
+from nnscope.runtime.ops.executor import read_constant
 
 #: Constant tensors with at most this many elements are printed in the operation's label.
 INLINE_ELEMENTS = 8

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 
-from runtime.api import NnError, ResultCode
+from nnscope.runtime.api import NnError, ResultCode
 
 BUILDING, FINISHED, INVALID = "building", "finished", "invalid"
 PREPARATION, COMPUTATION, COMPLETED = "preparation", "computation", "completed"

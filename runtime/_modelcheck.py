@@ -6,7 +6,7 @@ operand lifetimes; ``validated`` runs ``runtime.hal.validate`` on the assembled 
 into run order, keeping the order so results can be reported in the order operations were added.
 
 Example:
-    >>> from runtime.hal.types import OperationType
+    >>> from nnscope.runtime.hal.types import OperationType
     >>> known(OperationType, 0), known(OperationType, -1), known(OperationType, True)
     (True, False, False)
 """
@@ -16,12 +16,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from runtime import _checks as checks
-from runtime import _modelparts as parts
-from runtime.api import from_hal_error
-from runtime.hal.errors import HalError
-from runtime.hal.types import HalModel, Operand, OperandType, Operation
-from runtime.hal.validate import validate_model
+from nnscope.runtime import _checks as checks
+from nnscope.runtime import _modelparts as parts
+from nnscope.runtime.api import from_hal_error
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import HalModel, Operand, OperandType, Operation
+from nnscope.runtime.hal.validate import validate_model
 
 
 def is_int(value) -> bool:
@@ -68,7 +68,7 @@ def check_lifetimes(inputs: Sequence[int], outputs: Sequence[int], valued: Itera
 
 def check_operation(operation: Operation, inputs: Sequence[Operand], outputs: Sequence[Operand]) -> None:
     """The op registry's signature check (no-op for operations without a record)."""
-    from runtime.ops import registry  # noqa: PLC0415 - kernels load on first use
+    from nnscope.runtime.ops import registry  # noqa: PLC0415 - kernels load on first use
     record = registry.get(operation.type)
     if record is not None:
         record.validate(inputs, outputs)

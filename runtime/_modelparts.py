@@ -6,7 +6,7 @@ values from a ``Memory`` reference that memory as a pool; SUBGRAPH operands pull
 models' subgraphs, values and pools into ``referenced`` with their locations relocated.
 
 Example:
-    >>> from runtime.hal.types import Operand, OperandType as T
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T
     >>> immediate_value(0, Operand(T.INT32), 3).data
     b'\\x03\\x00\\x00\\x00'
 """
@@ -18,10 +18,10 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime._checks import buffer_region
-from runtime.api import NnError, ResultCode
-from runtime.hal.extensions import is_extension
-from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType,
+from nnscope.runtime._checks import buffer_region
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.hal.extensions import is_extension
+from nnscope.runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType,
                                Operation, Subgraph, is_opaque, numpy_dtype)
 
 #: Values up to this many bytes are copied into the model (ANEURALNETWORKS_MAX_SIZE_OF_IMMEDIATELY_COPIED_VALUES).
@@ -161,7 +161,7 @@ def _relocate(graph: Subgraph, value_base: int, pool_map: Sequence[int], ref_bas
 
 def _large_pool(values: dict[int, Value]):
     """One shared-memory pool holding every large immediate value; (pool, offsets)."""
-    from runtime.memory import Memory  # noqa: PLC0415 - avoid an import cycle at load
+    from nnscope.runtime.memory import Memory  # noqa: PLC0415 - avoid an import cycle at load
     large = {i: v for i, v in values.items() if v.lifetime == L.CONSTANT_REFERENCE and v.data is not None}
     if not large:
         return None, {}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from runtime.hal.types import FuseCode, OperandType, PaddingCode
+from nnscope.runtime.hal.types import FuseCode, OperandType, PaddingCode
 
 #: ``(label, positions)``: one position, or two (width, height) shown as ``WxH``, or
 #: four explicit pads (left, right, top, bottom).

@@ -18,8 +18,8 @@ Example:
 """
 from __future__ import annotations
 
-import tracing
-from tracing import Phase
+from nnscope import tracing
+from nnscope.tracing import Phase
 
 
 def step_detail(index: int, device: str, operations) -> str:

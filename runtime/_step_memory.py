@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from typing import Hashable, Iterable, Mapping
 
-from runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
 
 _ALIGN = 64
 #: Idle regions one plan keeps for its next executions (more run at once: the extra ones close).

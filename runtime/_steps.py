@@ -15,16 +15,16 @@ Example:
 """
 from __future__ import annotations
 
-import tracing
-import vlog
-from runtime import _fallback
-from runtime._step_memory import StepMemory
-from runtime.drivers.ipc.client.encoder import ibuffer_token, pool_bytes
-from runtime.extensions import operand_byte_size
-from runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
-from runtime.hal.types import ErrorStatus
-from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
-from tracing import Phase
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime import _fallback
+from nnscope.runtime._step_memory import StepMemory
+from nnscope.runtime.drivers.ipc.client.encoder import ibuffer_token, pool_bytes
+from nnscope.runtime.extensions import operand_byte_size
+from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
+from nnscope.tracing import Phase
 
 _GUESS_BYTES = 1 << 16
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11

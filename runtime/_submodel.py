@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from runtime.hal.types import DataLocation, HalModel, Operand, OperandLifetime as L, Subgraph
+from nnscope.runtime.hal.types import DataLocation, HalModel, Operand, OperandLifetime as L, Subgraph
 
 _ALIGN = 8
 #: Lifetimes of operands whose value only exists at execution time.

@@ -13,8 +13,8 @@ Example:
 """
 from __future__ import annotations
 
-from runtime.hal.errors import HalError, result_code_from_status
-from runtime.hal.types import ResultCode
+from nnscope.runtime.hal.errors import HalError, result_code_from_status
+from nnscope.runtime.hal.types import ResultCode
 
 __all__ = ["NnError", "BadDataError", "BadStateError", "OpFailedError", "UnexpectedNullError",
            "OutputInsufficientSizeError", "UnavailableDeviceError", "MissedDeadlineError",

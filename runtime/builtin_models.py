@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op, PaddingCode
-from runtime.model import Model
+from nnscope.runtime.hal.types import FuseCode, OperandType as T, OperationType as Op, PaddingCode
+from nnscope.runtime.model import Model
 
 #: (output channels, stride) of MobileNet v1's depthwise-separable blocks.
 MOBILENET_BLOCKS = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1),
@@ -149,7 +149,7 @@ def conv_pad_chain(operations: int = 90, size: int = 16, channels: int = 8, seed
 
 def sample_input(model: Model, seed: int = 0) -> list[np.ndarray]:
     """Deterministic random inputs in [-1, 1] for every model input (known shapes only)."""
-    from runtime.hal.types import numpy_dtype  # noqa: PLC0415
+    from nnscope.runtime.hal.types import numpy_dtype  # noqa: PLC0415
     rng = np.random.default_rng(seed)
     arrays = []
     for index in model.inputs:

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import threading
 
-import tracing
-import vlog
-from runtime import _checks as checks
-from runtime.api import NnError, ResultCode
-from runtime.compilation import Compilation
-from runtime.hal.errors import HalError
-from runtime.hal.types import Preference
-from tracing import Phase
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime import _checks as checks
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import Preference
+from nnscope.tracing import Phase
 
 _LABEL = "BurstBuilder"
 

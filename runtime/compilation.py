@@ -26,16 +26,16 @@ import time
 import weakref
 from typing import Sequence
 
-import tracing
-from runtime import _checks as checks
-from runtime import _plantrace, graphdump, manager
-from runtime._lifecycle import BuilderState
-from runtime.api import NnError, ResultCode
-from runtime.drivers.base import Device
-from runtime.hal.types import Preference, Priority
-from runtime.model import Model
-from runtime.plan import ExecutionPlan, build_plan
-from tracing import Phase
+from nnscope import tracing
+from nnscope.runtime import _checks as checks
+from nnscope.runtime import _plantrace, graphdump, manager
+from nnscope.runtime._lifecycle import BuilderState
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.drivers.base import Device
+from nnscope.runtime.hal.types import Preference, Priority
+from nnscope.runtime.model import Model
+from nnscope.runtime.plan import ExecutionPlan, build_plan
+from nnscope.tracing import Phase
 
 #: Plans of compilations collected without free(), released at the next finish().
 _UNREFERENCED: collections.deque = collections.deque()

@@ -21,11 +21,11 @@ import threading
 import weakref
 from typing import Callable
 
-import tracing
-from runtime import _fenced, _workers
-from runtime._checks import real
-from runtime.api import NnError, ResultCode
-from tracing import Phase
+from nnscope import tracing
+from nnscope.runtime import _fenced, _workers
+from nnscope.runtime._checks import real
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.tracing import Phase
 
 
 class Event:

@@ -22,24 +22,24 @@ import functools
 import mmap
 from typing import Sequence
 
-import tracing
-import vlog
-from runtime import _checks as checks
-from runtime import _execargs as args
-from runtime import _fenced, _fenced_remote
-from runtime import _steps
-from runtime import memory_desc
-from runtime._lifecycle import ExecutionState
-from runtime.api import NnError, ResultCode
-from runtime.burst import Burst
-from runtime.compilation import Compilation, deadline_after
-from runtime.event import Event
-from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
-from runtime.hal.errors import result_code_from_status
-from runtime.hal.types import ErrorStatus
-from runtime.hal.validate import argument_problem
-from runtime.memory import Memory
-from tracing import Phase
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime import _checks as checks
+from nnscope.runtime import _execargs as args
+from nnscope.runtime import _fenced, _fenced_remote
+from nnscope.runtime import _steps
+from nnscope.runtime import memory_desc
+from nnscope.runtime._lifecycle import ExecutionState
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.burst import Burst
+from nnscope.runtime.compilation import Compilation, deadline_after
+from nnscope.runtime.event import Event
+from nnscope.runtime.hal.device_types import ExecutionResult, Request, RequestArgument
+from nnscope.runtime.hal.errors import result_code_from_status
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.runtime.hal.validate import argument_problem
+from nnscope.runtime.memory import Memory
+from nnscope.tracing import Phase
 
 #: Default and maximum of ``set_loop_timeout`` (ANeuralNetworks_getDefaultLoopTimeout / getMaximumLoopTimeout).
 LOOP_TIMEOUT_DEFAULT_NS = 2_000_000_000

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal import fibonacci_extension as fx
-from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
-from runtime.model import Model
+from nnscope.runtime.hal import fibonacci_extension as fx
+from nnscope.runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
+from nnscope.runtime.model import Model
 
 NAME = fx.EXAMPLE_FIBONACCI_EXTENSION_NAME
 

@@ -16,8 +16,8 @@ All of it is refused to a program the allowlist (``runtime._allowlist``) does no
 support query answers False and the type calls raise BAD_DATA naming the allowlist.
 
 Example:
-    >>> from runtime._allowlist import Locations, Policy, override
-    >>> from runtime.drivers.fibonacci import FibonacciDriver
+    >>> from nnscope.runtime._allowlist import Locations, Policy, override
+    >>> from nnscope.runtime.drivers.fibonacci import FibonacciDriver
     >>> with override(Policy("/vendor/bin/app", None, (), "none", Locations.from_environ({}))):
     ...     ext = ModelExtensions(lambda: [FibonacciDriver()])
     ...     t = ext.type_of("com.example.fibonacci", 0, OPERATION, "getExtensionOperationType")
@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from runtime import _allowlist
-from runtime import _checks as checks
-from runtime.api import NnError, ResultCode
-from runtime.hal.extensions import (MAX_PREFIX, MAX_TYPE_WITHIN, OPERAND, OPERATION, Extension,
+from nnscope.runtime import _allowlist
+from nnscope.runtime import _checks as checks
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.hal.extensions import (MAX_PREFIX, MAX_TYPE_WITHIN, OPERAND, OPERATION, Extension,
                                     ExtensionType, extension_of, extension_type, is_extension, named,
                                     type_within)
-from runtime.hal.types import HalModel, Operand, Operation, OperationType
+from nnscope.runtime.hal.types import HalModel, Operand, Operation, OperationType
 
 __all__ = ["ModelExtensions", "get_extension_support", "unsupported_extensions",
            "extensions_of_operation", "has_extension_operation", "operand_byte_size", "OPERAND",

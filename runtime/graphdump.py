@@ -25,8 +25,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import vlog
-from runtime._graphdot import model_dot
+from nnscope import vlog
+from nnscope.runtime._graphdot import model_dot
 
 NN_GRAPHDUMP = "NN_GRAPHDUMP"
 """Environment variable: a directory where every finished compilation writes ``<model>-<n>.dot``.

@@ -26,17 +26,17 @@ import os
 import threading
 from typing import Iterator, Sequence
 
-import tracing
-import vlog
-from runtime.api import NnError, ResultCode
-from runtime.drivers import registry
-from runtime.drivers.base import Device
-from runtime.drivers.cpu import NAME as CPU_DEVICE_NAME
-from runtime.drivers.cpu import CpuDevice
-from runtime.hal.errors import HalError
-from runtime.plan import (PARTITIONING_NO, PARTITIONING_WITH_FALLBACK, PARTITIONING_WITHOUT_FALLBACK,
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.drivers import registry
+from nnscope.runtime.drivers.base import Device
+from nnscope.runtime.drivers.cpu import NAME as CPU_DEVICE_NAME
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.plan import (PARTITIONING_NO, PARTITIONING_WITH_FALLBACK, PARTITIONING_WITHOUT_FALLBACK,
                           PartitioningMode)
-from tracing import Phase
+from nnscope.tracing import Phase
 
 __all__ = ["devices", "get_device", "cpu_device", "CPU_DEVICE_NAME", "NN_PARTITION", "partitioning",
            "override_partitioning", "allows_fallback", "start_devices", "shutdown", "forTest_set_devices",

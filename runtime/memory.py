@@ -40,14 +40,14 @@ import os
 
 import numpy as np
 
-import tracing
-import vlog
-from runtime import _checks as checks
-from runtime.api import NnError, ResultCode, from_hal_error
-from runtime.hal.errors import HalError
-from runtime.hal.types import Operand
-from runtime.memory_desc import MemoryDesc
-from tracing import Phase
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime import _checks as checks
+from nnscope.runtime.api import NnError, ResultCode, from_hal_error
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import Operand
+from nnscope.runtime.memory_desc import MemoryDesc
+from nnscope.tracing import Phase
 
 #: ``PROT_READ | PROT_WRITE``, the usual ``prot`` for :meth:`Memory.from_fd`.
 PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
@@ -364,7 +364,7 @@ def copy(src: Memory, dst: Memory) -> None:
 def _copy_bytes(src: Memory, dst: Memory) -> None:
     try:
         if isinstance(src, DeviceMemory) and isinstance(dst, DeviceMemory):
-            from runtime.drivers.ipc.wire.shm import SharedPool  # noqa: PLC0415
+            from nnscope.runtime.drivers.ipc.wire.shm import SharedPool  # noqa: PLC0415
 
             with SharedPool(src.size, "nnscope-memory-copy") as staging:
                 src.ibuffer.copy_to(staging)

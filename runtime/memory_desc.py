@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import math
 
-import tracing
-import vlog
-from runtime import _checks as checks
-from runtime.api import NnError, ResultCode
-from runtime.hal.types import Operand, is_scalar
-from runtime.hal.validate import merge_dimensions
-from runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan
-from tracing import Phase
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime import _checks as checks
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.hal.types import Operand, is_scalar
+from nnscope.runtime.hal.validate import merge_dimensions
+from nnscope.runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan
+from nnscope.tracing import Phase
 
 INPUT, OUTPUT = "input", "output"
 

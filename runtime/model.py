@@ -9,7 +9,7 @@ is then invalid, as in NNAPI).
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import OperandType as T, OperationType as Op
+    >>> from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
     >>> model = Model("add")
     >>> a, b = model.add_operand(T.TENSOR_FLOAT32, (1, 4)), model.add_operand(T.TENSOR_FLOAT32, (1, 4))
     >>> act, out = model.add_operand(T.INT32), model.add_operand(T.TENSOR_FLOAT32, (1, 4))
@@ -27,22 +27,22 @@ import itertools
 import mmap
 from typing import Sequence
 
-import tracing
-import vlog
-from runtime import _checks as checks
-from runtime import _modelcheck as mc
-from runtime import _modelparts as parts, manager
-from runtime._modelcheck import check_operation  # noqa: F401 - part of this module's API
-from runtime._lifecycle import BuilderState
-from runtime.api import NnError, ResultCode
-from runtime.drivers.base import Device
-from runtime.extensions import OPERAND, OPERATION, ModelExtensions
-from runtime.hal.extensions import is_extension
-from runtime.hal.types import (ChannelQuant, HalModel, Operand, OperandLifetime as L, OperandType,
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime import _checks as checks
+from nnscope.runtime import _modelcheck as mc
+from nnscope.runtime import _modelparts as parts, manager
+from nnscope.runtime._modelcheck import check_operation  # noqa: F401 - part of this module's API
+from nnscope.runtime._lifecycle import BuilderState
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.drivers.base import Device
+from nnscope.runtime.extensions import OPERAND, OPERATION, ModelExtensions
+from nnscope.runtime.hal.extensions import is_extension
+from nnscope.runtime.hal.types import (ChannelQuant, HalModel, Operand, OperandLifetime as L, OperandType,
                                Operation, OperationType)
-from runtime.hal.validate import operand_type_problem
-from runtime.memory import Memory
-from tracing import Phase
+from nnscope.runtime.hal.validate import operand_type_problem
+from nnscope.runtime.memory import Memory
+from nnscope.tracing import Phase
 
 #: Values up to this size are copied into the model (CONSTANT_COPY); larger ones go to a pool.
 MAX_SIZE_OF_IMMEDIATELY_COPIED_VALUES = parts.MAX_IMMEDIATE

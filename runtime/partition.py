@@ -41,14 +41,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
-import vlog
-from runtime._submodel import extract, readers_of
-from runtime.api import BadDataError, ResultCode
-from runtime.drivers.base import Device, PreparedModel
-from runtime.extensions import extensions_of_operation, supported as supported_extensions
-from runtime.hal.device_types import Capabilities, PerformanceInfo
-from runtime.hal.errors import HalError
-from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType, Operation,
+from nnscope import vlog
+from nnscope.runtime._submodel import extract, readers_of
+from nnscope.runtime.api import BadDataError, ResultCode
+from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.extensions import extensions_of_operation, supported as supported_extensions
+from nnscope.runtime.hal.device_types import Capabilities, PerformanceInfo
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import (HalModel, OperandLifetime as L, OperandType, Operation,
                                OperationType, Preference, Subgraph)
 
 __all__ = ["ExecutionStep", "Partition", "Source", "UnsupportedOperationError", "best_single_device",

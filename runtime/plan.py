@@ -28,18 +28,18 @@ import enum
 from dataclasses import dataclass, field
 from typing import Sequence
 
-import tracing
-import vlog
-from runtime import _caching, partition as partitioner
-from runtime._step_memory import StepMemories
-from runtime.api import NnError, from_hal_error
-from runtime.drivers.base import Device, PreparedModel
-from runtime.extensions import has_extension_operation
-from runtime.hal.errors import HalError
-from runtime.hal.types import HalModel, Preference, Priority, is_scalar
-from runtime.partition import (MODEL_INPUT, MODEL_OUTPUT, TEMPORARY,  # noqa: F401 (re-exported)
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime import _caching, partition as partitioner
+from nnscope.runtime._step_memory import StepMemories
+from nnscope.runtime.api import NnError, from_hal_error
+from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.extensions import has_extension_operation
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import HalModel, Preference, Priority, is_scalar
+from nnscope.runtime.partition import (MODEL_INPUT, MODEL_OUTPUT, TEMPORARY,  # noqa: F401 (re-exported)
                                ExecutionStep, Partition, Source)
-from tracing import Phase
+from nnscope.tracing import Phase
 
 
 class PartitioningMode(enum.IntEnum):

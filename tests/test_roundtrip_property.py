@@ -16,12 +16,12 @@ import threading
 
 import pytest
 
-import parse_systrace
-from parse_systrace._engine import iter_runs
-from parse_systrace.errors import TraceFormatError
+from nnscope import parse_systrace
+from nnscope.parse_systrace._engine import iter_runs
+from nnscope.parse_systrace.errors import TraceFormatError
 from tests.support.sample_traces import random_trace
 from tests.support.trace_convert import span_rows
-from tracing.exporters import ExportResult, get_exporter
+from nnscope.tracing.exporters import ExportResult, get_exporter
 
 #: exporter name -> (file suffix, timestamp quantum in ns)
 EXPORTERS = {"systrace": (".txt", 1_000), "systrace-html": (".html", 1_000),
@@ -96,7 +96,7 @@ def test_the_random_trees_cover_what_the_property_needs():
 def test_a_reordered_tie_changes_the_summary(tmp_path):
     """The oracle sees the order at equal times: reading a switch's zero-length TRANSFORMATION
     span inside its COMPUTATION span (what the X events of old gave) is an error."""
-    from tracing.span import ThreadTrack, TraceData
+    from nnscope.tracing.span import ThreadTrack, TraceData
     track = ThreadTrack(1, 1, "main", [
         (10, "[NN_LA_PO]m"), (10, "[NN_LR_PE]ANeuralNetworksExecution_compute"),
         (20, "[NN_LC_PE]CpuExecutor::run"), (30, "[NN_LC_PTR]op"), (30, None),
@@ -124,8 +124,8 @@ class _Replay:
         """Record ``events`` (recorder form) through the scope API: a begin through its
         factory and the scope's enter, an end as the scope's exit, an ``end`` + ``[SW]`` begin pair as one
         :func:`tracing.switch`."""
-        import tracing
-        from tracing.naming import parse_name
+        from nnscope import tracing
+        from nnscope.tracing.naming import parse_name
         times, calls = [], []
         index = 0
         while index < len(events):
@@ -155,8 +155,8 @@ class _Replay:
 
 
 def _begin_call(name: str):
-    import tracing
-    from tracing.naming import parse_name
+    from nnscope import tracing
+    from nnscope.tracing.naming import parse_name
     parsed = parse_name(name)
     if parsed is None:  # a HIDL mark: its own factory
         interface, method, side = name.split("::")[1:]
@@ -169,8 +169,8 @@ def _begin_call(name: str):
 def test_trees_recorded_by_the_real_recorder_round_trip(seed, tmp_path, monkeypatch):
     """App threads record on real threads of this process; each driver process is a real
     forked process that joins the session and flushes its spans there."""
-    import tracing
-    from tracing import tracer
+    from nnscope import tracing
+    from nnscope.tracing import tracer
     generated = random_trace(seed)
     replay = _Replay()
     monkeypatch.setattr(tracer, "_now", replay)

@@ -11,7 +11,7 @@ in driver >= time on device.
 reports *nanoseconds* (microseconds * 1000) while these records hold microseconds.
 
 Example:
-    >>> from timing import Duration, FakeClock, FencedTiming, Stopwatch, Timing
+    >>> from nnscope.timing import Duration, FakeClock, FencedTiming, Stopwatch, Timing
     >>> clock = FakeClock()
     >>> with Stopwatch(clock) as in_driver:
     ...     with Stopwatch(clock) as on_device:
@@ -23,8 +23,8 @@ Example:
     >>> FencedTiming(launched=t, fenced=Timing()).get(Duration.FENCED_IN_DRIVER) is None
     True
 """
-from timing._clock import DEFAULT_CLOCK, NS_PER_US, Clock, FakeClock, MonotonicClock, Stopwatch
-from timing._records import (NO_TIMING, UINT64_MAX, Duration, FencedTiming, MeasureTiming,
+from nnscope.timing._clock import DEFAULT_CLOCK, NS_PER_US, Clock, FakeClock, MonotonicClock, Stopwatch
+from nnscope.timing._records import (NO_TIMING, UINT64_MAX, Duration, FencedTiming, MeasureTiming,
                              Timing)
 
 __all__ = ["UINT64_MAX", "NO_TIMING", "MeasureTiming", "Timing", "Duration", "FencedTiming",

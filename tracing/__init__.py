@@ -6,8 +6,8 @@ nearly free) until a :class:`TraceSession` starts or ``NNSCOPE_TRACE`` /
 :func:`flush`.
 
 Example:
-    >>> import tracing
-    >>> from tracing import Phase
+    >>> from nnscope import tracing
+    >>> from nnscope.tracing import Phase
     >>> with tracing.TraceSession() as session:
     ...     with tracing.application(Phase.OVERALL, "mobilenet"):
     ...         with tracing.runtime(Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
@@ -15,7 +15,7 @@ Example:
     >>> [span.name for span in session.collect().spans()]
     ['[NN_LR_PE]ANeuralNetworksExecution_compute', '[NN_LA_PO]mobilenet']
 """
-from tracing.naming import Layer, Phase
+from nnscope.tracing.naming import Layer, Phase
 
 #: Loaded with the recorder on first use, so that importing only the naming contract
 #: (``tracing.naming``, as parse_systrace does) loads none of it.
@@ -31,7 +31,7 @@ __all__ = ["Layer", "Phase", *_SESSION_NAMES, *_TRACER_NAMES]
 def __getattr__(name: str):
     if name not in _SESSION_NAMES and name not in _TRACER_NAMES:
         raise AttributeError(f"module 'tracing' has no attribute {name!r}")
-    from tracing import session, tracer  # noqa: PLC0415 - the lazy load itself
+    from nnscope.tracing import session, tracer  # noqa: PLC0415 - the lazy load itself
 
     for module, names in ((session, _SESSION_NAMES), (tracer, _TRACER_NAMES)):
         globals().update((item, getattr(module, item)) for item in names)

@@ -22,8 +22,8 @@ import os
 import sys
 import threading
 
-from tracing import propagation
-from tracing.span import ThreadTrack
+from nnscope.tracing import propagation
+from nnscope.tracing.span import ThreadTrack
 
 _lock = threading.Lock()
 

@@ -23,7 +23,7 @@ import logging
 import os
 from pathlib import Path
 
-from tracing.span import ThreadTrack
+from nnscope.tracing.span import ThreadTrack
 
 _log = logging.getLogger(__name__)
 VERSION = 1

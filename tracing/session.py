@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
-from tracing import _buffer, _childfile
-from tracing.exporters import ExportResult, TraceExporter, exporter_for_path, otlp_endpoint
-from tracing.span import ThreadTrack, TraceData
+from nnscope.tracing import _buffer, _childfile
+from nnscope.tracing.exporters import ExportResult, TraceExporter, exporter_for_path, otlp_endpoint
+from nnscope.tracing.span import ThreadTrack, TraceData
 
 _log = logging.getLogger(__name__)
 
@@ -326,7 +326,7 @@ def _export_program() -> None:
     session.stop()
     endpoint = otlp_endpoint(_config.output)
     if endpoint is not None:
-        from tracing.exporters.otel import send  # noqa: PLC0415 - OpenTelemetry on demand
+        from nnscope.tracing.exporters.otel import send  # noqa: PLC0415 - OpenTelemetry on demand
 
         if send(session.collect(), endpoint) is not ExportResult.SUCCESS:
             _log.warning("the OTLP collector at %s did not take the trace", endpoint)

@@ -17,7 +17,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from tracing.naming import SWITCH
+from nnscope.tracing.naming import SWITCH
 
 #: One recorded event: (monotonic nanoseconds, span name) for a begin, (ns, None) for an end.
 Event = tuple[int, "str | None"]

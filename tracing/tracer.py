@@ -26,7 +26,7 @@ The buffers themselves, and reading them back as named tracks, live in
 job: this module loads it and lets it throw the switch.
 
 Example:
-    >>> from tracing.naming import Phase
+    >>> from nnscope.tracing.naming import Phase
     >>> with runtime(Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
     ...     pass
     >>> @runtime(Phase.COMPILATION, "ANeuralNetworksCompilation_finish")
@@ -44,11 +44,11 @@ import threading
 import time
 from typing import Any, Callable
 
-from tracing import _buffer, session
-from tracing import propagation as _context
-from tracing._buffer import _clear, _name_events, _snapshot  # noqa: F401 (tests, benchmarks)
-from tracing._buffer import process_name, set_process_name  # noqa: F401 (tracing's API)
-from tracing.naming import APPLICATION_PHASES, MARKERS, Layer, Phase, format_name, hidl_mark
+from nnscope.tracing import _buffer, session
+from nnscope.tracing import propagation as _context
+from nnscope.tracing._buffer import _clear, _name_events, _snapshot  # noqa: F401 (tests, benchmarks)
+from nnscope.tracing._buffer import process_name, set_process_name  # noqa: F401 (tracing's API)
+from nnscope.tracing.naming import APPLICATION_PHASES, MARKERS, Layer, Phase, format_name, hidl_mark
 
 _now = time.monotonic_ns
 _on = False

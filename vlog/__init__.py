@@ -14,7 +14,7 @@ application configured logging first, its handlers get the records instead (and
 ``ANDROID_LOG_TAGS`` does not apply) unless it calls :func:`configure_logging`.
 
 Example:
-    >>> import vlog
+    >>> from nnscope import vlog
     >>> with vlog.override("execution, model"):
     ...     vlog.is_on("execution"), vlog.is_on("driver")
     (True, False)
@@ -31,8 +31,8 @@ import threading
 from collections.abc import Iterator
 from typing import IO
 
-from vlog import _logcat
-from vlog._grammar import BITS, TAGS, parse, unknown_tag_message
+from nnscope.vlog import _logcat
+from nnscope.vlog._grammar import BITS, TAGS, parse, unknown_tag_message
 
 __all__ = ["NN_VLOG", "ANDROID_LOG_TAGS", "TAGS", "is_on", "log", "reload", "override",
            "configure_logging", "reset_logging"]

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 
-from dashboards.renderers.base import Renderer
-from dashboards.renderers.html import HTMLRenderer
-from dashboards.renderers.jsonrenderer import JSONRenderer
+from nnscope.dashboards.renderers.base import Renderer
+from nnscope.dashboards.renderers.html import HTMLRenderer
+from nnscope.dashboards.renderers.jsonrenderer import JSONRenderer
 
 __all__ = ["Renderer", "HTMLRenderer", "JSONRenderer", "RENDERERS", "get_renderer",
            "renderer_for_path"]

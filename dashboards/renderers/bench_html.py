@@ -5,7 +5,7 @@ The page holds the checked report's view (:func:`dashboards.bench.bench_view`) i
 ``report.css``, ``views.css``, ``charts.js`` and ``bench.js``; nothing is fetched.
 
 Example:
-    >>> from dashboards.bench import load_bench
+    >>> from nnscope.dashboards.bench import load_bench
     >>> page = BenchHTMLRenderer().render(load_bench("bench.json"))  # doctest: +SKIP
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import html
 import json
 
-from dashboards.bench import bench_view
-from dashboards.renderers.base import Renderer
-from dashboards.renderers.html import asset, page_head, script_json
+from nnscope.dashboards.bench import bench_view
+from nnscope.dashboards.renderers.base import Renderer
+from nnscope.dashboards.renderers.html import asset, page_head, script_json
 
 PAGE = """{head}<body data-rendered="false">
 <div class="page">

@@ -7,7 +7,7 @@ JSON summary exactly as ``render_json`` wrote it, ``#nnscope-view`` the view mod
 script lays out (:mod:`dashboards._view`). Nothing is fetched at view time.
 
 Example:
-    >>> from dashboards.report import build_report
+    >>> from nnscope.dashboards.report import build_report
     >>> page = HTMLRenderer().render(build_report("trace.html"))   # doctest: +SKIP
     >>> page.startswith("<!DOCTYPE html>")                         # doctest: +SKIP
     True
@@ -18,8 +18,8 @@ import html
 import json
 from importlib import resources
 
-from dashboards._view import build_view
-from dashboards.renderers.base import Renderer
+from nnscope.dashboards._view import build_view
+from nnscope.dashboards.renderers.base import Renderer
 
 #: The head both pages share (the trace report and the bench report).
 HEAD = """<!DOCTYPE html>
@@ -117,7 +117,7 @@ def page_head(title: str) -> str:
 
 def asset(name: str) -> str:
     """The text of ``dashboards/assets/<name>``."""
-    return resources.files("dashboards").joinpath("assets", name).read_text(encoding="utf-8")
+    return resources.files("nnscope.dashboards").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def script_json(text: str) -> str:

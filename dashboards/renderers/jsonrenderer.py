@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from dashboards.renderers.base import Renderer
+from nnscope.dashboards.renderers.base import Renderer
 
 
 class JSONRenderer(Renderer):

@@ -43,7 +43,7 @@ import os
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator, Optional, Union
 
-from parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.errors import TraceFormatError
 
 Row = tuple  # (ts: float, tid: int, tgid: int, name: str | None, where: int | str)
 Reader = Callable[[BinaryIO], Iterator[Row]]
@@ -279,7 +279,7 @@ def _load_plugins() -> None:
                 raise
 
 
-from parse_systrace.readers import systrace as _systrace  # noqa: E402  (the built-in readers)
+from nnscope.parse_systrace.readers import systrace as _systrace  # noqa: E402  (the built-in readers)
 
 register("systrace", _systrace.read_html, _systrace.sniff_html, read_batches=_systrace.read_batches_html,
          read_tracking=_systrace.read_tracking_html, read_raw=_systrace.read_raw_html, unchecked=True)

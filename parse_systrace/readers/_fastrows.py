@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from parse_systrace.errors import Unchecked
+from nnscope.parse_systrace.errors import Unchecked
 
 _WS = rb"[^\S\n]"
 #: A current-format row as the line-by-line parser reads it (task of 2-16 characters,

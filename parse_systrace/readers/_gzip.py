@@ -25,8 +25,8 @@ import io
 import zlib
 from typing import BinaryIO
 
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers import register_unwrapper
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.readers import register_unwrapper
 
 GZIP_MAGIC = b"\x1f\x8b"
 

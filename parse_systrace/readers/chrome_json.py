@@ -35,8 +35,8 @@ import json
 from decimal import Decimal
 from typing import BinaryIO, Iterator
 
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers import register
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.readers import register
 
 _END_OF_EARLIER_X, _FILE_ORDER, _X_BEGIN, _ZERO_X = range(4)
 _SOURCE = "Chrome JSON"
@@ -184,7 +184,7 @@ def _seconds(microseconds) -> float:
 
 def _system_rows(text: str) -> Iterator[tuple]:
     """Rows of the ftrace text, ``where`` naming its line inside ``systemTraceEvents``."""
-    from parse_systrace.readers.systrace import read_ftrace
+    from nnscope.parse_systrace.readers.systrace import read_ftrace
 
     rows = read_ftrace(io.BytesIO(text.encode("utf-8", "surrogatepass")))
     try:

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, BinaryIO, Iterator
 
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers import register
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.readers import register
 
 if TYPE_CHECKING:
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from typing import BinaryIO, Iterator
 
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers._fastrows import comments, raw_rows, tracking_rows
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.readers._fastrows import comments, raw_rows, tracking_rows
 
 HEADERS = (b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
            b"#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION")

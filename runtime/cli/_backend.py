@@ -14,10 +14,10 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.api import NnError, ResultCode
-from runtime.compilation import Compilation
-from runtime.execution import Execution
-from runtime.hal.types import is_scalar, numpy_dtype
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.execution import Execution
+from nnscope.runtime.hal.types import is_scalar, numpy_dtype
 
 _GUESS_ELEMENTS = 1024
 

@@ -24,10 +24,10 @@ import signal
 import sys
 import time
 
-from runtime import manager
-from runtime.cli._backend import _output_buffers, compute_arrays
-from runtime.cli._bench_models import accuracy, load_model, reference_outputs
-from runtime.cli._bench_run import ALL, compile_for, run_executions
+from nnscope.runtime import manager
+from nnscope.runtime.cli._backend import _output_buffers, compute_arrays
+from nnscope.runtime.cli._bench_models import accuracy, load_model, reference_outputs
+from nnscope.runtime.cli._bench_run import ALL, compile_for, run_executions
 
 NORMAL, DRIVER_KILLED, DRIVER_STOPPED = "normal", "driver-killed", "driver-stopped"
 CASES = (NORMAL, DRIVER_KILLED, DRIVER_STOPPED)

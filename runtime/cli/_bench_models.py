@@ -25,12 +25,12 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime import builtin_models
-from runtime.cli._backend import compute_arrays
-from runtime.compilation import Compilation
-from runtime.hal.types import OperandType
-from runtime.manager import cpu_device
-from runtime.model import Model
+from nnscope.runtime import builtin_models
+from nnscope.runtime.cli._backend import compute_arrays
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.hal.types import OperandType
+from nnscope.runtime.manager import cpu_device
+from nnscope.runtime.model import Model
 
 REFERENCE_NNAPI, REFERENCE_LITERT = "nnapi-reference", "litert"
 _FLOAT16 = (OperandType.TENSOR_FLOAT16, OperandType.FLOAT16)
@@ -60,7 +60,7 @@ def load_model(spec: str) -> BenchModel:
     if not Path(spec).is_file():
         names = ", ".join(builtin_models.BUILTIN)
         raise FileNotFoundError(f"no such model file {spec!r} (built-in models: {names})")
-    from runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader on demand
+    from nnscope.runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader on demand
     hal, _, output_names = load_tflite(spec)
     model = Model.from_hal(hal, name=Path(spec).stem)
     return BenchModel(model.name, model, builtin_models.sample_input(model), output_names, spec)

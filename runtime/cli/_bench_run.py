@@ -24,16 +24,16 @@ from typing import Callable
 
 import numpy as np
 
-import runtime
-import tracing
-from runtime.api import NnError
-from runtime.cli._backend import _output_buffers, compute_arrays
-from runtime.cli._bench_models import BenchModel, accuracy
-from runtime.compilation import Compilation
-from runtime.execution import Execution
-from runtime.manager import CPU_DEVICE_NAME, get_device
-from runtime.partition import UnsupportedOperationError
-from tracing import Phase
+from nnscope import runtime
+from nnscope import tracing
+from nnscope.runtime.api import NnError
+from nnscope.runtime.cli._backend import _output_buffers, compute_arrays
+from nnscope.runtime.cli._bench_models import BenchModel, accuracy
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.execution import Execution
+from nnscope.runtime.manager import CPU_DEVICE_NAME, get_device
+from nnscope.runtime.partition import UnsupportedOperationError
+from nnscope.tracing import Phase
 
 ALL = "all"
 """The device name of the default plan over every device (CPU fallback on)."""

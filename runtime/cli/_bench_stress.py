@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.cli._bench_child import CASES, NORMAL, started_path
-from runtime.cli._bench_run import ALL, Settings
+from nnscope.runtime.cli._bench_child import CASES, NORMAL, started_path
+from nnscope.runtime.cli._bench_run import ALL, Settings
 
 HANG_GRACE_S = 30.0
 """MLTS's allowance beyond the run's own duration before a case is a HANG."""
@@ -53,7 +53,7 @@ class StressCase:
 
 def target_driver(plan_steps, allowed: set[str] | None) -> str | None:
     """The driver (not the CPU fallback) with the most operations in the plan's steps."""
-    from runtime.manager import CPU_DEVICE_NAME  # noqa: PLC0415
+    from nnscope.runtime.manager import CPU_DEVICE_NAME  # noqa: PLC0415
     counts: dict[str, int] = {}
     for step in plan_steps:
         name = step.device.name
@@ -75,7 +75,7 @@ def budget_s(run_s: float, hang_scale: float) -> float:
 
 
 def _command(case: StressCase, settings: Settings, result: Path) -> list[str]:
-    command = [sys.executable, "-m", "runtime.cli._bench_child", str(result), case.case,
+    command = [sys.executable, "-m", "nnscope.runtime.cli._bench_child", str(result), case.case,
                case.model, str(settings.executions), str(settings.warmup)]
     if settings.duration_s is not None:
         command += ["--duration", repr(settings.duration_s)]

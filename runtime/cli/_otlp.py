@@ -23,7 +23,7 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
 
 def check(args, parser: argparse.ArgumentParser) -> None:
     """Resolve ``args.otlp`` to its endpoint (usage error, exit 2, for a malformed one)."""
-    from tracing.exporters import get_exporter, otlp_endpoint  # noqa: PLC0415
+    from nnscope.tracing.exporters import get_exporter, otlp_endpoint  # noqa: PLC0415
 
     value = args.otlp
     if value is None:
@@ -43,8 +43,8 @@ def send(trace_data, endpoint: str | None) -> bool:
     stderr, when the collector did not take it."""
     if endpoint is None:
         return True
-    from tracing.exporters import ExportResult  # noqa: PLC0415
-    from tracing.exporters.otel import send as otlp_send  # noqa: PLC0415
+    from nnscope.tracing.exporters import ExportResult  # noqa: PLC0415
+    from nnscope.tracing.exporters.otel import send as otlp_send  # noqa: PLC0415
 
     if otlp_send(trace_data, endpoint) is ExportResult.SUCCESS:
         return True

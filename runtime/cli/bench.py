@@ -25,18 +25,18 @@ import subprocess
 import sys
 import tempfile
 
-import tracing
-from runtime.cli import _otlp
-from runtime.cli._args import count, description, positive_float, positive_int
-from runtime import builtin_models, manager
-from runtime.api import NnError
-from runtime.cli import _bench_progress as progress
-from runtime.cli._bench_models import load_model, model_specs, reference_outputs
-from runtime.cli._bench_run import (ALL, BurstsUnavailable, Settings, bursts_available,
+from nnscope import tracing
+from nnscope.runtime.cli import _otlp
+from nnscope.runtime.cli._args import count, description, positive_float, positive_int
+from nnscope.runtime import builtin_models, manager
+from nnscope.runtime.api import NnError
+from nnscope.runtime.cli import _bench_progress as progress
+from nnscope.runtime.cli._bench_models import load_model, model_specs, reference_outputs
+from nnscope.runtime.cli._bench_run import (ALL, BurstsUnavailable, Settings, bursts_available,
                                     compile_for, measure)
-from runtime.cli._bench_schema import SCHEMA, VERSION, read_bench
-from runtime.cli._bench_stress import plan_cases, run_case, target_driver
-from tracing import Phase
+from nnscope.runtime.cli._bench_schema import SCHEMA, VERSION, read_bench
+from nnscope.runtime.cli._bench_stress import plan_cases, run_case, target_driver
+from nnscope.tracing import Phase
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -176,7 +176,7 @@ def run(args) -> dict:
 
 def render_html(json_path: str, html_path: str) -> str | None:
     """Run ``python -m dashboards JSON -o HTML``; the one-line error, or None on success."""
-    done = subprocess.run([sys.executable, "-m", "dashboards", json_path, "-o", html_path],
+    done = subprocess.run([sys.executable, "-m", "nnscope.dashboards", json_path, "-o", html_path],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if done.returncode == 0:
         return None
@@ -186,7 +186,7 @@ def render_html(json_path: str, html_path: str) -> str | None:
 
 
 def main(args) -> int:
-    from runtime.cli._bench_table import summary  # noqa: PLC0415
+    from nnscope.runtime.cli._bench_table import summary  # noqa: PLC0415
     if args.burst and not bursts_available():
         print("nnscope: error: bursts are not available", file=sys.stderr)
         return 2

@@ -17,16 +17,16 @@ import collections
 import json
 from pathlib import Path
 
-from runtime.cli._args import description
-from runtime.cli._backend import compute_arrays
-from runtime.compilation import Compilation
-from runtime.manager import get_device
-from runtime.model import Model
+from nnscope.runtime.cli._args import description
+from nnscope.runtime.cli._backend import compute_arrays
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.manager import get_device
+from nnscope.runtime.model import Model
 
 
 def default_root() -> Path:
     """The vectors shipped with the package, or ``$NNSCOPE_CTS_DIR`` when set."""
-    from runtime.cts.loader import CTS_ROOT  # noqa: PLC0415
+    from nnscope.runtime.cts.loader import CTS_ROOT  # noqa: PLC0415
     return CTS_ROOT
 
 
@@ -70,7 +70,7 @@ def make_backend(device_name: str | None = None):
 
 
 def _require_support(model: Model, hal_model, device) -> None:
-    from runtime.cts import harness  # noqa: PLC0415
+    from nnscope.runtime.cts import harness  # noqa: PLC0415
     flags = model.get_supported_operations_for_devices([device])
     missing = sorted({hal_model.main.operations[i].type.name for i, ok in enumerate(flags) if not ok})
     if missing:
@@ -79,7 +79,7 @@ def _require_support(model: Model, hal_model, device) -> None:
 
 def dynamic_note(report) -> str:
     """How many tests of a ``--dynamic-output-shapes`` run had their output shapes unknown."""
-    from runtime.cts import harness  # noqa: PLC0415
+    from nnscope.runtime.cts import harness  # noqa: PLC0415
     ran = [r for r in report.results if r.status != harness.SKIPPED]
     static = sum(r.message.startswith(harness.STATIC_FORM) for r in ran)
     return (f"dynamic output shapes: {len(ran) - static} tests with unknown output shapes, "
@@ -87,7 +87,7 @@ def dynamic_note(report) -> str:
 
 
 def main(args) -> int:
-    from runtime.cts import harness  # noqa: PLC0415
+    from nnscope.runtime.cts import harness  # noqa: PLC0415
     if not args.paths and not (default_root() / "index.json").exists():
         raise FileNotFoundError(missing_vectors_message(default_root()))
     paths = args.paths or [default_root()]
@@ -108,7 +108,7 @@ def main(args) -> int:
 
 def skip_reasons(report, shown: int = 10) -> str:
     """Why tests were skipped: one line per reason, most frequent first, with its count."""
-    from runtime.cts import harness  # noqa: PLC0415
+    from nnscope.runtime.cts import harness  # noqa: PLC0415
     reasons = collections.Counter(r.message for r in report.results if r.status == harness.SKIPPED)
     lines = [f"skipped {count}: {reason}" for reason, count in reasons.most_common(shown)]
     if len(reasons) > shown:

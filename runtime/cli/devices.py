@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import sys
 
-from runtime.hal.extensions import OPERAND, type_name
-from runtime.hal.types import OperandType
-from runtime.manager import devices
+from nnscope.runtime.hal.extensions import OPERAND, type_name
+from nnscope.runtime.hal.types import OperandType
+from nnscope.runtime.manager import devices
 
 _SHOWN = (OperandType.TENSOR_FLOAT32, OperandType.TENSOR_FLOAT16, OperandType.TENSOR_QUANT8_ASYMM)
 
@@ -77,7 +77,7 @@ def _line(info: dict) -> str:
 
 
 def main(args) -> int:
-    from runtime.drivers.registry import absent  # noqa: PLC0415
+    from nnscope.runtime.drivers.registry import absent  # noqa: PLC0415
 
     described = [describe(d) for d in devices()]
     if args.json:

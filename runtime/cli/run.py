@@ -31,21 +31,21 @@ from pathlib import Path
 
 import numpy as np
 
-import tracing
-from runtime import builtin_models, graphdump
-from runtime.burst import Burst
-from runtime.cli import _otlp
-from runtime.cli._args import count, description
-from runtime.cli._backend import compute_arrays, read_inputs, write_outputs
-from runtime.compilation import Compilation
-from runtime.extension_models import EXAMPLES
-from runtime.execution import Execution
-from runtime.graphdump import graph_dump
-from runtime.hal.types import Preference, numpy_dtype
-from runtime import manager
-from runtime.manager import get_device
-from runtime.model import Model
-from tracing import Phase
+from nnscope import tracing
+from nnscope.runtime import builtin_models, graphdump
+from nnscope.runtime.burst import Burst
+from nnscope.runtime.cli import _otlp
+from nnscope.runtime.cli._args import count, description
+from nnscope.runtime.cli._backend import compute_arrays, read_inputs, write_outputs
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.extension_models import EXAMPLES
+from nnscope.runtime.execution import Execution
+from nnscope.runtime.graphdump import graph_dump
+from nnscope.runtime.hal.types import Preference, numpy_dtype
+from nnscope.runtime import manager
+from nnscope.runtime.manager import get_device
+from nnscope.runtime.model import Model
+from nnscope.tracing import Phase
 
 PREFERENCES = {"fast": Preference.FAST_SINGLE_ANSWER, "sustained": Preference.SUSTAINED_SPEED,
                "low-power": Preference.LOW_POWER}
@@ -96,7 +96,7 @@ def _load(args) -> tuple[Model, list[np.ndarray], list[str], list | None]:
     if args.model is None:
         model, input_names, output_names = builtin_models.mobilenet(), [], []
     else:
-        from runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader on demand
+        from nnscope.runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader on demand
         hal, input_names, output_names = load_tflite(args.model)
         model = Model.from_hal(hal, name=Path(args.model).stem)
     if args.inputs is None:
@@ -186,8 +186,8 @@ def percentiles(latencies_ns: list[int]) -> dict[str, float]:
 
 def timing_summary(trace_data) -> str:
     """parse_systrace's NNAPI table of ``trace_data`` (exported as systrace text)."""
-    import parse_systrace  # noqa: PLC0415
-    from tracing.exporters.systrace import SystraceTextExporter  # noqa: PLC0415
+    from nnscope import parse_systrace  # noqa: PLC0415
+    from nnscope.tracing.exporters.systrace import SystraceTextExporter  # noqa: PLC0415
     fd, path = tempfile.mkstemp(suffix=".txt", prefix="nnscope-")
     os.close(fd)
     try:
@@ -207,7 +207,7 @@ def check_outputs(args, parser: argparse.ArgumentParser) -> None:
     if args.svg and not args.svg.lower().endswith(".svg"):
         parser.error(f"--svg: {args.svg} does not end in .svg; for another format write --dot "
                      f"plan.dot, then e.g. dot -Tpng plan.dot -o plan.png")
-    from tracing.exporters import exporter_for_path, get_exporter  # noqa: PLC0415
+    from nnscope.tracing.exporters import exporter_for_path, get_exporter  # noqa: PLC0415
     checks = {"--trace": lambda: exporter_for_path(args.trace),  # an unknown extension, or
               "--perfetto": lambda: get_exporter("perfetto")}   # an exporter whose extra is missing
     for flag, path in (("--trace", args.trace), ("--perfetto", args.perfetto)):
@@ -219,7 +219,7 @@ def check_outputs(args, parser: argparse.ArgumentParser) -> None:
 
 
 def _export(session: tracing.TraceSession, args) -> list[str]:
-    from tracing.exporters import ExportResult, get_exporter  # noqa: PLC0415
+    from nnscope.tracing.exporters import ExportResult, get_exporter  # noqa: PLC0415
     targets = []
     if args.trace:
         targets.append((args.trace, None))

@@ -8,7 +8,7 @@ Multinomial tests compare per-batch class frequencies with ``softmax(input 0)``.
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import OperandType
+    >>> from nnscope.runtime.hal.types import OperandType
     >>> tolerance(OperandType.TENSOR_FLOAT32, relaxed=False, name="add")
     (1e-05, 5.960464477539062e-07)
     >>> compare(np.float32([1.0]), np.float32([1.00001]), 1e-5, 5.96e-7)
@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import OperandType
+from nnscope.runtime.hal.types import OperandType
 
 FLOAT32_ATOL = 1e-5
 FLOAT32_RTOL = 5 * 1.1920928955078125e-7

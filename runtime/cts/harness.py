@@ -9,7 +9,7 @@ passes when the backend raises. Each test is counted once in the totals and once
 operation type it uses (as ``index.json`` does, dummy ``ADD``s of ``*_as_internal`` included).
 
 Example:
-    >>> from runtime.cts import harness, loader
+    >>> from nnscope.runtime.cts import harness, loader
     >>> report = harness.run_vectors([loader.CTS_ROOT / "V1_0/add.json.gz"])
     >>> report.summary()
     '2 passed, 0 failed, 0 skipped'
@@ -25,10 +25,10 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from runtime.cts import accuracy
-from runtime.cts.loader import CTS_ROOT, CtsTest, load_file
-from runtime.hal.types import HalModel, OperationType
-from runtime.ops import registry
+from nnscope.runtime.cts import accuracy
+from nnscope.runtime.cts.loader import CTS_ROOT, CtsTest, load_file
+from nnscope.runtime.hal.types import HalModel, OperationType
+from nnscope.runtime.ops import registry
 
 Backend = Callable[[HalModel, Sequence[np.ndarray]], Sequence[np.ndarray]]
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
@@ -36,7 +36,7 @@ PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
 def cpu_backend(model: HalModel, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Reference backend: a fresh :class:`~runtime.ops.executor.CpuExecutor` per model."""
-    from runtime.ops.executor import CpuExecutor  # noqa: PLC0415 - avoid import cycle at load
+    from nnscope.runtime.ops.executor import CpuExecutor  # noqa: PLC0415 - avoid import cycle at load
     return CpuExecutor(model).run(inputs)
 
 

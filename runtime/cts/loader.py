@@ -21,7 +21,7 @@ from typing import Iterable
 
 import numpy as np
 
-from runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
+from nnscope.runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
                                OperandType, Operation, OperationType, Subgraph, numpy_dtype)
 
 #: The vectors shipped as package data (AOSP, Apache-2.0; see NOTICE and ``vectors/README.md``).

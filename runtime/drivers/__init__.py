@@ -11,8 +11,8 @@
 Dependencies: ``runtime.hal``, ``runtime.ops``, ``tracing``, ``vlog``, ``timing``.
 
 Example:
-    >>> from runtime.drivers.cpu import CpuDevice
-    >>> from runtime.drivers.registry import create_driver
+    >>> from nnscope.runtime.drivers.cpu import CpuDevice
+    >>> from nnscope.runtime.drivers.registry import create_driver
     >>> CpuDevice().name, create_driver("sample-float-fast").name
     ('nnapi-reference', 'sample-float-fast')
 """

@@ -43,7 +43,7 @@ def _positive_bytes(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from runtime.drivers import registry  # noqa: PLC0415 - keep --help fast
+    from nnscope.runtime.drivers import registry  # noqa: PLC0415 - keep --help fast
 
     try:
         driver = registry.create_driver(args.driver)
@@ -53,10 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.driver_memory_budget is not None:
         if driver.memory is None:
             parser.error(f"--driver-memory-budget: driver {args.driver} has no memory budget")
-        from runtime.drivers.memory_budget import MemoryBudget  # noqa: PLC0415
+        from nnscope.runtime.drivers.memory_budget import MemoryBudget  # noqa: PLC0415
         driver.memory = MemoryBudget(args.driver_memory_budget)
-    from runtime.drivers.ipc.wire import _trace  # noqa: PLC0415
-    from runtime.drivers.ipc.service.driver_service import DriverService, listen  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.wire import _trace  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.service.driver_service import DriverService, listen  # noqa: PLC0415
 
     _trace.set_process_name(f"{args.driver}-driver")
     listener = listen(args.socket)

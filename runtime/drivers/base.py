@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-import tracing
-from runtime.api import NnError, ResultCode
-from runtime.hal.device_types import Capabilities, ExecutionResult, Request
-from runtime.hal.errors import HalError
-from runtime.hal.types import DeviceType, HalModel, Preference, Priority
-from tracing import Phase
+from nnscope import tracing
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.hal.device_types import Capabilities, ExecutionResult, Request
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import DeviceType, HalModel, Preference, Priority
+from nnscope.tracing import Phase
 
 
 class PreparedModel(ABC):
@@ -109,8 +109,8 @@ class Device(ABC):
         """The model prepared from the device's cache files for ``token`` (prepareModelFromCache_1_3),
         or ``HalError``; the default: no caching (GENERAL_FAILURE). ``preference`` and
         ``priority`` (already in the token) are what the model would be prepared again with."""
-        from runtime.hal.errors import HalError  # noqa: PLC0415
-        from runtime.hal.types import ErrorStatus  # noqa: PLC0415
+        from nnscope.runtime.hal.errors import HalError  # noqa: PLC0415
+        from nnscope.runtime.hal.types import ErrorStatus  # noqa: PLC0415
 
         raise HalError(ErrorStatus.GENERAL_FAILURE, f"{self.name} does not cache compilations")
 
@@ -121,7 +121,7 @@ class Device(ABC):
     def get_extension_support(self, extension_name: str) -> bool:
         """ANeuralNetworksDevice_getExtensionSupport: False unless the device supports the
         extension and the runtime's allowlist lets this program use extensions."""
-        from runtime.extensions import get_extension_support  # noqa: PLC0415 - runtime library check
+        from nnscope.runtime.extensions import get_extension_support  # noqa: PLC0415 - runtime library check
         return get_extension_support(self, extension_name)
 
     def number_of_cache_files_needed(self) -> tuple[int, int]:
@@ -137,7 +137,7 @@ class Device(ABC):
                                        deadline_ns: int | None = None) -> PreparedModel:
         """Driver side of prepareModelFromCache_1_3: the model read back from the cache fds,
         or ``HalError``; the default: no caching (GENERAL_FAILURE)."""
-        from runtime.hal.types import ErrorStatus  # noqa: PLC0415
+        from nnscope.runtime.hal.types import ErrorStatus  # noqa: PLC0415
 
         raise HalError(ErrorStatus.GENERAL_FAILURE, f"{self.name} does not cache compilations")
 
@@ -150,7 +150,7 @@ class Device(ABC):
         """IDevice::allocate: device memory for a MemoryDesc whose ``roles`` are ``(prepared
         model, "input"|"output", io index, frequency)``. The default, as AOSP's CPU device:
         HalError GENERAL_FAILURE (the runtime then uses its own memory)."""
-        from runtime.hal.types import ErrorStatus  # noqa: PLC0415
+        from nnscope.runtime.hal.types import ErrorStatus  # noqa: PLC0415
 
         raise HalError(ErrorStatus.GENERAL_FAILURE, f"{self.name} has no device memory")
 

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from runtime.drivers.cache_memo import MEMO
+from nnscope.runtime.drivers.cache_memo import MEMO
 
 #: Like PNG's: a first byte that is no pickle opcode and not ASCII, then text, then CR LF SUB.
 MAGIC = b"\xabNNSC\r\n\x1a"

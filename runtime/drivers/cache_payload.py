@@ -37,13 +37,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from runtime.drivers import cache_files as files, cache_memo, cache_tables as tables, memory_budget
-from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
-from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
-from runtime.hal.types import HalModel
-from runtime.hal.validate import pool_buffer
-from runtime.ops import control_flow, registry
-from runtime.ops.executor import CpuExecutor
+from nnscope.runtime.drivers import cache_files as files, cache_memo, cache_tables as tables, memory_budget
+from nnscope.runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from nnscope.runtime.hal.types import HalModel
+from nnscope.runtime.hal.validate import pool_buffer
+from nnscope.runtime.ops import control_flow, registry
+from nnscope.runtime.ops.executor import CpuExecutor
 
 PAYLOAD_VERSION = 2
 #: id(model record) -> (model record, data record, budget, model, executor never run): the restored

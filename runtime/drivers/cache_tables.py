@@ -16,7 +16,7 @@ count checked against the bytes left, every operand index against the operands: 
 raises ``CodecError``/``KeyError``/``ValueError``.
 
 Example:
-    >>> from runtime.builtin_models import mobilenet
+    >>> from nnscope.runtime.builtin_models import mobilenet
     >>> graph = mobilenet(size=32, alpha=0.25, classes=10).to_hal().main
     >>> r = Reader(encode_subgraph(graph))
     >>> decode_subgraph(r) == graph
@@ -28,8 +28,8 @@ import struct
 
 import numpy as np
 
-from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
-from runtime.hal.types import (ChannelQuant, DataLocation, Operand, OperandLifetime, OperandType,
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from nnscope.runtime.hal.types import (ChannelQuant, DataLocation, Operand, OperandLifetime, OperandType,
                                Operation, OperationType, Subgraph)
 
 _COUNTS = struct.Struct("<5I")

@@ -23,20 +23,20 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-import tracing
-import vlog
-from runtime.drivers.base import Device, PreparedModel
-from runtime.hal.device_types import (Capabilities, ExecutionResult, OutputShape, PerformanceInfo,
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.hal.device_types import (Capabilities, ExecutionResult, OutputShape, PerformanceInfo,
                                       Request)
-from runtime.hal.errors import HalError
-from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType, Preference,
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType, Preference,
                                Priority, numpy_dtype)
-from runtime.hal.validate import merge_dimensions, pool_buffer, validate_request
-from runtime.ops import control_flow
-from runtime.ops.budget import BudgetExceeded, OutputTooSmall
-from runtime.ops.control_flow import DeadlinePassed, LoopTimeout
-from timing import Timing
-from tracing import Phase, tracer
+from nnscope.runtime.hal.validate import merge_dimensions, pool_buffer, validate_request
+from nnscope.runtime.ops import control_flow
+from nnscope.runtime.ops.budget import BudgetExceeded, OutputTooSmall
+from nnscope.runtime.ops.control_flow import DeadlinePassed, LoopTimeout
+from nnscope.timing import Timing
+from nnscope.tracing import Phase, tracer
 
 #: Name of the reference CPU device.
 NAME = "nnapi-reference"
@@ -247,7 +247,7 @@ def write_outputs(binding: _Binding, results: list) -> tuple[ErrorStatus, tuple]
 
 
 def _supported(model: HalModel, graph, operation) -> bool:
-    from runtime.ops import registry  # noqa: PLC0415 - kernels load on first use
+    from nnscope.runtime.ops import registry  # noqa: PLC0415 - kernels load on first use
     record = registry.get(operation.type)
     if record is None:
         return False
@@ -290,7 +290,7 @@ class CpuDevice(Device):
             HalError: INVALID_ARGUMENT for an operation the executor rejects,
                 MISSED_DEADLINE_TRANSIENT when ``deadline_ns`` has passed.
         """
-        from runtime.ops.executor import CpuExecutor  # noqa: PLC0415
+        from nnscope.runtime.ops.executor import CpuExecutor  # noqa: PLC0415
         with tracing.runtime(Phase.COMPILATION, "CpuDevice::prepareModel"):
             if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
                 raise HalError(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed before prepare")

@@ -24,20 +24,20 @@ import time
 
 import numpy as np
 
-import tracing
-import vlog
-from runtime.drivers.base import Device, PreparedModel
-from runtime.hal import fibonacci_extension as fx
-from runtime.hal.device_types import (Capabilities, ExecutionResult, OutputShape, PerformanceInfo,
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.hal import fibonacci_extension as fx
+from nnscope.runtime.hal.device_types import (Capabilities, ExecutionResult, OutputShape, PerformanceInfo,
                                       Request)
-from runtime.hal.errors import HalError
-from runtime.hal.extensions import (Extension, ExtensionOperandTypeInformation, by_prefix,
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.extensions import (Extension, ExtensionOperandTypeInformation, by_prefix,
                                     is_extension, prefix_of, type_within)
-from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandLifetime as L,
+from nnscope.runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandLifetime as L,
                                OperandType as T, Preference, Priority)
-from runtime.hal.validate import invalid, pool_buffer, validate_model, validate_request
-from timing import Timing
-from tracing import Phase
+from nnscope.runtime.hal.validate import invalid, pool_buffer, validate_model, validate_request
+from nnscope.timing import Timing
+from nnscope.tracing import Phase
 
 NAME = "sample-fibonacci"
 EXTENSION = fx.EXAMPLE_FIBONACCI_EXTENSION_NAME

@@ -29,24 +29,24 @@ import os
 import time
 from typing import Mapping
 
-import tracing
-from runtime.drivers import memory_budget
-from runtime.drivers.base import Device, PreparedModel
-from runtime.drivers.cpu import write_outputs
-from runtime.drivers.memory_budget import MemoryBudget
-from runtime.drivers.sample import Load, SamplePreparedModel
-from runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
-from runtime.hal.errors import HalError
-from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, Preference,
+from nnscope import tracing
+from nnscope.runtime.drivers import memory_budget
+from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.drivers.cpu import write_outputs
+from nnscope.runtime.drivers.memory_budget import MemoryBudget
+from nnscope.runtime.drivers.sample import Load, SamplePreparedModel
+from nnscope.runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, Preference,
                                Priority, is_scalar)
-from runtime.hal.validate import invalid, validate_model
-from runtime.drivers.litert_claims import Claims
-from runtime.drivers.litert_engine import LiteRtEngine
-from runtime.tflite._translate import translate
-from runtime.tflite._writer import TENSOR_TYPES, Translation, Untranslatable
-from timing import Timing
-from tracing import Layer, Phase
-from tracing.naming import format_name
+from nnscope.runtime.hal.validate import invalid, validate_model
+from nnscope.runtime.drivers.litert_claims import Claims
+from nnscope.runtime.drivers.litert_engine import LiteRtEngine
+from nnscope.runtime.tflite._translate import translate
+from nnscope.runtime.tflite._writer import TENSOR_TYPES, Translation, Untranslatable
+from nnscope.timing import Timing
+from nnscope.tracing import Layer, Phase
+from nnscope.tracing.naming import format_name
 
 NAME = "sample-litert"
 NNSCOPE_LITERT_THREADS = "NNSCOPE_LITERT_THREADS"
@@ -169,12 +169,12 @@ class LiteRtDriver(Device):
         return (1, 1)
 
     def write_cache(self, prepared: PreparedModel, model_cache, data_cache, token: bytes) -> None:
-        from runtime.drivers import litert_cache  # noqa: PLC0415
+        from nnscope.runtime.drivers import litert_cache  # noqa: PLC0415
         litert_cache.save(self, prepared, model_cache, data_cache, token)
 
     def prepare_model_from_cache_files(self, model_cache, data_cache, token: bytes,
                                        deadline_ns: int | None = None) -> PreparedModel:
-        from runtime.drivers import litert_cache  # noqa: PLC0415
+        from nnscope.runtime.drivers import litert_cache  # noqa: PLC0415
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             raise HalError(ErrorStatus.MISSED_DEADLINE_PERSISTENT, "deadline passed before prepareModelFromCache")
         return litert_cache.load(self, model_cache, data_cache, token)

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.drivers import cache_files as files, cache_payload, cache_tables as tables
-from runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
-from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
-from runtime.hal.errors import HalError
-from runtime.hal.types import (ErrorStatus, HalModel, OperandLifetime as L, Subgraph, numpy_dtype)
-from runtime.tflite._writer import Translation
+from nnscope.runtime.drivers import cache_files as files, cache_payload, cache_tables as tables
+from nnscope.runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import (ErrorStatus, HalModel, OperandLifetime as L, Subgraph, numpy_dtype)
+from nnscope.runtime.tflite._writer import Translation
 
 PAYLOAD_VERSION = 1
 

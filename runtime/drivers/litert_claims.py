@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from runtime.hal.types import HalModel, Operation, OperandLifetime as L, Subgraph, is_scalar
-from runtime.ops.executor import read_constant
-from runtime.drivers.litert_engine import LiteRtEngine
-from runtime.tflite._translate import supported, translate
-from runtime.tflite._writer import Untranslatable
+from nnscope.runtime.hal.types import HalModel, Operation, OperandLifetime as L, Subgraph, is_scalar
+from nnscope.runtime.ops.executor import read_constant
+from nnscope.runtime.drivers.litert_engine import LiteRtEngine
+from nnscope.runtime.tflite._translate import supported, translate
+from nnscope.runtime.tflite._writer import Untranslatable
 
 MAX_REMEMBERED = 4096
 _CONSTANT = (L.CONSTANT_COPY, L.CONSTANT_REFERENCE)

@@ -16,9 +16,9 @@ import contextlib
 import os
 import threading
 
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
-from runtime.tflite._writer import Translation
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.runtime.tflite._writer import Translation
 
 
 class LiteRtEngine:

@@ -43,12 +43,12 @@ import os
 import threading
 from typing import Mapping, NamedTuple
 
-import tracing
-import vlog
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, HalModel, OperandLifetime as L, numpy_dtype
-from runtime.ops.budget import OutputPlan, charge, element_count
-from tracing import Phase
+from nnscope import tracing
+from nnscope import vlog
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus, HalModel, OperandLifetime as L, numpy_dtype
+from nnscope.runtime.ops.budget import OutputPlan, charge, element_count
+from nnscope.tracing import Phase
 
 #: Environment variable holding a sample driver's whole memory budget in bytes.
 DRIVER_BUDGET_ENV = "NNSCOPE_DRIVER_MEMORY_BUDGET"

@@ -22,15 +22,15 @@ import time
 
 import numpy as np
 
-import tracing
-from runtime.drivers.base import Device, PreparedModel
-from runtime.hal.device_types import Capabilities, ExecutionResult, OutputShape, PerformanceInfo, Request
-from runtime.hal.errors import HalError
-from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandLifetime as L,
+from nnscope import tracing
+from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.hal.device_types import Capabilities, ExecutionResult, OutputShape, PerformanceInfo, Request
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandLifetime as L,
                                OperandType as T, OperationType as Op, Preference, Priority)
-from runtime.hal.validate import invalid, merge_dimensions, pool_buffer, validate_model, validate_request
-from timing import Timing
-from tracing import Phase
+from nnscope.runtime.hal.validate import invalid, merge_dimensions, pool_buffer, validate_model, validate_request
+from nnscope.timing import Timing
+from nnscope.tracing import Phase
 
 NAME = "sample-oem"
 MAX_KEY_BYTES = 64

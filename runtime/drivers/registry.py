@@ -19,10 +19,10 @@ import importlib.util
 import os
 from typing import Mapping
 
-from runtime.drivers.base import Device
-from runtime.drivers.fibonacci import FibonacciDriver
-from runtime.drivers.oem import OemDriver
-from runtime.drivers.sample import SAMPLES, SampleDriver
+from nnscope.runtime.drivers.base import Device
+from nnscope.runtime.drivers.fibonacci import FibonacciDriver
+from nnscope.runtime.drivers.oem import OemDriver
+from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
 
 NNSCOPE_DRIVERS = "NNSCOPE_DRIVERS"
 """Comma-separated names of the driver processes the runtime registers (default: all samples)."""
@@ -38,7 +38,7 @@ LITERT_MISSING = f"{LITERT}: not available: ai-edge-litert is not installed (pip
 
 
 def _litert_driver() -> Device:
-    from runtime.drivers.litert import LiteRtDriver  # noqa: PLC0415 - LiteRT and the translator load on use
+    from nnscope.runtime.drivers.litert import LiteRtDriver  # noqa: PLC0415 - LiteRT and the translator load on use
     return LiteRtDriver()
 
 
@@ -87,6 +87,6 @@ def create_driver(name: str) -> Device:
 
 def remote_devices(environ: Mapping[str, str] | None = None) -> list:
     """One (not yet started) ``RemoteDevice`` per registered driver."""
-    from runtime.drivers.ipc.client.device import RemoteDevice  # noqa: PLC0415 - avoid import cycle
+    from nnscope.runtime.drivers.ipc.client.device import RemoteDevice  # noqa: PLC0415 - avoid import cycle
 
     return [RemoteDevice(name) for name in registered(environ)]

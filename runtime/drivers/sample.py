@@ -19,19 +19,19 @@ import time
 import weakref
 from dataclasses import dataclass
 
-from runtime.drivers import cache_payload, memory_budget
-from runtime.drivers.base import Device, PreparedModel
-from runtime.drivers.cache_files import CacheError
-from runtime.drivers.cpu import CpuPreparedModel
-from runtime.drivers.memory_budget import Charge, MemoryBudget
-from runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
-from runtime.hal.errors import HalError
-from runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, OperationType as O,
+from nnscope.runtime.drivers import cache_payload, memory_budget
+from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.drivers.cache_files import CacheError
+from nnscope.runtime.drivers.cpu import CpuPreparedModel
+from nnscope.runtime.drivers.memory_budget import Charge, MemoryBudget
+from nnscope.runtime.hal.device_types import Capabilities, ExecutionResult, PerformanceInfo, Request
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandType as T, OperationType as O,
                                Preference, Priority, is_scalar)
-from runtime.hal.validate import invalid, validate_model
-from runtime.ops import control_flow, registry
-from runtime.ops.executor import CpuExecutor
-from runtime.ops.registry import OpValidationError
+from nnscope.runtime.hal.validate import invalid, validate_model
+from nnscope.runtime.ops import control_flow, registry
+from nnscope.runtime.ops.executor import CpuExecutor
+from nnscope.runtime.ops.registry import OpValidationError
 
 _FLOAT = frozenset({T.TENSOR_FLOAT32})
 _QUANT = frozenset({T.TENSOR_QUANT8_ASYMM})

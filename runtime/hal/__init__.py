@@ -1,2 +1,2 @@
 """HAL plain data shared by the runtime and drivers (imports nothing else of ours)."""
-from runtime.hal.types import *  # noqa: F401,F403
+from nnscope.runtime.hal.types import *  # noqa: F401,F403

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runtime.hal.types import ErrorStatus, OperandType
+from nnscope.runtime.hal.types import ErrorStatus, OperandType
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from runtime.hal.types import ErrorStatus, ResultCode
+from nnscope.runtime.hal.types import ErrorStatus, ResultCode
 
 _log = logging.getLogger("Utils")
 

@@ -23,8 +23,8 @@ import enum
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from runtime.hal import fibonacci_extension as _example  # noqa: F401 - registers its header
-from runtime.hal.extension_headers import KNOWN_EXTENSIONS, ExtensionHeader, register_header  # noqa: F401
+from nnscope.runtime.hal import fibonacci_extension as _example  # noqa: F401 - registers its header
+from nnscope.runtime.hal.extension_headers import KNOWN_EXTENSIONS, ExtensionHeader, register_header  # noqa: F401
 
 
 class ExtensionTypeEncoding(enum.IntEnum):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from runtime.hal.extension_headers import ExtensionHeader, register_header
+from nnscope.runtime.hal.extension_headers import ExtensionHeader, register_header
 
 EXAMPLE_FIBONACCI_EXTENSION_NAME = "com.example.fibonacci"
 EXAMPLE_INT64 = 0

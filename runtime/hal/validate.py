@@ -6,7 +6,7 @@ checks are delegated to a ``check_operation(operation, input_operands, output_op
 callable (the op registry's ``validate``) so that this module imports nothing but HAL types.
 
 Example:
-    >>> from runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, Subgraph
+    >>> from nnscope.runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, Subgraph
     >>> a = Operand(T.TENSOR_FLOAT32, (2,), lifetime=L.SUBGRAPH_INPUT)
     >>> validate_model(HalModel(Subgraph((a,), (), (0,), (0,))))
     Traceback (most recent call last):
@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable, Sequence
 
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.errors import HalError
-from runtime.hal.extensions import OPERAND, OPERATION, is_extension, named, prefix_map_problem
-from runtime.hal.types import (QUANT_TYPES, ErrorStatus, HalModel, Operand, OperandLifetime,
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.extensions import OPERAND, OPERATION, is_extension, named, prefix_map_problem
+from nnscope.runtime.hal.types import (QUANT_TYPES, ErrorStatus, HalModel, Operand, OperandLifetime,
                                OperandType, Operation, OperationType, Subgraph, is_opaque, is_scalar)
 
 OperationCheck = Callable[[Operation, Sequence[Operand], Sequence[Operand]], None]

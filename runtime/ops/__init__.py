@@ -10,8 +10,8 @@ sample driver execute through it, so other devices are tested against these kern
 Dependencies: ``runtime.hal``, ``tracing`` and ``vlog`` only.
 
 Example:
-    >>> from runtime.hal.types import OperationType
-    >>> from runtime.ops import registry
+    >>> from nnscope.runtime.hal.types import OperationType
+    >>> from nnscope.runtime.ops import registry
     >>> registry.load_all()
     >>> registry.get(OperationType.CONV_2D).family
     'convolution'

@@ -6,7 +6,7 @@ gemmlowp's fixed-point primitives bit for bit, vectorised over int64 numpy array
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType
+    >>> from nnscope.runtime.hal.types import Operand, OperandType
     >>> q = Operand(OperandType.TENSOR_QUANT8_ASYMM, (3,), scale=0.5, zero_point=128)
     >>> quantize(np.array([-1.0, 0.25, 1.0], np.float32), q).tolist()
     [126, 129, 130]
@@ -20,9 +20,9 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import FuseCode, Operand, OperandType, numpy_dtype
-from runtime.ops.budget import OutputPlan
-from runtime.ops.registry import OpValidationError
+from nnscope.runtime.hal.types import FuseCode, Operand, OperandType, numpy_dtype
+from nnscope.runtime.ops.budget import OutputPlan
+from nnscope.runtime.ops.registry import OpValidationError
 
 FLOAT_TYPES = frozenset({OperandType.TENSOR_FLOAT32, OperandType.TENSOR_FLOAT16})
 QUANT8_TYPES = frozenset({OperandType.TENSOR_QUANT8_ASYMM, OperandType.TENSOR_QUANT8_ASYMM_SIGNED})

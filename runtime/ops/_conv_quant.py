@@ -17,8 +17,8 @@ import functools
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType
-from runtime.ops._common import quantize_multiplier, quantized_activation_range
+from nnscope.runtime.hal.types import Operand, OperandType
+from nnscope.runtime.ops._common import quantize_multiplier, quantized_activation_range
 
 _T = OperandType
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1

@@ -21,10 +21,10 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand
-from runtime.ops import _common as c
-from runtime.ops import _qlstm_fixed as fx
-from runtime.ops.registry import OpValidationError
+from nnscope.runtime.hal.types import Operand
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops import _qlstm_fixed as fx
+from nnscope.runtime.ops.registry import OpValidationError
 
 #: Input indexes per gate (input, forget, cell, output).
 I2G, R2G, BIAS, LAYER_NORM, INTERMEDIATE = 1, 5, 12, 20, 26

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.ops._common import rounding_divide_by_pot
+from nnscope.runtime.ops._common import rounding_divide_by_pot
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1

@@ -7,7 +7,7 @@ there, so a value may differ by one step (within the CTS tolerance).
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> t = Operand(T.TENSOR_FLOAT32, (1, 3)); beta = Operand(T.FLOAT32)
     >>> ctx = OpContext(Operation(O.SOFTMAX, (0, 1), (2,)), [np.float32([[0, 0, 0]]), 1.0],
     ...                 [t, beta], [t])
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import FuseCode, Operand, OperandType as T, OperationType, numpy_dtype
-from runtime.ops import _common as c
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import FuseCode, Operand, OperandType as T, OperationType, numpy_dtype
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.registry import OpContext, register
 
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
 #: Fixed output quantisation (scale, uint8 zero point, int8 zero point) of the quant8 kernels.

@@ -27,7 +27,7 @@ import logging
 import os
 from typing import Mapping, NamedTuple, Sequence
 
-from runtime.hal.types import OperandType
+from nnscope.runtime.hal.types import OperandType
 
 #: Environment variable holding the executor's memory budget in bytes (for every device).
 BUDGET_ENV = "NNSCOPE_MEMORY_BUDGET"

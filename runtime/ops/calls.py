@@ -7,7 +7,7 @@ kernel; the plan's device steps (``runtime.plan``) are another concept.
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import *
+    >>> from nnscope.runtime.hal.types import *
     >>> t = Operand(OperandType.TENSOR_FLOAT32, (1, 2), lifetime=OperandLifetime.SUBGRAPH_INPUT)
     >>> act = Operand(OperandType.INT32, lifetime=OperandLifetime.CONSTANT_COPY,
     ...               location=DataLocation(-1, 0, 4))
@@ -23,10 +23,10 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType, Operation,
+from nnscope.runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType, Operation,
                                is_scalar, numpy_dtype)
-from runtime.ops import control_flow, registry
-from runtime.ops.registry import OpValidationError
+from nnscope.runtime.ops import control_flow, registry
+from nnscope.runtime.ops.registry import OpValidationError
 
 _SUFFIX = {
     OperandType.TENSOR_FLOAT32: "Float32", OperandType.TENSOR_FLOAT16: "Float16",

@@ -10,7 +10,7 @@ choices are requantized to the output's parameters.
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> f = Operand(T.TENSOR_FLOAT32, (3,)); b = Operand(T.TENSOR_BOOL8, (3,))
     >>> ctx = OpContext(Operation(O.LESS, (0, 1), (2,)),
     ...                 [np.float32([1, 2, 3]), np.float32([2, 2, 2])], [f, f], [b])
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import OperandType as T, OperationType
-from runtime.ops import _common as c
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import OperandType as T, OperationType
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.registry import OpContext, register
 
 _COMPARE_TYPES = (T.TENSOR_BOOL8, T.TENSOR_FLOAT16, T.TENSOR_FLOAT32, T.TENSOR_INT32,
                   T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)

@@ -29,11 +29,11 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType as T,
+from nnscope.runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType, Subgraph)
-from runtime.ops import preempt
-from runtime.ops._common import expect
-from runtime.ops.registry import OpContext, OpValidationError, register
+from nnscope.runtime.ops import preempt
+from nnscope.runtime.ops._common import expect
+from nnscope.runtime.ops.registry import OpContext, OpValidationError, register
 
 #: Default and maximum loop timeout (ANeuralNetworks_getDefaultLoopTimeout / getMaximumLoopTimeout).
 LOOP_TIMEOUT_DEFAULT_NS = 2_000_000_000

@@ -17,7 +17,7 @@ Signatures (optional trailing inputs in brackets):
 
 Example:
     >>> import numpy as np
-    >>> from runtime.ops.window import read_window
+    >>> from nnscope.runtime.ops.window import read_window
     >>> x = np.ones((1, 3, 3, 1), np.float32)
     >>> w = np.full((1, 2, 2, 1), 0.25, np.float32)
     >>> win = read_window([None] * 3 + [2, 1, 1, 0], 3, CONV_NAMES, False, (3, 3), (2, 2))
@@ -30,15 +30,15 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType, OperationType
-from runtime.ops._common import (apply_fused_activation, apply_fused_activation_inplace, expect,
+from nnscope.runtime.hal.types import Operand, OperandType, OperationType
+from nnscope.runtime.ops._common import (apply_fused_activation, apply_fused_activation_inplace, expect,
                                  expect_count, expect_rank, expect_type)
-from runtime.ops._conv_quant import centered_pair, exact_int as _exact_int, filter_scales, requantize
-from runtime.ops.window import (Window, checked_output_hw, expect_scalars, from_nhwc,
+from nnscope.runtime.ops._conv_quant import centered_pair, exact_int as _exact_int, filter_scales, requantize
+from nnscope.runtime.ops.window import (Window, checked_output_hw, expect_scalars, from_nhwc,
                                 is_implicit, pad_nhwc, read_scalars, read_window, to_nhwc,
                                 window_taps)
-from runtime.ops.budget import WIDE_BYTES as _WIDE, OutputPlan
-from runtime.ops.registry import OpContext, OpValidationError, register
+from nnscope.runtime.ops.budget import WIDE_BYTES as _WIDE, OutputPlan
+from nnscope.runtime.ops.registry import OpContext, OpValidationError, register
 
 CONV_NAMES = ("stride_w", "stride_h", "fuse", "layout", "dilation_w", "dilation_h")
 DEPTHWISE_NAMES = ("stride_w", "stride_h", "multiplier", "fuse", "layout",

@@ -27,9 +27,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType
-from runtime.ops._common import expect, expect_count, expect_type, round_half_away
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType
+from nnscope.runtime.ops._common import expect, expect_count, expect_type, round_half_away
+from nnscope.runtime.ops.registry import OpContext, register
 
 _F32 = np.float32
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)

@@ -7,7 +7,7 @@ int32 is floor division with x / 0 == 0.
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> t = Operand(T.TENSOR_FLOAT32, (2,)); s = Operand(T.INT32)
     >>> ctx = OpContext(Operation(O.ADD, (0, 1, 2), (3,)),
     ...                 [np.float32([1, -5]), np.float32([2, 2]), 1], [t, t, s], [t])
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import FuseCode, Operand, OperandType as T, OperationType, numpy_dtype
-from runtime.ops import _common as c
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import FuseCode, Operand, OperandType as T, OperationType, numpy_dtype
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.registry import OpContext, register
 
 _ARITH_TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM,
                 T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_INT32)

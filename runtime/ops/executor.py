@@ -11,7 +11,7 @@ import) and a null recorder otherwise. :meth:`CpuExecutor.bind` repeats a run on
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import *
+    >>> from nnscope.runtime.hal.types import *
     >>> t = Operand(OperandType.TENSOR_FLOAT32, (1, 2), lifetime=OperandLifetime.SUBGRAPH_INPUT)
     >>> act = Operand(OperandType.INT32, lifetime=OperandLifetime.CONSTANT_COPY,
     ...               location=DataLocation(-1, 0, 4))
@@ -28,15 +28,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-import vlog
-from runtime.hal.types import HalModel, OperandLifetime as L, is_scalar, numpy_dtype
-from runtime.ops import control_flow, preempt, registry
-from runtime.ops.budget import BudgetExceeded, OutputTooSmall, charge, configured_budget, element_count
-from runtime.ops.calls import OperationCall, kernel_name, operation_calls, read_constant
-from runtime.ops.static_plans import plans_follow_input_shapes
-from runtime.ops.registry import OpContext, OpValidationError
-from tracing import Layer, Phase
-from tracing.naming import SWITCH, format_name
+from nnscope import vlog
+from nnscope.runtime.hal.types import HalModel, OperandLifetime as L, is_scalar, numpy_dtype
+from nnscope.runtime.ops import control_flow, preempt, registry
+from nnscope.runtime.ops.budget import BudgetExceeded, OutputTooSmall, charge, configured_budget, element_count
+from nnscope.runtime.ops.calls import OperationCall, kernel_name, operation_calls, read_constant
+from nnscope.runtime.ops.static_plans import plans_follow_input_shapes
+from nnscope.runtime.ops.registry import OpContext, OpValidationError
+from nnscope.tracing import Layer, Phase
+from nnscope.tracing.naming import SWITCH, format_name
 
 __all__ = ["CpuExecutor", "OperationCall", "kernel_name", "read_constant"]
 

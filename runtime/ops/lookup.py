@@ -23,11 +23,11 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType
-from runtime.ops._farmhash import fingerprint64
-from runtime.ops.budget import OutputPlan
-from runtime.ops._common import expect, expect_count, expect_rank, expect_type
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType
+from nnscope.runtime.ops._farmhash import fingerprint64
+from nnscope.runtime.ops.budget import OutputPlan
+from nnscope.runtime.ops._common import expect, expect_count, expect_rank, expect_type
+from nnscope.runtime.ops.registry import OpContext, register
 
 _VALUE_TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_INT32, T.TENSOR_QUANT8_ASYMM,
                 T.TENSOR_QUANT8_ASYMM_SIGNED)

@@ -26,11 +26,11 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType
-from runtime.ops import _common as c
-from runtime.ops.lstm import (CellParams, as_f32, check_cell_shapes, expect_clip_type, lstm_cell,
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.lstm import (CellParams, as_f32, check_cell_shapes, expect_clip_type, lstm_cell,
                               present, validate_float_weights, weights_from)
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.ops.registry import OpContext, register
 
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)
 

@@ -10,7 +10,7 @@ from the end).
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> f = Operand(T.TENSOR_FLOAT32, (3,))
     >>> ctx = OpContext(Operation(O.HARD_SWISH, (0,), (1,)), [np.float32([-4, 1, 4])], [f], [f])
     >>> [round(v, 4) for v in execute_hard_swish(ctx)[0].tolist()]
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType, numpy_dtype
-from runtime.ops import _common as c
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType, numpy_dtype
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.registry import OpContext, register
 
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)
 _TYPES = (*_FLOATS, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)

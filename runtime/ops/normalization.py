@@ -21,11 +21,11 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType
-from runtime.ops._common import (expect, expect_count, expect_quant_params, expect_rank,
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType
+from nnscope.runtime.ops._common import (expect, expect_count, expect_quant_params, expect_rank,
                                  expect_type, rounding_divide_by_pot)
-from runtime.ops.window import from_nhwc, to_nhwc
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.ops.window import from_nhwc, to_nhwc
+from nnscope.runtime.ops.registry import OpContext, register
 
 _F32 = np.float32
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)

@@ -10,7 +10,7 @@ stride_w, stride_h, filter_w, filter_h, fuse[, layout]`` (7/8 inputs).
 
 Example:
     >>> import numpy as np
-    >>> from runtime.ops.window import read_window
+    >>> from nnscope.runtime.ops.window import read_window
     >>> x = np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1)
     >>> window = read_window([x, 2, 2, 2, 2, 2, 0], first=1, names=POOL_NAMES, explicit=False,
     ...                      in_hw=(4, 4), kernel=(2, 2))
@@ -24,12 +24,12 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType, OperationType
-from runtime.ops._common import (apply_fused_activation, dtype_range, expect, expect_count,
+from nnscope.runtime.hal.types import Operand, OperandType, OperationType
+from nnscope.runtime.ops._common import (apply_fused_activation, dtype_range, expect, expect_count,
                                  expect_rank, expect_type, quantized_activation_range)
-from runtime.ops.budget import WIDE_BYTES, OutputPlan
-from runtime.ops.registry import OpContext, OpValidationError, register
-from runtime.ops.window import (Window, checked_output_hw, expect_scalars, from_nhwc, is_implicit,
+from nnscope.runtime.ops.budget import WIDE_BYTES, OutputPlan
+from nnscope.runtime.ops.registry import OpContext, OpValidationError, register
+from nnscope.runtime.ops.window import (Window, checked_output_hw, expect_scalars, from_nhwc, is_implicit,
                                 pad_nhwc, read_scalars, read_window, to_nhwc, window_taps)
 
 #: Scalar inputs after the padding input(s) of a pooling operation, in signature order.

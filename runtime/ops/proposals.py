@@ -25,11 +25,11 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType
-from runtime.ops._common import expect, expect_count, expect_type
-from runtime.ops.detection import from_float, hard_removal, nms, to_float
-from runtime.ops.window import to_nhwc
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType
+from nnscope.runtime.ops._common import expect, expect_count, expect_type
+from nnscope.runtime.ops.detection import from_float, hard_removal, nms, to_float
+from nnscope.runtime.ops.window import to_nhwc
+from nnscope.runtime.ops.registry import OpContext, register
 
 _F32 = np.float32
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)

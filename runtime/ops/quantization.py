@@ -7,7 +7,7 @@ away from zero, clamped).
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> f = Operand(T.TENSOR_FLOAT32, (3,))
     >>> q = Operand(T.TENSOR_QUANT8_ASYMM_SIGNED, (3,), scale=0.5, zero_point=-1)
     >>> ctx = OpContext(Operation(O.QUANTIZE, (0,), (1,)), [np.float32([-0.75, 0, 100])], [f], [q])
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import OperandType as T, OperationType, numpy_dtype
-from runtime.ops import _common as c
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import OperandType as T, OperationType, numpy_dtype
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.registry import OpContext, register
 
 _QUANT_IN = (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_QUANT8_SYMM,
              T.TENSOR_QUANT8_SYMM_PER_CHANNEL)

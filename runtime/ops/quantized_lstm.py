@@ -34,13 +34,13 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, OperationType
-from runtime.ops import _common as c
-from runtime.ops import _qlstm_fixed as fx
-from runtime.ops._qlstm_cell import (BIAS, I2G, LAYER_NORM, PEEPHOLE, PREV_CELL, PREV_OUTPUT,
+from nnscope.runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, OperationType
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops import _qlstm_fixed as fx
+from nnscope.runtime.ops._qlstm_cell import (BIAS, I2G, LAYER_NORM, PEEPHOLE, PREV_CELL, PREV_OUTPUT,
                                      PROJECTION_B, PROJECTION_W, R2G, checked_log2, present,
                                      qlstm_step)
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.ops.registry import OpContext, register
 
 _Q8, _I32, _Q16 = T.TENSOR_QUANT8_ASYMM, T.TENSOR_INT32, T.TENSOR_QUANT16_SYMM
 

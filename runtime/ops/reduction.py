@@ -12,7 +12,7 @@ dimension and their indices, ties in index order.
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> f = Operand(T.TENSOR_FLOAT32, (2, 2)); axes = Operand(T.TENSOR_INT32, (1,))
     >>> ctx = OpContext(Operation(O.REDUCE_SUM, (0, 1, 2), (3,)),
     ...                 [np.float32([[1, 2], [3, 4]]), np.int32([-1]), False],
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import OperandType as T, OperationType
-from runtime.ops import _common as c
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import OperandType as T, OperationType
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.registry import OpContext, register
 
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)
 _QUANT = (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)

@@ -17,7 +17,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
-from runtime.hal.types import Operand, Operation, OperationType
+from nnscope.runtime.hal.types import Operand, Operation, OperationType
 
 #: Kernel family modules under runtime.ops, imported by load_all().
 FAMILIES = ("elementwise", "activation", "convolution", "pooling", "reshape", "quantization",
@@ -80,9 +80,9 @@ def load_all() -> None:
         return
     for family in FAMILIES[len(_loaded):]:
         try:
-            importlib.import_module(f"runtime.ops.{family}")
+            importlib.import_module(f"nnscope.runtime.ops.{family}")
         except ModuleNotFoundError as error:
-            if error.name != f"runtime.ops.{family}":
+            if error.name != f"nnscope.runtime.ops.{family}":
                 raise
         _loaded.append(family)
 

@@ -7,7 +7,7 @@ paddings tensor and pads with 0 (float) or the output zero point (quant8).
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> t = Operand(T.TENSOR_FLOAT32, (2, 2)); shape = Operand(T.TENSOR_INT32, (1,))
     >>> ctx = OpContext(Operation(O.RESHAPE, (0, 1), (2,)),
     ...                 [np.zeros((2, 2), np.float32), np.int32([-1])], [t, shape], [t])
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType, numpy_dtype
-from runtime.ops import _common as c
-from runtime.ops.budget import OutputPlan
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType, numpy_dtype
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.budget import OutputPlan
+from nnscope.runtime.ops.registry import OpContext, register
 
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
 

@@ -20,11 +20,11 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType
-from runtime.ops.budget import WIDE_BYTES, OutputPlan
-from runtime.ops._common import expect, expect_count, expect_rank, expect_type
-from runtime.ops.window import from_nhwc, to_nhwc
-from runtime.ops.registry import OpContext, OpValidationError, register
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType
+from nnscope.runtime.ops.budget import WIDE_BYTES, OutputPlan
+from nnscope.runtime.ops._common import expect, expect_count, expect_rank, expect_type
+from nnscope.runtime.ops.window import from_nhwc, to_nhwc
+from nnscope.runtime.ops.registry import OpContext, OpValidationError, register
 
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
 _F32 = np.float32

@@ -31,11 +31,11 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType
-from runtime.ops import _common as c
-from runtime.ops.lstm import as_f32, present, validate_float_weights
-from runtime.ops.lstm_sequence import from_time_major, run_sequence, to_time_major
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.lstm import as_f32, present, validate_float_weights
+from nnscope.runtime.ops.lstm_sequence import from_time_major, run_sequence, to_time_major
+from nnscope.runtime.ops.registry import OpContext, register
 
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)
 

@@ -20,12 +20,12 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType
-from runtime.ops._common import (expect, expect_count, expect_rank, expect_type,
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType
+from nnscope.runtime.ops._common import (expect, expect_count, expect_rank, expect_type,
                                  multiply_by_quantized_multiplier,
                                  quantize_multiplier_smaller_than_one, round_half_away)
-from runtime.ops.window import from_nhwc, to_nhwc
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.ops.window import from_nhwc, to_nhwc
+from nnscope.runtime.ops.registry import OpContext, register
 
 _F32 = np.float32
 _QUANT8 = (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)

@@ -12,7 +12,7 @@ pad value is a FLOAT32/FLOAT16 scalar, or for quant8 an INT32 already in the qua
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> f = Operand(T.TENSOR_FLOAT32, (2, 3)); i = Operand(T.TENSOR_INT32, (2,))
     >>> ctx = OpContext(Operation(O.SLICE, (0, 1, 2), (3,)),
     ...                 [np.arange(6, dtype=np.float32).reshape(2, 3), np.int32([0, 1]),
@@ -26,10 +26,10 @@ import math
 
 import numpy as np
 
-from runtime.hal.types import OperandType as T, OperationType
-from runtime.ops import _common as c
-from runtime.ops.budget import OutputPlan
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import OperandType as T, OperationType
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.budget import OutputPlan
+from nnscope.runtime.ops.registry import OpContext, register
 
 _QUANT = (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_INT32, *_QUANT)

@@ -10,7 +10,7 @@ shape. RANK gives an INT32 scalar; FILL makes a tensor of the shape given by a T
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> f = Operand(T.TENSOR_FLOAT32, (2,)); i = Operand(T.TENSOR_INT32, (2,))
     >>> ctx = OpContext(Operation(O.CAST, (0,), (1,)), [np.float32([-1.7, 2.9])], [f], [i])
     >>> execute_cast(ctx)[0].tolist()
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import OperandType as T, OperationType, numpy_dtype
-from runtime.ops import _common as c
-from runtime.ops.budget import OutputPlan
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import OperandType as T, OperationType, numpy_dtype
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.budget import OutputPlan
+from nnscope.runtime.ops.registry import OpContext, register
 
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)
 _SIGNED_TYPES = (*_FLOATS, T.TENSOR_INT32)

@@ -12,7 +12,7 @@ outputs keep the input's parameters.
 
 Example:
     >>> import numpy as np
-    >>> from runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType as O
     >>> f = Operand(T.TENSOR_FLOAT32, (1, 1, 1, 4)); i = Operand(T.INT32)
     >>> ctx = OpContext(Operation(O.DEPTH_TO_SPACE, (0, 1), (2,)),
     ...                 [np.float32([[[[1, 2, 3, 4]]]]), 2], [f, i], [f])
@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import OperandType as T, OperationType
-from runtime.ops import _common as c
-from runtime.ops.budget import OutputPlan
-from runtime.ops.window import from_nhwc, to_nhwc
-from runtime.ops.registry import OpContext, register
+from nnscope.runtime.hal.types import OperandType as T, OperationType
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops.budget import OutputPlan
+from nnscope.runtime.ops.window import from_nhwc, to_nhwc
+from nnscope.runtime.ops.registry import OpContext, register
 
 _TYPES = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
 

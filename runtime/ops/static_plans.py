@@ -9,8 +9,8 @@ Example:
 """
 from __future__ import annotations
 
-from runtime.hal.types import SCALAR_TYPES, OperandLifetime as L, OperandType, OperationType
-from runtime.ops import control_flow
+from nnscope.runtime.hal.types import SCALAR_TYPES, OperandLifetime as L, OperandType, OperationType
+from nnscope.runtime.ops import control_flow
 
 #: Operations whose output shapes follow from input values, not shapes.
 _DATA_SHAPED = frozenset({OperationType.BOX_WITH_NMS_LIMIT, OperationType.GENERATE_PROPOSALS,

@@ -31,14 +31,14 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, OperationType, PaddingCode
-from runtime.ops._common import apply_fused_activation, expect, expect_count, expect_type
-from runtime.ops._conv_quant import centered_pair, exact_int as _exact_int, filter_scales, requantize
-from runtime.ops.convolution import _conv_matmul, _expect_weights
-from runtime.ops.window import (checked_output_hw, expect_scalars, from_nhwc, is_implicit,
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType, PaddingCode
+from nnscope.runtime.ops._common import apply_fused_activation, expect, expect_count, expect_type
+from nnscope.runtime.ops._conv_quant import centered_pair, exact_int as _exact_int, filter_scales, requantize
+from nnscope.runtime.ops.convolution import _conv_matmul, _expect_weights
+from nnscope.runtime.ops.window import (checked_output_hw, expect_scalars, from_nhwc, is_implicit,
                                 read_window, to_nhwc)
-from runtime.ops.budget import WIDE_BYTES as _WIDE, OutputPlan
-from runtime.ops.registry import OpContext, OpValidationError, register
+from nnscope.runtime.ops.budget import WIDE_BYTES as _WIDE, OutputPlan
+from nnscope.runtime.ops.registry import OpContext, OpValidationError, register
 
 _QUANT8 = (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED)
 _FLOATS = (T.TENSOR_FLOAT32, T.TENSOR_FLOAT16)

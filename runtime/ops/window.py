@@ -21,9 +21,9 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType, PaddingCode
-from runtime.ops._common import constant_pad, expect_type
-from runtime.ops.registry import OpValidationError
+from nnscope.runtime.hal.types import Operand, OperandType, PaddingCode
+from nnscope.runtime.ops._common import constant_pad, expect_type
+from nnscope.runtime.ops.registry import OpValidationError
 
 _T = OperandType
 _WINDOWS: dict = {}  # read_window's memo

@@ -8,12 +8,12 @@ those that become several NNAPI operations). Sparse constants are densified at l
 operator with no NNAPI form raises :class:`UnsupportedOperator` naming it.
 
 Example:
-    >>> from runtime.tflite import load_tflite
-    >>> from runtime.ops.executor import CpuExecutor
+    >>> from nnscope.runtime.tflite import load_tflite
+    >>> from nnscope.runtime.ops.executor import CpuExecutor
     >>> model, inputs, outputs = load_tflite("face_detection_short_range.tflite")  # doctest: +SKIP
     >>> regressors, scores = CpuExecutor(model).run([image])                      # doctest: +SKIP
 """
-from runtime.tflite._builder import UnsupportedOperator
-from runtime.tflite.loader import convert_tflite, load_tflite, supported_operators
+from nnscope.runtime.tflite._builder import UnsupportedOperator
+from nnscope.runtime.tflite.loader import convert_tflite, load_tflite, supported_operators
 
 __all__ = ["UnsupportedOperator", "convert_tflite", "load_tflite", "supported_operators"]

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
+from nnscope.runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
                                OperandType, Operation, OperationType, ResultCode, Subgraph,
                                numpy_dtype)
-from runtime.tflite._reader import TfliteGraph, TfliteTensor
+from nnscope.runtime.tflite._reader import TfliteGraph, TfliteTensor
 
 
 class UnsupportedOperator(ValueError):

@@ -23,9 +23,9 @@ from typing import Callable
 
 import numpy as np
 
-from runtime.hal.types import FuseCode, OperandType, OperationType as Op
-from runtime.tflite._builder import GraphBuilder, UnsupportedOperator
-from runtime.tflite._reader import TfliteOperator
+from nnscope.runtime.hal.types import FuseCode, OperandType, OperationType as Op
+from nnscope.runtime.tflite._builder import GraphBuilder, UnsupportedOperator
+from nnscope.runtime.tflite._reader import TfliteOperator
 
 _T = OperandType
 _FLOATS = (_T.TENSOR_FLOAT32, _T.TENSOR_FLOAT16)

@@ -16,12 +16,12 @@ from typing import Callable
 
 import numpy as np
 
-from runtime.hal.types import FuseCode, OperandType, OperationType as Op
-from runtime.tflite._builder import GraphBuilder, UnsupportedOperator
-from runtime.tflite._reader import TfliteOperator
-from runtime.tflite._lowered_operators import LOWERED_CONVERTERS
-from runtime.tflite._recurrent_operators import RECURRENT_CONVERTERS
-from runtime.tflite._tensor_operators import TENSOR_CONVERTERS
+from nnscope.runtime.hal.types import FuseCode, OperandType, OperationType as Op
+from nnscope.runtime.tflite._builder import GraphBuilder, UnsupportedOperator
+from nnscope.runtime.tflite._reader import TfliteOperator
+from nnscope.runtime.tflite._lowered_operators import LOWERED_CONVERTERS
+from nnscope.runtime.tflite._recurrent_operators import RECURRENT_CONVERTERS
+from nnscope.runtime.tflite._tensor_operators import TENSOR_CONVERTERS
 
 _PADDING = {0: 1, 1: 2}  # tflite.Padding SAME/VALID -> NNAPI PaddingCode SAME/VALID
 _FUSE = {0: FuseCode.NONE, 1: FuseCode.RELU, 2: FuseCode.RELU1, 3: FuseCode.RELU6}

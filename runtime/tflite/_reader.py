@@ -18,7 +18,7 @@ import numpy as np
 import tflite
 from tflite.utils import BUILTIN_OPCODE2NAME
 
-from runtime.tflite._sparsity import SparseLevel, Sparsity, densify
+from nnscope.runtime.tflite._sparsity import SparseLevel, Sparsity, densify
 
 #: TFLite TensorType number -> name (FLOAT32, FLOAT16, INT32, UINT8, INT8, ...).
 TENSOR_TYPE_NAMES = {value: name for name, value in vars(tflite.TensorType).items()

@@ -19,9 +19,9 @@ from typing import Callable
 
 import numpy as np
 
-from runtime.hal.types import OperandType, OperationType as Op
-from runtime.tflite._builder import GraphBuilder, UnsupportedOperator
-from runtime.tflite._reader import TfliteOperator
+from nnscope.runtime.hal.types import OperandType, OperationType as Op
+from nnscope.runtime.tflite._builder import GraphBuilder, UnsupportedOperator
+from nnscope.runtime.tflite._reader import TfliteOperator
 
 _F32 = OperandType.TENSOR_FLOAT32
 

@@ -17,9 +17,9 @@ from typing import Callable
 
 import numpy as np
 
-from runtime.hal.types import OperandType, OperationType as Op
-from runtime.tflite._builder import GraphBuilder, UnsupportedOperator
-from runtime.tflite._reader import TfliteOperator
+from nnscope.runtime.hal.types import OperandType, OperationType as Op
+from nnscope.runtime.tflite._builder import GraphBuilder, UnsupportedOperator
+from nnscope.runtime.tflite._reader import TfliteOperator
 
 _FLOAT16 = OperandType.TENSOR_FLOAT16
 

@@ -9,9 +9,9 @@ Example::
 """
 from __future__ import annotations
 
-from runtime.hal.types import HalModel, Operation
-from runtime.tflite._writer import CONSTANT_LIFETIMES, Translation, Untranslatable, Writer
-from runtime.tflite._writer_ops import TRANSLATORS
+from nnscope.runtime.hal.types import HalModel, Operation
+from nnscope.runtime.tflite._writer import CONSTANT_LIFETIMES, Translation, Untranslatable, Writer
+from nnscope.runtime.tflite._writer_ops import TRANSLATORS
 
 
 def translate(model: HalModel) -> Translation:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType as T, Subgraph,
+from nnscope.runtime.hal.types import (HalModel, OperandLifetime as L, OperandType as T, Subgraph,
                                is_scalar, numpy_dtype)
-from runtime.ops.executor import read_constant
-from runtime.tflite._flatbuffer import FlatbufferGraph, Quant
+from nnscope.runtime.ops.executor import read_constant
+from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph, Quant
 
 #: NNAPI tensor type -> TFLite TensorType name.
 TENSOR_TYPES = {T.TENSOR_FLOAT32: "FLOAT32", T.TENSOR_FLOAT16: "FLOAT16", T.TENSOR_INT32: "INT32",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import OperandLifetime as L, OperandType as T, OperationType as Op
-from runtime.tflite._flatbuffer import Quant
-from runtime.tflite._writer import (ANY as _ANY, F32 as _F32, Q8 as _Q8, Untranslatable, Writer,
+from nnscope.runtime.hal.types import OperandLifetime as L, OperandType as T, OperationType as Op
+from nnscope.runtime.tflite._flatbuffer import Quant
+from nnscope.runtime.tflite._writer import (ANY as _ANY, F32 as _F32, Q8 as _Q8, Untranslatable, Writer,
                                     check_types as _check_types, layout as _layout)
 
 

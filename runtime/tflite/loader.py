@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 
-from runtime.hal.types import HalModel
-from runtime.ops import registry
-from runtime.ops.registry import OpValidationError
-from runtime.tflite._builder import GraphBuilder
-from runtime.tflite._operators import CONVERTERS, UnsupportedOperator
-from runtime.tflite._reader import TfliteGraph, read_graph
+from nnscope.runtime.hal.types import HalModel
+from nnscope.runtime.ops import registry
+from nnscope.runtime.ops.registry import OpValidationError
+from nnscope.runtime.tflite._builder import GraphBuilder
+from nnscope.runtime.tflite._operators import CONVERTERS, UnsupportedOperator
+from nnscope.runtime.tflite._reader import TfliteGraph, read_graph
 
 _NAMED_AT_MOST = 5
 

@@ -17,19 +17,19 @@ import time
 
 import numpy as np
 
-from dashboards._graph import plan_steps
-from runtime import builtin_models
-from runtime.api import NnError
-from runtime.cli._backend import compute_arrays
-from runtime.compilation import Compilation
-from runtime.graphdump import graph_dump
-from runtime.manager import get_device
+from nnscope.dashboards._graph import plan_steps
+from nnscope.runtime import builtin_models
+from nnscope.runtime.api import NnError
+from nnscope.runtime.cli._backend import compute_arrays
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.graphdump import graph_dump
+from nnscope.runtime.manager import get_device
 
 #: NNAPI's float32 tolerance used by the CTS for relaxed comparisons (atol).
 TOLERANCE = 1e-3
 STRESS_CASES = {
-    "clean-run": ("import runtime.builtin_models as b, runtime.compilation as c, "
-                  "runtime.cli._backend as k, runtime.manager as g; m = b.tiny_add(); "
+    "clean-run": ("import nnscope.runtime.builtin_models as b, nnscope.runtime.compilation as c, "
+                  "nnscope.runtime.cli._backend as k, nnscope.runtime.manager as g; m = b.tiny_add(); "
                   "comp = c.Compilation(m, [g.get_device('nnapi-reference')]); comp.finish(); "
                   "k.compute_arrays(comp, b.sample_input(m))"),
     "child-fails": "import sys; sys.exit(3)",

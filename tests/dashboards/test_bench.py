@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 
-import dashboards
-from dashboards.__main__ import main
-from dashboards.bench import BenchFormatError, bench_view, check_bench, is_bench_file
+from nnscope import dashboards
+from nnscope.dashboards.__main__ import main
+from nnscope.dashboards.bench import BenchFormatError, bench_view, check_bench, is_bench_file
 from tests.dashboards.bench_data import measure_bench
 from tests.dashboards.pages import json_block
 

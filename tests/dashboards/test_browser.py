@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 
-import dashboards
+from nnscope import dashboards
 from tests.dashboards.pages import GOLDEN_KINDS, dom_tables, golden_tables
 from tests.support.paths import SYSTRACE_FIXTURES
 from tests.support.programs import needs_chromium, require_program

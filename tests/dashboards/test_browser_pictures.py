@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-import dashboards
-import parse_systrace
+from nnscope import dashboards
+from nnscope import parse_systrace
 from tests.dashboards.pages import dom_tables, golden_tables
 from tests.dashboards.test_browser import chromium
 from tests.dashboards.test_browser_views import expected_lanes

@@ -16,9 +16,9 @@ import re
 
 import pytest
 
-import dashboards
-from dashboards import _graph
-from parse_systrace.readers import open_rows
+from nnscope import dashboards
+from nnscope.dashboards import _graph
+from nnscope.parse_systrace.readers import open_rows
 from tests.dashboards.bench_data import measure_bench
 from tests.dashboards.test_browser import chromium, png_rows
 from tests.support.paths import SYSTRACE_FIXTURES
@@ -43,7 +43,7 @@ def pages(tmp_path_factory, nnscope_run):
     run_page, omr1_page, bench_page = out / "run.html", out / "omr1.html", out / "bench.html"
     dashboards.write_report(nnscope_run.trace, run_page, graph_path=nnscope_run.dot)
     dashboards.write_report(OMR1, omr1_page)
-    from dashboards.__main__ import main
+    from nnscope.dashboards.__main__ import main
     assert main([str(bench_json), "-o", str(bench_page)]) == 0
     return dict(run=(run_page, expected_lanes(nnscope_run.trace)),
                 omr1=(omr1_page, expected_lanes(OMR1)), bench=(bench_page, bench))

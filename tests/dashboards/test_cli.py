@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from dashboards.__main__ import main
-from dashboards.bench import SCHEMA
+from nnscope.dashboards.__main__ import main
+from nnscope.dashboards.bench import SCHEMA
 from tests.support.paths import REPO, SYSTRACE_FIXTURES
 
 SYNTHETIC = SYSTRACE_FIXTURES / "synthetic" / "cpu.html"
@@ -62,7 +62,7 @@ def test_unwritable_output_is_one_line(tmp_path, capsys):
 def test_module_entry_point_has_no_traceback(tmp_path):
     trace = tmp_path / "garbage.bin"
     trace.write_bytes(b"\x00\x01\x02 not a trace")
-    result = subprocess.run([sys.executable, "-m", "dashboards", str(trace)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "nnscope.dashboards", str(trace)], cwd=REPO,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == ""
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr

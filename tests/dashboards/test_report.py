@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-import dashboards
-import parse_systrace
-from dashboards.renderers.html import script_json
+from nnscope import dashboards
+from nnscope import parse_systrace
+from nnscope.dashboards.renderers.html import script_json
 from tests.dashboards.pages import GOLDEN_KINDS, golden_tables, json_block, view_rows
 from tests.support.paths import SYSTRACE_FIXTURES
 from tests.support.trace_convert import chrome_json, gzipped, read_rows

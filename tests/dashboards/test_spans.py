@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from dashboards._spans import collect_spans, layer_of
-from parse_systrace.readers import open_rows
+from nnscope.dashboards._spans import collect_spans, layer_of
+from nnscope.parse_systrace.readers import open_rows
 from tests.support.paths import SYSTRACE_FIXTURES
 
 TRACES = [SYSTRACE_FIXTURES / "omr1.html", SYSTRACE_FIXTURES / "omr1_incomplete.html",

@@ -11,14 +11,14 @@ import logging
 
 import pytest
 
-import parse_systrace
-from dashboards import systrace_page
-from dashboards.systrace_page import SystraceReportExporter
-from parse_systrace.errors import TraceFormatError
+from nnscope import parse_systrace
+from nnscope.dashboards import systrace_page
+from nnscope.dashboards.systrace_page import SystraceReportExporter
+from nnscope.parse_systrace.errors import TraceFormatError
 from tests.support.sample_traces import random_trace
-from tracing.exporters import ExportResult, exporter_for_path, get_exporter
-from tracing.exporters.systrace import COLUMN_HEADER, SystraceHtmlExporter
-from tracing.span import ThreadTrack, TraceData
+from nnscope.tracing.exporters import ExportResult, exporter_for_path, get_exporter
+from nnscope.tracing.exporters.systrace import COLUMN_HEADER, SystraceHtmlExporter
+from nnscope.tracing.span import ThreadTrack, TraceData
 
 OLD_HEADER = "#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION"
 

@@ -11,9 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from dashboards import _graph
-from dashboards.report import build_report
-from parse_systrace.readers import open_rows
+from nnscope.dashboards import _graph
+from nnscope.dashboards.report import build_report
+from nnscope.parse_systrace.readers import open_rows
 from tests.dashboards.conftest import EXECUTIONS, WARMUP
 from tests.dashboards.pages import json_block
 from tests.support.paths import SYSTRACE_FIXTURES

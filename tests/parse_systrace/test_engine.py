@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-import parse_systrace
-from parse_systrace import _tree
-from parse_systrace._aggregate import self_times_of
-from parse_systrace._classify import MarkError, classify
-from parse_systrace._walk import calculate
-from parse_systrace.errors import TraceFormatError
+from nnscope import parse_systrace
+from nnscope.parse_systrace import _tree
+from nnscope.parse_systrace._aggregate import self_times_of
+from nnscope.parse_systrace._classify import MarkError, classify
+from nnscope.parse_systrace._walk import calculate
+from nnscope.parse_systrace.errors import TraceFormatError
 
 HEAD = b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION\n"
 
@@ -176,7 +176,7 @@ def test_two_client_processes_are_split_with_per_process():
 
 
 def test_missing_and_empty_files_are_one_line_errors(tmp_path, capsys):
-    from parse_systrace.__main__ import main
+    from nnscope.parse_systrace.__main__ import main
     empty = tmp_path / "empty.html"
     empty.write_bytes(b"")
     for path in (tmp_path / "missing.html", empty):
@@ -186,7 +186,7 @@ def test_missing_and_empty_files_are_one_line_errors(tmp_path, capsys):
 
 
 def test_print_detail_prints_call_trees(tmp_path, capsys):
-    from parse_systrace.__main__ import main
+    from nnscope.parse_systrace.__main__ import main
     trace = tmp_path / "t.txt"
     trace.write_bytes(_trace((5, 5, 1.0, "B|5|[NN_LA_PO]m"), (5, 5, 1.1, "B|5|[NN_LR_PC]c"),
                              (5, 5, 1.2, "E|5"), (5, 5, 1.5, "E|5")).getvalue())
@@ -196,7 +196,7 @@ def test_print_detail_prints_call_trees(tmp_path, capsys):
 
 
 def test_bad_row_in_an_unchecked_block_shows_only_the_error(tmp_path, capsys):
-    from parse_systrace.__main__ import main
+    from nnscope.parse_systrace.__main__ import main
     trace = tmp_path / "t.txt"
     good = _trace((5, 5, 1.0, "B|5|[NN_LA_PO]m"), (5, 5, 1.1, "E|5"),
                   (5, 5, 2.0, "B|5|[NN_LA_PO]n")).getvalue()
@@ -209,8 +209,8 @@ def test_bad_row_in_an_unchecked_block_shows_only_the_error(tmp_path, capsys):
 
 
 def test_old_layout_row_in_a_current_block_is_tracked_as_when_checked():
-    from parse_systrace._engine import iter_runs
-    from parse_systrace.readers import open_rows
+    from nnscope.parse_systrace._engine import iter_runs
+    from nnscope.parse_systrace.readers import open_rows
     trace = _trace((5, 5, 1.0, "B|5|[NN_LA_PO]m"), (5, 5, 1.1, "B|5|[NN_LR_PC]c"),
                    (5, 5, 1.2, "E|5"), (5, 5, 1.5, "E|5")).getvalue()
     old = (b"   bench-1-9 [005] ...1  1.300000: tracing_mark_write: B|9|[NN_LR_PC]f\n"

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers.chrome_json import read_chrome_json
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.readers.chrome_json import read_chrome_json
 from tests.support import trace_convert
 from tests.support.paths import SYSTRACE_FIXTURES
 from tests.support.trace_convert import run_main

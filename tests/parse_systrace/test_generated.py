@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from parse_systrace.__main__ import main
-from parse_systrace.readers.systrace import CHUNK
+from nnscope.parse_systrace.__main__ import main
+from nnscope.parse_systrace.readers.systrace import CHUNK
 from tests.support.paths import GEN_SYSTRACE
 
 
@@ -62,7 +62,7 @@ def test_tolerant_drops_orphans_and_still_prints(tmp_path, capsys):
 
 def test_python_dash_m_entry_point(tmp_path):
     trace = _generate(tmp_path, 9)
-    done = subprocess.run([sys.executable, "-m", "parse_systrace", "--per-execution",
+    done = subprocess.run([sys.executable, "-m", "nnscope.parse_systrace", "--per-execution",
                            str(trace)], capture_output=True, text=True)
     assert done.returncode == 0 and "Percentage" in done.stdout and done.stderr == ""
 

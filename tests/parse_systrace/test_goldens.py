@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from parse_systrace.__main__ import main
+from nnscope.parse_systrace.__main__ import main
 from tests.support.paths import SYSTRACE_FIXTURES
 
 FLAGS = {

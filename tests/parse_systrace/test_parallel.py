@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from parse_systrace import _parallel
-from parse_systrace.__main__ import main
-from parse_systrace.readers import systrace
+from nnscope.parse_systrace import _parallel
+from nnscope.parse_systrace.__main__ import main
+from nnscope.parse_systrace.readers import systrace
 from tests.support.paths import GEN_SYSTRACE
 
 FLAGS = ([], ["--json"], ["--tolerant"], ["--per-process"], ["--total-times", "--json"])
@@ -69,7 +69,7 @@ def test_small_gzip_and_file_objects_stay_serial(tmp_path):
     import gzip
     import io
 
-    from parse_systrace.readers import open_rows
+    from nnscope.parse_systrace.readers import open_rows
     path = _generate(tmp_path, 44, "html")
     assert _parallel.plan(open_rows(path)) is None  # below MIN_BYTES
     packed = tmp_path / "trace.html.gz"

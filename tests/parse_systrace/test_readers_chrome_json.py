@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers import open_rows
-from parse_systrace.readers.chrome_json import read_chrome_json, sniff
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.readers import open_rows
+from nnscope.parse_systrace.readers.chrome_json import read_chrome_json, sniff
 
 
 def rows_of(document) -> list[tuple]:

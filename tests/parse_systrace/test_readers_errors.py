@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from tests.support import trace_convert
-from parse_systrace._engine import NO_RUNTIME
+from nnscope.parse_systrace._engine import NO_RUNTIME
 from tests.support.paths import REPO, SYSTRACE_FIXTURES
 
 ROWS = [(5.000001, 12, 12, "[NN_LA_PO]x", 2), (5.000002, 12, 12, None, 3)]
@@ -50,7 +50,7 @@ BAD_INPUTS = {
 
 
 def run_cli(path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "parse_systrace", *flags, str(path)], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "nnscope.parse_systrace", *flags, str(path)], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -4,8 +4,8 @@ import io
 
 import pytest
 
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers import open_rows
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.readers import open_rows
 from tests.support import trace_convert
 
 ROWS = [(5.000001, 12, 12, "[NN_LA_PO]x", 2), (5.000002, 12, 12, None, 3)]

@@ -4,12 +4,12 @@ import io
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from parse_systrace.errors import TraceFormatError
-from parse_systrace.readers import open_rows
-from parse_systrace.readers.perfetto import read_perfetto, sniff
+from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.readers import open_rows
+from nnscope.parse_systrace.readers.perfetto import read_perfetto, sniff
 from tests.support.trace_convert import _stream
-from tracing.exporters.perfetto import write_trace
-from tracing.span import ThreadTrack, TraceData
+from nnscope.tracing.exporters.perfetto import write_trace
+from nnscope.tracing.span import ThreadTrack, TraceData
 
 BEGIN, END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END
 

@@ -1,9 +1,9 @@
 """Runtime test fixtures: device sets chosen through the manager's test hooks."""
 import pytest
 
-from runtime import manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime import manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 
-from runtime._allowlist import Locations, Policy, override
+from nnscope.runtime._allowlist import Locations, Policy, override
 
 
 def vendor_policy() -> Policy:
@@ -39,8 +39,8 @@ class ClaimingDevice:
     an extension name no device supports has no type); it runs nothing of them."""
 
     def __new__(cls, names, name: str = "test-vendor"):
-        from runtime.drivers.cpu import CpuDevice  # noqa: PLC0415
-        from runtime.hal.extensions import Extension  # noqa: PLC0415
+        from nnscope.runtime.drivers.cpu import CpuDevice  # noqa: PLC0415
+        from nnscope.runtime.hal.extensions import Extension  # noqa: PLC0415
 
         extensions = tuple(Extension(n) for n in names)
         device_class = type("ClaimingCpuDevice", (CpuDevice,), {
@@ -52,9 +52,9 @@ class ClaimingDevice:
 def devices_claiming(*names):
     """A ``with`` block in which ``manager.devices()`` is the CPU, the in-process Fibonacci
     driver and a :class:`ClaimingDevice` of ``names``."""
-    from runtime import manager  # noqa: PLC0415
-    from runtime.drivers.cpu import CpuDevice  # noqa: PLC0415
-    from runtime.drivers.fibonacci import FibonacciDriver  # noqa: PLC0415
+    from nnscope.runtime import manager  # noqa: PLC0415
+    from nnscope.runtime.drivers.cpu import CpuDevice  # noqa: PLC0415
+    from nnscope.runtime.drivers.fibonacci import FibonacciDriver  # noqa: PLC0415
 
     manager.forTest_set_devices([CpuDevice(), FibonacciDriver(), ClaimingDevice(names)])
     try:

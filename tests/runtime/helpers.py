@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime import Compilation, Execution, Model, NnError, ResultCode
-from runtime.drivers.cpu import CpuDevice
-from runtime.hal.device_types import Capabilities, PerformanceInfo
-from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op, PaddingCode
+from nnscope.runtime import Compilation, Execution, Model, NnError, ResultCode
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.hal.device_types import Capabilities, PerformanceInfo
+from nnscope.runtime.hal.types import FuseCode, OperandType as T, OperationType as Op, PaddingCode
 
 
 def add_model(shape=(1, 4), fuse=FuseCode.NONE, out_shape=None) -> Model:

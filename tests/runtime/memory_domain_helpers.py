@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime import Compilation, Execution, MemoryDesc
-from runtime.drivers.cpu import CpuDevice
-from runtime.hal.types import OperandType as T, OperationType as Op
-from runtime.model import Model
+from nnscope.runtime import Compilation, Execution, MemoryDesc
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime.model import Model
 from tests.runtime.helpers import code_of  # noqa: F401 - the memory-domain tests import it here
 
 N = 6

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from runtime._allowlist import (ALLOWLIST_NAME, NNSCOPE_APP_PACKAGE, NNSCOPE_DATA_DIR,
+from nnscope.runtime._allowlist import (ALLOWLIST_NAME, NNSCOPE_APP_PACKAGE, NNSCOPE_DATA_DIR,
                                 NNSCOPE_EXTENSIONS_ALLOWLIST, NNSCOPE_ODM_DIR, NNSCOPE_PRODUCT_DIR,
                                 NNSCOPE_SYSTEM_DIR, NNSCOPE_VENDOR_DIR, Policy, default_path,
                                 read_allowlist)
@@ -85,8 +85,8 @@ def test_default_path_is_under_the_vendor_location(tree):
 
 _PROBE = """
 import sys
-from runtime import Model, NnError
-from runtime.drivers.fibonacci import FibonacciDriver
+from nnscope.runtime import Model, NnError
+from nnscope.runtime.drivers.fibonacci import FibonacciDriver
 print(FibonacciDriver().get_extension_support("com.example.fibonacci"))
 try:
     Model().get_extension_operand_type("com.example.fibonacci", 0)

@@ -2,10 +2,10 @@ import pickle
 
 import pytest
 
-from runtime.api import (BadDataError, BadStateError, MissedDeadlineError, NnError,
+from nnscope.runtime.api import (BadDataError, BadStateError, MissedDeadlineError, NnError,
                          OutputInsufficientSizeError, from_hal_error)
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, ResultCode
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus, ResultCode
 
 
 def test_nnerror_returns_the_subclass_of_its_code():

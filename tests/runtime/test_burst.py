@@ -14,11 +14,11 @@ import time
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Burst, Compilation, Duration, Execution, Memory, NnError, ResultCode, manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.client.burst import BurstController
+from nnscope import tracing
+from nnscope.runtime import Burst, Compilation, Duration, Execution, Memory, NnError, ResultCode, manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.client.burst import BurstController
 from tests.runtime.helpers import add_execution, add_model, mixed_expected, mixed_model
 from tests.support.log_capture import captured_log
 

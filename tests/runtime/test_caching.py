@@ -18,18 +18,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Compilation, Execution, manager
-from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers import cache_files
-from runtime.drivers.cache_files import FIELDS, HEADER_SIZE, KIND_DATA, KIND_MODEL
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.client.cache import cache_paths
-from runtime.drivers.sample import SAMPLES, SampleConfig, SampleDriver
-from runtime.hal.errors import HalError
-from runtime.hal.types import Preference, Priority
-from runtime import _caching
+from nnscope import tracing
+from nnscope.runtime import Compilation, Execution, manager
+from nnscope.runtime.builtin_models import mobilenet, sample_input
+from nnscope.runtime.drivers import cache_files
+from nnscope.runtime.drivers.cache_files import FIELDS, HEADER_SIZE, KIND_DATA, KIND_MODEL
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.client.cache import cache_paths
+from nnscope.runtime.drivers.sample import SAMPLES, SampleConfig, SampleDriver
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import Preference, Priority
+from nnscope.runtime import _caching
 from tests.runtime.helpers import add_model, mixed_expected, mixed_model, run
 from tests.support.log_capture import captured_log
 

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-import parse_systrace
-from runtime.__main__ import main
-from runtime.drivers.registry import LITERT, litert_available
+from nnscope import parse_systrace
+from nnscope.runtime.__main__ import main
+from nnscope.runtime.drivers.registry import LITERT, litert_available
 from tests.support.paths import CTS_FIXTURES
 from tests.support.programs import cpu_kernel_drivers_env, require_program
 
@@ -21,7 +21,7 @@ LITERT_LISTED = ", sample-litert" if litert_available() else ""
 
 
 def _nnscope(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "runtime", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nnscope.runtime", *args], capture_output=True, text=True,
                           cwd=REPO, env={**os.environ, **(env or {})}, timeout=600)
 
 
@@ -72,7 +72,7 @@ def test_run_trace_has_application_runtime_ipc_and_driver_rows(run_output):
 
 def test_run_systrace_reads_in_the_parse_systrace_cli_with_all_layers(run_output):
     _, paths = run_output
-    done = subprocess.run([sys.executable, "-m", "parse_systrace", str(paths["systrace"])],
+    done = subprocess.run([sys.executable, "-m", "nnscope.parse_systrace", str(paths["systrace"])],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from runtime import Compilation, Execution, NnError, Preference, ResultCode, devices, manager
+from nnscope.runtime import Compilation, Execution, NnError, Preference, ResultCode, devices, manager
 from tests.runtime.helpers import AddOnlyDevice, add_model, chain_model, run
 
 
@@ -44,7 +44,7 @@ def test_settings_are_validated_and_frozen_after_finish(tmp_path):
 
 
 def test_unfinished_model_is_bad_state():
-    from runtime import Model
+    from nnscope.runtime import Model
     with pytest.raises(NnError) as info:
         Compilation(Model())
     assert info.value.code == ResultCode.BAD_STATE

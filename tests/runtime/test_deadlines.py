@@ -12,13 +12,13 @@ import time
 import numpy as np
 import pytest
 
-from runtime import Burst, Compilation, Execution, NnError, ResultCode
-from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.sample import SAMPLES, SampleDriver
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.types import ErrorStatus
-from runtime.manager import cpu_device
+from nnscope.runtime import Burst, Compilation, Execution, NnError, ResultCode
+from nnscope.runtime.builtin_models import mobilenet, sample_input
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.runtime.manager import cpu_device
 from tests.support.log_capture import captured_log
 
 MISSED = {ResultCode.MISSED_DEADLINE_TRANSIENT, ResultCode.MISSED_DEADLINE_PERSISTENT}

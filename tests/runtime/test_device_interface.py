@@ -166,7 +166,7 @@ def test_no_access_to_another_modules_private_members():
 def test_the_checks_catch_what_they_forbid():
     """Each check fails on a module written to break it."""
     bad = ast.parse(
-        "from runtime.drivers.ipc import RemoteDevice\n"
+        "from nnscope.runtime.drivers.ipc import RemoteDevice\n"
         "def f(device, execution):\n"
         "    isinstance(device, RemoteDevice)\n"
         "    getattr(device.prepared, 'configure_execution_burst', None)\n"

@@ -8,9 +8,9 @@ import signal
 
 import pytest
 
-from runtime import NnError, ResultCode
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime import NnError, ResultCode
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ import time
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Compilation, Execution, manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.client import _restart
+from nnscope import tracing
+from nnscope.runtime import Compilation, Execution, manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.client import _restart
 from tests.runtime.helpers import chain_model
 from tests.support.log_capture import captured_log
 

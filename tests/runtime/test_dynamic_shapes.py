@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime import Compilation, Execution, Model, NnError, ResultCode, manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime import Compilation, Execution, Model, NnError, ResultCode, manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
 from tests.runtime.helpers import mixed_expected, mixed_model
 from tests.support.log_capture import captured_log
 

@@ -3,9 +3,9 @@ import time
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Compilation, Duration, Execution, Memory, Model, NnError, ResultCode
-from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
+from nnscope import tracing
+from nnscope.runtime import Compilation, Duration, Execution, Memory, Model, NnError, ResultCode
+from nnscope.runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
 from tests.runtime.helpers import add_model, conv_model, ones_add_execution, run
 from tests.support.log_capture import captured_log
 
@@ -215,7 +215,7 @@ def test_omitted_optional_input():
 
 def test_timeout_in_the_past_is_a_missed_deadline():
     model = add_model()
-    from runtime import devices
+    from nnscope.runtime import devices
     compilation = Compilation.for_devices(model, devices()[:1])
     compilation.finish()
     execution = ones_add_execution(compilation)

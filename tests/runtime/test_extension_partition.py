@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime import Compilation, Execution, Model, NnError, ResultCode, manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.extension_models import NAME, fibonacci, fibonacci_input
-from runtime.hal import fibonacci_extension as fx
-from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
+from nnscope.runtime import Compilation, Execution, Model, NnError, ResultCode, manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.extension_models import NAME, fibonacci, fibonacci_input
+from nnscope.runtime.hal import fibonacci_extension as fx
+from nnscope.runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
 from tests.runtime.extension_helpers import ClaimingDevice, allowed
 from tests.runtime.extension_helpers import fibonacci as fibonacci_oracle
 

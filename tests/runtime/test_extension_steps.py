@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime import Compilation, Execution, Model, manager
-from runtime.drivers.base import Device, PreparedModel
-from runtime.hal.device_types import Capabilities, ExecutionResult, OutputShape, PerformanceInfo
-from runtime.hal.extensions import Extension, ExtensionOperandTypeInformation, type_within
-from runtime.hal.types import ErrorStatus, OperandType as T
-from runtime.hal.validate import pool_buffer
+from nnscope.runtime import Compilation, Execution, Model, manager
+from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.hal.device_types import Capabilities, ExecutionResult, OutputShape, PerformanceInfo
+from nnscope.runtime.hal.extensions import Extension, ExtensionOperandTypeInformation, type_within
+from nnscope.runtime.hal.types import ErrorStatus, OperandType as T
+from nnscope.runtime.hal.validate import pool_buffer
 from tests.runtime.extension_helpers import allowed
 
 EXT, HALF, PRODUCE, CONSUME = "com.example.halves", 0, 0, 1

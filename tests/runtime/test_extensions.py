@@ -7,14 +7,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from runtime import Model, NnError, ResultCode
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.fibonacci import FibonacciDriver
-from runtime.hal import fibonacci_extension as fx
-from runtime.hal.errors import HalError
-from runtime.hal.extensions import ExtensionTypeEncoding, is_extension, prefix_of, type_within
-from runtime.hal.types import OperandType as T, OperationType as Op
-from runtime.hal.validate import validate_model
+from nnscope.runtime import Model, NnError, ResultCode
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.fibonacci import FibonacciDriver
+from nnscope.runtime.hal import fibonacci_extension as fx
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.extensions import ExtensionTypeEncoding, is_extension, prefix_of, type_within
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime.hal.validate import validate_model
 from tests.runtime.extension_helpers import allowed, devices_claiming, refused
 
 NAME = fx.EXAMPLE_FIBONACCI_EXTENSION_NAME

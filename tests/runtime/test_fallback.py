@@ -10,11 +10,11 @@ import signal
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Compilation, Execution, NnError, manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.hal.device_types import ExecutionResult
-from runtime.hal.types import ErrorStatus
+from nnscope import tracing
+from nnscope.runtime import Compilation, Execution, NnError, manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.hal.device_types import ExecutionResult
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.helpers import AddOnlyDevice, add_model, chain_model, mixed_expected, mixed_model
 from tests.support.log_capture import captured_log
 

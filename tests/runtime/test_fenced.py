@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Compilation, Duration, Execution, NnError, ResultCode
-from runtime.event import Event
+from nnscope import tracing
+from nnscope.runtime import Compilation, Duration, Execution, NnError, ResultCode
+from nnscope.runtime.event import Event
 from tests.runtime.helpers import add_execution, add_model, code_of
 
 #: In-process on the reference device (a HAL executeFenced over IPC is not part of this).

@@ -10,13 +10,13 @@ import sys
 import numpy as np
 import pytest
 
-from runtime import Compilation, builtin_models, graph_dump, graphdump, manager
-from runtime._graphdot import INLINE_ELEMENTS
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.registry import LITERT, available, create_driver, litert_available
-from runtime.hal.types import OperandLifetime as L, OperandType as T, OperationType as Op, is_scalar
-from runtime.model import Model
-from runtime.tflite import load_tflite
+from nnscope.runtime import Compilation, builtin_models, graph_dump, graphdump, manager
+from nnscope.runtime._graphdot import INLINE_ELEMENTS
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.registry import LITERT, available, create_driver, litert_available
+from nnscope.runtime.hal.types import OperandLifetime as L, OperandType as T, OperationType as Op, is_scalar
+from nnscope.runtime.model import Model
+from nnscope.runtime.tflite import load_tflite
 from tests.runtime.helpers import AddOnlyDevice, add_model, chain_model, conv_model
 from tests.support.paths import MODEL_FIXTURES
 from tests.support.programs import require_program
@@ -306,7 +306,7 @@ def test_render_svg_writes_svg_and_reports_a_missing_dot(tmp_path, cpu_only, mon
 
 def test_nn_graphdump_env_writes_every_finished_compilation(tmp_path):
     code = ("from tests.runtime.helpers import add_model\n"
-            "from runtime import Compilation\n"
+            "from nnscope.runtime import Compilation\n"
             "Compilation(add_model()).finish()\n")
     env = {**os.environ, "NN_GRAPHDUMP": str(tmp_path), "PYTHONPATH": REPO}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=REPO)
@@ -318,7 +318,7 @@ def test_nn_graphdump_env_writes_every_finished_compilation(tmp_path):
 
 
 def test_graph_dump_without_file_goes_to_vlog_when_no_env_dir():
-    import vlog
+    from nnscope import vlog
     graphdump.forTest_set_dump_dir(None)
     model = add_model()
     with vlog.override("model"):

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from runtime import NnError, ResultCode, devices, get_device, manager
-from runtime.builtin_models import mobilenet, sample_input, tiny_add
-from runtime.drivers.registry import litert_available
-from runtime.hal.types import DeviceType
+from nnscope.runtime import NnError, ResultCode, devices, get_device, manager
+from nnscope.runtime.builtin_models import mobilenet, sample_input, tiny_add
+from nnscope.runtime.drivers.registry import litert_available
+from nnscope.runtime.hal.types import DeviceType
 from tests.runtime.helpers import AddOnlyDevice, run
 
 

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from runtime import Memory, NnError, ResultCode
-from runtime.memory import PROT_READ_WRITE
+from nnscope.runtime import Memory, NnError, ResultCode
+from nnscope.runtime.memory import PROT_READ_WRITE
 
 
 def test_create_shared_is_visible_to_another_process_by_fd():

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Compilation, Execution, Model, ResultCode, manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.memory_budget import DRIVER_BUDGET_ENV
-from runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope import tracing
+from nnscope.runtime import Compilation, Execution, Model, ResultCode, manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.memory_budget import DRIVER_BUDGET_ENV
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
 from tests.runtime.helpers import add_model, code_of
 from tests.support.log_capture import captured_log
 

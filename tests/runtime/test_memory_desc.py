@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Compilation, Execution, Memory, MemoryDesc, NnError, ResultCode
-from runtime.drivers.cpu import CpuDevice
-from runtime.hal.types import OperandType as T, OperationType as Op
-from runtime.model import Model
+from nnscope import tracing
+from nnscope.runtime import Compilation, Execution, Memory, MemoryDesc, NnError, ResultCode
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime.model import Model
 from tests.runtime.memory_domain_helpers import N, binary_model, code_of, compiled
 
 

@@ -11,14 +11,14 @@ import os
 import numpy as np
 import pytest
 
-import tracing
-from parse_systrace._classify import classify
-from runtime import Burst, Compilation, Execution, Memory, MemoryDesc, ResultCode, manager
-from runtime.memory import DeviceMemory
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.types import OperationType as Op
+from nnscope import tracing
+from nnscope.parse_systrace._classify import classify
+from nnscope.runtime import Burst, Compilation, Execution, Memory, MemoryDesc, ResultCode, manager
+from nnscope.runtime.memory import DeviceMemory
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.types import OperationType as Op
 from tests.runtime.helpers import mixed_expected, mixed_model
 from tests.runtime.memory_domain_helpers import (N, RNG, binary_model, chain_desc, code_of, compiled,
                                                   reference)

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from runtime import Memory, Model, NnError, ResultCode
-from runtime.hal.types import OperandLifetime as L, OperandType as T, OperationType as Op
+from nnscope.runtime import Memory, Model, NnError, ResultCode
+from nnscope.runtime.hal.types import OperandLifetime as L, OperandType as T, OperationType as Op
 from tests.runtime.helpers import add_model, run
 
 

@@ -8,12 +8,12 @@ import subprocess
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Compilation, NnError, Preference, ResultCode, graphdump, manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope import tracing
+from nnscope.runtime import Compilation, NnError, Preference, ResultCode, graphdump, manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.helpers import add_model, mixed_expected, mixed_model, run
 from tests.support.log_capture import captured_log
 from tests.support.programs import require_program
@@ -24,7 +24,7 @@ Q = np.uint8([[130, 120, 128, 140]])
 
 
 def _mixed(compilation: Compilation) -> np.ndarray:
-    from runtime.cli._backend import compute_arrays  # noqa: PLC0415
+    from nnscope.runtime.cli._backend import compute_arrays  # noqa: PLC0415
     [out] = compute_arrays(compilation, [X, Y, Q])
     return out
 
@@ -124,8 +124,8 @@ class PrepareFails(CpuDevice):
     name = "fake-prepare-fails"
 
     def capabilities(self):
-        from runtime.hal.device_types import Capabilities, PerformanceInfo  # noqa: PLC0415
-        from runtime.hal.types import OperandType  # noqa: PLC0415
+        from nnscope.runtime.hal.device_types import Capabilities, PerformanceInfo  # noqa: PLC0415
+        from nnscope.runtime.hal.types import OperandType  # noqa: PLC0415
         fast = PerformanceInfo(0.5, 0.5)
         return Capabilities(fast, fast, tuple((t, fast) for t in OperandType), fast, fast)
 
@@ -168,7 +168,7 @@ def test_dead_driver_takes_no_work():
 
 
 def test_driver_timing_reaches_get_duration_in_nanoseconds(drivers):
-    from runtime import Duration, Execution  # noqa: PLC0415
+    from nnscope.runtime import Duration, Execution  # noqa: PLC0415
     compilation = Compilation.for_devices(add_model(), [drivers["sample-float-fast"]])
     compilation.finish()
     execution = Execution(compilation)
@@ -194,9 +194,9 @@ def test_driver_timing_reaches_get_duration_in_nanoseconds(drivers):
 
 
 def test_unknown_durations_read_as_none(cpu_only):
-    from runtime import Duration, Execution  # noqa: PLC0415
-    from runtime.hal.device_types import ExecutionResult  # noqa: PLC0415
-    from timing import Timing  # noqa: PLC0415
+    from nnscope.runtime import Duration, Execution  # noqa: PLC0415
+    from nnscope.runtime.hal.device_types import ExecutionResult  # noqa: PLC0415
+    from nnscope.timing import Timing  # noqa: PLC0415
 
     class Unmeasured(CpuDevice):
         name = "fake-unmeasured"

@@ -8,16 +8,16 @@ import signal
 
 import pytest
 
-import tracing
-from runtime import Compilation, manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
+from nnscope import tracing
+from nnscope.runtime import Compilation, manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
 from tests.runtime.helpers import chain_model
 from tests.runtime.test_driver_restart import _run
 from tests.support.otlp_receiver import OtlpReceiver, ancestors, check_one_trace
-from tracing import Phase
-from tracing.exporters import ExportResult
-from tracing.exporters.otel import OtelExporter
+from nnscope.tracing import Phase
+from nnscope.tracing.exporters import ExportResult
+from nnscope.tracing.exporters.otel import OtelExporter
 
 STATUS_ERROR = 2  # opentelemetry.proto Status.STATUS_CODE_ERROR
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import vlog
-from runtime.api import BadDataError, NnError, ResultCode
-from runtime.drivers.base import Device
-from runtime.hal.device_types import Capabilities, PerformanceInfo as Perf
-from runtime.hal.types import (HalModel, OperandLifetime as L, OperandType as T,
+from nnscope import vlog
+from nnscope.runtime.api import BadDataError, NnError, ResultCode
+from nnscope.runtime.drivers.base import Device
+from nnscope.runtime.hal.device_types import Capabilities, PerformanceInfo as Perf
+from nnscope.runtime.hal.types import (HalModel, OperandLifetime as L, OperandType as T,
                                OperationType as Op, Preference)
-from runtime.ops.executor import CpuExecutor
-from runtime.partition import (Partition, UnsupportedOperationError,
+from nnscope.runtime.ops.executor import CpuExecutor
+from nnscope.runtime.partition import (Partition, UnsupportedOperationError,
                                find_best_device_for_each_operation, partition)
-from runtime.plan import ExecutionPlan
+from nnscope.runtime.plan import ExecutionPlan
 from tests.support.graphs import X, Y, GraphBuilder, chain, run_steps
 from tests.support.log_capture import captured_log
 

@@ -9,11 +9,11 @@ import os
 import numpy as np
 import pytest
 
-from runtime import Compilation, Execution, manager
-from runtime.builtin_models import conv_pad_chain, sample_input
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.registry import SAMPLES
+from nnscope.runtime import Compilation, Execution, manager
+from nnscope.runtime.builtin_models import conv_pad_chain, sample_input
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.registry import SAMPLES
 
 STEPS = 90
 #: Device sets the chain runs on (the CPU fallback takes what none of them supports).

@@ -11,11 +11,11 @@ import time
 import numpy as np
 import pytest
 
-from runtime import Compilation, Execution, NnError, ResultCode, manager
-from runtime.builtin_models import conv_pad_chain, sample_input
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime import Compilation, Execution, NnError, ResultCode, manager
+from nnscope.runtime.builtin_models import conv_pad_chain, sample_input
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from tests.support.log_capture import captured_log
 
 TIMEOUT_S = 2.0

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
-import parse_systrace
-import tracing
-from runtime import builtin_models
-from runtime.cli._backend import compute_arrays
-from runtime.compilation import Compilation
-from runtime.manager import get_device
-from tracing import Phase
-from tracing.exporters import get_exporter
+from nnscope import parse_systrace
+from nnscope import tracing
+from nnscope.runtime import builtin_models
+from nnscope.runtime.cli._backend import compute_arrays
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.manager import get_device
+from nnscope.tracing import Phase
+from nnscope.tracing.exporters import get_exporter
 
 FINISH = "[NN_LR_PC]ANeuralNetworksCompilation_finish"
 

@@ -22,11 +22,11 @@ import threading
 import numpy as np
 import pytest
 
-from runtime import Burst, Compilation, Execution, NnError
-from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.types import Priority
-from runtime.manager import cpu_device
+from nnscope.runtime import Burst, Compilation, Execution, NnError
+from nnscope.runtime.builtin_models import mobilenet, sample_input
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.types import Priority
+from nnscope.runtime.manager import cpu_device
 from tests.support.sent import SentHook
 
 LOWS = 4

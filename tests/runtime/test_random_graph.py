@@ -14,10 +14,10 @@ import collections
 import numpy as np
 import pytest
 
-from runtime import Compilation, NnError, manager
-from runtime.cli._backend import compute_arrays
-from runtime.cts import accuracy
-from runtime.ops import registry
+from nnscope.runtime import Compilation, NnError, manager
+from nnscope.runtime.cli._backend import compute_arrays
+from nnscope.runtime.cts import accuracy
+from nnscope.runtime.ops import registry
 from tests.support.random_graph import generate
 from tests.support.random_graph_ops import GENERATORS, NOT_COVERED
 

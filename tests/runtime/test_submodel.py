@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime._submodel import extract, readers_of, step_interface
-from runtime.hal.types import (DataLocation, HalModel, OperandLifetime as L, OperationType as Op,
+from nnscope.runtime._submodel import extract, readers_of, step_interface
+from nnscope.runtime.hal.types import (DataLocation, HalModel, OperandLifetime as L, OperationType as Op,
                                Subgraph)
-from runtime.ops.executor import CpuExecutor
+from nnscope.runtime.ops.executor import CpuExecutor
 from tests.support.graphs import X, Y, GraphBuilder, chain, run_steps
 
 

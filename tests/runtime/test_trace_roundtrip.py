@@ -27,7 +27,7 @@ _TABLE_END = "* This total ignores missing"
 
 
 def _nnscope_run(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "runtime", "run", "--executions", "2",
+    done = subprocess.run([sys.executable, "-m", "nnscope.runtime", "run", "--executions", "2",
                            "--warmup", "1", *args], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, "NNSCOPE_TRACE": "", **cpu_kernel_drivers_env()}, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -37,7 +37,7 @@ def _nnscope_run(*args: str) -> str:
 @functools.lru_cache(maxsize=None)
 def _parse_systrace(path) -> str:
     """The real CLI's output (once per file: every file of a run is its own path)."""
-    done = subprocess.run([sys.executable, "-m", "parse_systrace", str(path)],
+    done = subprocess.run([sys.executable, "-m", "nnscope.parse_systrace", str(path)],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert done.returncode == 0, f"{path.name}: {done.stderr}"
     return done.stdout

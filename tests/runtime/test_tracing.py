@@ -1,8 +1,8 @@
 """The runtime's NNTRACE spans: names, layers and phases per the contract's phase table."""
 import pytest
 
-import tracing
-from runtime import Compilation, Memory
+from nnscope import tracing
+from nnscope.runtime import Compilation, Memory
 from tests.runtime.helpers import add_model, ones_add_execution
 
 #: The CPU device's spans (driver processes' spans: tests/runtime/drivers/test_ipc_tracing.py).

@@ -2,12 +2,12 @@ import dataclasses
 
 import pytest
 
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.errors import HalError
-from runtime.hal.types import (DataLocation, ErrorStatus, HalModel, Operand, OperandLifetime as L,
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import (DataLocation, ErrorStatus, HalModel, Operand, OperandLifetime as L,
                                OperandType as T, Operation, OperationType as Op, Subgraph)
-from runtime.hal.validate import merge_dimensions, run_order, validate_model, validate_request
-from runtime.model import check_operation
+from nnscope.runtime.hal.validate import merge_dimensions, run_order, validate_model, validate_request
+from nnscope.runtime.model import check_operation
 from tests.runtime.helpers import add_model
 
 F = T.TENSOR_FLOAT32

@@ -8,10 +8,10 @@ first device (``_1``) or the first two devices (``_2``) of an in-process device 
 """
 import pytest
 
-from runtime import (Compilation, Duration, Execution, Model, Preference, Priority, ResultCode,
+from nnscope.runtime import (Compilation, Duration, Execution, Model, Preference, Priority, ResultCode,
                      manager)
-from runtime.drivers.cpu import CpuDevice
-from runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
 from tests.runtime.helpers import AddOnlyDevice
 from tests.runtime.validation_helpers import (BAD_DATA, BAD_STATE, NO_ERROR, SHORT_WAIT_NS,
                                               UINT64_MAX, UNEXPECTED_NULL, SecondCpu, bind_add,

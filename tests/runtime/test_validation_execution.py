@@ -15,9 +15,9 @@ import os
 import numpy as np
 import pytest
 
-from runtime import Event, Execution, Memory, Model, ResultCode, devices
-from runtime.hal.types import DeviceType, OperandType as T, OperationType as Op
-from runtime.memory import PROT_NONE
+from nnscope.runtime import Event, Execution, Memory, Model, ResultCode, devices
+from nnscope.runtime.hal.types import DeviceType, OperandType as T, OperationType as Op
+from nnscope.runtime.memory import PROT_NONE
 from tests.runtime.validation_helpers import (BAD_DATA, BAD_STATE, INVALID_DIMENSIONS, NO_ERROR,
                                               UNEXPECTED_NULL, bind_add, code, finished_compilation,
                                               shared_memory)
@@ -116,7 +116,7 @@ def test_ValidationTestDimensionProductOverflow_SetInputOrOutput():
 
 
 def test_ValidationTestIntrospection_GetDevice():
-    from runtime import get_device  # noqa: PLC0415
+    from nnscope.runtime import get_device  # noqa: PLC0415
     assert all(device is not None for device in devices())
     assert code(get_device, None) == UNEXPECTED_NULL
     assert code(get_device, "no-such-device") == BAD_DATA
@@ -156,7 +156,7 @@ def test_a_reusable_execution_cannot_compute_concurrently():
     execution = Execution(finished_compilation())
     bind_add(execution)
     execution.set_reusable(True)
-    from runtime._lifecycle import COMPUTATION  # noqa: PLC0415 - hold it in flight deterministically
+    from nnscope.runtime._lifecycle import COMPUTATION  # noqa: PLC0415 - hold it in flight deterministically
     execution._state.begin("startCompute")
     assert execution._state.value == COMPUTATION
     assert code(execution.compute) == BAD_STATE

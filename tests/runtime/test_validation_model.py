@@ -8,8 +8,8 @@ NULL arguments are ``None``. Not ported (no such API yet): ``SetOperandValueFrom
 import numpy as np
 import pytest
 
-from runtime import Compilation, Model, devices
-from runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime import Compilation, Model, devices
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
 from tests.runtime.validation_helpers import (BAD_DATA, BAD_STATE, INVALID_DIMENSIONS, NO_ERROR,
                                               UNEXPECTED_NULL, add_tensor, code, create_model,
                                               shared_memory)
@@ -273,7 +273,7 @@ def test_wrong_argument_types_are_bad_data_not_python_errors(model):
 
 
 def test_supported_operations_are_reported_in_the_order_they_were_added(model):
-    from runtime.drivers.registry import create_driver  # noqa: PLC0415
+    from nnscope.runtime.drivers.registry import create_driver  # noqa: PLC0415
     minimal = create_driver("sample-minimal")  # ADD but not MUL
     x, mid, out = _tensors(model, 3, (1, 4))
     act = model.add_operand(T.INT32)

@@ -5,9 +5,9 @@ import threading
 
 import pytest
 
-from runtime import _workers
-from runtime.api import NnError, ResultCode
-from runtime.event import Event
+from nnscope.runtime import _workers
+from nnscope.runtime.api import NnError, ResultCode
+from nnscope.runtime.event import Event
 
 
 def test_executions_one_after_another_share_one_worker():

@@ -11,9 +11,9 @@ import os
 
 import numpy as np
 
-from runtime import Compilation, Execution, Memory, Model, NnError, ResultCode
-from runtime.drivers.cpu import CpuDevice
-from runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime import Compilation, Execution, Memory, Model, NnError, ResultCode
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
 
 NO_ERROR = ResultCode.NO_ERROR
 UNEXPECTED_NULL = ResultCode.UNEXPECTED_NULL

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType as T, Operation,
+from nnscope.runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType as T, Operation,
                                OperationType as Op, PaddingCode, Subgraph)
 from tests.runtime.drivers._hal import _Values, make_request
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.cts import harness, loader
-from runtime.hal.types import OperationType
-from runtime.ops import registry
+from nnscope.runtime.cts import harness, loader
+from nnscope.runtime.hal.types import OperationType
+from nnscope.runtime.ops import registry
 
 
 def cts_cases(ops: frozenset[OperationType]) -> list:

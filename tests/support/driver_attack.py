@@ -28,10 +28,10 @@ import tempfile
 import time
 from typing import Iterator, NamedTuple
 
-from runtime.drivers.cache_memo import MAX_ENTRIES
-from runtime.drivers.ipc.wire.protocol import (HEADER, MAGIC, MAX_INLINE_PAYLOAD, REPLY, VERSION, MsgType,
+from nnscope.runtime.drivers.cache_memo import MAX_ENTRIES
+from nnscope.runtime.drivers.ipc.wire.protocol import (HEADER, MAGIC, MAX_INLINE_PAYLOAD, REPLY, VERSION, MsgType,
                                                pack_header)
-from runtime.drivers.ipc.wire.transport import Channel
+from nnscope.runtime.drivers.ipc.wire.transport import Channel
 
 #: Seconds within which the driver must answer a correct request.
 ANSWER_S = 5.0
@@ -175,7 +175,7 @@ class AttackedDriver:
         env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", **os.environ}
         env.pop("NNSCOPE_TRACE", None)
         env.pop("NNSCOPE_TRACE_DIR", None)
-        command = [sys.executable, "-m", "runtime.drivers", self.name, "--socket", self.socket_path,
+        command = [sys.executable, "-m", "nnscope.runtime.drivers", self.name, "--socket", self.socket_path,
                    "--parent-pid", str(os.getpid()), *self.extra_args]
         with open(self._stderr_path, "wb") as stderr:
             self.popen = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
@@ -347,7 +347,7 @@ def from_other_process(socket_path: str, records, user: int | None = None):
 
 def prepare_payload(model) -> tuple[bytes, list, list]:
     """A PREPARE_MODEL payload for a HalModel: (payload, fds to send, pools to close after)."""
-    from runtime.drivers.ipc.client.device import model_payload  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.client.device import model_payload  # noqa: PLC0415
 
     body, fds, keep = model_payload(model)
     head = struct.pack("<BBq", 1, 100, -1) + struct.pack("<I", 0) + struct.pack("<I", 0)
@@ -372,7 +372,7 @@ def execute_add_payload(model_id: int, value: float = 2.0, shape=(4,)) -> bytes:
     """An EXECUTE_SYNC payload adding ``value`` to itself with inline pools."""
     import numpy as np  # noqa: PLC0415
 
-    from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute  # noqa: PLC0415
     from tests.runtime.drivers._hal import add_model, make_request  # noqa: PLC0415
 
     request, _, _ = make_request(add_model(shape), [np.full(shape, value, np.float32)] * 2)
@@ -389,8 +389,8 @@ def execute_add(sock: socket.socket, model_id: int, value: float = 2.0) -> Reply
 
 def result_of(reply: Reply):
     """(ExecutionResult, inline outputs) of an EXECUTE_SYNC reply that succeeded."""
-    from runtime.drivers.ipc.wire.codec import Reader  # noqa: PLC0415
-    from runtime.drivers.ipc.wire.execution_codec import decode_result  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.wire.codec import Reader  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.wire.execution_codec import decode_result  # noqa: PLC0415
 
     assert reply.status == 0, reply
     return decode_result(Reader(reply.body))

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import struct
 
-from runtime.drivers.ipc.wire.fmq import FmqChannel
-from runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from tests.support.driver_attack import Attacker, Reply, exchange, inotify_watches  # noqa: F401
 
 #: Ring size of the attacker's FMQs (small: the attacks are about fds and lengths, not data).
@@ -67,7 +67,7 @@ def cpu_ticks(pid: int) -> int:
 def fenced_payload(model_id: int, waits: int, value: float = 2.0) -> bytes:
     """An EXECUTE_FENCED payload: ``waits`` fences (sent as the first fds), no timeout after
     them, then an inline-pool ADD of a :func:`prepare_add` model."""
-    from runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH as LAUNCH  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH as LAUNCH  # noqa: PLC0415
     from tests.support.driver_attack import execute_add_payload  # noqa: PLC0415
 
     return LAUNCH.pack(waits, -1) + execute_add_payload(model_id, value)
@@ -82,7 +82,7 @@ def unsignalled_fences(attacker: Attacker, count: int) -> list:
 # without fences; prints the launch status.
 _FENCED_CHILD = r"""
 import sys
-from runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from tests.support.driver_attack import exchange, prepare_add
 from tests.support.driver_attack_rings import fenced_payload
 sock = __import__("socket").socket(1, 5)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L,
+from nnscope.runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L,
                                OperandType as T, Operation, OperationType as Op, Subgraph)
-from runtime.ops.executor import CpuExecutor
+from nnscope.runtime.ops.executor import CpuExecutor
 
 
 class GraphBuilder:

@@ -5,7 +5,7 @@ import contextlib
 import logging
 from typing import Iterator
 
-import vlog
+from nnscope import vlog
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ package (``runtime/cts/vectors/``) so ``nnscope cts`` finds them when installed.
 """
 from pathlib import Path
 
-from runtime.cts.loader import PACKAGED_VECTORS
+from nnscope.runtime.cts.loader import PACKAGED_VECTORS
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"

@@ -53,7 +53,7 @@ def litert_missing_reason() -> str:
 
 
 def _has_litert() -> bool:
-    from runtime.drivers.registry import litert_available  # noqa: PLC0415
+    from nnscope.runtime.drivers.registry import litert_available  # noqa: PLC0415
     return litert_available()
 
 
@@ -66,5 +66,5 @@ def cpu_kernel_drivers_env() -> dict[str, str]:
     """``NNSCOPE_DRIVERS`` naming every sample driver but ``sample-litert``: for the tests of
     multi-step plans and per-operation CPU spans, which sample-litert (one step, one invoke)
     would replace with one opaque step. Pass it to a subprocess's environment."""
-    from runtime.drivers.registry import LITERT, available  # noqa: PLC0415
+    from nnscope.runtime.drivers.registry import LITERT, available  # noqa: PLC0415
     return {"NNSCOPE_DRIVERS": ",".join(name for name in available() if name != LITERT)}

@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from runtime import Model
-from runtime.hal.types import Operand, Operation, OperandType as T, OperationType as Op, numpy_dtype
-from runtime.ops import registry
+from nnscope.runtime import Model
+from nnscope.runtime.hal.types import Operand, Operation, OperandType as T, OperationType as Op, numpy_dtype
+from nnscope.runtime.ops import registry
 
 MIN_OPERATIONS, MAX_OPERATIONS = 2, 40
 FLOAT, QUANT, INT, BOOL = T.TENSOR_FLOAT32, T.TENSOR_QUANT8_ASYMM, T.TENSOR_INT32, T.TENSOR_BOOL8

@@ -8,7 +8,7 @@ type plugs in with ``@generator(Op.X)``; types of the registry without one are i
 from __future__ import annotations
 
 from tests.support.random_graph import BOOL, FLOAT, INT, QUANT, Builder, OutSpec, Reject
-from runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
 
 GENERATORS: dict = {}
 

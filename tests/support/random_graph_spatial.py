@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.support.random_graph import FLOAT, INT, QUANT, Builder, OutSpec, Reject
 from tests.support.random_graph_ops import FUSE, generator
-from runtime.hal.types import OperationType as Op
+from nnscope.runtime.hal.types import OperationType as Op
 
 
 def _image(b: Builder, types=(FLOAT, QUANT), min_hw=1):

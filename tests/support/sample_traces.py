@@ -1,7 +1,7 @@
 """Small hand-written traces shared by the exporter tests."""
 from __future__ import annotations
 
-from tracing.span import ThreadTrack
+from nnscope.tracing.span import ThreadTrack
 
 #: The app's and the driver's process ids in the sample traces.
 APP, DRIVER = 100, 200
@@ -127,7 +127,7 @@ def random_trace(seed: int):
     recorder records them."""
     import random
 
-    from tracing.span import ThreadTrack, TraceData
+    from nnscope.tracing.span import ThreadTrack, TraceData
 
     rng = random.Random(seed)
     clock = 10**12 + rng.randrange(10**9)

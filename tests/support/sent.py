@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import threading
 
-from runtime.drivers.ipc.wire.fmq import FmqChannel
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.drivers.ipc.wire.transport import Channel
+from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.transport import Channel
 
 EXECUTES = frozenset({MsgType.EXECUTE_SYNC, MsgType.EXECUTE_SYNC_MEMO, MsgType.EXECUTE,
                       MsgType.EXECUTE_FENCED})

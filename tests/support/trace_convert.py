@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from tracing.exporters.perfetto import framed_packet
+from nnscope.tracing.exporters.perfetto import framed_packet
 
 Row = tuple  # (ts, tid, tgid, name, where)
 _PROCESS_UUID, _THREAD_UUID = 1 << 40, 2 << 40
@@ -31,7 +31,7 @@ def run_main(argv: list[str]) -> tuple[int, str, str]:
     import contextlib
     import io
 
-    from parse_systrace.__main__ import main
+    from nnscope.parse_systrace.__main__ import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -44,7 +44,7 @@ def run_main(argv: list[str]) -> tuple[int, str, str]:
 
 def read_rows(path) -> list[Row]:
     """All rows of a trace file, through the parser's own format detection."""
-    from parse_systrace.readers import open_rows
+    from nnscope.parse_systrace.readers import open_rows
 
     return list(open_rows(path).rows())
 
@@ -234,8 +234,8 @@ def perfetto_exporter(rows: Sequence[Row]) -> bytes:
     a begin and closes unfinished begins, so only complete traces keep their summary)."""
     import io
 
-    from tracing.exporters.perfetto import write_trace
-    from tracing.span import ThreadTrack, TraceData
+    from nnscope.tracing.exporters.perfetto import write_trace
+    from nnscope.tracing.span import ThreadTrack, TraceData
 
     tracks: dict[int, ThreadTrack] = {}
     for ts, tid, tgid, name, _ in rows:
@@ -267,7 +267,7 @@ def span_rows(trace, quantum_ns: int = 1) -> list[Row]:
     starts where its previous sibling ends nested in that sibling (AOSP's switch), all
     threads merged by time (ties: thread order, then walk order), then timestamps truncated
     to ``quantum_ns`` (1000: the microseconds of systrace text)."""
-    from tracing.naming import SWITCH
+    from nnscope.tracing.naming import SWITCH
 
     keyed = []
     by_thread: dict[tuple, list] = {}

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from timing import DEFAULT_CLOCK, Clock, FakeClock, MonotonicClock, Stopwatch, Timing
+from nnscope.timing import DEFAULT_CLOCK, Clock, FakeClock, MonotonicClock, Stopwatch, Timing
 
 
 def test_fake_clock_moves_only_when_advanced():

@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from timing import NO_TIMING, UINT64_MAX, Duration, FencedTiming, MeasureTiming, Timing
+from nnscope.timing import NO_TIMING, UINT64_MAX, Duration, FencedTiming, MeasureTiming, Timing
 
 
 def test_constants_and_enum_numbering():

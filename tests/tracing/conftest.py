@@ -1,8 +1,8 @@
 """Every tracing test starts and ends with tracing off and no session active."""
 import pytest
 
-from tracing import session as trace_session
-from tracing import override_environment
+from nnscope.tracing import session as trace_session
+from nnscope.tracing import override_environment
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@ import itertools
 
 import pytest
 
-from tracing.naming import (APPLICATION_PHASES, MARKERS, Layer, ParsedName, Phase, format_name,
+from nnscope.tracing.naming import (APPLICATION_PHASES, MARKERS, Layer, ParsedName, Phase, format_name,
                             hidl_mark, is_execution_subphase, parse_name, tag)
 
 VALID = [(layer, phase, marker) for layer, phase, marker

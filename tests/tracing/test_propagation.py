@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-import tracing
-from tracing import Phase, propagation
+from nnscope import tracing
+from nnscope.tracing import Phase, propagation
 
 CONTEXT = propagation.pack(bytes(range(1, 17)), bytes(range(1, 9)))
 
@@ -72,8 +72,8 @@ def test_context_and_adopt_are_free_when_off():
 
 
 def test_session_files_keep_notes_and_skip_malformed_ones(tmp_path):
-    from tracing import _childfile
-    from tracing.span import ThreadTrack, TraceData
+    from nnscope.tracing import _childfile
+    from nnscope.tracing.span import ThreadTrack, TraceData
 
     text = propagation.text(CONTEXT)
     track = ThreadTrack(5, 6, "t", [(10, "[NN_LD_PE]x"), (20, None)],

@@ -7,16 +7,16 @@ import threading
 
 import pytest
 
-import tracing
-from tracing import NNSCOPE_TRACE, NNSCOPE_TRACE_DIR, Phase, TraceSession, override_environment
-from tracing import _childfile
-from tracing.exporters import ExportResult
-from tracing.exporters.memory import InMemoryExporter
+from nnscope import tracing
+from nnscope.tracing import NNSCOPE_TRACE, NNSCOPE_TRACE_DIR, Phase, TraceSession, override_environment
+from nnscope.tracing import _childfile
+from nnscope.tracing.exporters import ExportResult
+from nnscope.tracing.exporters.memory import InMemoryExporter
 from tests.support.paths import REPO
 
 CHILD = """
 import json, sys, threading, tracing
-from tracing import Phase
+from nnscope.tracing import Phase
 tracing.set_process_name("nn-driver")
 ids = {"pid": __import__("os").getpid(), "main": threading.get_native_id()}
 with tracing.driver(Phase.EXECUTION, "SampleDriver::execute"):
@@ -174,7 +174,7 @@ def test_trace_env_with_unknown_format_is_ignored(tmp_path, caplog):
 
 def test_trace_env_in_a_real_program(tmp_path):
     output = tmp_path / "program.json"
-    code = ("import tracing\nfrom tracing import Phase\n"
+    code = ("from nnscope import tracing\nfrom tracing import Phase\n"
             "with tracing.application(Phase.OVERALL, 'whole'): pass\n")
     env = {**os.environ, NNSCOPE_TRACE: str(output)}
     env.pop(NNSCOPE_TRACE_DIR, None)
@@ -188,8 +188,8 @@ def test_trace_env_applies_however_the_recorder_is_reached(tmp_path):
     program that goes straight to ``tracing.tracer`` is still traced by NNSCOPE_TRACE."""
     output = tmp_path / "direct.json"
     code = ("import sys, tracing.naming\n"
-            "assert 'tracing.tracer' not in sys.modules and 'tracing.session' not in sys.modules\n"
-            "from tracing.tracer import hot_recorder\n"
+            "assert 'nnscope.tracing.tracer' not in sys.modules and 'nnscope.tracing.session' not in sys.modules\n"
+            "from nnscope.tracing.tracer import hot_recorder\n"
             "append, extend, now = hot_recorder()\n"
             "extend(('[NN_LR_PE]', 'direct', now())); append(now())\n")
     env = {**os.environ, NNSCOPE_TRACE: str(output)}

@@ -5,9 +5,9 @@ import threading
 
 import pytest
 
-import tracing
-from tracing import Layer, Phase, TraceSession
-from tracing import tracer
+from nnscope import tracing
+from nnscope.tracing import Layer, Phase, TraceSession
+from nnscope.tracing import tracer
 
 FACTORY_CALLS = [
     (lambda: tracing.application(Phase.OVERALL, "mobilenet"), "[NN_LA_PO]mobilenet"),

@@ -1,7 +1,7 @@
 """Every vlog test starts with the mask off and nnscope's handler removed, and ends the same."""
 import pytest
 
-import vlog
+from nnscope import vlog
 
 
 @pytest.fixture(autouse=True)

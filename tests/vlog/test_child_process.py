@@ -6,13 +6,13 @@ import sys
 import textwrap
 from pathlib import Path
 
-import vlog
+from nnscope import vlog
 
 REPO = Path(__file__).resolve().parents[2]
 THREADTIME = re.compile(r"^\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} +(\d+) +(\d+) I (\S+) *: (.*)$")
 
 LOGS = """
-import vlog
+from nnscope import vlog
 vlog.log("execution", "ExecutionPlan", "plan %d step %s", 2, "ADD")
 vlog.log("model", "ModelBuilder", "must not appear")
 vlog.log("cpuexe", "CpuExecutor", "must not appear either")

@@ -3,7 +3,7 @@ import logging
 
 import pytest
 
-import vlog
+from nnscope import vlog
 
 
 def enabled():

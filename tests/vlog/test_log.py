@@ -1,10 +1,10 @@
-"""vlog.log: gating, lazy formatting, logger names and levels."""
+"""nnscope.vlog.log: gating, lazy formatting, logger names and levels."""
 import io
 import logging
 
 import pytest
 
-import vlog
+from nnscope import vlog
 
 
 class Counting:

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-import vlog
-from vlog import _logcat
+from nnscope import vlog
+from nnscope.vlog import _logcat
 
 THREADTIME = re.compile(
     r"^(?P<month>\d\d)-(?P<day>\d\d) \d\d:\d\d:\d\d\.\d{3} +(?P<pid>\d+) +(?P<tid>\d+) "

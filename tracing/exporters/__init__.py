@@ -15,7 +15,7 @@ import functools
 import importlib.metadata
 from abc import ABC, abstractmethod
 
-from tracing.span import TraceData
+from nnscope.tracing.span import TraceData
 
 
 class ExportResult(enum.Enum):

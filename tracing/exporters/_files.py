@@ -11,7 +11,7 @@ import os
 from itertools import islice
 from typing import Callable, Iterable, TextIO
 
-from tracing.exporters import ExportResult
+from nnscope.tracing.exporters import ExportResult
 
 _log = logging.getLogger(__name__)
 CHUNK_LINES = 8192

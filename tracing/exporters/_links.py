@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from tracing import propagation
-from tracing.span import Span
+from nnscope.tracing import propagation
+from nnscope.tracing.span import Span
 
 
 def parents(spans: Iterable[Span]) -> dict[int, int]:

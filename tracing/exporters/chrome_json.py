@@ -26,10 +26,10 @@ import json
 import os
 from typing import Iterator, TextIO
 
-from tracing.exporters import ExportResult, TraceExporter
-from tracing.exporters._files import write_atomically, write_chunked
-from tracing.naming import parse_name
-from tracing.span import ThreadTrack, TraceData, atrace_events
+from nnscope.tracing.exporters import ExportResult, TraceExporter
+from nnscope.tracing.exporters._files import write_atomically, write_chunked
+from nnscope.tracing.naming import parse_name
+from nnscope.tracing.span import ThreadTrack, TraceData, atrace_events
 
 
 def microseconds(ns: int) -> str:

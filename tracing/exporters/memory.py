@@ -1,7 +1,7 @@
 """InMemoryExporter: the test double that keeps every exported trace.
 
 Example:
-    >>> from tracing.span import ThreadTrack, TraceData
+    >>> from nnscope.tracing.span import ThreadTrack, TraceData
     >>> exporter = InMemoryExporter()
     >>> exporter.export(TraceData({1: "app"}, [ThreadTrack(1, 1, "main", [(5, "x"), (9, None)])]))
     <ExportResult.SUCCESS: 0>
@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import os
 
-from tracing.exporters import ExportResult, TraceExporter
-from tracing.span import TraceData
+from nnscope.tracing.exporters import ExportResult, TraceExporter
+from nnscope.tracing.span import TraceData
 
 _log = logging.getLogger(__name__)
 

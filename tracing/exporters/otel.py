@@ -63,9 +63,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from opentelemetry.trace import Status, StatusCode
 
-from tracing.exporters import ExportResult, TraceExporter, _links
-from tracing.naming import parse_name
-from tracing.span import Span, TraceData
+from nnscope.tracing.exporters import ExportResult, TraceExporter, _links
+from nnscope.tracing.naming import parse_name
+from nnscope.tracing.span import Span, TraceData
 
 _log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ are dropped, begins never closed end at their thread's last timestamp, and a swi
 is a nested ``[SW]`` slice, as atrace writes it and parse_systrace reads it.
 
 Example:
-    >>> from tracing.span import ThreadTrack, TraceData, atrace_events
+    >>> from nnscope.tracing.span import ThreadTrack, TraceData, atrace_events
     >>> track = ThreadTrack(1, 1, "main", [(10, "[NN_LR_PE]compute"), (30, None)])
     >>> PerfettoExporter("run.pftrace").export(TraceData({1: "app"}, [track]))  # doctest: +SKIP
     <ExportResult.SUCCESS: 0>
@@ -33,9 +33,9 @@ from typing import BinaryIO, Iterable, Iterator
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from tracing.exporters import ExportResult, TraceExporter
-from tracing.naming import parse_name
-from tracing.span import ThreadTrack, TraceData, atrace_events
+from nnscope.tracing.exporters import ExportResult, TraceExporter
+from nnscope.tracing.naming import parse_name
+from nnscope.tracing.span import ThreadTrack, TraceData, atrace_events
 
 _log = logging.getLogger(__name__)
 

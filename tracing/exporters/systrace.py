@@ -23,9 +23,9 @@ import os
 from operator import itemgetter
 from typing import Iterator, TextIO
 
-from tracing.exporters import ExportResult, TraceExporter
-from tracing.exporters._files import write_atomically, write_chunked
-from tracing.span import ThreadTrack, TraceData, atrace_events
+from nnscope.tracing.exporters import ExportResult, TraceExporter
+from nnscope.tracing.exporters._files import write_atomically, write_chunked
+from nnscope.tracing.span import ThreadTrack, TraceData, atrace_events
 
 atrace_order = atrace_events  # the name this module gave it first
 

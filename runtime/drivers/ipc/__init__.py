@@ -18,7 +18,7 @@ starts both. The names below are imported on first use (PEP 562), so importing `
 
 Example::
 
-    from runtime.drivers.ipc import RemoteDevice
+    from nnscope.runtime.drivers.ipc import RemoteDevice
     device = RemoteDevice("sample-all")        # process starts on first call
     caps = device.capabilities()
     device.shutdown()
@@ -31,11 +31,11 @@ __all__ = ["RemoteDevice", "RemotePreparedModel", "ExecutionCallback", "SharedPo
 def __getattr__(name: str):
     """The client's public names, imported when first asked for (PEP 562)."""
     if name in ("RemoteDevice", "DEFAULT_TIMEOUT_S"):
-        from runtime.drivers.ipc.client import device as module  # noqa: PLC0415
+        from nnscope.runtime.drivers.ipc.client import device as module  # noqa: PLC0415
     elif name in ("RemotePreparedModel", "ExecutionCallback"):
-        from runtime.drivers.ipc.client import prepared as module  # noqa: PLC0415
+        from nnscope.runtime.drivers.ipc.client import prepared as module  # noqa: PLC0415
     elif name == "SharedPool":
-        from runtime.drivers.ipc.wire import shm as module  # noqa: PLC0415
+        from nnscope.runtime.drivers.ipc.wire import shm as module  # noqa: PLC0415
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(module, name)

@@ -25,12 +25,12 @@ import tempfile
 import time
 from typing import NamedTuple
 
-from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
 
 #: Ring size of the FMQ floor (that of a burst's rings).
 FMQ_RING_BYTES = 64 * 1024
-from runtime.drivers.ipc.service.driver_service import listen
-from runtime.drivers.ipc.wire.transport import Channel, PeerClosed
+from nnscope.runtime.drivers.ipc.service.driver_service import listen
+from nnscope.runtime.drivers.ipc.wire.transport import Channel, PeerClosed
 
 
 class RoundTrip(NamedTuple):
@@ -48,7 +48,7 @@ def raw_round_trip(iterations: int = 1000, payload_size: int = 64, warmup: int =
     (pinned to ``peer_cpus`` when given; it otherwise inherits this process's CPU affinity)."""
     directory = tempfile.mkdtemp(prefix="nnscope-bench-")
     path = os.path.join(directory, "echo.sock")
-    proc = subprocess.Popen([sys.executable, "-m", "runtime.drivers.ipc.bench", "--echo", path],
+    proc = subprocess.Popen([sys.executable, "-m", "nnscope.runtime.drivers.ipc.bench", "--echo", path],
                             stdin=subprocess.DEVNULL)
     try:
         if peer_cpus:
@@ -76,11 +76,11 @@ def fmq_round_trip(iterations: int = 1000, payload_size: int = 64, warmup: int =
     """The same over two FMQs with eventfd wake-ups (the channels of a burst): the floor of a
     burst execution. Both sides poll their ring for ``poll_s`` before sleeping, as a burst's
     controller and driver listener do. An empty message stops the echo."""
-    from runtime.drivers.ipc.wire.fmq import FmqChannel  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel  # noqa: PLC0415
 
     out, back = FmqChannel.create(FMQ_RING_BYTES), FmqChannel.create(FMQ_RING_BYTES)
     fds = [*out.fds, *back.fds]
-    proc = subprocess.Popen([sys.executable, "-m", "runtime.drivers.ipc.bench", "--fmq-echo",
+    proc = subprocess.Popen([sys.executable, "-m", "nnscope.runtime.drivers.ipc.bench", "--fmq-echo",
                              ",".join(map(str, fds)), "--poll-us", str(round(poll_s * 1e6))],
                             pass_fds=fds, stdin=subprocess.DEVNULL)
     try:
@@ -103,7 +103,7 @@ def fmq_round_trip(iterations: int = 1000, payload_size: int = 64, warmup: int =
 
 def fmq_echo(fds: list[int], poll_s: float = 0.0) -> None:
     """The echo side of :func:`fmq_round_trip` (until an empty message)."""
-    from runtime.drivers.ipc.wire.fmq import FmqChannel  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel  # noqa: PLC0415
 
     inbox, outbox = FmqChannel.attach(*fds[:3]), FmqChannel.attach(*fds[3:6])
     while message := inbox.read(timeout=60.0, poll_s=poll_s):
@@ -124,9 +124,9 @@ def execute_latency(driver: str = "sample-all", iterations: int = 1000, warmup: 
     process; ``shared`` puts the request pool in shared memory instead of sending it inline."""
     import numpy as np  # noqa: PLC0415 - only this benchmark needs numpy
 
-    from runtime.drivers.ipc.client.device import RemoteDevice  # noqa: PLC0415
-    from runtime.drivers.ipc.wire.shm import SharedPool  # noqa: PLC0415
-    from runtime.hal.device_types import Request, RequestArgument  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.client.device import RemoteDevice  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.wire.shm import SharedPool  # noqa: PLC0415
+    from nnscope.runtime.hal.device_types import Request, RequestArgument  # noqa: PLC0415
 
     model = tiny_add_model()
     device = RemoteDevice(driver)
@@ -153,7 +153,7 @@ def execute_latency(driver: str = "sample-all", iterations: int = 1000, warmup: 
 
 def tiny_add_model():
     """``out = a + b`` on 1x4 float32 tensors, as a HAL model."""
-    from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L,  # noqa: PLC0415
+    from nnscope.runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L,  # noqa: PLC0415
                                    OperandType as T, Operation, OperationType, Subgraph)
 
     a = Operand(T.TENSOR_FLOAT32, (1, 4), lifetime=L.SUBGRAPH_INPUT)

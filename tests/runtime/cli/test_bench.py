@@ -12,12 +12,12 @@ import sys
 import numpy as np
 import pytest
 
-from runtime import builtin_models, manager
-from runtime.__main__ import main
-from runtime.cli._bench_models import litert_available, load_model
-from runtime.cli._bench_schema import SCHEMA, VERSION, problems, read_bench
-from runtime.compilation import Compilation
-from runtime.cts.accuracy import FLOAT32_ATOL
+from nnscope.runtime import builtin_models, manager
+from nnscope.runtime.__main__ import main
+from nnscope.runtime.cli._bench_models import litert_available, load_model
+from nnscope.runtime.cli._bench_schema import SCHEMA, VERSION, problems, read_bench
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.cts.accuracy import FLOAT32_ATOL
 from tests.support.paths import MODEL_FIXTURES, REPO
 
 FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"
@@ -75,7 +75,7 @@ def test_reference_device_against_itself_is_exact(document):
 def _our_outputs(model):
     compilation = Compilation.for_devices(model.model, [manager.cpu_device()])
     compilation.finish()
-    from runtime.cli._backend import compute_arrays  # noqa: PLC0415
+    from nnscope.runtime.cli._backend import compute_arrays  # noqa: PLC0415
     return compute_arrays(compilation, model.inputs)
 
 
@@ -163,7 +163,7 @@ def test_bad_numbers_are_usage_errors(capsys, args):
 
 
 def test_no_traceback_from_the_command_line():
-    done = subprocess.run([sys.executable, "-m", "runtime", "bench", "missing.tflite"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "nnscope.runtime", "bench", "missing.tflite"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert done.stderr.splitlines() == ["nnscope: error: no such model file 'missing.tflite' "
@@ -171,9 +171,9 @@ def test_no_traceback_from_the_command_line():
 
 
 def test_each_run_is_traced_as_an_application():
-    from runtime.cli._bench_models import reference_outputs  # noqa: PLC0415
-    from runtime.cli._bench_run import Settings, measure  # noqa: PLC0415
-    import tracing  # noqa: PLC0415
+    from nnscope.runtime.cli._bench_models import reference_outputs  # noqa: PLC0415
+    from nnscope.runtime.cli._bench_run import Settings, measure  # noqa: PLC0415
+    from nnscope import tracing  # noqa: PLC0415
     model = load_model("tiny_add")
     reference = reference_outputs(model)
     with tracing.TraceSession() as session:
@@ -191,7 +191,7 @@ def test_html_report_is_the_dashboard_of_the_json(tmp_path):
     """``--html`` renders the run with the dashboards package (a separate process); the page
     carries every model x device of the JSON it was made from."""
     page, data = tmp_path / "bench.html", tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "-m", "runtime", "bench", "tiny_add", "--device",
+    done = subprocess.run([sys.executable, "-m", "nnscope.runtime", "bench", "tiny_add", "--device",
                            "nnapi-reference", "--device", "sample-all", "--executions", "3",
                            "--json", str(data), "--html", str(page)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -205,7 +205,7 @@ def test_html_report_is_the_dashboard_of_the_json(tmp_path):
 
 
 def test_the_summary_shows_the_error_and_the_threshold_it_was_held_to(document):
-    from runtime.cli._bench_table import summary  # noqa: PLC0415
+    from nnscope.runtime.cli._bench_table import summary  # noqa: PLC0415
     lines = summary(document).splitlines()
     headers = re.split(r"\s{2,}", lines[0].strip())
     assert headers[-4:] == ["max abs err", "rel err", "accurate", "ops on device"]
@@ -216,7 +216,7 @@ def test_the_summary_shows_the_error_and_the_threshold_it_was_held_to(document):
 def test_a_wrong_output_fails_the_model_level_criterion():
     """The criterion is relative to the output's range, per output type: a float32 output off
     by 1e-3 of its range fails, 1e-5 passes; a relaxed run allows 1e-2."""
-    from runtime.cli._bench_models import accuracy  # noqa: PLC0415
+    from nnscope.runtime.cli._bench_models import accuracy  # noqa: PLC0415
     bench_model = load_model("tiny_add")
     want = [np.linspace(-2.0, 2.0, 4, dtype=np.float32).reshape(bench_model.inputs[0].shape)]
     close, off = [want[0] + np.float32(4e-5)], [want[0] + np.float32(4e-3)]
@@ -230,7 +230,7 @@ def test_a_wrong_output_fails_the_model_level_criterion():
 
 
 def test_the_progress_bar_reads_count_and_unit(monkeypatch, capsys):
-    from runtime.cli import _bench_progress as progress  # noqa: PLC0415
+    from nnscope.runtime.cli import _bench_progress as progress  # noqa: PLC0415
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     monkeypatch.setattr(progress, "SHOW_AFTER_S", 0)
     with progress.bar(None, "bench") as bar:

@@ -20,7 +20,7 @@ FIB_OP = "com.example.fibonacci:FIBONACCI"
 def _nnscope(*args, env=None):
     base = {k: v for k, v in os.environ.items()
             if not k.startswith("NNSCOPE_") and k not in ("NN_VLOG", "NN_PARTITION")}
-    return subprocess.run([sys.executable, "-m", "runtime", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "nnscope.runtime", *map(str, args)], capture_output=True,
                           text=True, cwd=REPO, timeout=600, env={**base, **(env or {})})
 
 

@@ -25,7 +25,7 @@ def _without(missing: str, module: str, argv: list[str]) -> subprocess.Completed
     ("perfetto", ["--perfetto", "t.perfetto-trace"], "perfetto"),
 ])
 def test_a_missing_extra_is_one_usage_line_before_the_run(missing, flags, extra, tmp_path):
-    done = _without(missing, "runtime.__main__", ["run", "--executions", "1", *flags])
+    done = _without(missing, "nnscope.runtime.__main__", ["run", "--executions", "1", *flags])
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "NNAPI timing summary" not in done.stdout
     last = done.stderr.strip().splitlines()[-1]
@@ -35,6 +35,6 @@ def test_a_missing_extra_is_one_usage_line_before_the_run(missing, flags, extra,
 def test_parse_systrace_names_the_extra_for_a_perfetto_trace(tmp_path):
     trace = tmp_path / "t.perfetto-trace"
     trace.write_bytes(b"\x0a\x02\x08\x01")  # one Trace.packet field: sniffed as Perfetto
-    done = _without("perfetto", "parse_systrace.__main__", [str(trace)])
+    done = _without("perfetto", "nnscope.parse_systrace.__main__", [str(trace)])
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "pip install 'nnscope[perfetto]'" in done.stderr

@@ -21,7 +21,7 @@ EXECUTIONS = ("executeSynchronously", "execute", "executeBurst", "executeFenced"
 
 
 def _nnscope(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "runtime", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "nnscope.runtime", *map(str, args)], capture_output=True,
                           text=True, cwd=REPO, timeout=600, env=env)
 
 
@@ -76,7 +76,7 @@ def _same_summary(printed: str, read_back: str) -> None:
 
 @pytest.mark.parametrize("burst", [False, True], ids=["execute", "burst"])
 def test_run_sends_one_trace_per_run(tmp_path, burst):
-    import parse_systrace
+    from nnscope import parse_systrace
 
     trace = tmp_path / "t.json"
     run = [*RUN, "--burst"] if burst else [arg for arg in RUN if arg != "--no-summary"]
@@ -108,7 +108,7 @@ def test_otlp_without_a_value_uses_the_environment(tmp_path):
 
 @pytest.mark.parametrize("form", ["otlp://HOST:PORT", "otlp"])
 def test_nnscope_trace_otlp_sends_any_program(tmp_path, form):
-    program = ("import tracing\nfrom tracing import Phase\n"
+    program = ("from nnscope import tracing\nfrom tracing import Phase\n"
                "with tracing.application(Phase.OVERALL, 'p'):\n"
                "    with tracing.runtime(Phase.EXECUTION, 'x'):\n        pass\n")
     with OtlpReceiver() as receiver:

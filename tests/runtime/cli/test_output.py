@@ -18,7 +18,7 @@ FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"
 
 
 def _nnscope(*args, cwd=REPO, env=None):
-    return subprocess.run([sys.executable, "-m", "runtime", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "nnscope.runtime", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=600, env=None if env is None else {**os.environ, **env})
 
 

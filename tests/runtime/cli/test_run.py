@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from runtime.__main__ import main
-from runtime.cli._backend import read_inputs
-from runtime.hal.types import Operand, OperandType
+from nnscope.runtime.__main__ import main
+from nnscope.runtime.cli._backend import read_inputs
+from nnscope.runtime.hal.types import Operand, OperandType
 from tests.runtime.tflite.int8_image_model import INPUT_SHAPE, int8_image_model
 from tests.runtime.tflite.litert_helpers import F32, Tensor, build, litert_run
 from tests.runtime.tflite.test_tflite_loader import BUILTIN
@@ -26,7 +26,7 @@ QUIET = ["--executions", "0", "--warmup", "0", "--no-summary"]
 
 
 def _nnscope(*args):
-    return subprocess.run([sys.executable, "-m", "runtime", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "nnscope.runtime", *map(str, args)], capture_output=True,
                           text=True, cwd=REPO, timeout=600)
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime import manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Compilation, Model, manager
-from runtime.__main__ import main as cli_main
-from runtime.cli.cts import make_backend
-from runtime.cts import harness, loader
-from runtime.drivers.ipc import RemoteDevice
-from runtime.hal.types import HalModel
+from nnscope.runtime import Compilation, Model, manager
+from nnscope.runtime.__main__ import main as cli_main
+from nnscope.runtime.cli.cts import make_backend
+from nnscope.runtime.cts import harness, loader
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.hal.types import HalModel
 
 #: Outputs sized only at execution: larger than the 1024-element first guess (resize, conv,
 #: transpose conv), zero-sized (BOX_WITH_NMS_LIMIT), data-dependent (detection), several outputs

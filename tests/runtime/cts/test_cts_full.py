@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from runtime.cts import loader
+from nnscope.runtime.cts import loader
 from tests.support.paths import REPO
 
 TOTAL = sum(spec["tests"] for spec in loader.load_index(loader.PACKAGED_VECTORS)["specs"])
@@ -19,7 +19,7 @@ TOTAL = sum(spec["tests"] for spec in loader.load_index(loader.PACKAGED_VECTORS)
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic-output-shapes"])
 def test_every_vector_passes(device, dynamic, record_property):
     flags = ["--device", device, "--json"] + (["--dynamic-output-shapes"] if dynamic else [])
-    done = subprocess.run([sys.executable, "-m", "runtime", "cts", *flags], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "nnscope.runtime", "cts", *flags], capture_output=True,
                           text=True, cwd=REPO, timeout=900)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

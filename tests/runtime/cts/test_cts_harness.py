@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.cts import accuracy, harness, loader
-from runtime.hal.types import DataLocation, OperandLifetime as L, OperandType as T, OperationType as O
+from nnscope.runtime.cts import accuracy, harness, loader
+from nnscope.runtime.hal.types import DataLocation, OperandLifetime as L, OperandType as T, OperationType as O
 
 ROOT = loader.CTS_ROOT
 
@@ -90,7 +90,7 @@ def test_run_vectors_reference_backend():
 
 
 def test_unregistered_operations_are_skipped(monkeypatch):
-    from runtime.ops import registry  # noqa: PLC0415
+    from nnscope.runtime.ops import registry  # noqa: PLC0415
     registry.load_all()
     monkeypatch.delitem(registry._RECORDS, O.ABS)  # as if ABS had no kernel
     spec = next(s for s in loader.load_index(ROOT)["specs"] if s["operations"] == ["ABS"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.cli.cts import make_backend
-from runtime.cts import harness, loader
+from nnscope.runtime.cli.cts import make_backend
+from nnscope.runtime.cts import harness, loader
 
 #: Per subset: its vector files, the fewest vectors that must pass, the fewest expected failures.
 SUBSETS = {

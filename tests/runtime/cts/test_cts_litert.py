@@ -23,7 +23,7 @@ REJECTED = 61  # expectFailure vectors: compilation refused, as the test expects
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic-output-shapes"])
 def test_claimed_vectors_pass(dynamic, record_property):
     flags = ["--device", "sample-litert", "--json"] + (["--dynamic-output-shapes"] if dynamic else [])
-    done = subprocess.run([sys.executable, "-m", "runtime", "cts", *flags], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "nnscope.runtime", "cts", *flags], capture_output=True,
                           text=True, cwd=REPO, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)

@@ -5,19 +5,19 @@ import subprocess
 import sys
 import tomllib
 
-from runtime.cts import loader
+from nnscope.runtime.cts import loader
 from tests.support.paths import REPO
 
 
 def _nnscope_cts(*args, env_extra=None):
     env = {k: v for k, v in os.environ.items() if k != loader.NNSCOPE_CTS_DIR}
-    return subprocess.run([sys.executable, "-m", "runtime", "cts", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "nnscope.runtime", "cts", *args], capture_output=True,
                           text=True, cwd=REPO, env={**env, **(env_extra or {})}, timeout=300)
 
 
 def test_every_vector_file_is_declared_package_data():
     with open(REPO / "pyproject.toml", "rb") as handle:
-        globs = tomllib.load(handle)["tool"]["setuptools"]["package-data"]["runtime.cts"]
+        globs = tomllib.load(handle)["tool"]["setuptools"]["package-data"]["nnscope.runtime.cts"]
     files = [path.relative_to(loader.PACKAGED_VECTORS.parent).as_posix()
              for path in loader.PACKAGED_VECTORS.rglob("*") if path.is_file()]
     assert len(files) > 600
@@ -31,7 +31,7 @@ def test_the_index_names_only_shipped_files():
 
 
 def test_default_is_the_packaged_vectors():
-    done = subprocess.run([sys.executable, "-c", "from runtime.cli.cts import default_root; "
+    done = subprocess.run([sys.executable, "-c", "from nnscope.runtime.cli.cts import default_root; "
                            "print(default_root())"], capture_output=True, text=True, cwd=REPO,
                           env={k: v for k, v in os.environ.items() if k != loader.NNSCOPE_CTS_DIR})
     assert done.stdout.strip() == str(loader.PACKAGED_VECTORS)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.drivers.ipc import SharedPool
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
+from nnscope.runtime.drivers.ipc import SharedPool
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType as Op, PaddingCode, Subgraph)
 
 
@@ -77,5 +77,5 @@ def make_request(model: HalModel, inputs, shared: bool = False, out_slack: int =
 
 
 def _dtype(operand_type):
-    from runtime.hal.types import numpy_dtype
+    from nnscope.runtime.hal.types import numpy_dtype
     return numpy_dtype(operand_type)

@@ -1,7 +1,7 @@
 """Driver-process fixtures: real ``python -m runtime.drivers`` processes, shut down after use."""
 import pytest
 
-from runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import struct
 
 import numpy as np
 
-from runtime.hal import fibonacci_extension as fx
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L,
+from nnscope.runtime.hal import fibonacci_extension as fx
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L,
                                OperandType as T, Operation, Subgraph)
 
 NAME = fx.EXAMPLE_FIBONACCI_EXTENSION_NAME

@@ -9,14 +9,14 @@ import os
 import numpy as np
 import pytest
 
-from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers import cache_memo
-from runtime.drivers.cache_files import HEADER_SIZE
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.sample import SAMPLES, SampleDriver
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.builtin_models import mobilenet, sample_input
+from nnscope.runtime.drivers import cache_memo
+from nnscope.runtime.drivers.cache_files import HEADER_SIZE
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 
 TOKEN = bytes(range(32))
 MODEL = mobilenet(size=32, alpha=0.25, classes=10)

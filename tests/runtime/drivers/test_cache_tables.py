@@ -11,13 +11,13 @@ import tempfile
 import numpy as np
 import pytest
 
-from runtime.cts.loader import CTS_ROOT, load_file
-from runtime.drivers import cache_payload, cache_tables, memory_budget
-from runtime.drivers.cache_files import CacheError
-from runtime.drivers.ipc.wire.codec import CodecError, Reader
-from runtime.drivers.sample import SAMPLES, SampleDriver
-from runtime.extension_models import fibonacci
-from runtime.ops.executor import CpuExecutor
+from nnscope.runtime.cts.loader import CTS_ROOT, load_file
+from nnscope.runtime.drivers import cache_payload, cache_tables, memory_budget
+from nnscope.runtime.drivers.cache_files import CacheError
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
+from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+from nnscope.runtime.extension_models import fibonacci
+from nnscope.runtime.ops.executor import CpuExecutor
 from tests.runtime.extension_helpers import allowed
 
 TOKEN = bytes(range(32))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.drivers.fibonacci import FibonacciDriver
-from runtime.drivers.ipc.wire.codec import (CodecError, Reader, decode_extensions, decode_model,
+from nnscope.runtime.drivers.fibonacci import FibonacciDriver
+from nnscope.runtime.drivers.ipc.wire.codec import (CodecError, Reader, decode_extensions, decode_model,
                                             encode_extensions, encode_model)
-from runtime.hal.extensions import Extension, ExtensionType
+from nnscope.runtime.hal.extensions import Extension, ExtensionType
 from tests.runtime.drivers._hal import add_model
 from tests.runtime.drivers.fib_hal import FIBONACCI, NAME, PREFIX, fib_model
 

@@ -9,12 +9,12 @@ import struct
 import numpy as np
 import pytest
 
-import tracing
-from runtime.drivers.ipc import RemoteDevice
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.errors import HalError
-from runtime.hal.extensions import Extension, ExtensionOperandTypeInformation
-from runtime.hal.types import ErrorStatus, OperandType as T
+from nnscope import tracing
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.extensions import Extension, ExtensionOperandTypeInformation
+from nnscope.runtime.hal.types import ErrorStatus, OperandType as T
 from tests.runtime.drivers.fib_hal import (FIBONACCI, INT64, NAME, PREFIX, QUANT64, fib_model,
                                            fib_request, int64, outputs)
 from tests.runtime.extension_helpers import fibonacci, refused
@@ -142,7 +142,7 @@ def test_hal_bypasses_the_allowlist(fib_device):
     """The allowlist is a runtime library check: refused programs get False and BAD_DATA from
     the runtime API, but HAL messages go straight to the driver (README: protects against
     accidental use, not deliberate bypass)."""
-    from runtime import Model, NnError  # noqa: PLC0415
+    from nnscope.runtime import Model, NnError  # noqa: PLC0415
     with refused():
         assert fib_device.get_extension_support(NAME) is False
         with pytest.raises(NnError, match="nnapi_extensions_app_allowlist"):

@@ -9,11 +9,11 @@ import struct
 
 import numpy as np
 
-from runtime.drivers.ipc.wire.codec import Reader
-from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.wire.execution_codec import decode_result
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.types import ErrorStatus, OperandType as T
+from nnscope.runtime.drivers.ipc.wire.codec import Reader
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from nnscope.runtime.drivers.ipc.wire.execution_codec import decode_result
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.types import ErrorStatus, OperandType as T
 from tests.runtime.drivers.fib_hal import INT64, NAME, PREFIX, QUANT64, fib_model, fib_request, int64
 from tests.runtime.extension_helpers import fibonacci
 from tests.support.driver_attack import AttackedDriver, exchange, prepare_payload

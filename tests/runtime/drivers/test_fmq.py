@@ -12,21 +12,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.drivers.ipc.wire.codec import CodecError
-from runtime.drivers.ipc.wire.fmq import (HEADER_SIZE, FmqChannel, FmqCorrupt, FmqError, FmqPeerGone,
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError
+from nnscope.runtime.drivers.ipc.wire.fmq import (HEADER_SIZE, FmqChannel, FmqCorrupt, FmqError, FmqPeerGone,
                                           FmqTimeout)
-from runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, BurstRequest, decode_request, decode_result,
+from nnscope.runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, BurstRequest, decode_request, decode_result,
                                                 encode_request, encode_result)
-from runtime.drivers.ipc.wire.shm import SharedPool
-from runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
-from runtime.hal.types import ErrorStatus
-from timing import Timing
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.timing import Timing
 
 # The second process: echoes each message of channel A back on channel B until b"quit"; after
 # the first message it also reports the CPU seconds it spent blocked in that read.
 ECHO = """
 import sys, time
-from runtime.drivers.ipc.wire.fmq import FmqChannel
+from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel
 fds = [int(v) for v in sys.argv[1:]]
 inbox, outbox = FmqChannel.attach(*fds[:3]), FmqChannel.attach(*fds[3:])
 outbox.write(b"ready", timeout=10)

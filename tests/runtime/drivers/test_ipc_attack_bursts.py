@@ -12,12 +12,12 @@ import tempfile
 
 import pytest
 
-from runtime.drivers.ipc.client import encoder
-from runtime.drivers.ipc.service._guard import FD_RESERVE, FdBudget
-from runtime.drivers.ipc.service._serve import MAX_UNREAD_BULK
-from runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, MsgType
-from runtime.drivers.ipc.service.burst import BURST_FDS, MAX_BURSTS_PER_CLIENT
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.client import encoder
+from nnscope.runtime.drivers.ipc.service._guard import FD_RESERVE, FdBudget
+from nnscope.runtime.drivers.ipc.service._serve import MAX_UNREAD_BULK
+from nnscope.runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, MsgType
+from nnscope.runtime.drivers.ipc.service.burst import BURST_FDS, MAX_BURSTS_PER_CLIENT
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.support.driver_attack import (AttackedDriver, exchange, execute_add_payload, prepare_add,
                                          record, send)
 from tests.support.driver_attack_rings import (announce_length, burst_id, configure_burst, ring,
@@ -150,7 +150,7 @@ def test_a_burst_wakeup_made_blocking_by_its_owner_is_made_non_blocking(driver):
         requests = ring(attacker)
         ident = burst_id(configure_burst(sock, [*requests.fds, *results.fds], model_id))
         assert os.get_blocking(results.fds[1]) is False  # one open file: the driver's flag shows
-        from runtime.drivers.ipc.wire.fmq_datum import encode_echo  # noqa: PLC0415
+        from nnscope.runtime.drivers.ipc.wire.fmq_datum import encode_echo  # noqa: PLC0415
 
         requests.write(encode_echo(1))
         assert results.read(timeout=5.0) == encode_echo(1)  # answered, not blocked in the signal

@@ -7,10 +7,10 @@ import tempfile
 
 import pytest
 
-from runtime.drivers import cache_files
-from runtime.drivers.cache_memo import MAX_ENTRIES
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers import cache_files
+from nnscope.runtime.drivers.cache_memo import MAX_ENTRIES
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.support.driver_attack import AttackedDriver, exchange, peak_rss_kb, prepare_add
 from tests.support.driver_attack_rings import inotify_watches
 

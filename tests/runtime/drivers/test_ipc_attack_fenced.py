@@ -2,9 +2,9 @@
 wait on fences nobody signals must neither lock other clients out nor hold uncounted fds."""
 import pytest
 
-from runtime.drivers.ipc.service.fenced import MAX_RUNNING_PER_CLIENT, MAX_WAIT_FENCES
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.service.fenced import MAX_RUNNING_PER_CLIENT, MAX_WAIT_FENCES
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.support.driver_attack import AttackedDriver, exchange, prepare_add
 from tests.support.driver_attack_rings import (fenced_from_other_process, fenced_payload,
                                                unsignalled_fences)

@@ -12,12 +12,12 @@ import tempfile
 import numpy as np
 import pytest
 
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.wire.codec import Writer
-from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.types import ErrorStatus
-from runtime.memory import Memory
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.wire.codec import Writer
+from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.runtime.memory import Memory
 from tests.runtime.drivers._hal import add_model
 from tests.support.driver_attack import (AttackedDriver, exchange, execute_add, execute_add_payload,
                                          from_other_process, other_user_python, prepare_add, result_of)

@@ -2,7 +2,7 @@
 report: ``benchmarks/runtime_latency.py``)."""
 import time
 
-from runtime.drivers.ipc.bench import raw_round_trip
+from nnscope.runtime.drivers.ipc.bench import raw_round_trip
 
 
 def test_raw_round_trip_between_two_processes():

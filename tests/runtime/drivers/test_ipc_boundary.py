@@ -9,7 +9,7 @@ import importlib
 
 from tests.test_import_graph import import_graph
 
-IPC = "runtime.drivers.ipc"
+IPC = "nnscope.runtime.drivers.ipc"
 #: What each side may import under ``runtime.drivers.ipc`` besides itself.
 MAY_IMPORT = {"client": {"wire"}, "service": {"wire"}, "wire": set()}
 
@@ -45,7 +45,7 @@ def test_no_module_imports_across_the_process_boundary():
 
 def test_the_check_finds_each_kind_of_crossing():
     graph = {f"{IPC}.service.execute": {f"{IPC}.client.device", f"{IPC}.wire.codec"},
-             f"{IPC}.client.burst": {f"{IPC}.service.burst", "runtime.hal.types"},
+             f"{IPC}.client.burst": {f"{IPC}.service.burst", "nnscope.runtime.hal.types"},
              f"{IPC}.wire.codec": {f"{IPC}.client"},
              f"{IPC}.client.cache": {IPC, f"{IPC}.wire.protocol"},
              f"{IPC}.bench": {f"{IPC}.client.device", f"{IPC}.service.driver_service"}}

@@ -11,14 +11,14 @@ import struct
 import numpy as np
 import pytest
 
-from runtime.drivers.ipc import SharedPool
-from runtime.drivers.ipc.client.buffer import RemoteBuffer, allocate
-from runtime.drivers.ipc.wire.codec import Writer
-from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc import SharedPool
+from nnscope.runtime.drivers.ipc.client.buffer import RemoteBuffer, allocate
+from nnscope.runtime.drivers.ipc.wire.codec import Writer
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request
 from tests.support.driver_attack import from_other_process
 

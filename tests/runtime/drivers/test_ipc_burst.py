@@ -11,16 +11,16 @@ import time
 import numpy as np
 import pytest
 
-from runtime import Burst, Compilation, Execution
-from runtime.drivers.ipc.wire.fmq import FmqChannel
-from runtime.drivers.ipc.client._reply import check_status
-from runtime.drivers.ipc.wire.codec import CodecError
-from runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, ECHO, MAX_ECHO_DATUMS, decode_memory_request,
+from nnscope.runtime import Burst, Compilation, Execution
+from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel
+from nnscope.runtime.drivers.ipc.client._reply import check_status
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError
+from nnscope.runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, ECHO, MAX_ECHO_DATUMS, decode_memory_request,
                                                 decode_result, encode_echo)
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.drivers.ipc.wire.shm import SharedPool
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.helpers import add_model
 
 SEEDS = 300

@@ -9,9 +9,9 @@ import tempfile
 
 import pytest
 
-from runtime.drivers import cache_files
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers import cache_files
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model
 from tests.support.driver_attack import AttackedDriver, exchange, prepare_payload
 

@@ -5,18 +5,18 @@ import socket
 import numpy as np
 import pytest
 
-from runtime.drivers.ipc.wire.codec import (CodecError, Reader, decode_capabilities, decode_model,
+from nnscope.runtime.drivers.ipc.wire.codec import (CodecError, Reader, decode_capabilities, decode_model,
                                             encode_capabilities, encode_model)
-from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
-from runtime.drivers.ipc.wire.execution_codec import decode_result, encode_result
-from runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, MsgType, ProtocolError, pack_header, unpack_header
-from runtime.drivers.ipc.wire.shm import SharedPool
-from runtime.drivers.ipc.wire.transport import PeerClosed, socket_pair
-from runtime.drivers.registry import create_driver
-from runtime.hal.device_types import ExecutionResult, OutputShape
-from runtime.hal.types import ChannelQuant, ErrorStatus
-from timing import Timing
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from nnscope.runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
+from nnscope.runtime.drivers.ipc.wire.execution_codec import decode_result, encode_result
+from nnscope.runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, MsgType, ProtocolError, pack_header, unpack_header
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed, socket_pair
+from nnscope.runtime.drivers.registry import create_driver
+from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape
+from nnscope.runtime.hal.types import ChannelQuant, ErrorStatus
+from nnscope.timing import Timing
 from tests.runtime.drivers._hal import add_model, conv_model, make_request
 
 

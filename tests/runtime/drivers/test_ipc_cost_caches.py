@@ -11,12 +11,12 @@ import struct
 
 import numpy as np
 
-from runtime.drivers.ipc.wire.codec import Reader
-from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.service.execute_decode import ARGS_ENTRY_BYTES, DecodeState, decode_execute
-from runtime.drivers.ipc.wire.execution_codec import _HEAD_FREE, _INLINE, KIND_INLINE, MAX_INLINE_BYTES
-from runtime.drivers.ipc.wire.protocol import MAX_PAYLOAD, REPLY, MsgType
-from runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.drivers.ipc.wire.codec import Reader
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from nnscope.runtime.drivers.ipc.service.execute_decode import ARGS_ENTRY_BYTES, DecodeState, decode_execute
+from nnscope.runtime.drivers.ipc.wire.execution_codec import _HEAD_FREE, _INLINE, KIND_INLINE, MAX_INLINE_BYTES
+from nnscope.runtime.drivers.ipc.wire.protocol import MAX_PAYLOAD, REPLY, MsgType
+from nnscope.runtime.hal.device_types import Request, RequestArgument
 from tests.support.driver_attack import AttackedDriver, exchange, ping, read_reply, record, send
 
 INVALID = 4  # ErrorStatus.INVALID_ARGUMENT

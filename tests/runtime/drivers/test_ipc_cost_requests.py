@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import struct
 
-from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import make_request
 from tests.support import cost_models as cm
 from tests.support.driver_attack import AttackedDriver, exchange, prepare_payload, result_of

@@ -15,14 +15,14 @@ import time
 
 import pytest
 
-import runtime
-from runtime.drivers.ipc.wire.codec import Reader, decode_model, encode_model
-from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
-from runtime.hal.errors import HalError
-from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
+from nnscope import runtime
+from nnscope.runtime.drivers.ipc.wire.codec import Reader, decode_model, encode_model
+from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType as Op, Subgraph)
-from runtime.drivers.sample import SAMPLES, SampleDriver
-from runtime.hal.validate import run_order, validate_model
+from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+from nnscope.runtime.hal.validate import run_order, validate_model
 from tests.support.driver_attack import AttackedDriver, exchange
 
 INVALID = 4  # ErrorStatus.INVALID_ARGUMENT

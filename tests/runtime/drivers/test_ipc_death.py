@@ -13,9 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from runtime.drivers.ipc import RemoteDevice
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request
 from tests.support.sent import SentHook
 

@@ -4,11 +4,11 @@ import os
 import numpy as np
 import pytest
 
-from runtime.drivers.registry import create_driver
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.errors import HalError
-from runtime.hal.types import DeviceType, ErrorStatus, OperandType as T
-from runtime.ops.executor import CpuExecutor
+from nnscope.runtime.drivers.registry import create_driver
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import DeviceType, ErrorStatus, OperandType as T
+from nnscope.runtime.ops.executor import CpuExecutor
 from tests.runtime.drivers._hal import add_model, conv_model, make_request
 
 RNG = np.random.default_rng(7)
@@ -163,8 +163,8 @@ def _record_sends(device):
 
 
 def test_runtime_memory_pools_for_requests_and_constants(sample_all):
-    from runtime.hal.types import DataLocation, OperandLifetime as L
-    from runtime.memory import Memory
+    from nnscope.runtime.hal.types import DataLocation, OperandLifetime as L
+    from nnscope.runtime.memory import Memory
 
     model = add_model((4,))
     graph = model.main

@@ -8,14 +8,14 @@ import time
 import numpy as np
 import pytest
 
-import parse_systrace
-import tracing
-from runtime import Compilation, Duration, Execution, Memory, NnError, ResultCode, manager
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.client import fenced as fenced_client
-from runtime.event import Event
+from nnscope import parse_systrace
+from nnscope import tracing
+from nnscope.runtime import Compilation, Duration, Execution, Memory, NnError, ResultCode, manager
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.client import fenced as fenced_client
+from nnscope.runtime.event import Event
 from tests.runtime.helpers import add_model, code_of
-from tracing import Phase
+from nnscope.tracing import Phase
 
 SHAPE = (2, 8)
 NBYTES = int(np.prod(SHAPE)) * 4

@@ -9,19 +9,19 @@ import time
 import numpy as np
 import pytest
 
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.client import fenced as fenced_client
-from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.service.fenced import MAX_RUNNING, MAX_WAIT_FENCES
-from runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH as LAUNCH
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.drivers.ipc.wire.syncfence import ACTIVE, DONE, ERROR, FAILED, count, wait
-from runtime.drivers.ipc.wire.transport import Channel
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.client import fenced as fenced_client
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from nnscope.runtime.drivers.ipc.service.fenced import MAX_RUNNING, MAX_WAIT_FENCES
+from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH as LAUNCH
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.syncfence import ACTIVE, DONE, ERROR, FAILED, count, wait
+from nnscope.runtime.drivers.ipc.wire.transport import Channel
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request
-from timing import NO_TIMING
+from nnscope.timing import NO_TIMING
 
 INVALID = ErrorStatus.INVALID_ARGUMENT
 _THREADS: dict[int, int] = {}  # driver pid -> its thread count before any fenced job

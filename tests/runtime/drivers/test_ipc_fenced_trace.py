@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import tracing
-from runtime import Execution
+from nnscope import tracing
+from nnscope.runtime import Execution
 from tests.runtime.drivers.test_ipc_fenced import (NBYTES, SHAPE, _array, _compiled,  # noqa: F401
                                                    _shared, two_drivers)
-from tracing import Phase
-from tracing.exporters import ExportResult
-from tracing.exporters.otel import OtelExporter
+from nnscope.tracing import Phase
+from nnscope.tracing.exporters import ExportResult
+from nnscope.tracing.exporters.otel import OtelExporter
 
 
 def test_fenced_execution_spans_form_one_tree(two_drivers):  # noqa: F811

@@ -7,13 +7,13 @@ import struct
 import numpy as np
 import pytest
 
-from runtime.drivers.ipc import SharedPool
-from runtime.drivers.ipc.client.device import model_payload
-from runtime.drivers.ipc.wire.codec import Reader
-from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from runtime.drivers.ipc.wire.execution_codec import decode_result
-from runtime.drivers.ipc.wire.protocol import FLAG_BULK, HEADER, MAGIC, REPLY, VERSION, MsgType, pack_header
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc import SharedPool
+from nnscope.runtime.drivers.ipc.client.device import model_payload
+from nnscope.runtime.drivers.ipc.wire.codec import Reader
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from nnscope.runtime.drivers.ipc.wire.execution_codec import decode_result
+from nnscope.runtime.drivers.ipc.wire.protocol import FLAG_BULK, HEADER, MAGIC, REPLY, VERSION, MsgType, pack_header
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request
 
 INVALID = ErrorStatus.INVALID_ARGUMENT

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.ipc.wire.protocol import MAX_FDS, REPLY, MsgType
-from runtime.drivers.ipc.wire.shm import SharedPool
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.wire.protocol import MAX_FDS, REPLY, MsgType
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.support.driver_attack import AttackedDriver, exchange, ping
 
 

@@ -5,10 +5,10 @@ import struct
 import numpy as np
 import pytest
 
-from runtime.drivers.ipc.wire.execution_codec import _MEMO_HEAD, FORM_UNKNOWN
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.wire.execution_codec import _MEMO_HEAD, FORM_UNKNOWN
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request
 
 RNG = np.random.default_rng(11)

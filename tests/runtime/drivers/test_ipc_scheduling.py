@@ -8,10 +8,10 @@ import struct
 
 import numpy as np
 
-from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.ipc.client.encoder import encode_execute
-from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
-from runtime.manager import cpu_device
+from nnscope.runtime.builtin_models import mobilenet, sample_input
+from nnscope.runtime.drivers.ipc.client.encoder import encode_execute
+from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from nnscope.runtime.manager import cpu_device
 from tests.runtime.drivers._hal import make_request
 
 

@@ -3,10 +3,10 @@ import os
 import threading
 import time
 
-from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
-from runtime.drivers.ipc.service.driver_service import DriverService, listen
-from runtime.drivers.ipc.wire.transport import Channel
-from runtime.drivers.sample import SAMPLES, SampleDriver
+from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from nnscope.runtime.drivers.ipc.service.driver_service import DriverService, listen
+from nnscope.runtime.drivers.ipc.wire.transport import Channel
+from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
 
 
 def _ping(channel: Channel, request_id: int, data: bytes, wait_s: float = 30.0) -> bytes:

@@ -7,16 +7,16 @@ import struct
 
 import pytest
 
-from runtime.drivers.ipc.wire.codec import CodecError
-from runtime.drivers.ipc.wire.fmq_datum import (BurstRequest, RequestArgument, TRACE_SIZE,
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError
+from nnscope.runtime.drivers.ipc.wire.fmq_datum import (BurstRequest, RequestArgument, TRACE_SIZE,
                                                 decode_request, encode_request, encode_trace,
                                                 split_trace)
-from runtime.drivers.ipc.wire.protocol import FLAG_BULK, FLAG_TRACE, REPLY, MsgType, pack_header
-from runtime.drivers.ipc.wire.transport import socket_pair
+from nnscope.runtime.drivers.ipc.wire.protocol import FLAG_BULK, FLAG_TRACE, REPLY, MsgType, pack_header
+from nnscope.runtime.drivers.ipc.wire.transport import socket_pair
 from tests.runtime.drivers.test_ipc_malformed import (INVALID, driver, exchange, good_execute,  # noqa: F401
                                                       ping_ok, raw)
 from tests.runtime.drivers.test_ipc_burst import burst_setup  # noqa: F401
-from tracing import propagation
+from nnscope.tracing import propagation
 
 GOOD = propagation.pack(b"\x11" * 16, b"\x22" * 8)
 BAD_CONTEXTS = {
@@ -102,7 +102,7 @@ def test_trace_datums_keep_the_datum_layout():
     lambda d: d[:4] + bytes(16) + d[20:],                           # zero trace id
 ], ids=["padding", "version", "zero-id"])
 def test_a_driver_refuses_a_burst_request_with_malformed_trace_datums(burst_setup, damage):
-    from runtime.hal.types import ErrorStatus
+    from nnscope.runtime.hal.types import ErrorStatus
     from tests.runtime.drivers.test_ipc_burst import _run, _status
 
     device, compilation, burst = burst_setup

@@ -2,8 +2,8 @@
 through ``tracing.session_env()`` and flushed by the driver after each request)."""
 import numpy as np
 
-import tracing
-from runtime.drivers.ipc import RemoteDevice
+from nnscope import tracing
+from nnscope.runtime.drivers.ipc import RemoteDevice
 from tests.runtime.drivers._hal import add_model, make_request
 
 
@@ -57,7 +57,7 @@ def _assert_nesting(data, driver_pid):
 
 
 def test_a_driver_started_before_the_session_joins_it_at_the_next_compilation():
-    from runtime import Compilation, Execution  # noqa: PLC0415
+    from nnscope.runtime import Compilation, Execution  # noqa: PLC0415
     from tests.runtime.helpers import add_model as public_add_model  # noqa: PLC0415
 
     device = RemoteDevice("sample-float-fast")
@@ -82,7 +82,7 @@ def test_a_driver_started_before_the_session_joins_it_at_the_next_compilation():
 
 
 def test_every_repeated_execute_is_traced_down_to_the_cpu_executor():
-    from runtime import Compilation, Execution  # noqa: PLC0415
+    from nnscope.runtime import Compilation, Execution  # noqa: PLC0415
     from tests.runtime.helpers import add_model as public_add_model  # noqa: PLC0415
 
     device = RemoteDevice("sample-all")

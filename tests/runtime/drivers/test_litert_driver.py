@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tracing
-from runtime import Burst, Compilation, Duration, Execution, Model, NnError, ResultCode
-from runtime.cts import accuracy
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.hal.types import OperandType as T, OperationType as Op
-from runtime.tflite import load_tflite
+from nnscope import tracing
+from nnscope.runtime import Burst, Compilation, Duration, Execution, Model, NnError, ResultCode
+from nnscope.runtime.cts import accuracy
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.hal.types import OperandType as T, OperationType as Op
+from nnscope.runtime.tflite import load_tflite
 from tests.runtime.helpers import add_model, conv_model, run
 from tests.support.paths import REPO
 from tests.support.programs import needs_litert
@@ -207,7 +207,7 @@ def test_compilation_cache_holds_the_flatbuffer(litert, tmp_path):
 
 
 def test_threads_option_is_checked():
-    from runtime.drivers.litert import NNSCOPE_LITERT_THREADS, configured_threads
+    from nnscope.runtime.drivers.litert import NNSCOPE_LITERT_THREADS, configured_threads
     assert configured_threads({}) == 1
     assert configured_threads({NNSCOPE_LITERT_THREADS: "2"}) == 2
     for bad in ("0", "x", "-1", "65"):

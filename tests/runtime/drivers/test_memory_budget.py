@@ -13,17 +13,17 @@ import threading
 import numpy as np
 import pytest
 
-import tracing
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.drivers.memory_budget import (DRIVER_BUDGET_ENV, EXECUTE, MemoryBudget,
+from nnscope import tracing
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.memory_budget import (DRIVER_BUDGET_ENV, EXECUTE, MemoryBudget,
                                            configured_driver_budget, model_footprint)
-from runtime.drivers.sample import SAMPLES, SampleDriver
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.errors import HalError
-from runtime.hal.types import (ErrorStatus, HalModel, Operand, OperandLifetime as L,
+from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import (ErrorStatus, HalModel, Operand, OperandLifetime as L,
                                OperandType as T, Operation, OperationType as Op, Subgraph)
-from runtime.ops.executor import CpuExecutor
+from nnscope.runtime.ops.executor import CpuExecutor
 from tests.runtime.drivers._hal import _Values, add_model
 from tests.support.driver_attack import AttackedDriver, exchange, prepare_payload
 from tests.support.log_capture import captured_log
@@ -289,7 +289,7 @@ def test_the_environment_budget_and_its_default():
     ("sample-fibonacci", "4096", "--driver-memory-budget: driver sample-fibonacci has no memory budget"),
 ])
 def test_a_bad_driver_budget_is_one_clear_line_and_exit_2(tmp_path, driver, value, message):
-    proc = subprocess.run([sys.executable, "-m", "runtime.drivers", driver, "--socket",
+    proc = subprocess.run([sys.executable, "-m", "nnscope.runtime.drivers", driver, "--socket",
                            str(tmp_path / "driver.sock"), "--driver-memory-budget", value],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2

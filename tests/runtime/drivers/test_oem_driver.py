@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime import Compilation, Execution, Model, NnError, ResultCode, manager
-from runtime.drivers.cpu import CpuDevice
-from runtime.drivers.ipc import RemoteDevice
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, OperandType as T, OperationType as Op
+from nnscope.runtime import Compilation, Execution, Model, NnError, ResultCode, manager
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus, OperandType as T, OperationType as Op
 
 KEY = bytes([0x0F, 0xF0, 0x55])
 
@@ -98,7 +98,7 @@ def test_bad_oem_models_are_invalid_argument(devices, case):
 
 def test_short_output_reports_the_needed_shape(devices):
     prepared = devices["sample-oem"].prepare_model(_oem_model(shape=(0,), out_shape=(0,)).to_hal())
-    from runtime.hal.device_types import Request, RequestArgument  # noqa: PLC0415
+    from nnscope.runtime.hal.device_types import Request, RequestArgument  # noqa: PLC0415
     pool = bytearray(range(8)) + bytearray(4)
     request = Request((RequestArgument(pool_index=0, offset=0, length=8, dimensions=(8,)),),
                       (RequestArgument(pool_index=0, offset=8, length=4),), (pool,))

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from runtime.drivers import registry
-from runtime.drivers.ipc import RemoteDevice
-from runtime.drivers.registry import NNSCOPE_DRIVERS, UnknownDriverError
+from nnscope.runtime.drivers import registry
+from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.registry import NNSCOPE_DRIVERS, UnknownDriverError
 
 ALL = ("sample-all", "sample-float-fast", "sample-float-slow", "sample-quant", "sample-minimal",
        "sample-fibonacci", "sample-oem") + (("sample-litert",) if registry.litert_available() else ())
@@ -37,14 +37,14 @@ def test_remote_devices_are_lazy_proxies():
 
 
 def test_env_var_is_read_in_a_real_child_process():
-    code = "from runtime.drivers import registry; print(','.join(registry.registered()))"
+    code = "from nnscope.runtime.drivers import registry; print(','.join(registry.registered()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**_base_env(), NNSCOPE_DRIVERS: "sample-float-slow"})
     assert out.stdout.strip() == "sample-float-slow"
 
 
 def test_driver_cli_rejects_unknown_driver_with_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "runtime.drivers", "sample-npu", "--socket",
+    proc = subprocess.run([sys.executable, "-m", "nnscope.runtime.drivers", "sample-npu", "--socket",
                            str(tmp_path / "s")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "unknown driver 'sample-npu'" in proc.stderr and "sample-minimal" in proc.stderr
@@ -58,7 +58,7 @@ def _base_env():
 def test_without_litert_the_driver_is_absent_with_one_line_saying_why():
     code = ("import sys\n"
             "sys.modules['ai_edge_litert'] = None  # as if not installed: find_spec gives None\n"
-            "from runtime.__main__ import main\n"
+            "from nnscope.runtime.__main__ import main\n"
             "sys.exit(main(['devices']))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env=_base_env())

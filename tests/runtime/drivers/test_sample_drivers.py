@@ -3,11 +3,11 @@ from its own process."""
 import numpy as np
 import pytest
 
-from runtime.drivers.registry import create_driver
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, OperandType as T, OperationType as Op
-from runtime.ops import registry as ops
-from runtime.ops.executor import CpuExecutor
+from nnscope.runtime.drivers.registry import create_driver
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus, OperandType as T, OperationType as Op
+from nnscope.runtime.ops import registry as ops
+from nnscope.runtime.ops.executor import CpuExecutor
 from tests.runtime.drivers._hal import add_model, conv_model, make_request
 
 FLOAT_ADD = add_model((4,))

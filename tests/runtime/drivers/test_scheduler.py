@@ -10,13 +10,13 @@ import time
 import numpy as np
 import pytest
 
-from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.ipc.service.scheduler import Job, Scheduler
-from runtime.drivers.sample import SAMPLES, SampleDriver
-from runtime.hal.device_types import Request, RequestArgument
-from runtime.hal.types import ErrorStatus, Priority
-from runtime.manager import cpu_device
-from runtime.ops import preempt
+from nnscope.runtime.builtin_models import mobilenet, sample_input
+from nnscope.runtime.drivers.ipc.service.scheduler import Job, Scheduler
+from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.types import ErrorStatus, Priority
+from nnscope.runtime.manager import cpu_device
+from nnscope.runtime.ops import preempt
 
 LOW, MEDIUM, HIGH = Priority.LOW, Priority.MEDIUM, Priority.HIGH
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.builtin_models import mobilenet, sample_input
-from runtime.drivers.cpu import CpuDevice
-from runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, Operation, OperationType as Op
-from runtime.ops.executor import CpuExecutor
+from nnscope.runtime.builtin_models import mobilenet, sample_input
+from nnscope.runtime.drivers.cpu import CpuDevice
+from nnscope.runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, Operation, OperationType as Op
+from nnscope.runtime.ops.executor import CpuExecutor
 from tests.runtime.drivers._hal import make_request
 from tests.runtime.drivers._hal import _Values
 from tests.runtime.ops.test_executor_signature import _inputs, _unknown_add_model

@@ -12,12 +12,12 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from runtime.drivers.cpu import CpuDevice, CpuPreparedModel
-from runtime.hal.types import ErrorStatus
-from runtime.ops import budget
-from runtime.ops.executor import CpuExecutor
-from runtime.ops.pooling import max_pool, window_sum
-from runtime.ops.window import Window
+from nnscope.runtime.drivers.cpu import CpuDevice, CpuPreparedModel
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.runtime.ops import budget
+from nnscope.runtime.ops.executor import CpuExecutor
+from nnscope.runtime.ops.pooling import max_pool, window_sum
+from nnscope.runtime.ops.window import Window
 from tests.runtime.drivers._hal import add_model, make_request
 from tests.support import cost_models as cm
 
@@ -100,7 +100,7 @@ def test_same_shape_arithmetic_still_runs_and_reports_small_buffers_after_comput
 
 def test_max_pool_with_a_2_pow_26_window_answers_at_once():
     """Before: the window's padding was allocated (256 MB) and 2^26 taps looped (minutes)."""
-    code = ("from runtime.drivers.cpu import CpuDevice; from tests.support import cost_models as cm; "
+    code = ("from nnscope.runtime.drivers.cpu import CpuDevice; from tests.support import cost_models as cm; "
             "from tests.runtime.drivers._hal import make_request; m = cm.max_pool_model(); "
             "r, _, outs = make_request(m, cm.pool_inputs()); "
             "print(CpuDevice().prepare_model(m).execute(r).status, outs[0].ravel().tolist())")

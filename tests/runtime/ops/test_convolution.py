@@ -8,12 +8,12 @@ import re
 import numpy as np
 import pytest
 
-from runtime.hal.types import Operand, OperandType as T, OperationType
-from runtime.ops import registry
-from runtime.ops._common import multiply_by_quantized_multiplier, quantize_multiplier
-from runtime.ops._conv_quant import fixed_point_multiply
-from runtime.ops.convolution import _execute_conv
-from runtime.ops.registry import OpContext, OpValidationError
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType
+from nnscope.runtime.ops import registry
+from nnscope.runtime.ops._common import multiply_by_quantized_multiplier, quantize_multiplier
+from nnscope.runtime.ops._conv_quant import fixed_point_multiply
+from nnscope.runtime.ops.convolution import _execute_conv
+from nnscope.runtime.ops.registry import OpContext, OpValidationError
 from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.CONV_2D, OperationType.DEPTHWISE_CONV_2D,

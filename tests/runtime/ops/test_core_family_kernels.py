@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import ChannelQuant, FuseCode, Operand, OperandType as T, Operation, OperationType as O
-from runtime.ops import _common as c
-from runtime.ops import registry
-from runtime.ops.registry import OpContext, OpValidationError
+from nnscope.runtime.hal.types import ChannelQuant, FuseCode, Operand, OperandType as T, Operation, OperationType as O
+from nnscope.runtime.ops import _common as c
+from nnscope.runtime.ops import registry
+from nnscope.runtime.ops.registry import OpContext, OpValidationError
 
 F32, I32 = T.TENSOR_FLOAT32, T.TENSOR_INT32
 U8, S8 = T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED

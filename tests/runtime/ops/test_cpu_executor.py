@@ -6,14 +6,14 @@ import io
 import numpy as np
 import pytest
 
-import tracing
-from tracing import tracer
-import vlog
-from runtime.cts import loader
-from runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
+from nnscope import tracing
+from nnscope.tracing import tracer
+from nnscope import vlog
+from nnscope.runtime.cts import loader
+from nnscope.runtime.hal.types import (DataLocation, HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType as O, Subgraph)
-from runtime.ops.executor import CpuExecutor, kernel_name
-from runtime.ops.registry import OpValidationError
+from nnscope.runtime.ops.executor import CpuExecutor, kernel_name
+from nnscope.runtime.ops.registry import OpValidationError
 
 F32 = T.TENSOR_FLOAT32
 
@@ -123,7 +123,7 @@ def test_wrong_input_count_is_rejected_at_validation():
 
 
 def test_unsupported_operation_is_rejected(monkeypatch):
-    from runtime.ops import registry  # noqa: PLC0415
+    from nnscope.runtime.ops import registry  # noqa: PLC0415
     registry.load_all()
     monkeypatch.delitem(registry._RECORDS, O.ABS)  # as if ABS had no kernel
     operands = (_input(), _output())

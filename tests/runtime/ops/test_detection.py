@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, Operation, OperationType
-from runtime.ops.detection import (_execute_box_nms, batch_runs, hard_removal, nms,
+from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType
+from nnscope.runtime.ops.detection import (_execute_box_nms, batch_runs, hard_removal, nms,
                                    soft_removal)
-from runtime.ops.proposals import heatmap_keypoints
-from runtime.ops.registry import OpContext
-from runtime.ops.roi import align_float, pool_roi
+from nnscope.runtime.ops.proposals import heatmap_keypoints
+from nnscope.runtime.ops.registry import OpContext
+from nnscope.runtime.ops.roi import align_float, pool_roi
 from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.ROI_ALIGN, OperationType.ROI_POOLING,

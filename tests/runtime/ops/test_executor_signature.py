@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, Operation, OperationType as Op
-from runtime.ops.budget import BudgetExceeded, OutputTooSmall
-from runtime.ops.executor import CpuExecutor, plans_follow_input_shapes
+from nnscope.runtime.hal.types import Operand, OperandLifetime as L, OperandType as T, Operation, OperationType as Op
+from nnscope.runtime.ops.budget import BudgetExceeded, OutputTooSmall
+from nnscope.runtime.ops.executor import CpuExecutor, plans_follow_input_shapes
 from tests.runtime.drivers._hal import _Values
 from tests.support import cost_models as cm
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.cts.accuracy import check_multinomial
-from runtime.hal.types import Operand, OperandType as T, Operation, OperationType
-from runtime.ops.lookup import _execute_embedding, _execute_multinomial, hashtable_lookup
-from runtime.ops.registry import OpContext, OpValidationError
+from nnscope.runtime.cts.accuracy import check_multinomial
+from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType
+from nnscope.runtime.ops.lookup import _execute_embedding, _execute_multinomial, hashtable_lookup
+from nnscope.runtime.ops.registry import OpContext, OpValidationError
 from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.EMBEDDING_LOOKUP, OperationType.HASHTABLE_LOOKUP,

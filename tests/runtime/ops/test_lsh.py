@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import OperationType
-from runtime.ops._farmhash import fingerprint64
-from runtime.ops.lookup import lsh_projection
+from nnscope.runtime.hal.types import OperationType
+from nnscope.runtime.ops._farmhash import fingerprint64
+from nnscope.runtime.ops.lookup import lsh_projection
 from tests.support.cts_vectors import cts_vector_tests
 
 test_every_operation_is_covered_by_enough_vectors, test_cts_vector_passes = \

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import Operand, OperandType as T, Operation, OperationType
-from runtime.ops.lstm import CellParams, CellWeights, _execute_lstm, lstm_cell
-from runtime.ops.lstm_sequence import _execute_bidirectional, _execute_unidirectional
-from runtime.ops.registry import OpContext, OpValidationError
+from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType
+from nnscope.runtime.ops.lstm import CellParams, CellWeights, _execute_lstm, lstm_cell
+from nnscope.runtime.ops.lstm_sequence import _execute_bidirectional, _execute_unidirectional
+from nnscope.runtime.ops.registry import OpContext, OpValidationError
 from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.LSTM, OperationType.UNIDIRECTIONAL_SEQUENCE_LSTM,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import Operand, OperandType as T, Operation, OperationType
-from runtime.ops.normalization import (_execute_lrn, inv_sqrt_multiplier, l2_normalize_quant)
-from runtime.ops.registry import OpContext
+from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType
+from nnscope.runtime.ops.normalization import (_execute_lrn, inv_sqrt_multiplier, l2_normalize_quant)
+from nnscope.runtime.ops.registry import OpContext
 from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.L2_NORMALIZATION, OperationType.LOCAL_RESPONSE_NORMALIZATION,

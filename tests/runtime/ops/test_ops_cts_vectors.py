@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.cts import harness, loader
-from runtime.hal.types import OperationType
-from runtime.ops import registry
+from nnscope.runtime.cts import harness, loader
+from nnscope.runtime.hal.types import OperationType
+from nnscope.runtime.ops import registry
 
 FAMILIES = ("elementwise", "activation", "reshape", "quantization")
 ROOT = loader.CTS_ROOT

@@ -7,11 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from runtime.hal.types import Operand, OperandType as T, OperationType, PaddingCode
-from runtime.ops import registry
-from runtime.ops.pooling import POOL_NAMES, average_pool_quant, max_pool
-from runtime.ops.window import Window, implicit_padding, is_implicit, read_window
-from runtime.ops.registry import OpValidationError
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType, PaddingCode
+from nnscope.runtime.ops import registry
+from nnscope.runtime.ops.pooling import POOL_NAMES, average_pool_quant, max_pool
+from nnscope.runtime.ops.window import Window, implicit_padding, is_implicit, read_window
+from nnscope.runtime.ops.registry import OpValidationError
 from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.AVERAGE_POOL_2D, OperationType.MAX_POOL_2D,

@@ -10,15 +10,15 @@ import math
 import numpy as np
 import pytest
 
-from runtime.cts import loader
-from runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType as T,
+from nnscope.runtime.cts import loader
+from nnscope.runtime.hal.types import (HalModel, Operand, OperandLifetime as L, OperandType as T,
                                Operation, OperationType)
-from runtime.ops import _qlstm_fixed as fx
-from runtime.ops._qlstm_cell import qlstm_step
-from runtime.ops.executor import CpuExecutor
-from runtime.ops.lstm import CellParams, CellWeights, lstm_cell
-from runtime.ops.quantized_lstm import _execute_qlstm, quantized_16bit_lstm_step
-from runtime.ops.registry import OpContext, OpValidationError
+from nnscope.runtime.ops import _qlstm_fixed as fx
+from nnscope.runtime.ops._qlstm_cell import qlstm_step
+from nnscope.runtime.ops.executor import CpuExecutor
+from nnscope.runtime.ops.lstm import CellParams, CellWeights, lstm_cell
+from nnscope.runtime.ops.quantized_lstm import _execute_qlstm, quantized_16bit_lstm_step
+from nnscope.runtime.ops.registry import OpContext, OpValidationError
 from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.QUANTIZED_16BIT_LSTM, OperationType.QUANTIZED_LSTM})

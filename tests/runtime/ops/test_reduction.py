@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import Operand, OperandType as T, OperationType as O, Operation
-from runtime.ops import registry
-from runtime.ops.registry import OpContext, OpValidationError
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType as O, Operation
+from nnscope.runtime.ops import registry
+from nnscope.runtime.ops.registry import OpContext, OpValidationError
 from tests.runtime.ops.test_core_family_kernels import run
 from tests.support.cts_vectors import cts_vector_tests
 

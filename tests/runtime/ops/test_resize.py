@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import Operand, OperandType as T, Operation, OperationType
-from runtime.ops.registry import OpContext, OpValidationError
-from runtime.ops.resize import bilinear, execute_bilinear, execute_nearest, nearest
+from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType
+from nnscope.runtime.ops.registry import OpContext, OpValidationError
+from nnscope.runtime.ops.resize import bilinear, execute_bilinear, execute_nearest, nearest
 from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.RESIZE_BILINEAR, OperationType.RESIZE_NEAREST_NEIGHBOR})

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import Operand, OperandType as T, Operation, OperationType
-from runtime.ops.registry import OpContext
-from runtime.ops.rnn import _execute_bidirectional, _execute_unidirectional, rnn_step, svdf
+from nnscope.runtime.hal.types import Operand, OperandType as T, Operation, OperationType
+from nnscope.runtime.ops.registry import OpContext
+from nnscope.runtime.ops.rnn import _execute_bidirectional, _execute_unidirectional, rnn_step, svdf
 from tests.support.cts_vectors import cts_vector_tests
 
 OPS = frozenset({OperationType.RNN, OperationType.UNIDIRECTIONAL_SEQUENCE_RNN,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import Operand, OperandType as T, OperationType as O
-from runtime.ops.registry import OpValidationError
-from runtime.ops.space import batch_to_space, space_to_batch
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType as O
+from nnscope.runtime.ops.registry import OpValidationError
+from nnscope.runtime.ops.space import batch_to_space, space_to_batch
 from tests.runtime.ops.test_core_family_kernels import run
 from tests.support.cts_vectors import cts_vector_tests
 

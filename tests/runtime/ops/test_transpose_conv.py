@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import Operand, OperandType as T, OperationType, Operation
-from runtime.ops.convolution import conv2d_float
-from runtime.ops.window import Window
-from runtime.ops.registry import OpContext
-from runtime.ops.transpose_conv import (_execute_transpose, grouped_conv, transpose_conv_taps,
+from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType, Operation
+from nnscope.runtime.ops.convolution import conv2d_float
+from nnscope.runtime.ops.window import Window
+from nnscope.runtime.ops.registry import OpContext
+from nnscope.runtime.ops.transpose_conv import (_execute_transpose, grouped_conv, transpose_conv_taps,
                                         transpose_padding)
 from tests.support.cts_vectors import cts_vector_tests
 

@@ -12,8 +12,8 @@ import flatbuffers
 import numpy as np
 import pytest
 
-from runtime.ops.executor import CpuExecutor
-from runtime.tflite import convert_tflite
+from nnscope.runtime.ops.executor import CpuExecutor
+from nnscope.runtime.tflite import convert_tflite
 from tests.runtime.tflite.test_tflite_loader import _schema, _vector, finish_model
 
 F32, F16, I32, U8, I64, BOOL, I16, I8 = 0, 1, 2, 3, 4, 6, 7, 9

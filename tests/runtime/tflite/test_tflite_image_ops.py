@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.hal.types import OperationType
-from runtime.ops.executor import CpuExecutor
-from runtime.ops.resize import bilinear, nearest
-from runtime.ops.transpose_conv import transpose_conv_taps
-from runtime.tflite import convert_tflite
+from nnscope.runtime.hal.types import OperationType
+from nnscope.runtime.ops.executor import CpuExecutor
+from nnscope.runtime.ops.resize import bilinear, nearest
+from nnscope.runtime.ops.transpose_conv import transpose_conv_taps
+from nnscope.runtime.tflite import convert_tflite
 from tests.runtime.tflite.test_tflite_loader import BUILTIN, OPTIONS, _options, build_model
 
 

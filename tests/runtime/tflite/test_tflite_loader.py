@@ -9,11 +9,11 @@ import flatbuffers
 import numpy as np
 import pytest
 
-from runtime.hal.types import OperandType, OperationType, ResultCode
-from runtime.ops.executor import CpuExecutor
-from runtime.tflite import convert_tflite, load_tflite
-from runtime.tflite._builder import UnsupportedOperator
-from runtime.tflite._reader import read_graph
+from nnscope.runtime.hal.types import OperandType, OperationType, ResultCode
+from nnscope.runtime.ops.executor import CpuExecutor
+from nnscope.runtime.tflite import convert_tflite, load_tflite
+from nnscope.runtime.tflite._builder import UnsupportedOperator
+from nnscope.runtime.tflite._reader import read_graph
 from tests.support.paths import MODEL_FIXTURES
 
 FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"

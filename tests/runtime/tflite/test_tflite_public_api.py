@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.compilation import Compilation
-from runtime.execution import Execution
-from runtime.manager import get_device
-from runtime.model import Model
-from runtime.tflite import load_tflite
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.execution import Execution
+from nnscope.runtime.manager import get_device
+from nnscope.runtime.model import Model
+from nnscope.runtime.tflite import load_tflite
 from tests.support.paths import MODEL_FIXTURES
 
 FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"

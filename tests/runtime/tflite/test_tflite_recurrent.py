@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import OperationType
-from runtime.tflite import UnsupportedOperator, convert_tflite
+from nnscope.runtime.hal.types import OperationType
+from nnscope.runtime.tflite import UnsupportedOperator, convert_tflite
 from tests.runtime.tflite.litert_helpers import Tensor, build, litert_run, nnscope_run
 from tests.runtime.tflite.test_tflite_loader import BUILTIN, OPTIONS, _options
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.hal.types import OperationType, ResultCode
-from runtime.tflite import convert_tflite
-from runtime.tflite._builder import UnsupportedOperator
-from runtime.tflite._sparsity import SparseLevel, Sparsity, densify
+from nnscope.runtime.hal.types import OperationType, ResultCode
+from nnscope.runtime.tflite import convert_tflite
+from nnscope.runtime.tflite._builder import UnsupportedOperator
+from nnscope.runtime.tflite._sparsity import SparseLevel, Sparsity, densify
 from tests.runtime.tflite.litert_helpers import (F32, I8, I16, I32, I64, Tensor, build, litert_run,
                                                  nnscope_run)
 from tests.runtime.tflite.test_tflite_loader import BUILTIN, OPTIONS, _options

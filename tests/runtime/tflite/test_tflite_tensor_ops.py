@@ -6,9 +6,9 @@ import flatbuffers
 import numpy as np
 import pytest
 
-from runtime.hal.types import OperationType as Op
-from runtime.ops.executor import CpuExecutor
-from runtime.tflite import convert_tflite
+from nnscope.runtime.hal.types import OperationType as Op
+from nnscope.runtime.ops.executor import CpuExecutor
+from nnscope.runtime.tflite import convert_tflite
 from tests.runtime.tflite.test_tflite_loader import (BUILTIN, OPTIONS, _options, _schema, _tensor,
                                                      finish_model)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.tflite import convert_tflite
+from nnscope.runtime.tflite import convert_tflite
 from tests.runtime.tflite.litert_helpers import (BOOL, F32, I32, I8, U8, Tensor, build,
                                                  litert_run, nnscope_run)
 from tests.runtime.tflite.test_tflite_loader import BUILTIN, OPTIONS, _options

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime import Model
-from runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
-from runtime.ops.executor import CpuExecutor
-from runtime.tflite import convert_tflite, load_tflite
-from runtime.tflite._translate import supported, translate
-from runtime.tflite._writer import Untranslatable
+from nnscope.runtime import Model
+from nnscope.runtime.hal.types import FuseCode, OperandType as T, OperationType as Op
+from nnscope.runtime.ops.executor import CpuExecutor
+from nnscope.runtime.tflite import convert_tflite, load_tflite
+from nnscope.runtime.tflite._translate import supported, translate
+from nnscope.runtime.tflite._writer import Untranslatable
 from tests.support.paths import REPO
 
 MODELS = REPO / "tests" / "data" / "models"

@@ -2,9 +2,9 @@
 import json
 from decimal import Decimal
 
-from tracing.exporters import ExportResult, exporter_for_path, get_exporter
-from tracing.exporters.chrome_json import ChromeJsonExporter, microseconds
-from tracing.span import ThreadTrack, TraceData
+from nnscope.tracing.exporters import ExportResult, exporter_for_path, get_exporter
+from nnscope.tracing.exporters.chrome_json import ChromeJsonExporter, microseconds
+from nnscope.tracing.span import ThreadTrack, TraceData
 
 NAMES = ["[NN_LA_PO]mobilenet", '[SW][NN_LC_PCO]conv "3x3" é', "HIDL::IDevice::prepareModel::client",
          "plain"]

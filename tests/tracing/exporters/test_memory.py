@@ -1,7 +1,7 @@
 """The in-memory exporter test double."""
-from tracing.exporters import ExportResult, get_exporter
-from tracing.exporters.memory import InMemoryExporter
-from tracing.span import ThreadTrack, TraceData
+from nnscope.tracing.exporters import ExportResult, get_exporter
+from nnscope.tracing.exporters.memory import InMemoryExporter
+from nnscope.tracing.span import ThreadTrack, TraceData
 
 
 def trace(name):

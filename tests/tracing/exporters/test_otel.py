@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tracing.exporters import ExportResult, get_exporter
-from tracing.exporters.otel import OtelExporter
-from tracing.span import ThreadTrack, TraceData
+from nnscope.tracing.exporters import ExportResult, get_exporter
+from nnscope.tracing.exporters.otel import OtelExporter
+from nnscope.tracing.span import ThreadTrack, TraceData
 from tests.support.sample_traces import APP, DRIVER, app_main_track
 
 OFFSET = 1_700_000_000_000_000_000  # epoch ns at monotonic 0, injected
@@ -160,7 +160,7 @@ class _Failing(SpanExporter):
 @pytest.mark.parametrize("raises", [False, True])
 def test_exporter_failure_is_logged_not_raised(raises, caplog):
     exporter = OtelExporter(span_exporter=_Failing(raises))
-    with caplog.at_level(logging.ERROR, logger="tracing.exporters.otel"):
+    with caplog.at_level(logging.ERROR, logger="nnscope.tracing.exporters.otel"):
         assert exporter.export(_trace()) is ExportResult.FAILURE
     assert "_Failing" in caplog.text
     exporter.shutdown()
@@ -279,7 +279,7 @@ def test_otlp_rejection_is_failure(monkeypatch, caplog):
     rejecting.thread.start()
     try:
         exporter = OtelExporter(endpoint=rejecting.url)
-        with caplog.at_level(logging.ERROR, logger="tracing.exporters.otel"):
+        with caplog.at_level(logging.ERROR, logger="nnscope.tracing.exporters.otel"):
             assert exporter.export(_trace()) is ExportResult.FAILURE
         assert len(rejecting.spans()) == 5  # it was delivered, then refused
         assert "OTLPSpanExporter" in caplog.text

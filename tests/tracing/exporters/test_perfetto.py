@@ -6,9 +6,9 @@ import logging
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from tracing.exporters import ExportResult, exporter_for_path, get_exporter
-from tracing.exporters.perfetto import SEQUENCE_ID, PerfettoExporter
-from tracing.span import ThreadTrack, TraceData
+from nnscope.tracing.exporters import ExportResult, exporter_for_path, get_exporter
+from nnscope.tracing.exporters.perfetto import SEQUENCE_ID, PerfettoExporter
+from nnscope.tracing.span import ThreadTrack, TraceData
 from tests.support.sample_traces import APP, DRIVER, app_main_track
 
 
@@ -182,7 +182,7 @@ def test_empty_trace_is_valid(tmp_path):
 
 def test_unwritable_path_fails_without_raising(tmp_path, caplog):
     target = tmp_path / "missing-dir" / "run.pftrace"
-    with caplog.at_level(logging.ERROR, logger="tracing.exporters.perfetto"):
+    with caplog.at_level(logging.ERROR, logger="nnscope.tracing.exporters.perfetto"):
         assert PerfettoExporter(target).export(_trace()) is ExportResult.FAILURE
     assert "perfetto export" in caplog.text
     assert not target.exists()
@@ -195,7 +195,7 @@ def test_failed_export_keeps_previous_file_and_no_temp(tmp_path, monkeypatch):
     def boom(*_args):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("tracing.exporters.perfetto.write_trace", boom)
+    monkeypatch.setattr("nnscope.tracing.exporters.perfetto.write_trace", boom)
     assert PerfettoExporter(path).export(_trace()) is ExportResult.FAILURE
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["run.pftrace"]

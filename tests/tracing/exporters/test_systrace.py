@@ -5,10 +5,10 @@ from collections import defaultdict
 import pytest
 
 from tests.support.paths import SYSTRACE_FIXTURES
-from tracing.exporters import ExportResult, exporter_for_path, get_exporter
-from tracing.exporters.systrace import (COLUMN_HEADER, SystraceHtmlExporter, SystraceTextExporter,
+from nnscope.tracing.exporters import ExportResult, exporter_for_path, get_exporter
+from nnscope.tracing.exporters.systrace import (COLUMN_HEADER, SystraceHtmlExporter, SystraceTextExporter,
                                         atrace_order)
-from tracing.span import ThreadTrack, TraceData
+from nnscope.tracing.span import ThreadTrack, TraceData
 
 # TASK-PID (TGID) [CPU] FLAGS SECONDS.MICROS: tracing_mark_write: B|TGID|NAME  or  E|TGID
 ROW = re.compile(r"^\s*(?P<task>.{1,16})-(?P<pid>\d+)\s+\(\s*(?P<tgid>\d+|-----)\)\s+\[(?P<cpu>\d{3})\]"
@@ -121,14 +121,14 @@ def test_io_error_returns_failure_and_logs(tmp_path, caplog):
 @pytest.mark.parametrize("ns,text", [(0, "    0.000000"), (1_999, "    0.000001"),
                                      (1_034_718_303_435_999, "1034718.303435")])
 def test_timestamps_truncate_to_microseconds(ns, text):
-    from tracing.exporters.systrace import timestamp
+    from nnscope.tracing.exporters.systrace import timestamp
     assert timestamp(ns) == text
 
 
 @pytest.mark.parametrize("ns", [0, 999_999_999, 9_999_999_999_999, 10_000_000_000_000,
                                 1_034_718_303_435_999])
 def test_rows_format_timestamps_like_timestamp(ns):
-    from tracing.exporters.systrace import ftrace_rows, timestamp
+    from nnscope.tracing.exporters.systrace import ftrace_rows, timestamp
     trace = TraceData({1: "p"}, [ThreadTrack(1, 2, "t", [(ns, "x"), (ns, None)])])
     rows = list(ftrace_rows(trace))
     assert [row.split(": tracing_mark_write")[0][-len(timestamp(ns)):] for row in rows] == \

@@ -24,10 +24,10 @@ import sys
 import tempfile
 import time
 
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.wire.transport import Channel
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.wire.transport import Channel
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 
 
 #: Environment defaults for driver processes (a value already set in the environment wins).
@@ -75,7 +75,7 @@ class DriverProcess:
         self._dir = tempfile.mkdtemp(prefix="nnscope-drv-")
         self.socket_path = os.path.join(self._dir, "driver.sock")
         env = {**SINGLE_THREADED, **os.environ, **_trace.session_env()}
-        command = [sys.executable, "-m", "runtime.drivers", self.name, "--socket", self.socket_path,
+        command = [sys.executable, "-m", "nnscope.runtime.drivers", self.name, "--socket", self.socket_path,
                    "--parent-pid", str(os.getpid())]
         self.popen = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import select
 import time
 
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.wire.codec import CodecError, Reader
-from runtime.drivers.ipc.wire.status import status_of
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
+from nnscope.runtime.drivers.ipc.wire.status import status_of
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 
 
 class DeadlineExpired(Exception):

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import struct
 
-from runtime.drivers.ipc.client._reply import DeadlineExpired
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.wire.codec import Writer
-from runtime.drivers.ipc.client.encoder import is_shared, pool_bytes
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.drivers.ipc.wire.shm import SharedPool
-from runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
-from runtime.hal.errors import HalError
+from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.wire.codec import Writer
+from nnscope.runtime.drivers.ipc.client.encoder import is_shared, pool_bytes
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
+from nnscope.runtime.hal.errors import HalError
 
 
 

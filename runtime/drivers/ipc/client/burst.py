@@ -38,21 +38,21 @@ import select
 import struct
 import weakref
 
-import vlog
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.client._reply import check_status
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.client.encoder import ibuffer_token, is_shared, pool_bytes
-from runtime.drivers.ipc.wire.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
-from runtime.drivers.ipc.wire.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
+from nnscope import vlog
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.client._reply import check_status
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.client.encoder import ibuffer_token, is_shared, pool_bytes
+from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
+from nnscope.runtime.drivers.ipc.wire.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
                                            encode_request, encode_trace)
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.drivers.ipc.wire.shm import SharedPool
-from runtime.drivers.ipc.wire.layouts import BURST_MEMORY
-from runtime.hal.device_types import ExecutionResult, Request, RequestArgument
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
-from runtime.ops.control_flow import LOOP_TIMEOUT_DEFAULT_NS
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.drivers.ipc.wire.layouts import BURST_MEMORY
+from nnscope.runtime.hal.device_types import ExecutionResult, Request, RequestArgument
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.runtime.ops.control_flow import LOOP_TIMEOUT_DEFAULT_NS
 
 #: Bytes of each ring (AOSP sizes them for 1024 datums; ours hold that and stream the rest).
 RING_BYTES = 64 * 1024

@@ -19,13 +19,13 @@ from __future__ import annotations
 import os
 import stat
 
-import vlog
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.wire.cache_args import MAX_NUMBER_OF_CACHE_FILES, TOKEN_SIZE, from_cache_args
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.drivers.ipc.wire.transport import close_fds
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, Priority
+from nnscope import vlog
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.wire.cache_args import MAX_NUMBER_OF_CACHE_FILES, TOKEN_SIZE, from_cache_args
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.transport import close_fds
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus, Priority
 
 
 def cache_paths(cache_dir: str, token: bytes, counts: tuple[int, int]) -> tuple[list[str], list[str]]:
@@ -77,7 +77,7 @@ def prepare_from_cache(device, model, deadline_ns: int | None, cache_dir: str | 
         HalError: GENERAL_FAILURE when there is no usable cache (also when the driver rejects
             it); the driver's status otherwise.
     """
-    from runtime.drivers.ipc.client.prepared import RemotePreparedModel  # noqa: PLC0415
+    from nnscope.runtime.drivers.ipc.client.prepared import RemotePreparedModel  # noqa: PLC0415
 
     fds, counts = open_cache(device, cache_dir, token, create=False)
     if not fds:

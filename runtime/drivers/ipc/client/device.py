@@ -25,28 +25,28 @@ import socket
 import threading
 import time
 
-import vlog
-from runtime.drivers.base import Device
-from runtime.drivers.ipc.client import _process, buffer as buffer_client, cache as cache_client
-from runtime.drivers.ipc.client._process import DriverProcess
-from runtime.drivers.ipc.client._reply import DeadlineExpired, check_status, deadline_grace_s, readable
-from runtime.drivers.ipc.client._restart import MAX_S as MAX_BACKOFF_S, Backoff
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.wire.codec import (Reader, Writer, decode_capabilities, decode_extensions,
+from nnscope import vlog
+from nnscope.runtime.drivers.base import Device
+from nnscope.runtime.drivers.ipc.client import _process, buffer as buffer_client, cache as cache_client
+from nnscope.runtime.drivers.ipc.client._process import DriverProcess
+from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_status, deadline_grace_s, readable
+from nnscope.runtime.drivers.ipc.client._restart import MAX_S as MAX_BACKOFF_S, Backoff
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.wire.codec import (Reader, Writer, decode_capabilities, decode_extensions,
                                        encode_model)
-from runtime.drivers.ipc.client.encoder import PoolCache, is_shared
-from runtime.drivers.ipc.client.lanes import LanePool
-from runtime.drivers.ipc.client.prepared import RemotePreparedModel
-from runtime.drivers.ipc.wire.protocol import HIDL_NAMES, INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
-from runtime.drivers.ipc.wire.shm import SharedPool
-from runtime.drivers.ipc.wire.transport import Channel, PeerClosed, close_fds
-from runtime.drivers.ipc.wire.cache_args import prepare_args as cache_prepare_args
-from runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
-from runtime.hal.device_types import Capabilities
-from runtime.hal.errors import HalError
-from runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
-from runtime.hal.validate import pool_buffer
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, is_shared
+from nnscope.runtime.drivers.ipc.client.lanes import LanePool
+from nnscope.runtime.drivers.ipc.client.prepared import RemotePreparedModel
+from nnscope.runtime.drivers.ipc.wire.protocol import HIDL_NAMES, INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.drivers.ipc.wire.transport import Channel, PeerClosed, close_fds
+from nnscope.runtime.drivers.ipc.wire.cache_args import prepare_args as cache_prepare_args
+from nnscope.runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
+from nnscope.runtime.hal.device_types import Capabilities
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
+from nnscope.runtime.hal.validate import pool_buffer
 
 NNSCOPE_DRIVER_TIMEOUT_S = "NNSCOPE_DRIVER_TIMEOUT_S"  # the variable that sets DEFAULT_TIMEOUT_S
 #: Longest any single call waits for the driver (seconds): one that does not answer is killed, the

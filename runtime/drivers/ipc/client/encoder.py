@@ -22,14 +22,14 @@ from __future__ import annotations
 import struct
 from collections import OrderedDict
 
-from runtime.drivers.ipc.wire.codec import Writer
-from runtime.drivers.ipc.wire.execution_codec import (_ARG, _HEAD, _HEAD_FREE, _INLINE, _NEW_KIND, _SHM,
+from nnscope.runtime.drivers.ipc.wire.codec import Writer
+from nnscope.runtime.drivers.ipc.wire.execution_codec import (_ARG, _HEAD, _HEAD_FREE, _INLINE, _NEW_KIND, _SHM,
                                                       _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM, KIND_TOKEN,
                                                       HAS_LOOP_TIMEOUT, MAX_INLINE_BYTES, loop_timeout_bytes)
-from runtime.drivers.ipc.wire.protocol import INLINE_DATA_LIMIT
-from runtime.drivers.ipc.wire.shm import SharedPool
-from runtime.hal.device_types import Request, RequestArgument  # noqa: F401 - doctest
-from runtime.hal.validate import pool_buffer
+from nnscope.runtime.drivers.ipc.wire.protocol import INLINE_DATA_LIMIT
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.device_types import Request, RequestArgument  # noqa: F401 - doctest
+from nnscope.runtime.hal.validate import pool_buffer
 
 #: Shared pools remembered per connection before the oldest is freed.
 POOL_CACHE_SIZE = 128

@@ -26,19 +26,19 @@ import os
 import struct
 from typing import NamedTuple, Sequence
 
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute, is_shared, pool_bytes
-from runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.drivers.ipc.wire.shm import SharedPool
-from runtime.drivers.ipc.wire.syncfence import ACTIVE, is_eventfd, wait
-from runtime.drivers.ipc.wire.transport import close_fds
-from runtime.hal.device_types import ExecutionResult, OutputShape, Request
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
-from timing import NO_TIMING, FencedTiming, Timing
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute, is_shared, pool_bytes
+from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.drivers.ipc.wire.syncfence import ACTIVE, is_eventfd, wait
+from nnscope.runtime.drivers.ipc.wire.transport import close_fds
+from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.timing import NO_TIMING, FencedTiming, Timing
 
 #: Seconds between checks that the driver process is still alive while its fence is pending.
 LIVENESS_S = 0.25

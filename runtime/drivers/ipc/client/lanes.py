@@ -22,13 +22,13 @@ from __future__ import annotations
 import threading
 import time
 
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.client._reply import DeadlineExpired, deadline_grace_s, readable
-from runtime.drivers.ipc.client.encoder import PoolCache
-from runtime.drivers.ipc.wire.protocol import REPLY, ProtocolError
-from runtime.drivers.ipc.wire.transport import PeerClosed
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, deadline_grace_s, readable
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache
+from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, ProtocolError
+from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 
 #: Lanes one device keeps (executions in flight beyond the main connection).
 MAX_LANES = 8

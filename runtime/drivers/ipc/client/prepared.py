@@ -19,21 +19,21 @@ from __future__ import annotations
 import functools
 import struct
 
-import vlog
-from runtime.drivers.base import PreparedModel
-from runtime.drivers.ipc.client import fenced as fenced_client
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.client.burst import BurstController
-from runtime.drivers.ipc.wire.codec import Reader
-from runtime.drivers.ipc.client.encoder import EncodeMemo, encode_execute, pool_bytes
-from runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
+from nnscope import vlog
+from nnscope.runtime.drivers.base import PreparedModel
+from nnscope.runtime.drivers.ipc.client import fenced as fenced_client
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.client.burst import BurstController
+from nnscope.runtime.drivers.ipc.wire.codec import Reader
+from nnscope.runtime.drivers.ipc.client.encoder import EncodeMemo, encode_execute, pool_bytes
+from nnscope.runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
                                                  decode_result)
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.hal.device_types import ExecutionResult, Request
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, HalModel
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.device_types import ExecutionResult, Request
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus, HalModel
 
 _MISSED = ExecutionResult(ErrorStatus.MISSED_DEADLINE_TRANSIENT)
 _U32 = struct.Struct("<I")

@@ -25,9 +25,9 @@ import struct
 import threading
 from typing import NamedTuple
 
-from runtime.drivers.ipc.wire.codec import CodecError
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, OperandType
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus, OperandType
 
 #: Connections served at once; more are closed as soon as they are accepted.
 MAX_CONNECTIONS = 256

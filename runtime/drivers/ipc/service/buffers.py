@@ -30,18 +30,18 @@ import math
 import mmap
 import struct
 
-import vlog
-from runtime.drivers.ipc.service import _guard
-from runtime.drivers.memory_budget import Activity
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.wire.codec import CodecError, Reader
-from runtime.drivers.ipc.wire.protocol import MsgType
-from runtime.drivers.ipc.wire.shm import map_fd
-from runtime.drivers.ipc.wire.status import OK as _OK
-from runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, Operand, is_scalar
-from runtime.hal.validate import merge_dimensions
+from nnscope import vlog
+from nnscope.runtime.drivers.ipc.service import _guard
+from nnscope.runtime.drivers.memory_budget import Activity
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.shm import map_fd
+from nnscope.runtime.drivers.ipc.wire.status import OK as _OK
+from nnscope.runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus, Operand, is_scalar
+from nnscope.runtime.hal.validate import merge_dimensions
 
 #: Buffers one client may hold, and the bytes of one buffer and of all of a client's buffers.
 MAX_BUFFERS_PER_CLIENT = 256

@@ -36,18 +36,18 @@ import struct
 import threading
 import time
 
-import vlog
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.wire.codec import CodecError
-from runtime.drivers.ipc.service.execute import with_driver_time
-from runtime.drivers.ipc.wire.fmq import FmqCorrupt, FmqError
-from runtime.drivers.ipc.wire.fmq_datum import (ECHO, decode_request, encode_memory_request,
+from nnscope import vlog
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError
+from nnscope.runtime.drivers.ipc.service.execute import with_driver_time
+from nnscope.runtime.drivers.ipc.wire.fmq import FmqCorrupt, FmqError
+from nnscope.runtime.drivers.ipc.wire.fmq_datum import (ECHO, decode_request, encode_memory_request,
                                                 encode_result, is_echo, split_trace,
                                                 TRACE_ID_TAG)
-from runtime.hal.device_types import ExecutionResult, Request
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.hal.device_types import ExecutionResult, Request
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
 
 #: Bursts one connection and one client process may hold at once, and pool slots one burst
 #: may keep mapped.

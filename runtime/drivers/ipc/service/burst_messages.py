@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import os
 
-import vlog
-from runtime.drivers.ipc.service.burst import (_EXHAUSTED, _LABEL, _U32, BURST_FDS, MAX_BURSTS_PER_CLIENT,
+from nnscope import vlog
+from nnscope.runtime.drivers.ipc.service.burst import (_EXHAUSTED, _LABEL, _U32, BURST_FDS, MAX_BURSTS_PER_CLIENT,
                                                MAX_BURSTS_PER_CONNECTION, MAX_BURSTS_TOTAL, MAX_POLL_US,
                                                MAX_SLOTS, BurstServer)
-from runtime.drivers.ipc.wire.codec import CodecError, Reader
-from runtime.drivers.ipc.wire.status import OK as _OK
-from runtime.drivers.ipc.wire.fmq import FmqChannel
-from runtime.drivers.ipc.wire.fmq_datum import max_request_bytes
-from runtime.drivers.ipc.wire.shm import map_fd
-from runtime.drivers.ipc.wire.transport import close_fds
-from runtime.drivers.ipc.wire.layouts import BURST_MEMORY as _MEMORY
-from runtime.hal.errors import HalError
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
+from nnscope.runtime.drivers.ipc.wire.status import OK as _OK
+from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel
+from nnscope.runtime.drivers.ipc.wire.fmq_datum import max_request_bytes
+from nnscope.runtime.drivers.ipc.wire.shm import map_fd
+from nnscope.runtime.drivers.ipc.wire.transport import close_fds
+from nnscope.runtime.drivers.ipc.wire.layouts import BURST_MEMORY as _MEMORY
+from nnscope.runtime.hal.errors import HalError
 
 
 

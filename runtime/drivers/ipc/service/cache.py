@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import struct
 
-import vlog
-from runtime.drivers.ipc.wire import cache_args
-from runtime.drivers.ipc.wire.codec import Reader
-from runtime.drivers.ipc.wire.status import OK as _OK
-from runtime.hal.errors import HalError
+from nnscope import vlog
+from nnscope.runtime.drivers.ipc.wire import cache_args
+from nnscope.runtime.drivers.ipc.wire.codec import Reader
+from nnscope.runtime.drivers.ipc.wire.status import OK as _OK
+from nnscope.runtime.hal.errors import HalError
 
 
 

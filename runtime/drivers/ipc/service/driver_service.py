@@ -28,23 +28,23 @@ import struct
 import threading
 import time
 
-import vlog
-from runtime.drivers.base import Device
-from runtime.drivers.ipc.service import _guard, buffers, burst_messages, cache as cache_server
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.service._serve import Connection, ServeLoop
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.wire.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
+from nnscope import vlog
+from nnscope.runtime.drivers.base import Device
+from nnscope.runtime.drivers.ipc.service import _guard, buffers, burst_messages, cache as cache_server
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.service._serve import Connection, ServeLoop
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.wire.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                             encode_extensions, enum_value)
-from runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
-from runtime.drivers.ipc.service.fenced import FencedServer
-from runtime.drivers.ipc.wire.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
-from runtime.drivers.ipc.wire.shm import MappingError, map_fd
-from runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
-from runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
-from runtime.drivers.ipc.wire import cache_args
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus, Preference, Priority
+from nnscope.runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
+from nnscope.runtime.drivers.ipc.service.fenced import FencedServer
+from nnscope.runtime.drivers.ipc.wire.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
+from nnscope.runtime.drivers.ipc.wire.shm import MappingError, map_fd
+from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
+from nnscope.runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
+from nnscope.runtime.drivers.ipc.wire import cache_args
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus, Preference, Priority
 
 _POOL_REGION = struct.Struct("<QQ")
 _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_MODEL: Phase.COMPILATION,

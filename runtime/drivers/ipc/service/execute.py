@@ -30,18 +30,18 @@ import struct
 import time
 from typing import NamedTuple
 
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.service import buffers
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.wire.codec import CodecError, Reader
-from runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.service import buffers
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
+from nnscope.runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
                                                       KNOWS_SHAPES, encode_result)
-from runtime.drivers.ipc.wire.protocol import REPLY, MsgType
-from runtime.drivers.ipc.service.execute_decode import decode_execute
-from runtime.drivers.ipc.service.scheduler import Job, Scheduler
-from runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
-from runtime.hal.device_types import ExecutionResult
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
+from nnscope.runtime.drivers.ipc.service.execute_decode import decode_execute
+from nnscope.runtime.drivers.ipc.service.scheduler import Job, Scheduler
+from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
+from nnscope.runtime.hal.device_types import ExecutionResult
+from nnscope.runtime.hal.types import ErrorStatus
 
 #: Expected run time (ns) up to which an execution runs on the serve loop when nothing is queued.
 INLINE_NS = 2_000_000

@@ -4,7 +4,7 @@
 bounded caches (argument sections, inline buffers, memos of repeated requests).
 
 Example:
-    >>> from runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+    >>> from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
     >>> req = Request((RequestArgument(pool_index=0, offset=0, length=4),),
     ...               (RequestArgument(pool_index=0, offset=4, length=4),), (bytearray(8),))
     >>> payload, fds, inline, staged = encode_execute(7, req, True, None, PoolCache(), [])
@@ -17,14 +17,14 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from runtime.drivers.ipc.service import buffers as ibuffers
-from runtime.drivers.ipc.service._bytelru import ByteLru
-from runtime.drivers.ipc.wire.codec import CodecError, Reader
-from runtime.drivers.ipc.wire.execution_codec import (_ARG, _HEAD_FREE, _I64, _NEW, _SHM, _U16, HAS_LOOP_TIMEOUT,
+from nnscope.runtime.drivers.ipc.service import buffers as ibuffers
+from nnscope.runtime.drivers.ipc.service._bytelru import ByteLru
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
+from nnscope.runtime.drivers.ipc.wire.execution_codec import (_ARG, _HEAD_FREE, _I64, _NEW, _SHM, _U16, HAS_LOOP_TIMEOUT,
                                                       KIND_INLINE, KIND_NEW_SHM, KIND_SHM, KIND_TOKEN,
                                                       MAX_INLINE_BYTES)
-from runtime.drivers.ipc.wire.shm import MappingError, map_fd
-from runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.drivers.ipc.wire.shm import MappingError, map_fd
+from nnscope.runtime.hal.device_types import Request, RequestArgument
 
 #: Most dimensions one request argument may list.
 MAX_ARGUMENT_RANK = 32

@@ -29,20 +29,20 @@ import struct
 import threading
 import time
 
-import vlog
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.service._guard import PoolTable
-from runtime.drivers.ipc.wire._trace import Phase
-from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
-from runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
-from runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
-from runtime.drivers.ipc.wire.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
-from runtime.drivers.ipc.wire.transport import PeerClosed, close_fds
-from runtime.drivers.ipc.wire.status import OK as _OK, mark_failure
-from runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
-from runtime.hal.errors import HalError
-from runtime.hal.types import ErrorStatus
-from timing import UINT64_MAX, Timing
+from nnscope import vlog
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.service._guard import PoolTable
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from nnscope.runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
+from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
+from nnscope.runtime.drivers.ipc.wire.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
+from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed, close_fds
+from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, mark_failure
+from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.timing import UINT64_MAX, Timing
 
 #: Most ``wait_for`` fences one executeFenced may carry.
 MAX_WAIT_FENCES = 16

@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 
-from runtime.ops import preempt
+from nnscope.runtime.ops import preempt
 
 _log = logging.getLogger("nn.SampleDriver")
 _YIELDED = object()  # what an attempt that was preempted returns

@@ -13,10 +13,10 @@ from __future__ import annotations
 import contextlib
 import os as _os
 
-from tracing.naming import Phase
+from nnscope.tracing.naming import Phase
 
 try:
-    import tracing as _tracing
+    from nnscope import tracing as _tracing
 
     ipc = _tracing.ipc
     driver = _tracing.driver
@@ -25,7 +25,7 @@ try:
     context = _tracing.context
     fail = _tracing.fail
     session_env = _tracing.session_env
-    from tracing import session as _session
+    from nnscope.tracing import session as _session
 
     def flush() -> int:
         """Write buffered spans to the session directory; once the session has ended (its

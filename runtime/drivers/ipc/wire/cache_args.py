@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import struct
 
-from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer, enum_value
-from runtime.hal.types import Priority
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer, enum_value
+from nnscope.runtime.hal.types import Priority
 
 TOKEN_SIZE = 32
 #: NNAPI ``Constant::MAX_NUMBER_OF_CACHE_FILES``.

@@ -18,10 +18,10 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from runtime.hal.device_types import Capabilities, PerformanceInfo
-from runtime.hal.extensions import (OPERAND, OPERATION, Extension, ExtensionOperandTypeInformation,
+from nnscope.runtime.hal.device_types import Capabilities, PerformanceInfo
+from nnscope.runtime.hal.extensions import (OPERAND, OPERATION, Extension, ExtensionOperandTypeInformation,
                                     is_extension, named, prefix_map_problem)
-from runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
+from nnscope.runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
                                OperandType, Operation, OperationType, Subgraph)
 
 CODEC_VERSION = 1

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import struct
 
-from runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
-from runtime.drivers.ipc.wire.status import status_of
-from runtime.hal.device_types import ExecutionResult, OutputShape, Request
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from nnscope.runtime.drivers.ipc.wire.status import status_of
+from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request
+from nnscope.runtime.hal.types import ErrorStatus
 
 KIND_SHM, KIND_NEW_SHM, KIND_INLINE, KIND_TOKEN = 0, 1, 2, 3
 _HEAD = struct.Struct("<IIBq")
@@ -128,7 +128,7 @@ def decode_result(r: Reader) -> tuple[ExecutionResult, list]:
         raise CodecError("truncated execution result") from None
     r.pos = pos
     if has_timing:
-        from timing import Timing  # noqa: PLC0415 - only when measured
+        from nnscope.timing import Timing  # noqa: PLC0415 - only when measured
         return ExecutionResult(status_of(status), shapes, Timing(on_device, in_driver)), outputs
     if status == 0:
         if _LAST_OK[0] is not shapes:

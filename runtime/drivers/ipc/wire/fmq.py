@@ -40,9 +40,9 @@ import select
 import struct
 import time
 
-from runtime.drivers.ipc.wire.codec import CodecError
-from runtime.drivers.ipc.wire.shm import MappingError, map_fd, sealed_memfd
-from runtime.drivers.ipc.wire.transport import close_fds
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError
+from nnscope.runtime.drivers.ipc.wire.shm import MappingError, map_fd, sealed_memfd
+from nnscope.runtime.drivers.ipc.wire.transport import close_fds
 
 MAGIC = 0x514D464E  # "NFMQ"
 VERSION = 1

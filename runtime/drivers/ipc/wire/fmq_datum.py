@@ -31,11 +31,11 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from runtime.drivers.ipc.wire.codec import CodecError, enum_value
-from runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
-from runtime.hal.types import ErrorStatus
-from timing import Timing
-from tracing import propagation
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, enum_value
+from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
+from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.timing import Timing
+from nnscope.tracing import propagation
 
 DATUM = struct.Struct("<BBHIIII")  # tag, flag, padding (zero), four fields
 _TIMING = struct.Struct("<BBHQQ")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import struct
 
-from runtime.drivers.ipc.wire import _trace
-from runtime.drivers.ipc.wire.codec import Writer
-from runtime.hal.types import ErrorStatus
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.wire.codec import Writer
+from nnscope.runtime.hal.types import ErrorStatus
 
 #: The status NONE, which a successful reply's body follows.
 OK = struct.pack("<I", 0)

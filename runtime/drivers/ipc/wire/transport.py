@@ -26,12 +26,12 @@ import socket
 import struct
 from typing import NamedTuple
 
-from runtime.drivers.ipc.wire.shm import can_not_shrink, sealed_memfd
-from runtime.drivers.ipc.wire.protocol import (FLAG_BULK, FLAG_TRACE, HEADER, HEADER_SIZE, MAGIC,
+from nnscope.runtime.drivers.ipc.wire.shm import can_not_shrink, sealed_memfd
+from nnscope.runtime.drivers.ipc.wire.protocol import (FLAG_BULK, FLAG_TRACE, HEADER, HEADER_SIZE, MAGIC,
                                                MAX_FDS, MAX_INLINE_PAYLOAD, TRACE_CONTEXT_SIZE,
                                                VERSION, MsgType, ProtocolError, pack_header,
                                                unpack_header)
-from tracing.propagation import unpack as _unpack_context
+from nnscope.tracing.propagation import unpack as _unpack_context
 
 _RECV_SIZE = HEADER_SIZE + MAX_INLINE_PAYLOAD + 1  # +1: detect oversized records
 #: A traced record's context counts against the inline limit: larger payloads go bulk.
