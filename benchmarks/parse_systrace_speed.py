@@ -47,9 +47,11 @@ def measure(trace: Path, package_dir: Path = REPO) -> dict:
 
 
 def measure_here(trace: Path, package_dir: Path) -> dict:
-    """Time ``python -m parse_systrace`` run from ``package_dir`` (its package is used)."""
+    """Time ``python -m nnscope.parse_systrace``, or for a baseline checkout ``python -m
+    parse_systrace`` run from ``package_dir`` (so that its own top-level folder is the one used)."""
+    module = "nnscope.parse_systrace" if package_dir.resolve() == REPO.resolve() else "parse_systrace"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "nnscope.parse_systrace", str(trace)],
+    done = subprocess.run([sys.executable, "-m", module, str(trace)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=package_dir)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
