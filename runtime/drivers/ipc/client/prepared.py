@@ -91,7 +91,8 @@ class RemotePreparedModel(PreparedModel):
                 if memo.staged:
                     self._stage_inputs(request, memo.staged)
                 try:
-                    message = self.device.transact(_EXECUTE_SYNC_MEMO, payload, (), deadline_ns)
+                    message = self.device.transact(_EXECUTE_SYNC_MEMO, payload, (), deadline_ns,
+                                                   poll_s=self.reply_poll_s)
                 except DeadlineExpired:
                     return _MISSED
                 result = self._finish_repeat(message.payload, request, memo)
