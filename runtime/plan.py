@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -122,6 +123,24 @@ class ExecutionPlan:
         self._cpu.clear()
 
 
+#: How long the runtime watches for the reply of a partitioned plan's step before it sleeps, in
+#: microseconds (default 200, at most 2000; 0: never). A step boundary then costs no wake-up of
+#: the application when the step is short; it costs that much CPU time when the step is long.
+STEP_POLL_US = "NNSCOPE_STEP_POLL_US"
+DEFAULT_STEP_POLL_US = 200
+
+
+def step_polling_window_s(preference: Preference) -> float:
+    """The polling window of a step in seconds: none with LOW_POWER (as AOSP's burst), nor when
+    this process may use only one CPU (the poll would hold off the driver)."""
+    if preference == Preference.LOW_POWER or len(os.sched_getaffinity(0)) < 2:
+        return 0.0
+    try:
+        return min(2000, max(0, int(os.environ.get(STEP_POLL_US, DEFAULT_STEP_POLL_US)))) / 1e6
+    except ValueError:
+        return DEFAULT_STEP_POLL_US / 1e6
+
+
 def _fixed(operand) -> bool:
     """True when ``operand``'s shape is fully specified (a scalar's always is)."""
     return is_scalar(operand.type) or bool(operand.dimensions) and all(operand.dimensions)
@@ -210,6 +229,8 @@ def _prepare_all(plan: ExecutionPlan, deadline_ns, cache_dir, token, try_cache: 
             for step in plan.steps:
                 step.prepared = _prepare(step, plan.preference, plan.priority, deadline_ns,
                                          cache_dir, token, try_cache)
+                if not plan.simple:
+                    step.prepared.reply_poll_s = step_polling_window_s(plan.preference)
         except NnError:
             plan.release()
             raise

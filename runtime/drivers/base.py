@@ -30,6 +30,10 @@ class PreparedModel(ABC):
     priority: Priority = Priority.MEDIUM
     #: Expected run time in nanoseconds (0: unknown); a driver queues a model above its limit.
     mean_ns: float = 0
+    #: Seconds the runtime watches for the reply of an execution before it sleeps (a polling
+    #: window, as AOSP's burst controller has): set on the steps of a partitioned plan, where a
+    #: wake-up per step boundary costs more than the step. In-process models ignore it.
+    reply_poll_s: float = 0.0
 
     def decline_queued(self, deadline_ns: int, queued_ns: int = 0) -> ExecutionResult | None:
         """Asked by a driver's scheduler before it queues a run with a deadline: the

@@ -286,9 +286,9 @@ class RemoteDevice(Device):
             self._mark_dead(f"cannot reconnect: {error}")
 
     def transact(self, msg_type: int, payload, fds=(), deadline_ns: int | None = None,
-                 timeout_s: float | None = None):
-        """Send one request and wait for its reply (a Message whose payload is valid until the
-        next receive). Raises HalError(DEAD_OBJECT) or DeadlineExpired."""
+                 timeout_s: float | None = None, poll_s: float = 0.0):
+        """Send one request and wait for its reply (a Message valid until the next receive; watched
+        for ``poll_s`` seconds before sleeping). Raises HalError(DEAD_OBJECT) or DeadlineExpired."""
         with self.lock:
             channel = self.channel
             if channel is None or self._dead is not None:
@@ -303,19 +303,19 @@ class RemoteDevice(Device):
             if deadline_ns is not None or timeout_s is not None:
                 return self.wait_for(REPLY | msg_type, request_id, deadline_ns, timeout_s)
             # the common case (no deadline, the device timeout): the first record is the reply
-            message = self._receive(channel, self.timeout_s, None, self.timeout_s)
+            message = self._receive(channel, self.timeout_s, None, self.timeout_s, poll_s)
             if self._is_reply(message, REPLY | msg_type, request_id):
                 return message
             return self.wait_for(REPLY | msg_type, request_id, None, None)
 
-    def _receive(self, channel, wait: float, deadline_ns: int | None, limit: float):
+    def _receive(self, channel, wait: float, deadline_ns: int | None, limit: float, poll_s: float = 0.0):
         """One record from the driver; a timeout, a lost peer or broken framing is reported.
         With a deadline the wait is a ``poll`` (precise to the millisecond; the socket's own
         receive timeout rounds up to the kernel's tick, tens of milliseconds late)."""
         if deadline_ns is not None and not readable(channel.sock, wait):
             self._timed_out(deadline_ns, limit)
         try:
-            return channel.recv(wait)
+            return channel.recv(wait, poll_s)
         except socket.timeout:
             self._timed_out(deadline_ns, limit)
         except (PeerClosed, OSError) as error:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import time
 
 from nnscope import vlog
 from nnscope.runtime.drivers.base import PreparedModel
@@ -55,6 +56,7 @@ class RemotePreparedModel(PreparedModel):
         self.staging: list = []  # per pool position: SharedPool standing in for a large buffer
         self._memo = EncodeMemo()  # the last request's encoding, for repeated executions
         self._released = False
+        self._reply_s = 0.0  # moving average of a repeat's round trip (with a polling window)
 
     def execute(self, request: Request, measure_timing: bool = False,
                 deadline_ns: int | None = None) -> ExecutionResult:
@@ -91,7 +93,7 @@ class RemotePreparedModel(PreparedModel):
                 if memo.staged:
                     self._stage_inputs(request, memo.staged)
                 try:
-                    message = self.device.transact(_EXECUTE_SYNC_MEMO, payload, (), deadline_ns)
+                    message = self._transact_repeat(payload, deadline_ns)
                 except DeadlineExpired:
                     return _MISSED
                 result = self._finish_repeat(message.payload, request, memo)
@@ -103,6 +105,18 @@ class RemotePreparedModel(PreparedModel):
         except DeadlineExpired:
             return _MISSED
         return self._finish(message.payload, request, inline, staged)
+
+    def _transact_repeat(self, payload, deadline_ns: int | None):
+        """A repeat's round trip; with a polling window (a step of a partitioned plan) the reply
+        is watched for only while this model's replies come within it (their moving average)."""
+        window = self.reply_poll_s
+        if not window:
+            return self.device.transact(_EXECUTE_SYNC_MEMO, payload, (), deadline_ns)
+        start = time.perf_counter()
+        message = self.device.transact(_EXECUTE_SYNC_MEMO, payload, (), deadline_ns,
+                                       poll_s=window if self._reply_s < window else 0.0)
+        self._reply_s += (time.perf_counter() - start - self._reply_s) / 4
+        return message
 
     def _execute_on_lane(self, lane, request: Request, measure_timing: bool,
                          deadline_ns: int | None) -> ExecutionResult:

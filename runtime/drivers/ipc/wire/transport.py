@@ -24,6 +24,7 @@ import mmap
 import os
 import socket
 import struct
+import time
 from typing import NamedTuple
 
 from nnscope.runtime.drivers.ipc.wire.shm import can_not_shrink, sealed_memfd
@@ -200,8 +201,9 @@ class Channel:
         fds.clear()
         return True
 
-    def recv(self, timeout: float | None) -> Message:
-        """Wait up to ``timeout`` seconds (None: the socket's default) for one record.
+    def recv(self, timeout: float | None, poll_s: float = 0.0) -> Message:
+        """Wait up to ``timeout`` seconds (None: the socket's default) for one record; with
+        ``poll_s``, watch the socket for that long without sleeping first (a polling window).
 
         Raises:
             PeerClosed: end of stream or connection reset.
@@ -212,7 +214,10 @@ class Channel:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
             self._timeout = timeout
         try:
-            size, ancdata, flags, _ = self._recvmsg_into(self._bufs, _ANC_SIZE, _CLOEXEC)
+            if poll_s > 0:
+                size, ancdata, flags = self._polled_recvmsg(poll_s)
+            else:
+                size, ancdata, flags, _ = self._recvmsg_into(self._bufs, _ANC_SIZE, _CLOEXEC)
         except BlockingIOError:
             raise socket.timeout(f"no message within {timeout}s") from None
         except ConnectionResetError as error:
@@ -232,6 +237,17 @@ class Channel:
         except ProtocolError:
             close_fds(fds)
             raise
+
+    def _polled_recvmsg(self, poll_s: float) -> tuple:
+        """``recvmsg`` without sleeping until a record comes or ``poll_s`` has passed, then
+        asleep as usual: the reply of a short call then costs no wake-up of this process."""
+        receive, bufs, end = self._recvmsg_into, self._bufs, time.perf_counter() + poll_s
+        while True:
+            try:
+                return receive(bufs, _ANC_SIZE, _CLOEXEC | _DONTWAIT)[:3]
+            except BlockingIOError:
+                if time.perf_counter() > end:
+                    return receive(bufs, _ANC_SIZE, _CLOEXEC)[:3]
 
     def _parse(self, size: int, flags: int, fds: list) -> Message:
         if flags & _BAD_FLAGS or size == _RECV_SIZE:
