@@ -52,6 +52,17 @@ _SUBGRAPH = L.SUBGRAPH  # a module global: Enum member access is slow on Python 
 _ndarray = np.ndarray
 
 
+def _traced_execute(call, ctx, append, extend, now) -> list:
+    """``call.execute(ctx)`` inside its TRANSFORMATION scope and ``[SW]`` COMPUTATION switch."""
+    detail = call.span_detail
+    begun = now()  # inputs are bound in place: the TRANSFORMATION scope switches at once
+    extend((_TRANSFORM_TAG, detail, begun, begun, _COMPUTE_TAG, detail, begun))
+    try:
+        return call.execute(ctx)
+    finally:
+        append(now())
+
+
 class CpuExecutor:
     """Executes ``model.main`` on the CPU; construct once, run many times.
 
@@ -177,7 +188,8 @@ class CpuExecutor:
         """
         recorder = recorder or NULL_RECORDER
         append, extend, now = recorder
-        extend((_RUN_TAG, "CpuExecutor::run", now()))
+        if recorder is not NULL_RECORDER:
+            extend((_RUN_TAG, "CpuExecutor::run", now()))
         try:
             values = self._bind_inputs(inputs)
             if self.has_control_flow:
@@ -191,7 +203,8 @@ class CpuExecutor:
                 self._checked_key = key
             return self._collect(values)
         finally:
-            append(now())
+            if recorder is not NULL_RECORDER:
+                append(now())
 
     def _signature(self, values: list, capacities: Sequence[int | None] | None) -> tuple | None:
         """What every call's plan and check depend on (input shapes and scalars, output
@@ -215,6 +228,7 @@ class CpuExecutor:
         """The one loop: every call on ``values``; ``checked``: the plans of these inputs passed
         before; ``recorder``: a hot recorder or :data:`NULL_RECORDER`."""
         append, extend, now = recorder
+        traced = recorder is not NULL_RECORDER  # untraced, the span calls are skipped, not made to nothing
         hook, yielding = self.forTest_step_hook, preempt.current()
         call = None
         try:
@@ -230,13 +244,10 @@ class CpuExecutor:
                     plan = call.infer_shapes(ctx)
                     if plan is not None:
                         self.check(call, plan, capacities)
-                detail = call.span_detail
-                begun = now()  # inputs are bound in place: the TRANSFORMATION scope switches at once
-                extend((_TRANSFORM_TAG, detail, begun, begun, _COMPUTE_TAG, detail, begun))
-                try:
+                if traced:
+                    results = _traced_execute(call, ctx, append, extend, now)
+                else:
                     results = call.execute(ctx)
-                finally:
-                    append(now())
                 for operand_index, value in zip(call.outputs, results):
                     values[operand_index] = value
                 if logging:
