@@ -40,7 +40,8 @@ _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.S | re.M)
 def readme_blocks(text: str) -> list[tuple[str, str, int]]:
     """(language, code, line number) of every code block: fenced ones, then indented ones
     (four spaces after a blank line, outside fences), in README order."""
-    blocks = [(m.group(1) or "sh", m.group(2), text.count("\n", 0, m.start()) + 1) for m in _FENCE.finditer(text)]
+    blocks = [(m.group(1) or "sh", m.group(2), text.count("\n", 0, m.start()) + 1) for m in _FENCE.finditer(text)
+              if m.group(1) != "text"]  # a drawing, not code
     outside = _FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     for m in re.finditer(r"(?:(?<=\n\n)|^)((?: {4}.*\S.*\n)+)", outside):
         code = "".join(line[4:] + "\n" for line in m.group(1).splitlines())
