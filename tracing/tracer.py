@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import operator
 import os
 import threading
@@ -325,9 +324,6 @@ def enabled() -> bool:
 
 def _wrap(func: Callable, tag: str, detail: str) -> Callable:
     """``func`` with every call one span ``tag + detail`` (while tracing is on)."""
-    if _takes_only_self(func):
-        return functools.wraps(func)(_method_span(func, tag, detail))
-
     @functools.wraps(func)
     def traced(*args: Any, **kwargs: Any) -> Any:
         if not _on:
@@ -344,33 +340,6 @@ def _wrap(func: Callable, tag: str, detail: str) -> Callable:
     return traced
 
 
-def _takes_only_self(func: Callable) -> bool:
-    code = getattr(func, "__code__", None)
-    return (code is not None and code.co_argcount == 1 and code.co_varnames[:1] == ("self",)
-            and not code.co_kwonlyargcount and not code.co_flags & _VARIADIC
-            and not getattr(func, "__defaults__", None))
-
-
-_VARIADIC = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
-
-
-def _method_span(func: Callable, tag: str, detail: str) -> Callable:
-    """A fast path for methods of ``self`` alone (``Execution.compute``): no ``*args``
-    packing, 106 ns a call instead of 166 ns with tracing off (process time, 2-core CI
-    machine, best of 30 rounds of 100,000 calls; see benchmarks/runtime_latency.py)."""
-    def traced(self: Any) -> Any:
-        if not _on:
-            return func(self)
-        try:
-            events = _tls.events
-        except AttributeError:
-            events = _register_thread()
-        events.extend((tag, detail, _now()))
-        try:
-            return func(self)
-        finally:
-            events.append(_now())
-    return traced
 
 
 # ----- the on/off switch, thrown by tracing.session ----------------------------------------

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import select
+import struct
 import time
 
 from nnscope.runtime.drivers.ipc.wire import _trace
@@ -22,6 +23,8 @@ from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
 from nnscope.runtime.drivers.ipc.wire.status import status_of
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
+
+_U32 = struct.Struct("<I")
 
 
 class DeadlineExpired(Exception):
@@ -55,3 +58,17 @@ def deadline_grace_s(deadline_ns: int) -> float:
     of what NNAPI allows (10 % of the time left, at least 5 ms), so that control returns within
     it even from a driver that hangs on a busy machine."""
     return max(0.001, 0.02 * max(0, deadline_ns - time.monotonic_ns()) / 1e9)
+
+
+#: How long a release waits for the driver to drop what it holds (a driver that does not answer
+#: by then is found dead by the next call).
+RELEASE_TIMEOUT_S = 5.0
+
+
+def release_on_driver(device, msg_type, handle: int) -> None:
+    """Ask ``device`` to drop the model, buffer or burst ``handle`` (a u32); a dead or late
+    driver is no error: it took the object with it, or the next call finds it dead."""
+    try:
+        device.transact(msg_type, _U32.pack(handle), timeout_s=RELEASE_TIMEOUT_S)
+    except (HalError, DeadlineExpired):
+        pass

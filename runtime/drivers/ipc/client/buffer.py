@@ -13,16 +13,14 @@ Example::
 """
 from __future__ import annotations
 
-import struct
 
-from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired
+from nnscope.runtime.drivers.ipc.client._reply import release_on_driver
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import Writer
 from nnscope.runtime.drivers.ipc.client.encoder import is_shared, pool_bytes
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
 from nnscope.runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
-from nnscope.runtime.hal.errors import HalError
 
 
 
@@ -90,10 +88,7 @@ class RemoteBuffer:
         if self.released:
             return
         self.released = True
-        try:
-            self.device.transact(MsgType.BUFFER_FREE, struct.pack("<I", self.token), timeout_s=5.0)
-        except (HalError, DeadlineExpired):
-            pass
+        release_on_driver(self.device, MsgType.BUFFER_FREE, self.token)
 
 
 def _shared(pool, size: int):

@@ -24,7 +24,7 @@ from nnscope import vlog
 from nnscope.runtime.drivers.base import PreparedModel
 from nnscope.runtime.drivers.ipc.client import fenced as fenced_client
 from nnscope.runtime.drivers.ipc.wire import _trace
-from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
+from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_status, release_on_driver
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.client.burst import BurstController
 from nnscope.runtime.drivers.ipc.wire.codec import Reader
@@ -176,10 +176,7 @@ class RemotePreparedModel(PreparedModel):
         if self._released:
             return
         self._released = True
-        try:
-            self.device.transact(MsgType.RELEASE_MODEL, struct.pack("<I", self.model_id), timeout_s=5.0)
-        except (HalError, DeadlineExpired):
-            pass
+        release_on_driver(self.device, MsgType.RELEASE_MODEL, self.model_id)
         for pool in self.staging:
             if pool is not None:
                 self.device.pools.forget(pool)
