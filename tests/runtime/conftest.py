@@ -19,6 +19,16 @@ def cpu_only():
 
 
 @pytest.fixture
+def fast():
+    """The CPU plus a fresh ``sample-float-fast`` driver process (each test its own)."""
+    device = RemoteDevice("sample-float-fast", timeout_s=30.0)
+    manager.forTest_set_devices([CpuDevice(), device])
+    yield device
+    manager.forTest_reset()
+    device.shutdown()
+
+
+@pytest.fixture
 def float_and_quant_drivers():
     """The CPU plus fresh ``sample-float-fast`` and ``sample-quant`` driver processes (each test
     its own), by name."""

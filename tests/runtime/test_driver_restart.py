@@ -7,26 +7,14 @@ import signal
 import time
 
 import numpy as np
-import pytest
 
 from nnscope import tracing
-from nnscope.runtime import Compilation, Execution, manager
-from nnscope.runtime.drivers.cpu import CpuDevice
-from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime import Compilation, Execution
 from nnscope.runtime.drivers.ipc.client import _restart
 from tests.runtime.helpers import chain_model
 from tests.support.log_capture import captured_log
 
 RUNS_AFTER_KILL = 20
-
-
-@pytest.fixture
-def fast():
-    device = RemoteDevice("sample-float-fast", timeout_s=30.0)
-    manager.forTest_set_devices([CpuDevice(), device])
-    yield device
-    manager.forTest_reset()
-    device.shutdown()
 
 
 def _run(compilation, run: int) -> None:

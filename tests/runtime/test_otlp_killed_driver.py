@@ -6,12 +6,8 @@ from __future__ import annotations
 import os
 import signal
 
-import pytest
-
 from nnscope import tracing
-from nnscope.runtime import Compilation, manager
-from nnscope.runtime.drivers.cpu import CpuDevice
-from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime import Compilation
 from tests.runtime.helpers import chain_model
 from tests.runtime.test_driver_restart import _run
 from tests.support.otlp_receiver import OtlpReceiver, ancestors, check_one_trace
@@ -20,15 +16,6 @@ from nnscope.tracing.exporters import ExportResult
 from nnscope.tracing.exporters.otel import OtelExporter
 
 STATUS_ERROR = 2  # opentelemetry.proto Status.STATUS_CODE_ERROR
-
-
-@pytest.fixture
-def fast():
-    device = RemoteDevice("sample-float-fast", timeout_s=30.0)
-    manager.forTest_set_devices([CpuDevice(), device])
-    yield device
-    manager.forTest_reset()
-    device.shutdown()
 
 
 def test_a_killed_driver_and_its_fallback_stay_in_the_one_trace(fast):
