@@ -225,12 +225,12 @@ def _prepare_cpu_standins(plan: ExecutionPlan) -> None:
 def _prepare_all(plan: ExecutionPlan, deadline_ns, cache_dir, token, try_cache: bool = True) -> None:
     body = "ExecutionPlan::SimpleBody::finish" if plan.simple else "ExecutionPlan::CompoundBody::finish"
     with tracing.runtime(Phase.COMPILATION, body):
+        window = 0.0 if plan.simple else step_polling_window_s(plan.preference)
         try:
             for step in plan.steps:
                 step.prepared = _prepare(step, plan.preference, plan.priority, deadline_ns,
                                          cache_dir, token, try_cache)
-                if not plan.simple:
-                    step.prepared.reply_poll_s = step_polling_window_s(plan.preference)
+                step.prepared.reply_poll_s = window
         except NnError:
             plan.release()
             raise
