@@ -81,6 +81,48 @@ def test_a_driver_started_before_the_session_joins_it_at_the_next_compilation():
         device.shutdown()
 
 
+def test_a_driver_spawned_but_not_yet_connected_joins_a_session_started_meanwhile():
+    """Spawned outside any session, connected inside one: the connection joins it."""
+    from nnscope.runtime import Compilation  # noqa: PLC0415
+    from tests.runtime.helpers import add_model as public_add_model  # noqa: PLC0415
+
+    device = RemoteDevice("sample-float-fast")
+    try:
+        device.launch()  # spawned, not waited for: no connection yet
+        with tracing.TraceSession() as session:
+            Compilation.for_devices(public_add_model(), [device]).finish()
+            device.capabilities()  # a later request: the driver has flushed the preparation
+            names = {s.name for s in session.collect().spans() if s.pid == device.pid}
+    finally:
+        device.shutdown()
+    assert "HIDL::IDevice::prepareModel::server" in names, sorted(names)
+
+
+def test_a_driver_that_does_not_answer_the_session_join_is_reported(caplog):
+    """No silent give-up: a stopped driver is killed after its timeout, the failed join is
+    logged under VersionedInterfaces and the next call says DEAD_OBJECT."""
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+
+    import pytest  # noqa: PLC0415
+
+    from nnscope.runtime.hal.errors import HalError  # noqa: PLC0415
+    from nnscope.runtime.hal.types import ErrorStatus  # noqa: PLC0415
+
+    device = RemoteDevice("sample-float-fast", timeout_s=0.5)
+    try:
+        device.capabilities()  # running, outside any session
+        os.kill(device.pid, signal.SIGSTOP)
+        with tracing.TraceSession(), caplog.at_level("WARNING", logger="nn.VersionedInterfaces"):
+            device.launch()  # joins the session: no answer
+        assert any("cannot join the trace session" in r.getMessage() for r in caplog.records)
+        with pytest.raises(HalError) as error:
+            device.capabilities()
+        assert error.value.status == ErrorStatus.DEAD_OBJECT
+    finally:
+        device.shutdown()
+
+
 def test_every_repeated_execute_is_traced_down_to_the_cpu_executor():
     from nnscope.runtime import Compilation, Execution  # noqa: PLC0415
     from tests.runtime.helpers import add_model as public_add_model  # noqa: PLC0415

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import socket
 import threading
@@ -33,20 +34,17 @@ from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_sta
 from nnscope.runtime.drivers.ipc.client._restart import MAX_S as MAX_BACKOFF_S, Backoff
 from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
-from nnscope.runtime.drivers.ipc.wire.codec import (Reader, Writer, decode_capabilities, decode_extensions,
-                                       encode_model)
-from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, is_shared
+from nnscope.runtime.drivers.ipc.wire.codec import Reader, Writer, decode_capabilities, decode_extensions
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, model_payload
 from nnscope.runtime.drivers.ipc.client.lanes import LanePool
 from nnscope.runtime.drivers.ipc.client.prepared import RemotePreparedModel
-from nnscope.runtime.drivers.ipc.wire.protocol import HIDL_NAMES, INLINE_DATA_LIMIT, REPLY, MsgType, ProtocolError
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.drivers.ipc.wire.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
 from nnscope.runtime.drivers.ipc.wire.transport import Channel, PeerClosed, close_fds
 from nnscope.runtime.drivers.ipc.wire.cache_args import prepare_args as cache_prepare_args
 from nnscope.runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
 from nnscope.runtime.hal.device_types import Capabilities
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import DeviceType, ErrorStatus, HalModel, Preference, Priority
-from nnscope.runtime.hal.validate import pool_buffer
 
 NNSCOPE_DRIVER_TIMEOUT_S = "NNSCOPE_DRIVER_TIMEOUT_S"  # the variable that sets DEFAULT_TIMEOUT_S
 #: Longest any single call waits for the driver (seconds): one that does not answer is killed, the
@@ -56,6 +54,7 @@ DEFAULT_TIMEOUT_S = _process.positive_seconds(os.environ.get(NNSCOPE_DRIVER_TIME
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
 _DEAD = ErrorStatus.DEAD_OBJECT
 _NOTIFY = int(MsgType.NOTIFY)
+_log = logging.getLogger("nn.VersionedInterfaces")
 
 
 class RemoteDevice(Device):
@@ -243,21 +242,26 @@ class RemoteDevice(Device):
                 self.process.spawn()
                 self._trace_dir = _trace.session_dir()
                 self._stop_at_exit()
-            elif self.channel is not None and self._dead is None:
+            elif self._dead is None and _trace.session_dir() != self._trace_dir:
+                self.ensure_started()
                 self._follow_session()
             if wait:
                 self.ensure_started()
 
     def _follow_session(self) -> None:
+        """Have the driver join (or leave) the current trace session if it is not in it; a
+        driver that does not answer within its timeout is killed and reported (logged here,
+        DEAD_OBJECT on its next call)."""
         current = _trace.session_dir()
-        if current != self._trace_dir:
-            w = Writer()
-            w.text(current or "")
-            try:
-                self.transact(MsgType.SET_TRACE_DIR, w.getvalue(), timeout_s=5.0)
-                self._trace_dir = current
-            except (HalError, DeadlineExpired):
-                pass  # a dead driver is reported by its next real call
+        if current == self._trace_dir:
+            return
+        w = Writer()
+        w.text(current or "")
+        try:
+            self.transact(MsgType.SET_TRACE_DIR, w.getvalue(), timeout_s=self.timeout_s)
+            self._trace_dir = current
+        except (HalError, DeadlineExpired) as error:
+            _log.warning("driver %s: cannot join the trace session: %s", self.name, error)
 
     def ensure_started(self) -> Channel:
         if self._dead is not None:
@@ -272,6 +276,9 @@ class RemoteDevice(Device):
                 self._connected = True
             else:
                 self._reconnect()
+            self._follow_session()  # a session started since its spawn (no-op otherwise)
+            if self.channel is None:
+                raise HalError(_DEAD, f"driver {self.name}: {self._dead}")
         return self.channel
 
     def _stop_at_exit(self) -> None:
@@ -286,9 +293,10 @@ class RemoteDevice(Device):
             self._mark_dead(f"cannot reconnect: {error}")
 
     def transact(self, msg_type: int, payload, fds=(), deadline_ns: int | None = None,
-                 timeout_s: float | None = None, poll_s: float = 0.0):
+                 timeout_s: float | None = None, poll_s: float = 0.0, nap_s: float = 0.0):
         """Send one request and wait for its reply (a Message valid until the next receive; watched
-        for ``poll_s`` seconds before sleeping). Raises HalError(DEAD_OBJECT) or DeadlineExpired."""
+        for ``poll_s`` seconds after a ``nap_s`` wait, then asleep). Raises HalError(DEAD_OBJECT)
+        or DeadlineExpired."""
         with self.lock:
             channel = self.channel
             if channel is None or self._dead is not None:
@@ -303,19 +311,20 @@ class RemoteDevice(Device):
             if deadline_ns is not None or timeout_s is not None:
                 return self.wait_for(REPLY | msg_type, request_id, deadline_ns, timeout_s)
             # the common case (no deadline, the device timeout): the first record is the reply
-            message = self._receive(channel, self.timeout_s, None, self.timeout_s, poll_s)
+            message = self._receive(channel, self.timeout_s, None, self.timeout_s, poll_s, nap_s)
             if self._is_reply(message, REPLY | msg_type, request_id):
                 return message
             return self.wait_for(REPLY | msg_type, request_id, None, None)
 
-    def _receive(self, channel, wait: float, deadline_ns: int | None, limit: float, poll_s: float = 0.0):
+    def _receive(self, channel, wait: float, deadline_ns: int | None, limit: float, poll_s: float = 0.0,
+                 nap_s: float = 0.0):
         """One record from the driver; a timeout, a lost peer or broken framing is reported.
         With a deadline the wait is a ``poll`` (precise to the millisecond; the socket's own
         receive timeout rounds up to the kernel's tick, tens of milliseconds late)."""
         if deadline_ns is not None and not readable(channel.sock, wait):
             self._timed_out(deadline_ns, limit)
         try:
-            return channel.recv(wait, poll_s)
+            return channel.recv(wait, poll_s, nap_s)
         except socket.timeout:
             self._timed_out(deadline_ns, limit)
         except (PeerClosed, OSError) as error:
@@ -392,27 +401,6 @@ class RemoteDevice(Device):
             self.channel.close()
             self.channel = None
             self.pools = PoolCache()
-
-
-def model_payload(model: HalModel) -> tuple[bytes, list, list]:
-    """Encoded model, fds to send (operand values when large, then model pools) and the
-    temporary pools to close once the call returns."""
-    inline = len(model.operand_values) <= INLINE_DATA_LIMIT
-    fds, keep = [], []
-    if not inline:
-        values = SharedPool.from_bytes(model.operand_values, "nnscope-operand-values")
-        keep.append(values)
-        fds.append(values.fd)
-    w = Writer()
-    w.u32(len(model.pools))
-    for pool in model.pools:
-        if not is_shared(pool):
-            pool = SharedPool.from_bytes(memoryview(pool_buffer(pool)).cast("B"), "nnscope-model-pool")
-            keep.append(pool)
-        w.u64(pool.offset)
-        w.u64(pool.size)
-        fds.append(pool.fd)
-    return encode_model(model, inline) + w.getvalue(), fds, keep
 
 
 def _close(pools) -> None:

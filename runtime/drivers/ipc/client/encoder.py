@@ -22,13 +22,14 @@ from __future__ import annotations
 import struct
 from collections import OrderedDict
 
-from nnscope.runtime.drivers.ipc.wire.codec import Writer
+from nnscope.runtime.drivers.ipc.wire.codec import Writer, encode_model
 from nnscope.runtime.drivers.ipc.wire.execution_codec import (_ARG, _HEAD, _HEAD_FREE, _INLINE, _NEW_KIND, _SHM,
                                                       _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM, KIND_TOKEN,
                                                       HAS_LOOP_TIMEOUT, MAX_INLINE_BYTES, loop_timeout_bytes)
 from nnscope.runtime.drivers.ipc.wire.protocol import INLINE_DATA_LIMIT
 from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
 from nnscope.runtime.hal.device_types import Request, RequestArgument  # noqa: F401 - doctest
+from nnscope.runtime.hal.types import HalModel
 from nnscope.runtime.hal.validate import pool_buffer
 
 #: Shared pools remembered per connection before the oldest is freed.
@@ -267,3 +268,22 @@ def _encode_args(request: Request) -> bytes:
     return w.getvalue()
 
 
+def model_payload(model: HalModel) -> tuple[bytes, list, list]:
+    """Encoded model, fds to send (operand values when large, then model pools) and the
+    temporary pools to close once the call returns."""
+    inline = len(model.operand_values) <= INLINE_DATA_LIMIT
+    fds, keep = [], []
+    if not inline:
+        values = SharedPool.from_bytes(model.operand_values, "nnscope-operand-values")
+        keep.append(values)
+        fds.append(values.fd)
+    w = Writer()
+    w.u32(len(model.pools))
+    for pool in model.pools:
+        if not is_shared(pool):
+            pool = SharedPool.from_bytes(memoryview(pool_buffer(pool)).cast("B"), "nnscope-model-pool")
+            keep.append(pool)
+        w.u64(pool.offset)
+        w.u64(pool.size)
+        fds.append(pool.fd)
+    return encode_model(model, inline) + w.getvalue(), fds, keep

@@ -108,13 +108,15 @@ class RemotePreparedModel(PreparedModel):
 
     def _transact_repeat(self, payload, deadline_ns: int | None):
         """A repeat's round trip; with a polling window (a step of a partitioned plan) the reply
-        is watched for only while this model's replies come within it (their moving average)."""
+        is watched for during the last ``window`` of the expected reply time (the moving average
+        of this model's replies): asleep before, so that a reply that comes as expected costs
+        no wake-up and a long step spins the CPU for one window only."""
         window = self.reply_poll_s
         if not window:
             return self.device.transact(_EXECUTE_SYNC_MEMO, payload, (), deadline_ns)
-        start = time.perf_counter()
-        message = self.device.transact(_EXECUTE_SYNC_MEMO, payload, (), deadline_ns,
-                                       poll_s=window if self._reply_s < window else 0.0)
+        start, expected = time.perf_counter(), self._reply_s
+        message = self.device.transact(_EXECUTE_SYNC_MEMO, payload, (), deadline_ns, poll_s=window,
+                                       nap_s=expected - window if expected > window else 0.0)
         self._reply_s += (time.perf_counter() - start - self._reply_s) / 4
         return message
 

@@ -106,9 +106,11 @@ class ExecuteServer:
         if prepared is None:
             raise CodecError(f"unknown prepared model {model_id}")
         request = memo.request
-        if measure == KNOWS_SHAPES and deadline_ns is None and memo.shapes is not None \
-                and len(memo.out_views) == len(request.outputs) \
-                and not self.service.vlog_cpuexe and not _trace_enabled():  # outputs all inline
+        plain = measure == KNOWS_SHAPES and deadline_ns is None and memo.shapes is not None \
+            and not self.service.vlog_cpuexe and not _trace_enabled()
+        if plain and memo.bound is not None and memo.bound():  # outputs written in place
+            return b"".join([_OK_COMPACT, *memo.out_views])
+        if plain and len(memo.out_views) == len(request.outputs):  # outputs all inline
             results = prepared.compute_outputs(request, memo.shapes)
             if results is not None and len(results) == len(memo.out_views):
                 try:
@@ -122,6 +124,8 @@ class ExecuteServer:
             if measure & 2 and not result.status and result.timing is None:
                 shapes = memo.shapes
                 if shapes is not None and (result.output_shapes is shapes or result.output_shapes == shapes):
+                    if len(memo.out_views) < len(request.outputs):  # some in shared memory: repeat in place
+                        memo.bound = prepared.bound_run(request, result)
                     return b"".join([_OK_COMPACT, *memo.out_views])
         memo.shapes = result.output_shapes
         return _OK_FULL + encode_result(result, request, memo.outputs)

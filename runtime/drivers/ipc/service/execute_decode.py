@@ -129,9 +129,10 @@ def _read_loop_timeout(r: Reader) -> int:
 class ExecuteMemo:
     """Driver side of one memo: the decoded Request of a full execute, its inline pool buffers
     (refilled by each repeat), the positions and regions of outputs in inline pools and the shapes
-    of the last full answer (None: none yet, answer in full)."""
+    of the last full answer (None: none yet, answer in full), and the prepared model's bound run
+    of the request once an untimed run succeeded (outputs written in place, see ``bound_run``)."""
 
-    __slots__ = ("model_id", "request", "inline", "inline_size", "outputs", "out_views", "shapes")
+    __slots__ = ("model_id", "request", "inline", "inline_size", "outputs", "out_views", "shapes", "bound")
 
     def __init__(self, model_id: int, request: Request, inline: list, outputs: list) -> None:
         self.model_id = model_id
@@ -143,6 +144,7 @@ class ExecuteMemo:
         self.out_views = [memoryview(pools[a.pool_index])[a.offset:a.offset + a.length]
                           for a in (args[i] for i in outputs)]
         self.shapes = None
+        self.bound = None
 
     def refill(self, view, pos: int) -> None:
         """Copy a repeat's inline pool bytes (``view[pos:]``, size already checked) in."""

@@ -23,6 +23,7 @@ import fcntl
 import mmap
 import os
 import socket
+import select
 import struct
 import time
 from typing import NamedTuple
@@ -82,6 +83,7 @@ class Channel:
         self._send = sock.send
         self._recvmsg_into = sock.recvmsg_into
         self._bufs = [self._buf]
+        self._readable = (sock,)  # what a nap in recv waits for
         self._timeout: float | None = None
 
     @classmethod
@@ -201,9 +203,10 @@ class Channel:
         fds.clear()
         return True
 
-    def recv(self, timeout: float | None, poll_s: float = 0.0) -> Message:
+    def recv(self, timeout: float | None, poll_s: float = 0.0, nap_s: float = 0.0) -> Message:
         """Wait up to ``timeout`` seconds (None: the socket's default) for one record; with
-        ``poll_s``, watch the socket for that long without sleeping first (a polling window).
+        ``poll_s``, watch the socket for that long without sleeping (a polling window), after
+        waiting up to ``nap_s`` for the record in ``select`` (a record then ends the nap).
 
         Raises:
             PeerClosed: end of stream or connection reset.
@@ -215,6 +218,8 @@ class Channel:
             self._timeout = timeout
         try:
             if poll_s > 0:
+                if nap_s > 0:
+                    select.select(self._readable, (), (), nap_s)
                 size, ancdata, flags = self._polled_recvmsg(poll_s)
             else:
                 size, ancdata, flags, _ = self._recvmsg_into(self._bufs, _ANC_SIZE, _CLOEXEC)
