@@ -1,7 +1,8 @@
 """Per-operation profile, executions and per-device latency, from paired :class:`Spans`.
 
 - **Operations:** an operation span is a CPU-layer (``LC``) span whose detail is a kernel
-  name (no ``::``, so not ``CpuExecutor::run``) and whose parent is not one; a ``[SW]``
+  name (no ``::``, so not ``CpuExecutor::run``), with the operation's index in the model
+  (``conv2dFloat32 #12``, see :func:`kernel_of`), and whose parent is not one; a ``[SW]``
   span that directly follows a sibling of the same kernel continues it (AOSP switches the
   phase from transformation to computation inside one operation). Operations are numbered
   by their position under their parent (one executor run) and the parent's position among
@@ -57,7 +58,7 @@ def operation_spans(spans, parent=None) -> list:
     index = np.flatnonzero(top)
     index = index[np.lexsort((spans.start[index], parent[index]))]
     ops, previous = [], None
-    kernels = [detail_of(name) for name in spans.names]
+    kernels, graph_ops = zip(*[kernel_of(detail_of(name)) for name in spans.names]) if spans.names else ((), ())
     switches = [name.startswith("[SW]") for name in spans.names]
     names, starts, ends = spans.name.tolist(), spans.start.tolist(), spans.end.tolist()
     for i in index.tolist():
@@ -67,9 +68,17 @@ def operation_spans(spans, parent=None) -> list:
             previous[1] += seconds
             previous[4].append(i)
             continue
-        previous = [i, seconds, kernel, int(parent[i]), [i]]
+        previous = [i, seconds, kernel, int(parent[i]), [i], graph_ops[names[i]]]
         ops.append(previous)
     return sorted(ops, key=lambda op: starts[op[0]])
+
+
+def kernel_of(detail: str) -> tuple:
+    """``(kernel, model operation index or None)`` of a kernel span's detail: ``conv2dFloat32
+    #12 (step 3 #1)`` gives ``("conv2dFloat32", 12)``; a bare kernel name gives no index."""
+    kernel, _, rest = detail.partition(" ")
+    index = rest[1:].partition(" ")[0] if rest.startswith("#") else ""
+    return kernel, int(index) if index.isdigit() else None
 
 
 def _is_kernel(name: str) -> bool:
@@ -127,14 +136,14 @@ def profile(ops, positions, link=None) -> dict:
         entry = types.setdefault(op[2], [0, 0.0])
         entry[0] += 1
         entry[1] += op[1]
-        one = single.setdefault((step, position, op[2]), [0, 0.0, op[0]])
+        one = single.setdefault((step, position, op[2]), [0, 0.0, op[0], op[5]])
         one[0] += 1
         one[1] += op[1]
     type_rows = [dict(name=name, count=n, total_ms=t * 1e3, mean_ms=t * 1e3 / n,
                       share=t / total) for name, (n, t) in types.items()]
     op_rows = []
-    for (step, position, kernel), (n, t, first) in single.items():
-        graph_op = (link or {}).get((step, position, kernel))
+    for (step, position, kernel), (n, t, first, named) in single.items():
+        graph_op = named if named is not None else (link or {}).get((step, position, kernel))
         op_rows.append(dict(name=kernel, step=step, position=position, graph_op=graph_op,
                             count=n, total_ms=t * 1e3, mean_ms=t * 1e3 / n, share=t / total,
                             first_span=first))

@@ -152,7 +152,7 @@ def profile_note(steps) -> str:
     ``steps`` (as :func:`_step_facts` gives them; empty when the trace records none)."""
     note = ("No per-operation spans in this trace. Only CPU-kernel devices (nnapi-reference "
             "and the CPU sample drivers) record one span per operation, such as "
-            "[NN_LC_PTR]conv2dFloat32")
+            "[NN_LC_PTR]conv2dFloat32 #12 (the kernel of the model's operation 12)")
     if not steps:
         return note + "."
     devices = list(dict.fromkeys(step["device"] for step in steps))

@@ -36,6 +36,7 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from dataclasses import dataclass
@@ -379,7 +380,8 @@ def partition(model: HalModel, devices: Sequence[Device], preference: Preference
     steps = []
     for position, (device, operations) in enumerate(_group(model, best, len(devices))):
         sub = extract(model, operations, readers)
-        steps.append(ExecutionStep(position, devices[device], tuple(operations), sub.model,
+        traced = dataclasses.replace(sub.model, step_index=position, operation_origins=tuple(operations))
+        steps.append(ExecutionStep(position, devices[device], tuple(operations), traced,
                                    sub.inputs, sub.outputs, _sources(graph, sub.inputs),
                                    _sources(graph, sub.outputs), device_index=device))
         vlog.log("compilation", "ExecutionPlan", "step %d: device %d (%s), operations %s",

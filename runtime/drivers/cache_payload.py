@@ -39,13 +39,13 @@ import numpy as np
 
 from nnscope.runtime.drivers import cache_files as files, cache_memo, cache_tables as tables, memory_budget
 from nnscope.runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
-from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer, read_origins, write_origins
 from nnscope.runtime.hal.types import HalModel
 from nnscope.runtime.hal.validate import pool_buffer
 from nnscope.runtime.ops import control_flow, registry
 from nnscope.runtime.ops.executor import CpuExecutor
 
-PAYLOAD_VERSION = 2
+PAYLOAD_VERSION = 3
 #: id(model record) -> (model record, data record, budget, model, executor never run): the restored
 #: model of cache files ``cache_memo`` still vouches for (it returns the same record objects);
 #: entries whose records the memo let go of are dropped, so both hold the same files' memory.
@@ -93,6 +93,7 @@ def _structure(model: HalModel) -> bytes:
     w.u64(len(model.operand_values))
     w.u32(len(model.referenced))
     w.parts += [tables.encode_subgraph(graph) for graph in (model.main, *model.referenced)]
+    write_origins(w, model)
     return w.getvalue()
 
 
@@ -100,7 +101,8 @@ def _read_structure(r: Reader) -> tuple[HalModel, int]:
     relax, external, count = bool(r.u8()), r.u64(), r.count(4)
     main = tables.decode_subgraph(r)
     referenced = tuple(tables.decode_subgraph(r) for _ in range(count))
-    return HalModel(main, referenced, b"", (), relax), external
+    step, origins = read_origins(r, main)
+    return HalModel(main, referenced, b"", (), relax, (), step, origins), external
 
 
 def digest(model_payload, data_sums) -> bytes:

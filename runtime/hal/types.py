@@ -329,3 +329,7 @@ class HalModel:
     relax_float32_to_float16: bool = False
     #: HAL ``extensionNameToPrefix``: (extension name, prefix) pairs, a bijection.
     extension_name_to_prefix: tuple[tuple[str, int], ...] = ()
+    #: For kernel spans only (not HAL): the plan step this model is (-1: a whole model) and each
+    #: main operation's index in the whole model (empty: its own indexes).
+    step_index: int = -1
+    operation_origins: tuple[int, ...] = ()

@@ -15,7 +15,7 @@ Example:
     >>> graph = Subgraph((t, t, act, out), (Operation(OperationType.ADD, (0, 1, 2), (3,)),),
     ...                  (0, 1), (3,))
     >>> [(c.index, c.kernel_name, c.span_detail) for c in operation_calls(graph, HalModel(graph))]
-    [(0, 'addFloat32', 'addFloat32')]
+    [(0, 'addFloat32', 'addFloat32 #0')]
 """
 from __future__ import annotations
 
@@ -114,10 +114,20 @@ def operation_calls(graph, model: HalModel, run_subgraph: Callable | None = None
         model_outputs = tuple((slot, output_positions[i], numpy_dtype(graph.operands[i].type).itemsize)
                               for slot, i in enumerate(operation.outputs) if i in output_positions)
         kernel = kernel_name(operation, graph.operands)
+        detail = span_detail(kernel, index, model) if graph is model.main else kernel
         calls.append(OperationCall(index, operation, execute, operation.inputs, operation.outputs,
                                    ins, outs, tuple(frees.get(index, ())), kernel,
-                                   record.infer_shapes, model_outputs, kernel))
+                                   record.infer_shapes, model_outputs, detail))
     return calls
+
+
+def span_detail(kernel: str, index: int, model: HalModel) -> str:
+    """A main operation's kernel span detail: the kernel and the operation's index in the whole
+    model, then, in a plan step, the step and the index in the step (``conv2dFloat32 #12
+    (step 3 #1)``). Operations of referenced subgraphs carry the kernel name alone."""
+    origins = model.operation_origins
+    detail = f"{kernel} #{origins[index] if origins else index}"
+    return detail if model.step_index < 0 else f"{detail} (step {model.step_index} #{index})"
 
 
 def frees_after(graph) -> dict[int, list[int]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 
 import numpy as np
 import pytest
@@ -62,7 +63,7 @@ def test_omr1_lanes_put_the_app_and_the_nn_driver_first():
 
 def test_profile_counts_every_kernel_span(nnscope_run, run_views):
     profile = run_views["profile"]
-    kernels = collections.Counter(e["args"]["detail"] for e in events(nnscope_run.trace)
+    kernels = collections.Counter(e["args"]["detail"].split(" ")[0] for e in events(nnscope_run.trace)
                                   if e["ph"] == "B" and e.get("args", {}).get("phase") == "PTR")
     assert {row["name"]: row["count"] for row in profile["types"]} == dict(kernels)
     assert profile["operations"] == sum(kernels.values())
@@ -85,6 +86,23 @@ def test_operations_link_to_the_graph(nnscope_run, run_views):
     for row in run_views["profile"]["ops"]:
         assert _graph.kernel_matches(row["name"], types[row["graph_op"]])
     assert [s["device"] for s in run_views["graph"]["steps"]] == [d for _, d, _ in nnscope_run.plan]
+
+
+def test_kernel_spans_name_the_model_operation_and_the_step(nnscope_run):
+    """Each kernel span says which model operation it ran and, in a plan step, the step and
+    the operation's index in it; both agree with the plan's .dot."""
+    steps = {s["step"]: s["ops"] for s in _graph.plan_steps(nnscope_run.dot.read_text())}
+    assert len(steps) > 1  # the fixture's plan is partitioned
+    details = {e["args"]["detail"] for e in events(nnscope_run.trace)
+               if e["ph"] == "B" and e.get("args", {}).get("phase") == "PTR"}
+    seen = set()
+    for detail in details:
+        named = re.fullmatch(r"(\w+) #(\d+) \(step (\d+) #(\d+)\)", detail)
+        assert named, detail
+        index, kind = steps[int(named[3])][int(named[4])]
+        assert index == int(named[2]) and _graph.kernel_matches(named[1], kind), detail
+        seen.add(index)
+    assert seen == {index for ops in steps.values() for index, _ in ops}
 
 
 def test_graph_svg_from_graphviz(run_views):

@@ -36,6 +36,18 @@ def test_capabilities_and_model_round_trip():
     assert decoded.main == model.main and external == len(model.operand_values)
 
 
+def test_a_step_model_carries_its_step_and_operation_origins_checked():
+    """The kernel spans' model operation index crosses the wire with the step model."""
+    import dataclasses  # noqa: PLC0415
+
+    step = dataclasses.replace(add_model(), step_index=3, operation_origins=(12,))
+    decoded, _ = decode_model(Reader(encode_model(step, True)))
+    assert (decoded.step_index, decoded.operation_origins) == (3, (12,)) and decoded == step
+    for bad in (dict(step_index=-2), dict(operation_origins=(1, 2)), dict(operation_origins=(1 << 30,))):
+        with pytest.raises(CodecError, match="step index|operation origins"):
+            decode_model(Reader(encode_model(dataclasses.replace(step, **bad), True)))
+
+
 def test_every_truncation_of_a_model_is_a_codec_error():
     data = encode_model(add_model(), True)
     for cut in range(len(data)):

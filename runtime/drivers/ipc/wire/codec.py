@@ -252,7 +252,27 @@ def encode_model(model: HalModel, values_inline: bool) -> bytes:
     for name, prefix in model.extension_name_to_prefix:
         w.text(name)
         w.u16(prefix)
+    write_origins(w, model)
     return w.getvalue()
+
+
+def write_origins(w: Writer, model: HalModel) -> None:
+    """The model's step index (as i32, -1: a whole model) and operation origins (see HalModel)."""
+    w.i32(model.step_index)
+    w.u32s(model.operation_origins)
+
+
+def read_origins(r: Reader, main: Subgraph) -> tuple[int, tuple[int, ...]]:
+    """``(step index, operation origins)`` as :func:`write_origins` wrote them, checked: a step
+    index of -1 or more, and no origins or one per operation of ``main``, each distinct."""
+    step, origins = r.i32(), r.u32s()
+    if step < -1:
+        raise CodecError(f"step index {step} is negative")
+    if origins and (len(origins) != len(main.operations) or len(set(origins)) != len(origins)
+                    or max(origins) > _LIMIT):
+        raise CodecError(f"{len(origins)} operation origins for {len(main.operations)} operations "
+                         "(one distinct index per operation, or none)")
+    return step, origins
 
 
 def decode_model(r: Reader) -> tuple[HalModel, int | None]:
@@ -272,7 +292,8 @@ def decode_model(r: Reader) -> tuple[HalModel, int | None]:
         raise CodecError(f"extensionNameToPrefix: {problem}")
     prefixes = {prefix: name for name, prefix in pairs}
     main, referenced = _named(main, prefixes), tuple(_named(g, prefixes) for g in referenced)
-    return HalModel(main, referenced, values, (), relax, pairs), external
+    step, origins = read_origins(r, main)
+    return HalModel(main, referenced, values, (), relax, pairs, step, origins), external
 
 
 def _named(graph: Subgraph, prefixes: dict) -> Subgraph:
