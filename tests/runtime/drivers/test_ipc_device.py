@@ -20,6 +20,27 @@ def test_driver_runs_in_its_own_process(sample_all):
     assert sample_all.process.alive()
 
 
+def _environ(pid: int) -> dict:
+    with open(f"/proc/{pid}/environ", "rb") as handle:
+        pairs = (entry.partition(b"=") for entry in handle.read().split(b"\0") if entry)
+    return {key.decode(): value.decode() for key, _, value in pairs}
+
+
+def test_driver_defaults_are_in_its_environment_unless_set(fresh_device, monkeypatch):
+    """One BLAS thread and fixed malloc thresholds by default; the environment's value wins."""
+    from nnscope.runtime.drivers.ipc.client._process import DRIVER_DEFAULTS  # noqa: PLC0415
+
+    for name in DRIVER_DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")
+    device = fresh_device("sample-float-fast")
+    device.capabilities()
+    env = _environ(device.pid)
+    assert env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+    assert env["MALLOC_MMAP_THRESHOLD_"] == str(32 << 20)
+    assert env["MALLOC_TRIM_THRESHOLD_"] == "12345"
+
+
 def test_capabilities_round_trip_equals_in_process_driver(fresh_device):
     for name in ("sample-all", "sample-float-fast"):
         remote = fresh_device(name)

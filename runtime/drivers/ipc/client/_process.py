@@ -1,10 +1,13 @@
 """Start, connect to and stop one driver process (``python -m runtime.drivers <name>``).
 
 The child gets the parent's environment plus ``tracing.session_env()`` so that its spans join
-the application's trace session, and one BLAS/OpenMP thread unless the environment says
-otherwise (:data:`SINGLE_THREADED`): several driver processes and the runtime share the CPUs,
-and OpenBLAS worker threads that spin between calls starve the other processes (on two cores
-the built-in model went from ~30 ms to ~220 ms per execution across two drivers). It binds a
+the application's trace session, and, unless the environment says otherwise
+(:data:`DRIVER_DEFAULTS`), one BLAS/OpenMP thread and fixed glibc malloc thresholds.
+Several driver processes and the runtime share the CPUs, and OpenBLAS worker threads that spin
+between calls starve the other processes (on two cores the built-in model went from ~30 ms to
+~220 ms per execution across two drivers). With glibc's sliding thresholds a driver could fall
+into returning its large tensors to the kernel after every execution and faulting them in again:
+3,800 page faults and 17 ms per MobileNet execution against 0 and 9 ms (2026-11-26). It binds a
 socket in a private temporary directory; the parent polls ``connect`` until it succeeds, the
 child exits (DEVICE_UNAVAILABLE) or the startup timeout passes. :meth:`DriverProcess.stop` waits briefly, then terminates, then kills.
 
@@ -30,8 +33,10 @@ from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
 
 
-#: Environment defaults for driver processes (a value already set in the environment wins).
-SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+#: Environment defaults for driver processes (a value already set in the environment wins):
+#: one BLAS thread; tensors under 32 MiB from the heap, which keeps up to 256 MiB freed at its top.
+DRIVER_DEFAULTS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                   "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 
 def positive_seconds(text: str | None, default: float) -> float:
@@ -74,7 +79,7 @@ class DriverProcess:
             return
         self._dir = tempfile.mkdtemp(prefix="nnscope-drv-")
         self.socket_path = os.path.join(self._dir, "driver.sock")
-        env = {**SINGLE_THREADED, **os.environ, **_trace.session_env()}
+        env = {**DRIVER_DEFAULTS, **os.environ, **_trace.session_env()}
         command = [sys.executable, "-m", "nnscope.runtime.drivers", self.name, "--socket", self.socket_path,
                    "--parent-pid", str(os.getpid())]
         self.popen = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)

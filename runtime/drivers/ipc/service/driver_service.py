@@ -112,7 +112,7 @@ class DriverService:
         self.label = "SampleDriver"
         self.vlog_driver = vlog.is_on("driver")  # the mask is read once, at import
         self.vlog_cpuexe = vlog.is_on("cpuexe")
-        self._fenced = FencedServer(self)  # executeFenced: replies itself (with the sync fence fd)
+        self.fenced = FencedServer(self)  # executeFenced: replies itself (with the sync fence fd)
         self.executions = ExecuteServer(self)  # execute*: inline or queued by priority
         self._handlers = {
             MsgType.GET_CAPABILITIES: self._capabilities, MsgType.GET_SUPPORTED_OPERATIONS: self._supported,
@@ -123,7 +123,7 @@ class DriverService:
             MsgType.EXECUTE_SYNC: self.executions.sync, MsgType.EXECUTE_SYNC_MEMO: self.executions.memo,
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
-            MsgType.SET_TRACE_DIR: self._trace_dir, MsgType.FENCED_INFO: self._fenced.info,
+            MsgType.SET_TRACE_DIR: self._trace_dir, MsgType.FENCED_INFO: self.fenced.info,
             **{t: _bound(self, f) for t, f in ((MsgType.CONFIGURE_BURST, burst_messages.configure),
                                               (MsgType.BURST_MEMORIES, burst_messages.memories),
                                               (MsgType.BURST_FREE_MEMORY, burst_messages.free_memory),
@@ -165,7 +165,7 @@ class DriverService:
         route = self._routes.get(msg_type)
         if route is None:
             if msg_type == _EXECUTE_FENCED:
-                return self._fenced.execute(connection, message, start)
+                return self.fenced.execute(connection, message, start)
             return self._reply(connection, msg_type & 0x7FFF, message.request_id, error_reply(
                 ErrorStatus.INVALID_ARGUMENT, f"unknown message type {msg_type}"))
         handler, interface, method, phase, detail = route

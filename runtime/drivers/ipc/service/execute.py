@@ -4,7 +4,8 @@ right there or queued by priority.
 
 An execution runs on the serve loop itself (no thread hand-off, the fastest path) when the
 scheduler is idle and its prepared model's runs are expected to be short (:data:`INLINE_NS`,
-from the sample driver's running estimate). Otherwise it goes to the
+from the sample driver's running estimate) or its client is alone with the driver (one
+connection, no burst, no fenced run). Otherwise it goes to the
 :class:`~runtime.drivers.ipc.service.scheduler.Scheduler` with its prepared model's priority (from
 ``prepareModel_1_3``), and its connection is *parked*: the loop reads nothing more from it until
 the reply is sent, so nothing the client sends meanwhile (FREE_POOLS, ...) can unmap what the
@@ -190,7 +191,16 @@ class ExecuteServer:
 
     # ------------------------------------------------------------------ scheduling
     def _queues(self, prepared) -> bool:
-        return self.scheduler.busy() or prepared.mean_ns > INLINE_NS
+        """Queued while the scheduler is busy, and a long run unless its client is alone with
+        the driver: one connection, no burst, no fenced run (nothing it could keep waiting or
+        that could outrank it; the hand-off to the worker thread costs two wake-ups)."""
+        return self.scheduler.busy() or (prepared.mean_ns > INLINE_NS and not self._alone())
+
+    def _alone(self) -> bool:
+        service = self.service
+        loop = service.loop
+        return loop is not None and len(loop.connections) == 1 and not service.bursts_open \
+            and not service.fenced.busy()
 
     def _now_or_queued(self, connection, message, model_id: int, run, method: str, deadline_ns):
         prepared = connection.client.models.get(model_id)

@@ -233,6 +233,10 @@ class FencedServer:
         self._running.append(job)
         return job
 
+    def busy(self) -> bool:
+        """Whether a fenced run is launched and not done yet."""
+        return any(not job.done for job in self._running)
+
     def _check_room(self, connection) -> None:
         """RESOURCE_EXHAUSTED beyond the running runs of one connection, of its client process
         (a fair share) or of the driver."""
