@@ -5,7 +5,8 @@ Names and meanings follow the NNAPI C API (``ANeuralNetworksModel_addOperand`` i
 :class:`NnError` carrying the code. Every public call is an NNTRACE span.
 
 Example:
-    >>> import numpy as np, runtime
+    >>> import numpy as np
+    >>> from nnscope import runtime
     >>> from nnscope.runtime import OperandType as T, OperationType as Op
     >>> model = runtime.Model("add")
     >>> a, b, act, out = (model.add_operand(T.TENSOR_FLOAT32, (1, 4)), model.add_operand(T.TENSOR_FLOAT32, (1, 4)),
@@ -13,12 +14,14 @@ Example:
     >>> model.set_operand_value(act, 0)
     >>> _ = model.add_operation(Op.ADD, [a, b, act], [out])
     >>> model.identify_inputs_and_outputs([a, b], [out]); model.finish()
-    >>> compilation = runtime.Compilation(model); compilation.finish()
+    >>> cpu = runtime.get_device("nnapi-reference")  # runtime.Compilation(model) would use every device
+    >>> compilation = runtime.Compilation.for_devices(model, [cpu]); compilation.finish()
     >>> execution = runtime.Execution(compilation)
     >>> x = np.arange(4, dtype=np.float32).reshape(1, 4); y = np.empty_like(x)
     >>> execution.set_input(0, x); execution.set_input(1, x); execution.set_output(0, y)
     >>> execution.compute(); y.tolist()
     [[0.0, 2.0, 4.0, 6.0]]
+    >>> execution.free(); compilation.free(); model.free()
 """
 from nnscope.runtime.api import (BadDataError, BadStateError, NnError, OpFailedError,
                          OutputInsufficientSizeError, UnexpectedNullError)

@@ -19,8 +19,15 @@ Log lines (vlog ``compilation``): ``ExecutionPlan: step 0 on sample-all: prepare
 ``[NN_LR_PC]ExecutionPlan::prepareModelFromCache`` around the attempt.
 
 Example:
-    >>> step_token(bytes(32), CpuDevice(), Preference.FAST_SINGLE_ANSWER, Priority.MEDIUM, (0,)) is None
+    >>> from nnscope.runtime.drivers.cpu import CpuDevice
+    >>> from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+    >>> from nnscope.runtime.hal.types import Preference, Priority
+    >>> app_token = bytes(32)
+    >>> step_token(app_token, CpuDevice(), Preference.FAST_SINGLE_ANSWER, Priority.MEDIUM, (0,)) is None  # no cache files
     True
+    >>> sample = SampleDriver(SAMPLES["sample-all"])  # one model-cache and one data-cache file
+    >>> step_token(app_token, sample, Preference.FAST_SINGLE_ANSWER, Priority.MEDIUM, (0,)).hex()[:16]
+    'df163e0a5f411569'
 """
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ Example:
     >>> index(3, 3, "setInput", "input index")
     Traceback (most recent call last):
     ...
-    runtime.api.BadDataError: BAD_DATA: setInput: input index 3 out of range (0..2)
+    nnscope.runtime.api.BadDataError: BAD_DATA: setInput: input index 3 out of range (0..2)
     >>> index_list(None, 4, "addOperation", "inputs")
     Traceback (most recent call last):
     ...
-    runtime.api.UnexpectedNullError: UNEXPECTED_NULL: addOperation: inputs is None
+    nnscope.runtime.api.UnexpectedNullError: UNEXPECTED_NULL: addOperation: inputs is None
 """
 from __future__ import annotations
 

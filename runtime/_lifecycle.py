@@ -15,7 +15,7 @@ Example:
     >>> state.check_mutable("addOperand")
     Traceback (most recent call last):
     ...
-    runtime.api.BadStateError: BAD_STATE: addOperand: model m is invalid (its finish() failed)
+    nnscope.runtime.api.BadStateError: BAD_STATE: addOperand: model m is invalid (its finish() failed)
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ Example:
     >>> get_device("nnapi-reference").type.name
     'CPU'
     >>> partitioning()
-    1
+    <PartitioningMode.WITH_FALLBACK: 1>
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ Example:
     >>> validate_model(HalModel(Subgraph((a,), (), (0,), (0,))))
     Traceback (most recent call last):
     ...
-    runtime.hal.errors.HalError: operand 0 is both a model input and a model output
+    nnscope.runtime.hal.errors.HalError: operand 0 is both a model input and a model output
 """
 from __future__ import annotations
 

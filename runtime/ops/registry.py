@@ -6,10 +6,25 @@ Kernel modules (one per family: ``elementwise``, ``convolution``, ``pooling``, .
 reference definition of each operation.
 
 Example:
-    >>> record = get(OperationType.ADD)                    # doctest: +SKIP
-    >>> record.validate(input_operands, output_operands)   # raises OpValidationError
-    >>> plan = record.infer_shapes(OpContext(...))         # OutputPlan, or None
-    >>> outputs = record.execute(OpContext(...))           # list of numpy arrays
+    >>> import numpy as np
+    >>> from nnscope.runtime.hal.types import Operand, OperandType as T
+    >>> record = get(OperationType.ADD)
+    >>> record.family
+    'elementwise'
+    >>> a, b = Operand(T.TENSOR_FLOAT32, (2, 1)), Operand(T.TENSOR_FLOAT32, (1, 3))
+    >>> inputs, outputs = [a, b, Operand(T.INT32)], [Operand(T.TENSOR_FLOAT32, (2, 3))]
+    >>> record.validate(inputs, outputs)            # raises OpValidationError on a bad signature
+    >>> record.validate(inputs[:2], outputs)
+    Traceback (most recent call last):
+    ...
+    nnscope.runtime.ops.registry.OpValidationError: expected 3 inputs, got 2
+    >>> context = OpContext(Operation(OperationType.ADD, (0, 1, 2), (3,)),
+    ...                     [np.array([[1], [2]], np.float32), np.array([[10, 20, 30]], np.float32), 0],
+    ...                     inputs, outputs)
+    >>> record.infer_shapes(context)                # None when no output outgrows the inputs
+    OutputPlan(shapes=[(2, 3)], scratch_bytes=0)
+    >>> [array.tolist() for array in record.execute(context)]
+    [[[11.0, 21.0, 31.0], [12.0, 22.0, 32.0]]]
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ DEQUANTIZE of a constant (float16 or quantized weights) is folded into a float32
 
 Example:
     >>> sorted(CONVERTERS)[:3]
-    ['ADD', 'AVERAGE_POOL_2D', 'CONCATENATION']
+    ['ABS', 'ADD', 'ARG_MAX']
 """
 from __future__ import annotations
 

@@ -10,8 +10,9 @@ SIGMOID) and pass through; RNN and SVDF take a FuseCode, so a TANH RNN has no NN
 Hybrid or quantized cells (and the 5-input quantized "basic" LSTM) have no mapping here.
 
 Example:
-    >>> sorted(RECURRENT_CONVERTERS)[:2]
-    ['LSTM', 'RNN']
+    >>> sorted(RECURRENT_CONVERTERS)
+    ['BIDIRECTIONAL_SEQUENCE_LSTM', 'BIDIRECTIONAL_SEQUENCE_RNN', 'LSTM', 'RNN', 'SVDF',
+     'UNIDIRECTIONAL_SEQUENCE_LSTM', 'UNIDIRECTIONAL_SEQUENCE_RNN']
 """
 from __future__ import annotations
 
