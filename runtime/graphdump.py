@@ -12,8 +12,30 @@ The layout rules live in ``runtime._graphdot``.
 ``NN_GRAPHDUMP=DIR`` makes every finished compilation write its dot into ``DIR``.
 
 Example:
-    >>> text = graph_dump(model, "model.dot")      # doctest: +SKIP
-    >>> render_svg(compilation, "plan.svg")        # doctest: +SKIP - runs Graphviz's dot
+    >>> import io
+    >>> from nnscope.runtime import Compilation, get_device
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> model = tiny_add()
+    >>> text = graph_dump(model, io.StringIO())  # or a path: graph_dump(model, "model.dot")
+    >>> print(text)
+    digraph "tiny_add" {
+    ...
+      d0 [label="#0 FLOAT32 [1,4]", shape=invhouse, ...];
+    ...
+      d3 [label="#3 FLOAT32 [1,4]", shape=house, ...];
+      d0 -> o0;
+      d1 -> o0;
+      o0 -> d3;
+    }
+    >>> compilation = Compilation.for_devices(model, [get_device("nnapi-reference")]); compilation.finish()
+    >>> print(to_dot(compilation))
+    digraph "tiny_add" {
+    ...
+      subgraph cluster_step0 {
+        label=<<b>step 0: nnapi-reference</b>>; ...
+    ...
+    >>> render_svg(compilation, "plan.svg")  # runs Graphviz, writes into cwd  # doctest: +SKIP
+    >>> compilation.free()
 """
 from __future__ import annotations
 

@@ -7,11 +7,17 @@ merges with this process's own buffers. The environment is read once, at import;
 tests change it with :func:`override_environment`.
 
 Example:
-    >>> import subprocess, sys, tracing
-    >>> with tracing.TraceSession() as session:                     # doctest: +SKIP
+    >>> import os, subprocess, sys, tempfile
+    >>> from nnscope import tracing
+    >>> driver = "from nnscope import tracing\\nwith tracing.driver(tracing.Phase.EXECUTION, 'execute'): pass"
+    >>> with tracing.TraceSession() as session:
     ...     with tracing.application(tracing.Phase.OVERALL, "mobilenet"):
-    ...         subprocess.run([sys.executable, "driver.py"], env={**os.environ, **tracing.session_env()})
-    >>> session.export("trace.json")                                 # doctest: +SKIP
+    ...         _ = subprocess.run([sys.executable, "-c", driver], env={**os.environ, **tracing.session_env()})
+    >>> sorted(span.name for span in session.collect().spans())  # the child's span too
+    ['[NN_LA_PO]mobilenet', '[NN_LD_PE]execute']
+    >>> with tempfile.TemporaryDirectory() as tmp:  # format from the extension
+    ...     session.export(os.path.join(tmp, "trace.json"))
+    <ExportResult.SUCCESS: 0>
 """
 from __future__ import annotations
 

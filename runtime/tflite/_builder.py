@@ -6,9 +6,15 @@ operands through :meth:`GraphBuilder.scalar` (deduplicated) and may replace a te
 constant (DEQUANTIZE of constant weights becomes float32, DENSIFY keeps the tensor's type).
 
 Example:
-    >>> builder = GraphBuilder(graph)                      # doctest: +SKIP
+    >>> from nnscope.runtime.tflite._reader import TfliteGraph, TfliteTensor
+    >>> x, y = TfliteTensor("x", (1, 4), "FLOAT32", None), TfliteTensor("y", (1, 4), "FLOAT32", None)
+    >>> builder = GraphBuilder(TfliteGraph(tensors=(x, y), operators=(), inputs=(0,), outputs=(1,)))
     >>> builder.add(OperationType.RELU, [builder.tensor(0)], [builder.tensor(1)])
     >>> model = builder.finish()
+    >>> [(operand.lifetime.name, operand.dimensions) for operand in model.main.operands]
+    [('SUBGRAPH_INPUT', (1, 4)), ('SUBGRAPH_OUTPUT', (1, 4))]
+    >>> model.main.operations
+    (Operation(type=<OperationType.RELU: 19>, inputs=(0,), outputs=(1,)),)
 """
 from __future__ import annotations
 
