@@ -9,9 +9,22 @@ step on the ordinary execute path, as AOSP's runtime does. ``Execution.burst_com
 runs an execution through the burst, one at a time per burst.
 
 Example:
-    >>> with Burst(compilation) as burst:                        # doctest: +SKIP
+    >>> import numpy as np
+    >>> from nnscope.runtime import Execution, get_device
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> compilation = Compilation.for_devices(tiny_add(), [get_device("nnapi-reference")])
+    >>> compilation.finish()
+    >>> frames = [np.full((1, 4), i, np.float32) for i in range(3)]
+    >>> out = np.empty((1, 4), np.float32)
+    >>> with Burst(compilation) as burst:
     ...     for frame in frames:
+    ...         execution = Execution(compilation)
+    ...         execution.set_input(0, frame); execution.set_input(1, frame); execution.set_output(0, out)
     ...         execution.burst_compute(burst)
+    ...         execution.free()
+    >>> out.tolist()
+    [[4.0, 4.0, 4.0, 4.0]]
+    >>> compilation.free()
 """
 from __future__ import annotations
 

@@ -13,11 +13,19 @@ setter and a second ``finish()`` raise BAD_STATE. A compilation that is garbage-
 only queues the plan, so that no driver call runs inside another one).
 
 Example:
-    >>> compilation = Compilation(model)                       # doctest: +SKIP
-    >>> compilation.set_preference(Preference.SUSTAINED_SPEED)  # doctest: +SKIP
-    >>> compilation.finish()                                   # doctest: +SKIP
-    >>> [step.device.name for step in compilation.plan.steps]  # doctest: +SKIP
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> model = tiny_add()
+    >>> cpu = manager.get_device("nnapi-reference")
+    >>> compilation = Compilation.for_devices(model, [cpu])  # Compilation(model): every device
+    >>> compilation.set_preference(Preference.SUSTAINED_SPEED)
+    >>> compilation.finish()
+    >>> [step.device.name for step in compilation.plan.steps]
     ['nnapi-reference']
+    >>> compilation.set_preference(Preference.LOW_POWER)
+    Traceback (most recent call last):
+    ...
+    nnscope.runtime.api.BadStateError: BAD_STATE: ...
+    >>> compilation.free()
 """
 from __future__ import annotations
 

@@ -10,11 +10,19 @@ OUTPUT_INSUFFICIENT_SIZE.
 
 Example:
     >>> import numpy as np
-    >>> execution = Execution(compilation)                            # doctest: +SKIP
-    >>> execution.set_input(0, np.ones((1, 4), np.float32))           # doctest: +SKIP
-    >>> out = np.empty((1, 4), np.float32); execution.set_output(0, out)  # doctest: +SKIP
-    >>> execution.set_reusable(True)                                  # doctest: +SKIP
-    >>> execution.compute(); execution.compute()                      # doctest: +SKIP
+    >>> from nnscope.runtime import get_device
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> compilation = Compilation.for_devices(tiny_add(), [get_device("nnapi-reference")])
+    >>> compilation.finish()
+    >>> execution = Execution(compilation)
+    >>> execution.set_input(0, np.ones((1, 4), np.float32))
+    >>> execution.set_input(1, np.full((1, 4), 2, np.float32))
+    >>> out = np.empty((1, 4), np.float32); execution.set_output(0, out)
+    >>> execution.set_reusable(True)
+    >>> execution.compute(); execution.compute()
+    >>> out.tolist(), execution.get_output_operand_dimensions(0)
+    ([[3.0, 3.0, 3.0, 3.0]], (1, 4))
+    >>> execution.free(); compilation.free()
 """
 from __future__ import annotations
 

@@ -28,11 +28,16 @@ Log lines (vlog ``compilation``, log tag ``ExecutionPlan``) follow AOSP, e.g.
 open the ``ModelBuilder::partitionTheWork`` tracing scope.
 
 Example:
-    >>> part = partition(hal_model, [quant_device, float_device], Preference.FAST_SINGLE_ANSWER)  # doctest: +SKIP
-    >>> [(s.device_index, s.operations) for s in part.steps]                  # doctest: +SKIP
-    [(1, (0,)), (0, (1, 2)), (1, (3,))]
-    >>> part.cross_device_operands                                            # doctest: +SKIP
-    frozenset({3, 6})
+    >>> from nnscope.runtime.builtin_models import conv_pad_chain
+    >>> from nnscope.runtime.drivers.cpu import CpuDevice
+    >>> from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+    >>> hal_model = conv_pad_chain(operations=3, size=4, channels=2).to_hal()  # CONV_2D, PAD, CONV_2D
+    >>> minimal = SampleDriver(SAMPLES["sample-minimal"])                     # has no PAD
+    >>> part = partition(hal_model, [minimal, CpuDevice()], Preference.FAST_SINGLE_ANSWER)
+    >>> [(s.device_index, s.operations) for s in part.steps]
+    [(0, (0,)), (1, (1,)), (0, (2,))]
+    >>> part.cross_device_operands
+    frozenset({2, 6})
 """
 from __future__ import annotations
 

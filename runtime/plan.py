@@ -18,9 +18,15 @@ With a cache directory and token, steps are prepared through :mod:`runtime._cach
 driver's cache when it loads; one device whose cache loads skips partitioning).
 
 Example:
-    >>> plan = build_plan(model.to_hal(), [cpu_device], Preference.FAST_SINGLE_ANSWER)  # doctest: +SKIP
-    >>> [(s.device.name, s.operations) for s in plan.steps]                            # doctest: +SKIP
-    [('nnapi-reference', (0, 1, 2))]
+    >>> from nnscope.runtime.builtin_models import conv_pad_chain
+    >>> from nnscope.runtime.drivers.cpu import CpuDevice
+    >>> from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+    >>> model = conv_pad_chain(operations=3, size=4, channels=2)  # CONV_2D, PAD, CONV_2D
+    >>> minimal = SampleDriver(SAMPLES["sample-minimal"])         # has no PAD
+    >>> plan = build_plan(model.to_hal(), [minimal], Preference.FAST_SINGLE_ANSWER, fallback=CpuDevice())
+    >>> [(s.device.name, s.operations) for s in plan.steps]
+    [('sample-minimal', (0,)), ('nnapi-reference', (1,)), ('sample-minimal', (2,))]
+    >>> plan.release()
 """
 from __future__ import annotations
 
