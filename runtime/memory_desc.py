@@ -14,10 +14,24 @@ not read a driver's buffer. ``runtime.Memory.from_desc`` makes the memory; :clas
 memory keeps to check its uses (:func:`region`, :func:`check_inputs`, :func:`mark_outputs`).
 
 Example:
-    >>> desc = MemoryDesc()                                     # doctest: +SKIP
-    >>> desc.add_output_role(producer, 0, 1.0)                  # doctest: +SKIP
-    >>> desc.add_input_role(consumer, 0, 1.0); desc.finish()    # doctest: +SKIP
-    >>> memory = Memory.from_desc(desc)                         # doctest: +SKIP
+    >>> import numpy as np
+    >>> from nnscope.runtime import Compilation, Execution, Memory, get_device
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> producer, consumer = (Compilation.for_devices(tiny_add(), [get_device("nnapi-reference")])
+    ...                       for _ in range(2))
+    >>> producer.finish(); consumer.finish()
+    >>> desc = MemoryDesc()
+    >>> desc.add_output_role(producer, 0, 1.0)
+    >>> desc.add_input_role(consumer, 0, 1.0); desc.finish()
+    >>> memory = Memory.from_desc(desc)
+    >>> ones, out = np.ones((1, 4), np.float32), np.empty((1, 4), np.float32)
+    >>> first = Execution(producer); first.set_input(0, ones); first.set_input(1, ones)
+    >>> first.set_output_from_memory(0, memory, 0, 0); first.compute()  # length 0: the whole memory
+    >>> second = Execution(consumer); second.set_input_from_memory(0, memory, 0, 0); second.set_input(1, ones)
+    >>> second.set_output(0, out); second.compute(); out.tolist()
+    [[3.0, 3.0, 3.0, 3.0]]
+    >>> for item in (first, second, memory, desc, producer, consumer):
+    ...     item.free()
 """
 from __future__ import annotations
 

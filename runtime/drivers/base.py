@@ -4,8 +4,19 @@ every way it uses a device (execute, fenced execution, bursts, device memory, co
 caching) is a method here, with the in-process CPU device's behaviour as the default.
 
 Example:
-    >>> prepared = device.prepare_model(hal_model, Preference.FAST_SINGLE_ANSWER)  # doctest: +SKIP
-    >>> result = prepared.execute(request, measure_timing=True)                     # doctest: +SKIP
+    >>> import numpy as np
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.drivers.cpu import CpuDevice
+    >>> from nnscope.runtime.hal.device_types import Request, RequestArgument as Arg
+    >>> hal_model = tiny_add().to_hal()  # output = input0 + input1, float32 [1, 4]
+    >>> pool = bytearray(np.arange(8, dtype=np.float32).tobytes() + bytes(16))
+    >>> request = Request(inputs=(Arg(offset=0, length=16), Arg(offset=16, length=16)),
+    ...                   outputs=(Arg(offset=32, length=16),), pools=(pool,))
+    >>> device: Device = CpuDevice()
+    >>> prepared = device.prepare_model(hal_model, Preference.FAST_SINGLE_ANSWER)
+    >>> result = prepared.execute(request, measure_timing=True)
+    >>> result.status, np.frombuffer(pool, np.float32, 4, 32).tolist()
+    (<ErrorStatus.NONE: 0>, [4.0, 6.0, 8.0, 10.0])
 """
 from __future__ import annotations
 

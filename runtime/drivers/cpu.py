@@ -11,10 +11,19 @@ Fencing, bursts and device memory are the interface's defaults: fenced work runs
 there is no burst controller and no device memory (as AOSP's CPU device).
 
 Example:
+    >>> import numpy as np
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.hal.device_types import Request, RequestArgument as Arg
+    >>> hal_model = tiny_add().to_hal()
+    >>> pool = bytearray(np.ones(8, np.float32).tobytes() + bytes(16))  # two inputs, one output
+    >>> request = Request(inputs=(Arg(offset=0, length=16), Arg(offset=16, length=16)),
+    ...                   outputs=(Arg(offset=32, length=16),), pools=(pool,))
     >>> device = CpuDevice()
-    >>> prepared = device.prepare_model(hal_model)                  # doctest: +SKIP
-    >>> result = prepared.execute(request, measure_timing=True)     # doctest: +SKIP
-    >>> result.status, result.output_shapes, result.timing          # doctest: +SKIP
+    >>> prepared = device.prepare_model(hal_model)
+    >>> result = prepared.execute(request, measure_timing=True)
+    >>> result.status, result.output_shapes, result.timing
+    (<ErrorStatus.NONE: 0>, (OutputShape(dimensions=(1, 4), is_sufficient=True),),
+     Timing(time_on_device=..., time_in_driver=...))
 """
 from __future__ import annotations
 
