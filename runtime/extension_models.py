@@ -12,8 +12,8 @@ Both need a program the extensions allowlist allows (see ``runtime._allowlist``)
 and ``fibonacci-quant64`` (AOSP's quantized example, n = 10).
 
 Example:
-    >>> model = fibonacci_mixed(5)                       # doctest: +SKIP
-    >>> [op.type.name for op in model.operations]         # doctest: +SKIP
+    >>> model = fibonacci_mixed(5)  # asks every device for the extension: starts all drivers  # doctest: +SKIP
+    >>> [op.type.name for op in model.operations]  # needs the model above  # doctest: +SKIP
     ['ADD', 'com.example.fibonacci:FIBONACCI', 'MUL']
 """
 from __future__ import annotations

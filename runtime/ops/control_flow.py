@@ -17,8 +17,13 @@ registered ``execute`` only reports misuse). :func:`check_signature` checks an o
 the subgraphs it references (AOSP ``validateIfOperation`` / ``validateWhileOperation``).
 
 Example:
-    >>> with running(RunState(loop_timeout_ns=1_000_000)):   # doctest: +SKIP
-    ...     executor.run(inputs)
+    >>> current().loop_timeout_ns  # the default: 2 s
+    2000000000
+    >>> with running(RunState(loop_timeout_ns=1_000_000)):  # as CpuExecutor.run does around a run
+    ...     current().loop_timeout_ns                       # what nested IF/WHILE kernels read
+    1000000
+    >>> current().loop_timeout_ns
+    2000000000
 """
 from __future__ import annotations
 

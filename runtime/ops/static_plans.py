@@ -4,8 +4,16 @@ When they do, :class:`~runtime.ops.executor.CpuExecutor` checks its plans (outpu
 memory budget) once per input signature instead of before every run.
 
 Example:
-    >>> plans_follow_input_shapes(model.main)       # doctest: +SKIP
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.hal.types import Operand, Operation, Subgraph
+    >>> plans_follow_input_shapes(tiny_add().to_hal().main)
     True
+    >>> x = Operand(OperandType.TENSOR_FLOAT32, (4,), lifetime=L.SUBGRAPH_INPUT)
+    >>> shape = Operand(OperandType.TENSOR_INT32, (1,), lifetime=L.SUBGRAPH_INPUT)  # a value, read per run
+    >>> y = Operand(OperandType.TENSOR_FLOAT32, (0,), lifetime=L.SUBGRAPH_OUTPUT)
+    >>> plans_follow_input_shapes(Subgraph((x, shape, y), (Operation(OperationType.RESHAPE, (0, 1), (2,)),),
+    ...                                    (0, 1), (2,)))
+    False
 """
 from __future__ import annotations
 
