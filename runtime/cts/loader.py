@@ -6,8 +6,8 @@ CONSTANT_REFERENCE alike) are packed 4-byte aligned into ``operand_values`` and 
 ``DataLocation(-1, <index into referenced>, 0)``. Schema: ``vectors/README.md``.
 
 Example:
-    >>> tests = load_file(CTS_ROOT / "V1_0/add.json.gz")        # doctest: +SKIP
-    >>> tests[0].name, tests[0].model.main.operations[0].type.name  # doctest: +SKIP
+    >>> tests = load_file(CTS_ROOT / "V1_0/add.json.gz")
+    >>> tests[0].name, tests[0].model.main.operations[0].type.name
     ('add', 'ADD')
 """
 from __future__ import annotations
