@@ -17,9 +17,13 @@ sub-model input and output so the runtime can route tensors between steps.
 * Dimensions are never changed: an operand of unknown shape stays unknown.
 
 Example:
-    >>> step = extract(hal_model, [1, 2])                       # doctest: +SKIP
-    >>> step.inputs, step.outputs      # original operand indexes  # doctest: +SKIP
-    ((4, 1), (6,))
+    >>> from nnscope.runtime.builtin_models import conv_pad_chain
+    >>> hal_model = conv_pad_chain(operations=3, size=4, channels=2).to_hal()  # CONV_2D, PAD, CONV_2D
+    >>> step = extract(hal_model, [1, 2])
+    >>> step.inputs, step.outputs      # original operand indexes: the first CONV_2D's output, the model's
+    ((2,), (7,))
+    >>> [operation.type.name for operation in step.model.main.operations]
+    ['PAD', 'CONV_2D']
 """
 from __future__ import annotations
 

@@ -8,10 +8,22 @@ those that become several NNAPI operations). Sparse constants are densified at l
 operator with no NNAPI form raises :class:`UnsupportedOperator` naming it.
 
 Example:
-    >>> from nnscope.runtime.tflite import load_tflite
+    >>> import numpy as np
+    >>> from nnscope.runtime.tflite import convert_tflite, load_tflite
     >>> from nnscope.runtime.ops.executor import CpuExecutor
-    >>> model, inputs, outputs = load_tflite("face_detection_short_range.tflite")  # doctest: +SKIP
-    >>> regressors, scores = CpuExecutor(model).run([image])                      # doctest: +SKIP
+    >>> model, inputs, outputs = load_tflite("face_detection_short_range.tflite")  # a file not in the repo  # doctest: +SKIP
+    >>> regressors, scores = CpuExecutor(model).run([image])  # needs the model above  # doctest: +SKIP
+
+    The same with a flatbuffer in memory (here our own translation of a tiny ADD model):
+
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.tflite._translate import translate
+    >>> model, inputs, outputs = convert_tflite(translate(tiny_add().to_hal()).flatbuffer)
+    >>> inputs, outputs
+    (['t0', 't1'], ['t3'])
+    >>> x = np.ones((1, 4), np.float32)
+    >>> [array.tolist() for array in CpuExecutor(model).run([x, x])]
+    [[[2.0, 2.0, 2.0, 2.0]]]
 """
 from nnscope.runtime.tflite._builder import UnsupportedOperator
 from nnscope.runtime.tflite.loader import convert_tflite, load_tflite, supported_operators

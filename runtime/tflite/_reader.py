@@ -5,9 +5,12 @@ are densified here, see ``_sparsity``); options are the generated ``tflite.*Opti
 objects (or None), ready for the operator converters.
 
 Example:
-    >>> graph = read_graph(open("face_detection_short_range.tflite", "rb").read())  # doctest: +SKIP
-    >>> graph.operators[0].name, graph.tensors[graph.inputs[0]].name                # doctest: +SKIP
-    ('CONV_2D', 'input')
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.tflite._translate import translate
+    >>> data = translate(tiny_add().to_hal()).flatbuffer  # or open("model.tflite", "rb").read()
+    >>> graph = read_graph(data)
+    >>> graph.operators[0].name, graph.tensors[graph.inputs[0]].name, graph.tensors[graph.inputs[0]].shape
+    ('ADD', 't0', (1, 4))
 """
 from __future__ import annotations
 

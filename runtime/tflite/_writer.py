@@ -1,15 +1,25 @@
 """NNAPI ``HalModel`` -> TFLite flatbuffer: the reverse of :mod:`runtime.tflite.loader`.
 
-:func:`translate` writes ``model.main`` as one TFLite subgraph: every tensor operand becomes a
+``_translate.translate`` writes ``model.main`` as one TFLite subgraph: every tensor operand becomes a
 tensor (constants with their bytes, quantisation per tensor or per channel, unknown dimensions
 as -1 in the shape signature), every operation one or more builtin operators
-(``_writer_ops.TRANSLATORS``); scalar operands become operator options. :func:`supported`
+(``_writer_ops.TRANSLATORS``); scalar operands become operator options. ``_translate.supported``
 answers per operation, for ``getSupportedOperations``: it translates the operation alone.
 Anything without a LiteRT builtin raises :class:`Untranslatable`.
 
 Example:
-    >>> translation = translate(hal_model)                                   # doctest: +SKIP
-    >>> Interpreter(model_content=translation.flatbuffer, num_threads=1)     # doctest: +SKIP
+    >>> import numpy as np
+    >>> from ai_edge_litert.interpreter import Interpreter
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.tflite._translate import translate
+    >>> translation = translate(tiny_add().to_hal())  # output = input0 + input1
+    >>> interpreter = Interpreter(model_content=translation.flatbuffer, num_threads=1)
+    >>> interpreter.allocate_tensors()
+    >>> for detail in interpreter.get_input_details():
+    ...     interpreter.set_tensor(detail["index"], np.ones((1, 4), np.float32))
+    >>> interpreter.invoke()
+    >>> interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).tolist()
+    [[2.0, 2.0, 2.0, 2.0]]
 """
 from __future__ import annotations
 

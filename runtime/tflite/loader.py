@@ -7,9 +7,16 @@ operator without an NNAPI form is collected first, so the one-line error names t
 the builtins that have one.
 
 Example:
-    >>> model, inputs, outputs = load_tflite("face_detection_short_range.tflite")  # doctest: +SKIP
-    >>> inputs, outputs                                                            # doctest: +SKIP
+    >>> model, inputs, outputs = load_tflite("face_detection_short_range.tflite")  # a file not in the repo  # doctest: +SKIP
+    >>> inputs, outputs  # of the model above  # doctest: +SKIP
     (['input'], ['regressors', 'classificators'])
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.tflite._translate import translate
+    >>> model, inputs, outputs = convert_tflite(translate(tiny_add().to_hal()).flatbuffer)  # bytes, not a file
+    >>> inputs, outputs, [operation.type.name for operation in model.main.operations]
+    (['t0', 't1'], ['t3'], ['ADD'])
+    >>> "CONV_2D" in supported_operators()
+    True
 """
 from __future__ import annotations
 
