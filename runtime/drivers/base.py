@@ -17,6 +17,7 @@ Example:
     >>> result = prepared.execute(request, measure_timing=True)
     >>> result.status, np.frombuffer(pool, np.float32, 4, 32).tolist()
     (<ErrorStatus.NONE: 0>, [4.0, 6.0, 8.0, 10.0])
+    >>> prepared.release()
 """
 from __future__ import annotations
 

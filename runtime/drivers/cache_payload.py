@@ -23,8 +23,19 @@ restored from them then, without decoding anything. Any inconsistency raises
 :class:`~runtime.drivers.cache_files.CacheError`.
 
 Example:
-    >>> save(driver, prepared, [model_fd], [data_fd], token)        # doctest: +SKIP
-    >>> prepared = load(driver, [model_fd], [data_fd], token)       # doctest: +SKIP
+    >>> import tempfile
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> token = bytes(32)  # the runtime's per-step cache token
+    >>> from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+    >>> driver = SampleDriver(SAMPLES["sample-all"])
+    >>> prepared = driver.prepare_model(tiny_add().to_hal())
+    >>> with tempfile.TemporaryFile() as model_file, tempfile.TemporaryFile() as data_file:
+    ...     model_fd, data_fd = model_file.fileno(), data_file.fileno()
+    ...     save(driver, prepared, [model_fd], [data_fd], token)
+    ...     model, executor, footprint = load(driver, [model_fd], [data_fd], token)
+    >>> [operation.type.name for operation in model.main.operations], type(executor).__name__
+    (['ADD'], 'CpuExecutor')
+    >>> prepared.release()
 """
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ Example:
     >>> result.status, result.output_shapes, result.timing
     (<ErrorStatus.NONE: 0>, (OutputShape(dimensions=(1, 4), is_sufficient=True),),
      Timing(time_on_device=..., time_in_driver=...))
+    >>> prepared.release()
 """
 from __future__ import annotations
 

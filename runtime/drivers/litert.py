@@ -19,9 +19,22 @@ holds the flatbuffer (data cache) and the model's inputs and outputs (model cach
 Threads: :data:`NNSCOPE_LITERT_THREADS` (default 1), read by the driver process at start.
 
 Example:
-    >>> driver = LiteRtDriver()                                        # doctest: +SKIP
-    >>> prepared = driver.prepare_model(hal_model)                     # doctest: +SKIP
-    >>> prepared.execute(request, measure_timing=True).timing          # doctest: +SKIP
+    >>> import numpy as np
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.hal.device_types import Request, RequestArgument as Arg
+    >>> hal_model = tiny_add().to_hal()  # output = input0 + input1, float32 [1, 4]
+    >>> pool = bytearray(np.ones(8, np.float32).tobytes() + bytes(16))  # two inputs, one output
+    >>> request = Request(inputs=(Arg(offset=0, length=16), Arg(offset=16, length=16)),
+    ...                   outputs=(Arg(offset=32, length=16),), pools=(pool,))
+    >>> driver = LiteRtDriver()  # in-process here; the runtime talks to it in a driver process
+    >>> driver.supported_operations(hal_model)
+    [True]
+    >>> prepared = driver.prepare_model(hal_model)
+    >>> prepared.execute(request, measure_timing=True).timing
+    Timing(time_on_device=..., time_in_driver=...)
+    >>> np.frombuffer(pool, np.float32, 4, 32).tolist()
+    [2.0, 2.0, 2.0, 2.0]
+    >>> prepared.release()
 """
 from __future__ import annotations
 

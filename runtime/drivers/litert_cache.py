@@ -12,8 +12,19 @@ raises :class:`~runtime.hal.errors.HalError` GENERAL_FAILURE (the runtime then p
 from the model). Nothing is unpickled or executed.
 
 Example:
-    >>> save(driver, prepared, [model_fd], [data_fd], token)    # doctest: +SKIP
-    >>> prepared = load(driver, [model_fd], [data_fd], token)   # doctest: +SKIP
+    >>> import tempfile
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> token = bytes(32)  # the runtime's per-step cache token
+    >>> from nnscope.runtime.drivers.litert import LiteRtDriver
+    >>> driver = LiteRtDriver()
+    >>> prepared = driver.prepare_model(tiny_add().to_hal())
+    >>> with tempfile.TemporaryFile() as model_file, tempfile.TemporaryFile() as data_file:
+    ...     model_fd, data_fd = model_file.fileno(), data_file.fileno()
+    ...     save(driver, prepared, [model_fd], [data_fd], token)
+    ...     loaded = load(driver, [model_fd], [data_fd], token)
+    >>> type(loaded).__name__
+    'LiteRtPreparedModel'
+    >>> loaded.release(); prepared.release()
 """
 from __future__ import annotations
 

@@ -11,8 +11,11 @@ operation type, its operands' types, dimensions, quantisation and scalar values;
 constant tensors' values), at most :data:`MAX_REMEMBERED` of them.
 
 Example:
-    >>> claims = Claims(threads=1)                       # doctest: +SKIP
-    >>> [claims.claims(model, op) for op in model.main.operations]   # doctest: +SKIP
+    >>> from nnscope.runtime.builtin_models import conv_pad_chain
+    >>> model = conv_pad_chain(operations=3, size=4, channels=2).to_hal()  # CONV_2D, PAD, CONV_2D
+    >>> claims = Claims(threads=1)
+    >>> [claims.claims(model, op) for op in model.main.operations]
+    [True, True, True]
 """
 from __future__ import annotations
 
