@@ -6,7 +6,15 @@ guess, and on OUTPUT_INSUFFICIENT_SIZE the execution is redone with the shapes r
 ``write_outputs`` are ``nnscope run``'s ``--inputs`` / ``--outputs`` files.
 
 Example:
-    >>> outputs = compute_arrays(compilation, [image])   # doctest: +SKIP
+    >>> import numpy as np
+    >>> from nnscope.runtime import get_device
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> compilation = Compilation.for_devices(tiny_add(), [get_device("nnapi-reference")])
+    >>> compilation.finish()
+    >>> x = np.ones((1, 4), np.float32)
+    >>> [array.tolist() for array in compute_arrays(compilation, [x, x])]
+    [[[2.0, 2.0, 2.0, 2.0]]]
+    >>> compilation.free()
 """
 from __future__ import annotations
 

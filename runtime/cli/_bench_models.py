@@ -12,9 +12,9 @@ error relative to the range of the reference output (``max |out - ref| / (max re
 within a threshold per output type (:data:`RELATIVE_THRESHOLDS`).
 
 Example:
-    >>> bench_model = load_model("tiny_add")                        # doctest: +SKIP
-    >>> kind, expected = reference_outputs(bench_model)             # doctest: +SKIP
-    >>> accuracy(bench_model, expected, expected)["max_abs_error"]  # doctest: +SKIP
+    >>> bench_model = load_model("tiny_add")
+    >>> kind, expected = reference_outputs(bench_model)
+    >>> accuracy(bench_model, expected, expected)["max_abs_error"]
     0.0
 """
 from __future__ import annotations

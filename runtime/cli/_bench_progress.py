@@ -1,7 +1,7 @@
 """``nnscope bench``'s progress bar (tqdm): shown after one second, only on a terminal.
 
 Example:
-    >>> with bar(100, "bench") as progress:   # doctest: +SKIP
+    >>> with bar(100, "bench") as progress:  # prints nothing here: a doctest's output is no terminal
     ...     label(progress, "tiny_add on sample-all")   # "tiny_add on sample-all:  1%| ... 1/100 executions"
     ...     progress.update(1)
 """

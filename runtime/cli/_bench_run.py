@@ -9,11 +9,12 @@ run with a share of the model (that is what the ``all`` row shows).
 Each result is a dict of the ``results`` list of the bench JSON (docs/bench-schema.md).
 
 Example:
-    >>> model = load_model("tiny_add")                                    # doctest: +SKIP
-    >>> reference = reference_outputs(model)                              # doctest: +SKIP
-    >>> result = measure(model, "sample-all", Settings(5, 1), reference)  # doctest: +SKIP
-    >>> result["status"], len(result["latency_ms"]["samples"])            # doctest: +SKIP
-    ('ok', 5)
+    >>> from nnscope.runtime.cli._bench_models import load_model, reference_outputs
+    >>> model = load_model("tiny_add")
+    >>> reference = reference_outputs(model)
+    >>> result = measure(model, "nnapi-reference", Settings(5, 1), reference)  # a driver name starts its process
+    >>> result["status"], len(result["latency_ms"]["samples"]), result["accuracy"]["within_tolerance"]
+    ('ok', 5, True)
 """
 from __future__ import annotations
 

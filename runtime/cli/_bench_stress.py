@@ -14,8 +14,8 @@ driver is usually SUCCESS; a stopped driver is HANG unless the budget outlasts t
 (``runtime.drivers.ipc.client.device.DEFAULT_TIMEOUT_S``), after which the runtime recovers too.
 
 Example:
-    >>> case = StressCase("driver-killed", "tiny_add", "sample-minimal")   # doctest: +SKIP
-    >>> run_case(case, Settings(10, 1), hang_scale=1.0, run_s=0.1)["outcome"]  # doctest: +SKIP
+    >>> case = StressCase("driver-killed", "tiny_add", "sample-minimal")
+    >>> run_case(case, Settings(10, 1), hang_scale=1.0, run_s=0.1)["outcome"]  # starts and kills a driver  # doctest: +SKIP
     'SUCCESS'
 """
 from __future__ import annotations

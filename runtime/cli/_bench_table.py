@@ -4,7 +4,18 @@
 says whether it is within the threshold of its output type (``_bench_models``).
 
 Example:
-    >>> print(summary(document), end="")   # doctest: +SKIP
+    >>> result = {"model": "tiny_add", "device": "nnapi-reference", "status": "ok", "error": None,
+    ...           "compile_ms": 0.17, "latency_ms": {"median": 0.073, "p90": 0.095, "p99": 0.1, "mean": 0.08,
+    ...                                              "std": 0.013, "samples": [0.07] * 5},
+    ...           "accuracy": {"max_abs_error": 0.0, "relative_error": 0.0, "threshold": 0.0001,
+    ...                        "within_tolerance": True},
+    ...           "operations": {"total": 1, "on_device": 1, "share": 1.0}}
+    >>> header, rule, row = summary({"results": [result], "stress": []}).splitlines()
+    >>> def cells(line):  # columns are at least two spaces apart
+    ...     return [cell.strip() for cell in line.split("  ") if cell.strip()]
+    >>> cells(header)[:5], cells(row)[:5], cells(row)[-2:]
+    (['model', 'device', 'status', 'compile ms', 'median ms'], ['tiny_add', 'nnapi-reference', 'ok', '0.17', '0.073'],
+     ['yes (<= 0.0001)', '1/1'])
 """
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ benchmark compares ``compute()`` through a driver against it.
 driver process the same way. ``python -m runtime.drivers.ipc.bench`` prints both.
 
 Example:
-    >>> stats = raw_round_trip(iterations=200)     # doctest: +SKIP
-    >>> stats.median_us < 1000                     # doctest: +SKIP
+    >>> stats = raw_round_trip(iterations=200)  # a timing run against a child process  # doctest: +SKIP
+    >>> stats.median_us < 1000  # needs the stats above; depends on the machine  # doctest: +SKIP
     True
 """
 from __future__ import annotations
