@@ -12,9 +12,29 @@ the line naming the failure's result code and number (``execute: RESOURCE_EXHAUS
 (ResultCode 13)``).
 
 Example:
-    >>> result = execute(step.prepared, request, False, None)          # doctest: +SKIP
-    >>> if allowed(plan, step, result):                                  # doctest: +SKIP
+    >>> import numpy as np
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.drivers.cpu import CpuDevice
+    >>> from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+    >>> from nnscope.runtime.hal.device_types import RequestArgument as Arg
+    >>> from nnscope.runtime.hal.types import Preference
+    >>> from nnscope.runtime.plan import build_plan
+    >>> plan = build_plan(tiny_add().to_hal(), [SampleDriver(SAMPLES["sample-all"])],
+    ...                   Preference.FAST_SINGLE_ANSWER, fallback=CpuDevice())
+    >>> pool = bytearray(np.ones(8, np.float32).tobytes() + bytes(16))  # two inputs, one output
+    >>> request = Request(inputs=(Arg(offset=0, length=16), Arg(offset=16, length=16)),
+    ...                   outputs=(Arg(offset=32, length=16),), pools=(pool,))
+    >>> step = plan.steps[0]
+    >>> execute(step.prepared, request, False, None).status  # the driver's answer
+    <ErrorStatus.NONE: 0>
+    >>> result = ExecutionResult(ErrorStatus.GENERAL_FAILURE)  # had it failed:
+    >>> if allowed(plan, step, result):
     ...     result = partial(plan, step, lambda cpu: execute(cpu, request, False, None))
+    >>> result.status, np.frombuffer(pool, np.float32, 4, 32).tolist()
+    (<ErrorStatus.NONE: 0>, [2.0, 2.0, 2.0, 2.0])
+    >>> allowed(plan, step, ExecutionResult(ErrorStatus.MISSED_DEADLINE_TRANSIENT))
+    False
+    >>> plan.release()
 """
 from __future__ import annotations
 

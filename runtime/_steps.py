@@ -11,7 +11,22 @@ A step that fails on its driver (also a dead driver process) is redone on the CP
 whole model (see ``runtime._fallback``).
 
 Example:
-    >>> result, step = run_plan(plan, request, measure=False, deadline_ns=None)   # doctest: +SKIP
+    >>> import numpy as np
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> from nnscope.runtime.drivers.cpu import CpuDevice
+    >>> from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+    >>> from nnscope.runtime.hal.device_types import RequestArgument as Arg
+    >>> from nnscope.runtime.hal.types import Preference
+    >>> from nnscope.runtime.plan import build_plan
+    >>> plan = build_plan(tiny_add().to_hal(), [SampleDriver(SAMPLES["sample-all"])],
+    ...                   Preference.FAST_SINGLE_ANSWER, fallback=CpuDevice())
+    >>> pool = bytearray(np.ones(8, np.float32).tobytes() + bytes(16))  # two inputs, one output
+    >>> request = Request(inputs=(Arg(offset=0, length=16), Arg(offset=16, length=16)),
+    ...                   outputs=(Arg(offset=32, length=16),), pools=(pool,))
+    >>> result, step = run_plan(plan, request, measure=False, deadline_ns=None)
+    >>> result.status, step, np.frombuffer(pool, np.float32, 4, 32).tolist()  # step: the failing one
+    (<ErrorStatus.NONE: 0>, None, [2.0, 2.0, 2.0, 2.0])
+    >>> plan.release()
 """
 from __future__ import annotations
 
