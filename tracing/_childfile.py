@@ -13,8 +13,14 @@ A process that joins a session from outside (a driver process started with
 Only whole lines are read back, so a reader never sees half a write.
 
 Example:
-    >>> append_tracks("/tmp/session", [track], "driver")          # doctest: +SKIP
-    >>> tracks, names = read_tracks("/tmp/session")               # doctest: +SKIP
+    >>> import tempfile
+    >>> track = ThreadTrack(pid=42, tid=43, name="serve", events=[(10, "[NN_LD_PE]execute"), (30, None)])
+    >>> with tempfile.TemporaryDirectory() as session_dir:
+    ...     append_tracks(session_dir, [track], "driver")
+    ...     tracks, names = read_tracks(session_dir)
+    2
+    >>> names, [(t.pid, t.tid, t.name, t.events) for t in tracks]
+    ({42: 'driver'}, [(42, 43, 'serve', [(10, '[NN_LD_PE]execute'), (30, None)])])
 """
 from __future__ import annotations
 

@@ -5,8 +5,15 @@ Every exporter is an entry point of group ``nnscope.trace_exporters`` (the one r
 ``pyproject.toml`` lists them, the dashboards' report page among them).
 
 Example:
-    >>> exporter = get_exporter("chrome-json")(path="trace.json")   # doctest: +SKIP
-    >>> exporter.export(session.collect())                          # doctest: +SKIP
+    >>> import os, tempfile
+    >>> from nnscope import tracing
+    >>> with tracing.TraceSession() as session:
+    ...     with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...         pass
+    >>> with tempfile.TemporaryDirectory() as tmp:  # path="trace.json" would write into cwd
+    ...     exporter = get_exporter("chrome-json")(path=os.path.join(tmp, "trace.json"))
+    ...     exporter.export(session.collect())
+    <ExportResult.SUCCESS: 0>
 """
 from __future__ import annotations
 

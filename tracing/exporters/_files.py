@@ -1,8 +1,14 @@
 """Shared file handling of the text exporters: atomic replace, chunked writes, no raising.
 
 Example:
-    >>> write_atomically("trace.txt", lambda out: out.write("x"), "systrace")  # doctest: +SKIP
-    <ExportResult.SUCCESS: 0>
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:  # "trace.txt" would write into cwd
+    ...     path = os.path.join(tmp, "trace.txt")
+    ...     print(write_atomically(path, lambda out: out.write("x"), "systrace"))
+    ...     with open(path) as written:
+    ...         print(written.read(), os.listdir(tmp))  # no temporary file left beside it
+    ExportResult.SUCCESS
+    x ['trace.txt']
 """
 from __future__ import annotations
 

@@ -8,8 +8,20 @@ trace and looks the contexts up. Nothing is matched by time: a context whose spa
 trace (another recording, a dropped file) leaves its span a root.
 
 Example:
-    >>> parents(trace.spans())                  # doctest: +SKIP
-    {3: 2, 7: 1}
+    >>> import threading
+    >>> from nnscope import tracing
+    >>> def worker(parent):  # a thread that runs for the span in ``parent``
+    ...     with tracing.adopt(parent), tracing.runtime(tracing.Phase.EXECUTION, "worker"):
+    ...         pass
+    >>> with tracing.TraceSession() as session:
+    ...     with tracing.runtime(tracing.Phase.EXECUTION, "compute"):
+    ...         thread = threading.Thread(target=worker, args=(tracing.context(),))
+    ...         thread.start(); thread.join()
+    >>> spans = list(session.collect().spans())
+    >>> parents(spans)
+    {1: 0}
+    >>> [(span.index, span.name) for span in spans]
+    [(0, '[NN_LR_PE]compute'), (1, '[NN_LR_PE]worker')]
 """
 from __future__ import annotations
 

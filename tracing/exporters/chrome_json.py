@@ -16,8 +16,20 @@ NNTRACE names get ``cat`` = their layer code and ``args`` = layer, phase, detail
 (and marker); HIDL marks get ``cat`` ``hidl``, other names ``other``.
 
 Example:
-    >>> ChromeJsonExporter("trace.json").export(session.collect())   # doctest: +SKIP
-    <ExportResult.SUCCESS: 0>
+    >>> import os, tempfile
+    >>> from nnscope import tracing
+    >>> with tracing.TraceSession() as session:
+    ...     with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...         pass
+    >>> import json
+    >>> with tempfile.TemporaryDirectory() as tmp:  # "trace.json" would write into cwd
+    ...     path = os.path.join(tmp, "trace.json")
+    ...     print(ChromeJsonExporter(path).export(session.collect()))
+    ...     with open(path) as file:
+    ...         events = json.load(file)["traceEvents"]
+    ExportResult.SUCCESS
+    >>> [(event["ph"], event.get("cat"), event["args"]) for event in events if event["ph"] == "B"]
+    [('B', 'LR', {'layer': 'LR', 'phase': 'PE', 'detail': 'ANeuralNetworksExecution_compute'})]
 """
 from __future__ import annotations
 

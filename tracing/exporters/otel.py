@@ -42,9 +42,13 @@ as ``ExportResult.FAILURE``, never raised.
 Example:
     >>> from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     >>> memory = InMemorySpanExporter()
-    >>> OtelExporter(span_exporter=memory).export(trace_data)      # doctest: +SKIP
+    >>> from nnscope import tracing
+    >>> with tracing.TraceSession() as session:
+    ...     with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...         pass
+    >>> OtelExporter(span_exporter=memory).export(session.collect())
     <ExportResult.SUCCESS: 0>
-    >>> [s.name for s in memory.get_finished_spans()]             # doctest: +SKIP
+    >>> [s.name for s in memory.get_finished_spans()]
     ['[NN_LR_PE]ANeuralNetworksExecution_compute']
 """
 from __future__ import annotations

@@ -19,7 +19,9 @@ is a nested ``[SW]`` slice, as atrace writes it and parse_systrace reads it.
 Example:
     >>> from nnscope.tracing.span import ThreadTrack, TraceData, atrace_events
     >>> track = ThreadTrack(1, 1, "main", [(10, "[NN_LR_PE]compute"), (30, None)])
-    >>> PerfettoExporter("run.pftrace").export(TraceData({1: "app"}, [track]))  # doctest: +SKIP
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:  # "run.pftrace" would write into cwd
+    ...     PerfettoExporter(os.path.join(tmp, "run.pftrace")).export(TraceData({1: "app"}, [track]))
     <ExportResult.SUCCESS: 0>
 """
 from __future__ import annotations

@@ -13,8 +13,20 @@ decreases a later time, and rows keep their nanosecond order, so an end never
 precedes its begin and a child never starts before its parent.
 
 Example:
-    >>> SystraceHtmlExporter("trace.html").export(session.collect())   # doctest: +SKIP
-    <ExportResult.SUCCESS: 0>
+    >>> import os, tempfile
+    >>> from nnscope import tracing
+    >>> with tracing.TraceSession() as session:
+    ...     with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...         pass
+    >>> with tempfile.TemporaryDirectory() as tmp:  # "trace.html" would write into cwd
+    ...     print(SystraceHtmlExporter(os.path.join(tmp, "trace.html")).export(session.collect()))
+    ...     print(SystraceTextExporter(os.path.join(tmp, "trace.txt")).export(session.collect()))
+    ...     with open(os.path.join(tmp, "trace.txt")) as file:
+    ...         rows = [line.split(": ")[-1].strip() for line in file if "tracing_mark_write" in line]
+    ExportResult.SUCCESS
+    ExportResult.SUCCESS
+    >>> rows
+    ['B|...|[NN_LR_PE]ANeuralNetworksExecution_compute', 'E|...']
 """
 from __future__ import annotations
 
