@@ -15,6 +15,7 @@ Example:
     >>> msg = b.recv(timeout=1.0)
     >>> (msg.type, msg.request_id, bytes(msg.payload))
     (12, 1, b'hi')
+    >>> a.close(); b.close()
 """
 from __future__ import annotations
 
