@@ -12,11 +12,23 @@ phase, the timing table (self-times / total times toggle), per-execution figures
 when the trace has both, warmup next to benchmark.
 
 Example:
+    >>> import os, tempfile
+    >>> from nnscope import tracing
+    >>> with tracing.TraceSession() as session:  # a small trace to look at
+    ...     with tracing.application(tracing.Phase.OVERALL, "mobilenet"):
+    ...         with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...             pass
+    >>> tmp = tempfile.TemporaryDirectory()  # not the current directory
+    >>> trace = os.path.join(tmp.name, "trace.html"); _ = session.export(trace)
     >>> from nnscope import dashboards
-    >>> page = dashboards.render_report("trace.html")              # doctest: +SKIP
-    >>> dashboards.write_report("trace.html", "trace.report.html")  # doctest: +SKIP
+    >>> page = dashboards.render_report(trace)
+    >>> page.startswith("<!DOCTYPE html>")
+    True
+    >>> dashboards.write_report(trace, os.path.join(tmp.name, "trace.report.html"))
+    '...trace.report.html'
+    >>> tmp.cleanup()
 
-or from the shell: ``python -m dashboards trace.html -o report.html``. A ``nnscope bench``
+or from the shell: ``python -m nnscope.dashboards trace.html -o report.html``. A ``nnscope bench``
 JSON report gets its own page (:func:`render_bench`, :func:`write_bench_report`).
 """
 from __future__ import annotations

@@ -13,9 +13,18 @@ marks are IPC, untagged spans ``LO``).
 
 Example:
     >>> from nnscope.parse_systrace.readers import open_rows
-    >>> spans = collect_spans(open_rows("trace.html"))            # doctest: +SKIP
-    >>> spans.lane_keys[0], spans.names[spans.name[0]]            # doctest: +SKIP
-    ((1234, 1234), '[NN_LA_PO]mobilenet')
+    >>> import os, tempfile
+    >>> from nnscope import tracing
+    >>> with tracing.TraceSession() as session:  # a small trace to look at
+    ...     with tracing.application(tracing.Phase.OVERALL, "mobilenet"):
+    ...         with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...             pass
+    >>> tmp = tempfile.TemporaryDirectory()  # not the current directory
+    >>> trace = os.path.join(tmp.name, "trace.html"); _ = session.export(trace)
+    >>> spans = collect_spans(open_rows(trace))
+    >>> spans.lane_keys[0] == (os.getpid(), os.getpid()), spans.names[spans.name[0]]
+    (True, '[NN_LA_PO]mobilenet')
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 

@@ -17,9 +17,18 @@ counts), and returns a JSON-ready ``dict``:
   GraphDump ``.dot`` file, when given).
 
 Example:
-    >>> report = build_report("trace.html")                        # doctest: +SKIP
-    >>> report["meta"]["format"], len(report["summary"])           # doctest: +SKIP
-    ('systrace', 5)
+    >>> import os, tempfile
+    >>> from nnscope import tracing
+    >>> with tracing.TraceSession() as session:  # a small trace to look at
+    ...     with tracing.application(tracing.Phase.OVERALL, "mobilenet"):
+    ...         with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...             pass
+    >>> tmp = tempfile.TemporaryDirectory()  # not the current directory
+    >>> trace = os.path.join(tmp.name, "trace.html"); _ = session.export(trace)
+    >>> report = build_report(trace)
+    >>> report["meta"]["format"], report["meta"]["spans"], len(report["summary"])
+    ('systrace', 2, 1)
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 

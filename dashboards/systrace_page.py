@@ -10,8 +10,16 @@ When no report can be made of the trace (for instance a trace that parse_systrac
 bare trace and a warning says why.
 
 Example:
-    >>> SystraceReportExporter("trace.html").export(session.collect())   # doctest: +SKIP
+    >>> import os, tempfile
+    >>> from nnscope import tracing
+    >>> with tracing.TraceSession() as session:  # a small trace to look at
+    ...     with tracing.application(tracing.Phase.OVERALL, "mobilenet"):
+    ...         with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...             pass
+    >>> tmp = tempfile.TemporaryDirectory()  # not the current directory
+    >>> SystraceReportExporter(os.path.join(tmp.name, "trace.html")).export(session.collect())
     <ExportResult.SUCCESS: 0>
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 

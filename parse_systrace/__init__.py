@@ -6,10 +6,32 @@ Reads a trace (systrace HTML, ftrace text; other formats through
 IPC, Driver, CPU) and phase (Initialization ... Termination) as the established tool does.
 
 Example:
-    >>> from nnscope import parse_systrace
-    >>> runs = parse_systrace.summarize("trace.html")              # doctest: +SKIP
-    >>> print(parse_systrace.render_text(runs[0]), end="")         # doctest: +SKIP
-    >>> print(parse_systrace.render_json(runs), end="")            # doctest: +SKIP
+    >>> import json, os, tempfile
+    >>> import numpy as np
+    >>> from nnscope import parse_systrace, tracing
+    >>> from nnscope.runtime import Compilation, Execution, get_device
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> x, y = np.ones((1, 4), np.float32), np.empty((1, 4), np.float32)
+    >>> with tracing.TraceSession() as session:  # a traced run to parse
+    ...     with tracing.application(tracing.Phase.OVERALL, "tiny_add"):
+    ...         compilation = Compilation.for_devices(tiny_add(), [get_device("nnapi-reference")])
+    ...         compilation.finish()
+    ...         execution = Execution(compilation)
+    ...         execution.set_input(0, x); execution.set_input(1, x); execution.set_output(0, y)
+    ...         execution.compute(); execution.free(); compilation.free()
+    >>> tmp = tempfile.TemporaryDirectory()  # not the current directory
+    >>> trace = os.path.join(tmp.name, "trace.html"); session.export(trace)
+    <ExportResult.SUCCESS: 0>
+    >>> runs = parse_systrace.summarize(trace)
+    >>> print(parse_systrace.render_text(runs[0]), end="")
+    B|...|[NN_LA_PO]tiny_add
+    ...NNAPI timing summary (self-times, ms wall-clock)...
+    Runtime ...
+    CPU ...
+    Total ...
+    >>> json.loads(parse_systrace.render_json(runs))[0]["execution_counts"]
+    {'PBM': 0, 'PO': 1, 'PWU': 0}
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 

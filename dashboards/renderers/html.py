@@ -8,9 +8,18 @@ script lays out (:mod:`dashboards._view`). Nothing is fetched at view time.
 
 Example:
     >>> from nnscope.dashboards.report import build_report
-    >>> page = HTMLRenderer().render(build_report("trace.html"))   # doctest: +SKIP
-    >>> page.startswith("<!DOCTYPE html>")                         # doctest: +SKIP
+    >>> import os, tempfile
+    >>> from nnscope import tracing
+    >>> with tracing.TraceSession() as session:  # a small trace to look at
+    ...     with tracing.application(tracing.Phase.OVERALL, "mobilenet"):
+    ...         with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...             pass
+    >>> tmp = tempfile.TemporaryDirectory()  # not the current directory
+    >>> trace = os.path.join(tmp.name, "trace.html"); _ = session.export(trace)
+    >>> page = HTMLRenderer().render(build_report(trace))
+    >>> page.startswith("<!DOCTYPE html>")
     True
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 
