@@ -9,9 +9,18 @@ Without a ``.dot`` file, :func:`trace_plan_steps` reads the same steps from the
 ``ExecutionPlan::step`` spans the runtime records at compilation.
 
 Example:
-    >>> steps = plan_steps(open("plan.dot").read())                  # doctest: +SKIP
-    >>> steps[0]["device"], steps[0]["ops"][:2]                      # doctest: +SKIP
-    ('sample-minimal', [(0, 'CONV_2D'), (1, 'DEPTHWISE_CONV_2D')])
+    >>> from nnscope.runtime import Compilation
+    >>> from nnscope.runtime.builtin_models import conv_pad_chain
+    >>> from nnscope.runtime.drivers.cpu import CpuDevice
+    >>> from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
+    >>> from nnscope.runtime.graphdump import to_dot
+    >>> compilation = Compilation.for_devices(conv_pad_chain(operations=3, size=4, channels=2),
+    ...                                       [SampleDriver(SAMPLES["sample-minimal"]), CpuDevice()])
+    >>> compilation.finish()
+    >>> steps = plan_steps(to_dot(compilation))  # the text of ``nnscope run --dot plan.dot``
+    >>> [(step["device"], step["ops"]) for step in steps]
+    [('sample-minimal', [(0, 'CONV_2D')]), ('nnapi-reference', [(1, 'PAD')]), ('sample-minimal', [(2, 'CONV_2D')])]
+    >>> compilation.free()
 """
 from __future__ import annotations
 

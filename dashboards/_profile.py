@@ -13,9 +13,28 @@
   driver process, and of the executor runs in the runtime's own process (CPU fallback).
 
 Example:
-    >>> ops = operation_spans(spans)                                 # doctest: +SKIP
-    >>> profile(spans, ops, span_ms)["types"][0]["name"]             # doctest: +SKIP
-    'conv2dFloat32'
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from nnscope import tracing
+    >>> from nnscope.dashboards._spans import collect_spans
+    >>> from nnscope.parse_systrace.readers import open_rows
+    >>> from nnscope.runtime import Compilation, Execution, get_device
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> x, y = np.ones((1, 4), np.float32), np.empty((1, 4), np.float32)
+    >>> with tracing.TraceSession() as session:  # one execution of ADD on the CPU
+    ...     compilation = Compilation.for_devices(tiny_add(), [get_device("nnapi-reference")])
+    ...     compilation.finish()
+    ...     execution = Execution(compilation)
+    ...     execution.set_input(0, x); execution.set_input(1, x); execution.set_output(0, y)
+    ...     execution.compute(); execution.free(); compilation.free()
+    >>> tmp = tempfile.TemporaryDirectory()  # not the current directory
+    >>> trace = os.path.join(tmp.name, "trace.json"); _ = session.export(trace)
+    >>> spans = collect_spans(open_rows(trace))
+    >>> ops = operation_spans(spans)
+    >>> positions = step_positions(spans, ops, executions(spans))
+    >>> [(kind["name"], kind["count"]) for kind in profile(ops, positions)["types"]]
+    [('addFloat32', 1)]
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 

@@ -8,9 +8,23 @@ and phase, the execution boundaries, the per-operation profile, the latency
 distributions and the partition graph (SVG, or a note saying why there is none).
 
 Example:
-    >>> views = trace_views("trace.json", "chrome_json", spans)      # doctest: +SKIP
-    >>> [lane["label"] for lane in views["timeline"]["lanes"]][:1]   # doctest: +SKIP
-    ['nnscope (412) · MainThread (412)']
+    >>> import os, tempfile
+    >>> from nnscope import tracing
+    >>> from nnscope.dashboards._spans import collect_spans
+    >>> from nnscope.parse_systrace.readers import open_rows
+    >>> with tracing.TraceSession() as session:  # a small trace to look at
+    ...     with tracing.application(tracing.Phase.OVERALL, "mobilenet"):
+    ...         with tracing.runtime(tracing.Phase.EXECUTION, "ANeuralNetworksExecution_compute"):
+    ...             pass
+    >>> tmp = tempfile.TemporaryDirectory()  # not the current directory
+    >>> trace = os.path.join(tmp.name, "trace.json"); _ = session.export(trace)
+    >>> spans = collect_spans(open_rows(trace))
+    >>> views = trace_views(trace, "chrome_json", spans)
+    >>> sorted(views)
+    ['graph', 'latency', 'profile', 'profile_note', 'timeline']
+    >>> [lane["label"] for lane in views["timeline"]["lanes"]][:1]  # process name (pid) · thread name (tid)
+    ['... (...) · MainThread (...)']
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 
