@@ -10,11 +10,20 @@ detects such a file by content, :func:`load_bench` reads and checks it (a
 data: the result rows, one latency distribution set per model, stress rows and counts.
 
 Example:
-    >>> is_bench_file("bench.json")                                  # doctest: +SKIP
+    >>> import json, os, tempfile
+    >>> report = {"schema": "nnscope-bench", "version": 1, "settings": {}, "host": {}, "stress": [],
+    ...           "results": [{"model": "tiny_add", "device": "nnapi-reference", "status": "ok",
+    ...                        "latency_ms": {"samples": [0.07, 0.08, 0.07, 0.09, 0.07]}}]}
+    >>> tmp = tempfile.TemporaryDirectory()  # a small report, as nnscope bench --json writes it
+    >>> path = os.path.join(tmp.name, "bench.json")
+    >>> with open(path, "w") as file:
+    ...     json.dump(report, file)
+    >>> is_bench_file(path)
     True
-    >>> view = bench_view(load_bench("bench.json"))                  # doctest: +SKIP
-    >>> view["models"][0]["distributions"][0]["label"]               # doctest: +SKIP
+    >>> view = bench_view(load_bench(path))
+    >>> view["models"][0]["distributions"][0]["label"]
     'nnapi-reference'
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 

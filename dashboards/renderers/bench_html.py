@@ -6,7 +6,18 @@ The page holds the checked report's view (:func:`dashboards.bench.bench_view`) i
 
 Example:
     >>> from nnscope.dashboards.bench import load_bench
-    >>> page = BenchHTMLRenderer().render(load_bench("bench.json"))  # doctest: +SKIP
+    >>> import json, os, tempfile
+    >>> report = {"schema": "nnscope-bench", "version": 1, "settings": {}, "host": {}, "stress": [],
+    ...           "results": [{"model": "tiny_add", "device": "nnapi-reference", "status": "ok",
+    ...                        "latency_ms": {"samples": [0.07, 0.08, 0.07, 0.09, 0.07]}}]}
+    >>> tmp = tempfile.TemporaryDirectory()  # a small report, as nnscope bench --json writes it
+    >>> path = os.path.join(tmp.name, "bench.json")
+    >>> with open(path, "w") as file:
+    ...     json.dump(report, file)
+    >>> page = BenchHTMLRenderer().render(load_bench(path))
+    >>> page.startswith("<!DOCTYPE html>"), 'id="nnscope-bench"' in page
+    (True, True)
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 
