@@ -30,9 +30,11 @@ Example:
     >>> with budget.reserve(300, EXECUTE, own=model.bytes):
     ...     budget.held_bytes
     900
-    >>> budget.reserve(500, EXECUTE).bytes  # doctest: +IGNORE_EXCEPTION_DETAIL
+    >>> budget.reserve(500, EXECUTE).bytes
     Traceback (most recent call last):
-    runtime.hal.errors.HalError: RESOURCE_EXHAUSTED_TRANSIENT ...
+    ...
+    nnscope.runtime.hal.errors.HalError: needs 500 bytes, 400 of the 1000-byte memory budget are free
+    (other models or executions hold the rest)
     >>> model.release(); budget.held_bytes
     0
 """
