@@ -19,8 +19,15 @@ OPTION_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def _excluded(name: str) -> bool:
-    """``__main__`` modules are CLIs: importing one parses ``sys.argv`` or starts a program."""
+    """``__main__`` modules are CLIs: importing one parses ``sys.argv`` or starts a program.
+    No other module is left out: a line that would run Graphviz, start every driver or need a
+    file outside the repo is ``# doctest: +SKIP`` in its docstring, with the reason."""
     return name.rpartition(".")[2] == "__main__"
+
+
+def _raise(name: str) -> None:
+    """``walk_packages`` would skip a package that fails to import; fail instead."""
+    raise ImportError(f"cannot import {name}")
 
 
 def _module_names() -> list[str]:
@@ -28,7 +35,8 @@ def _module_names() -> list[str]:
     for package in PACKAGES:
         root = importlib.import_module(f"nnscope.{package}")
         names.append(root.__name__)
-        names.extend(info.name for info in pkgutil.walk_packages(root.__path__, f"{root.__name__}."))
+        walk = pkgutil.walk_packages(root.__path__, f"{root.__name__}.", onerror=_raise)
+        names.extend(info.name for info in walk)
     return [name for name in names if not _excluded(name)]
 
 
