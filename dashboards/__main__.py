@@ -1,4 +1,4 @@
-"""Command line: ``python -m dashboards INPUT [-o report.html] [--graph plan.dot] [--json]``.
+"""Command line: ``python -m nnscope.dashboards INPUT [-o report.html] [--graph plan.dot] [--json]``.
 
 INPUT is a trace (any format parse_systrace reads) or a ``nnscope bench --json`` report,
 told apart by content. Writes the HTML report next to the input (``INPUT.report.html``)
@@ -9,7 +9,7 @@ guessed from the ``-o`` extension (``.json``). Unreadable input is one line on s
 and exit status 2.
 
 Example:
-    $ python -m dashboards trace.html                  # -> trace.html.report.html
+    $ python -m nnscope.dashboards trace.html                  # -> trace.html.report.html
     $ nnscope-dashboard run.json --graph plan.dot -o /tmp/r.html
     $ nnscope-dashboard bench.json -o bench.html
 """
@@ -26,7 +26,7 @@ from nnscope.dashboards.renderers.bench_html import BenchHTMLRenderer
 from nnscope.dashboards.report import build_report
 from nnscope.parse_systrace.errors import TraceFormatError
 
-PROG = "nnscope-dashboard"  # the console script (also python -m dashboards)
+PROG = "nnscope-dashboard"  # the console script (also python -m nnscope.dashboards)
 
 
 def build_parser() -> argparse.ArgumentParser:

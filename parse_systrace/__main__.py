@@ -10,7 +10,7 @@ tolerant mode, per-process summaries, and Runtime/Execution counting synchronous
 
 Example:
     $ parse_systrace --per-execution trace.html
-    $ python -m parse_systrace --json --tolerant trace.txt
+    $ python -m nnscope.parse_systrace --json --tolerant trace.txt
 """
 from __future__ import annotations
 

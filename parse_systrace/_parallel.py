@@ -60,8 +60,7 @@ def plan(source) -> Optional["Split"]:
     ``tracking_in(start, stop)`` pass 1's unchecked rows of those blocks.
     """
     target = getattr(source, "_target", None)
-    if (getattr(source, "format", None) not in _FORMATS or not hasattr(os, "fork")
-            or threading.active_count() != 1
+    if (getattr(source, "format", None) not in _FORMATS or not forks_safely()
             or not isinstance(target, (str, bytes, os.PathLike))):
         return None
     from nnscope.parse_systrace.readers.systrace import CHUNK
@@ -77,6 +76,12 @@ def plan(source) -> Optional["Split"]:
     return Split(max(1, round(size * PARENT_SHARE / CHUNK)),
                  lambda skip, checked: source.raw_batches(checked=checked, skip=skip),
                  lambda start, stop: source.tracking_rows(checked=False, blocks=(start, stop)))
+
+
+def forks_safely() -> bool:
+    """Whether this process may fork a child to read with: only while it runs one thread (a
+    lock another thread holds at the fork would stay held in the child)."""
+    return hasattr(os, "fork") and threading.active_count() == 1
 
 
 class Split(NamedTuple):
@@ -112,7 +117,7 @@ def tracking(split: tuple) -> Iterator[tuple]:
 def _fork(work, parent_fds=()) -> tuple:
     """``(pid, read end)`` of a child that sends ``work()`` as JSON and exits (it first
     closes its copies of ``parent_fds``)."""
-    if threading.active_count() != 1:
+    if not forks_safely():
         raise ChildFailed("threads running: no fork")
     read, write = os.pipe()
     pid = os.fork()

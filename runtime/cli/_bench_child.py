@@ -1,6 +1,6 @@
 """One ``nnscope bench --stress`` case, run in its own process by :mod:`runtime.cli._bench_stress`.
 
-``python -m runtime.cli._bench_child RESULT CASE MODEL EXECUTIONS WARMUP [--duration S]
+``python -m nnscope.runtime.cli._bench_child RESULT CASE MODEL EXECUTIONS WARMUP [--duration S]
 [--target DRIVER]`` compiles MODEL with the default plan (every device, CPU fallback on),
 warms up, then times EXECUTIONS executions; half-way through, ``driver-killed`` sends SIGKILL
 and ``driver-stopped`` SIGSTOP to the DRIVER process. It then checks the outputs of one more
@@ -12,7 +12,7 @@ then). A process that dies writes nothing: the parent calls that a CRASH, and on
 finish in time a HANG.
 
 Example:
-    $ python -m runtime.cli._bench_child /tmp/r.json driver-killed tiny_add 10 1 \\
+    $ python -m nnscope.runtime.cli._bench_child /tmp/r.json driver-killed tiny_add 10 1 \\
           --target sample-minimal
 """
 from __future__ import annotations
@@ -88,7 +88,7 @@ def run_case(case: str, spec: str, executions: int, warmup: int, duration_s: flo
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m runtime.cli._bench_child")
+    parser = argparse.ArgumentParser(prog="python -m nnscope.runtime.cli._bench_child")
     parser.add_argument("result")
     parser.add_argument("case", choices=CASES)
     parser.add_argument("model")

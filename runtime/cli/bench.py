@@ -8,7 +8,7 @@ outputs (LiteRT's for a .tflite when ``ai-edge-litert`` is installed) by a model
 criterion (error relative to each output's range, a threshold per output type: see
 :mod:`runtime.cli._bench_models`), and the device's share of the operations. A device that cannot run the whole model is
 ``unsupported``. ``--stress`` adds the crash tests of :mod:`runtime.cli._bench_stress`.
-``--json`` writes docs/bench-schema.md; ``--html`` renders it with ``python -m dashboards``.
+``--json`` writes docs/bench-schema.md; ``--html`` renders it with ``python -m nnscope.dashboards``.
 
 Example:
     $ nnscope bench --executions 20 --json bench.json
@@ -175,14 +175,14 @@ def run(args) -> dict:
 
 
 def render_html(json_path: str, html_path: str) -> str | None:
-    """Run ``python -m dashboards JSON -o HTML``; the one-line error, or None on success."""
+    """Run ``python -m nnscope.dashboards JSON -o HTML``; the one-line error, or None on success."""
     done = subprocess.run([sys.executable, "-m", "nnscope.dashboards", json_path, "-o", html_path],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if done.returncode == 0:
         return None
     lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
     reason = lines[-1].strip() if lines else f"exit status {done.returncode}"
-    return f"cannot write {html_path}: python -m dashboards failed: {reason}"
+    return f"cannot write {html_path}: python -m nnscope.dashboards failed: {reason}"
 
 
 def main(args) -> int:

@@ -5,7 +5,7 @@
 * ``sample``: AOSP's sample drivers (``sample-all``, ``sample-float-fast``, ...) as configs of
   advertised capabilities and supported operations over the same executor.
 * ``registry``: driver names, ``NNSCOPE_DRIVERS`` selection, one ``RemoteDevice`` per driver.
-* ``ipc``: each sample driver runs in its own process (``python -m runtime.drivers NAME
+* ``ipc``: each sample driver runs in its own process (``python -m nnscope.runtime.drivers NAME
   --socket PATH``) and the runtime talks to it over a Unix socket and shared memory.
 
 Dependencies: ``runtime.hal``, ``runtime.ops``, ``tracing``, ``vlog``, ``timing``.

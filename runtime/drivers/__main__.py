@@ -1,4 +1,4 @@
-"""Driver process entry point: ``python -m runtime.drivers <driver-name> --socket PATH``.
+"""Driver process entry point: ``python -m nnscope.runtime.drivers <driver-name> --socket PATH``.
 
 Serves one registered sample driver on a Unix ``SOCK_SEQPACKET`` socket until the runtime sends
 SHUTDOWN or exits. Exit code 2 on bad usage (unknown driver names are listed). Memory:
@@ -7,7 +7,7 @@ what a sample driver's models and executions hold at once (``runtime.drivers.mem
 
 Example::
 
-    python -m runtime.drivers sample-float-fast --socket /tmp/nnscope-float-fast.sock
+    python -m nnscope.runtime.drivers sample-float-fast --socket /tmp/nnscope-float-fast.sock
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m runtime.drivers",
+    parser = argparse.ArgumentParser(prog="python -m nnscope.runtime.drivers",
                                      description="Run an nnscope sample driver process.")
     parser.add_argument("driver", help="driver name, e.g. sample-all")
     parser.add_argument("--socket", required=True, help="Unix socket path to listen on")

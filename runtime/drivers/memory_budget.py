@@ -20,7 +20,7 @@ driver span named after it, e.g. ``[NN_LD_PE]SampleDriver::execute::RESOURCE_EXH
 
 The budget is :data:`DEFAULT_DRIVER_BUDGET_BYTES`, or the bytes in :data:`DRIVER_BUDGET_ENV`
 (read when a sample driver is made; driver processes inherit it from the runtime), or for one
-driver process ``python -m runtime.drivers NAME --driver-memory-budget BYTES``. It is not
+driver process ``python -m nnscope.runtime.drivers NAME --driver-memory-budget BYTES``. It is not
 ``runtime.ops.budget``'s per-operation budget (``--memory-budget``), which bounds what one
 operation of one execution may allocate. The accounting is thread-safe: any thread may charge.
 

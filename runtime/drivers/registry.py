@@ -80,7 +80,7 @@ def registered(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
 
 
 def create_driver(name: str) -> Device:
-    """The in-process driver object served by ``python -m runtime.drivers <name>``."""
+    """The in-process driver object served by ``python -m nnscope.runtime.drivers <name>``."""
     if check_name(name) in EXTRA_DRIVERS:
         return EXTRA_DRIVERS[name]()
     return SampleDriver(SAMPLES[name])

@@ -3,7 +3,7 @@ different advertised capabilities and supported-operation sets.
 
 Each sample is a :class:`SampleConfig` (AOSP's ~90-line ``SampleDriverFloatFast`` & co. become a
 few fields). :class:`SampleDriver` is the in-process ``Device`` for one config; in production it
-runs inside a driver process (``python -m runtime.drivers sample-float-fast --socket PATH``) and
+runs inside a driver process (``python -m nnscope.runtime.drivers sample-float-fast --socket PATH``) and
 the runtime talks to it through ``runtime.drivers.ipc.RemoteDevice``. An operation is supported
 when the executor implements it, the config lists it, the type of its first input is one of the
 config's primary types and every tensor operand's type is allowed.

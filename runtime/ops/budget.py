@@ -12,7 +12,7 @@ for quantized arithmetic) and:
 - raises :class:`BudgetExceeded` (RESOURCE_EXHAUSTED_PERSISTENT) when the charge is over the
   budget: :data:`DEFAULT_BUDGET_BYTES`, or the bytes in the environment variable
   :data:`BUDGET_ENV` (read when a device prepares a model; drivers inherit it from the runtime,
-  ``python -m runtime.drivers ... --memory-budget BYTES`` overrides it for one driver).
+  ``python -m nnscope.runtime.drivers ... --memory-budget BYTES`` overrides it for one driver).
 
 Example:
     >>> plan = OutputPlan([(1 << 20, 64)])

@@ -1,4 +1,4 @@
-"""``python -m dashboards``: output paths, renderer choice, and one-line errors (exit 2)."""
+"""``python -m nnscope.dashboards``: output paths, renderer choice, and one-line errors (exit 2)."""
 from __future__ import annotations
 
 import json

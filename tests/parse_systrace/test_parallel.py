@@ -15,6 +15,14 @@ from tests.support.paths import GEN_SYSTRACE
 FLAGS = ([], ["--json"], ["--tolerant"], ["--per-process"], ["--total-times", "--json"])
 
 
+@pytest.fixture(autouse=True)
+def _one_thread_as_the_cli(monkeypatch):
+    """The CLI runs one thread, so it may fork; tests that ran before in this worker may have
+    left idle daemon threads (the runtime's execution worker), which would turn the split off
+    here and not there. The guard itself is tested below, unpatched."""
+    monkeypatch.setattr(_parallel, "forks_safely", lambda: True)
+
+
 def _generate(tmp_path, seed, fmt, runs=5):
     out = tmp_path / f"{seed}.{fmt}"
     subprocess.run([sys.executable, str(GEN_SYSTRACE), "--seed", str(seed), "--scenario",
@@ -147,3 +155,20 @@ def test_a_first_block_without_nn_marks_gives_no_guess(tmp_path, capsys, monkeyp
     assert serial[0] == 0
     assert _outputs(path, ["--json"], capsys, monkeypatch, True, 4096) == serial
     assert outcomes == [False]
+
+
+def test_a_process_with_other_threads_does_not_split(tmp_path, monkeypatch):
+    import threading  # noqa: PLC0415
+
+    from nnscope.parse_systrace.readers import open_rows  # noqa: PLC0415
+    monkeypatch.undo()  # the real guard
+    monkeypatch.setattr(_parallel, "MIN_BYTES", 0)
+    path = _generate(tmp_path, 47, "html")
+    release = threading.Event()
+    other = threading.Thread(target=release.wait, daemon=True)
+    other.start()
+    try:
+        assert not _parallel.forks_safely() and _parallel.plan(open_rows(path)) is None
+    finally:
+        release.set()
+        other.join()

@@ -1,4 +1,4 @@
-"""Attack harness for driver processes: a real ``python -m runtime.drivers`` process, raw socket
+"""Attack harness for driver processes: a real ``python -m nnscope.runtime.drivers`` process, raw socket
 clients that speak the wire protocol directly, and the five promises checked after each attack.
 
 After every attack the driver must: be alive; answer a correct request (PING) within
@@ -152,7 +152,7 @@ class AttackedDriver:
 
     Args:
         name: The sample driver to run.
-        extra_args: More command-line arguments for ``python -m runtime.drivers``.
+        extra_args: More command-line arguments for ``python -m nnscope.runtime.drivers``.
         max_fds: A lower fd limit (RLIMIT_NOFILE, soft and hard) for the driver, so fd
             exhaustion attacks stay quick.
     """

@@ -5,7 +5,7 @@ The folders are the process boundary:
 - ``client/`` runs in the application's process: ``RemoteDevice`` (``client.device``) and
   ``RemotePreparedModel`` (``client.prepared``) proxy a driver, with its bursts, fenced
   executions, IBuffers and cache files; ``_process`` and ``_restart`` spawn the driver.
-- ``service/`` runs in the driver's process (``python -m runtime.drivers NAME``): the serve
+- ``service/`` runs in the driver's process (``python -m nnscope.runtime.drivers NAME``): the serve
   loop, the execute, burst, fenced, cache and buffer servers, the scheduler and the per-client
   limits.
 - ``wire/`` is what both share: framing (``protocol``), ``transport``, the codecs, reply

@@ -1,12 +1,12 @@
 """Raw transport round trip: a small record to a second Python process and back.
 
-:func:`raw_round_trip` starts an echo process (``python -m runtime.drivers.ipc.bench --echo
+:func:`raw_round_trip` starts an echo process (``python -m nnscope.runtime.drivers.ipc.bench --echo
 PATH``) that answers each record with the same payload over the same ``Channel`` the drivers
 use, and times ``send`` + ``recv`` pairs. This is the floor for any driver call; the runtime
 benchmark compares ``compute()`` through a driver against it.
 
 :func:`execute_latency` times ``executeSynchronously`` of a tiny ADD model through a real
-driver process the same way. ``python -m runtime.drivers.ipc.bench`` prints both.
+driver process the same way. ``python -m nnscope.runtime.drivers.ipc.bench`` prints both.
 
 Example:
     >>> stats = raw_round_trip(iterations=200)  # a timing run against a child process  # doctest: +SKIP
@@ -199,7 +199,7 @@ def echo(path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runtime.drivers.ipc.bench")
+    parser = argparse.ArgumentParser(prog="python -m nnscope.runtime.drivers.ipc.bench")
     parser.add_argument("--echo", metavar="PATH", help="run the echo side on PATH")
     parser.add_argument("--fmq-echo", metavar="FDS", help="run the FMQ echo side on six fds")
     parser.add_argument("--poll-us", type=int, default=0, help="the FMQ echo's polling window")

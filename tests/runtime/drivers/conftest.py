@@ -1,4 +1,4 @@
-"""Driver-process fixtures: real ``python -m runtime.drivers`` processes, shut down after use."""
+"""Driver-process fixtures: real ``python -m nnscope.runtime.drivers`` processes, shut down after use."""
 import pytest
 
 from nnscope.runtime.drivers.ipc import RemoteDevice

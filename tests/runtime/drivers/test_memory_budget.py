@@ -293,5 +293,5 @@ def test_a_bad_driver_budget_is_one_clear_line_and_exit_2(tmp_path, driver, valu
                            str(tmp_path / "driver.sock"), "--driver-memory-budget", value],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1] == f"python -m runtime.drivers: error: {message}"
+    assert proc.stderr.splitlines()[-1] == f"python -m nnscope.runtime.drivers: error: {message}"
     assert "Traceback" not in proc.stderr and not (tmp_path / "driver.sock").exists()

@@ -1,4 +1,4 @@
-"""Start, connect to and stop one driver process (``python -m runtime.drivers <name>``).
+"""Start, connect to and stop one driver process (``python -m nnscope.runtime.drivers <name>``).
 
 The child gets the parent's environment plus ``tracing.session_env()`` so that its spans join
 the application's trace session, and, unless the environment says otherwise

@@ -13,7 +13,7 @@ The process exits on SHUTDOWN or when its parent process dies. With vlog ``drive
 (``NN_VLOG=driver``, inherited from the runtime), every call is logged on stderr under the log
 tag ``SampleDriver``, e.g. ``prepareModel(sample-quant): 3 operations``.
 
-Example (``python -m runtime.drivers sample-all --socket /tmp/d.sock`` does this)::
+Example (``python -m nnscope.runtime.drivers sample-all --socket /tmp/d.sock`` does this)::
 
     service = DriverService(SampleDriver(SAMPLES["sample-all"]), listen("/tmp/d.sock"))
     service.serve_forever()
