@@ -11,7 +11,7 @@ Example:
     >>> import numpy as np
     >>> from nnscope.runtime.tflite import convert_tflite, load_tflite
     >>> from nnscope.runtime.ops.executor import CpuExecutor
-    >>> model, inputs, outputs = load_tflite("face_detection_short_range.tflite")  # a file not in the repo  # doctest: +SKIP
+    >>> model, inputs, outputs = load_tflite("tests/data/models/face_detection_short_range.tflite")  # from a clone  # doctest: +SKIP
     >>> regressors, scores = CpuExecutor(model).run([image])  # needs the model above  # doctest: +SKIP
 
     The same with a flatbuffer in memory (here our own translation of a tiny ADD model):

@@ -7,7 +7,7 @@ operator without an NNAPI form is collected first, so the one-line error names t
 the builtins that have one.
 
 Example:
-    >>> model, inputs, outputs = load_tflite("face_detection_short_range.tflite")  # a file not in the repo  # doctest: +SKIP
+    >>> model, inputs, outputs = load_tflite("tests/data/models/face_detection_short_range.tflite")  # from a clone  # doctest: +SKIP
     >>> inputs, outputs  # of the model above  # doctest: +SKIP
     (['input'], ['regressors', 'classificators'])
     >>> from nnscope.runtime.builtin_models import tiny_add
