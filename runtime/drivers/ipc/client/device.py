@@ -243,8 +243,11 @@ class RemoteDevice(Device):
                 self._trace_dir = _trace.session_dir()
                 self._stop_at_exit()
             elif self._dead is None and _trace.session_dir() != self._trace_dir:
-                self.ensure_started()
-                self._follow_session()
+                try:
+                    self.ensure_started()  # joins the session when it connects
+                    self._follow_session()
+                except HalError as error:  # reported again (DEAD_OBJECT) by its next call
+                    _log.warning("driver %s: cannot join the trace session: %s", self.name, error)
             if wait:
                 self.ensure_started()
 
