@@ -109,8 +109,10 @@ class ExecuteServer:
         request = memo.request
         plain = measure == KNOWS_SHAPES and deadline_ns is None and memo.shapes is not None \
             and not self.service.vlog_cpuexe and not _trace_enabled()
-        if plain and memo.bound is not None and memo.bound():  # outputs written in place
-            return b"".join([_OK_COMPACT, *memo.out_views])
+        if plain and memo.bound is not None:
+            if memo.bound():  # outputs written in place
+                return b"".join([_OK_COMPACT, *memo.out_views])
+            memo.bound = None  # not valid any more: the ordinary path reports, and binds again
         if plain and len(memo.out_views) == len(request.outputs):  # outputs all inline
             results = prepared.compute_outputs(request, memo.shapes)
             if results is not None and len(results) == len(memo.out_views):
