@@ -4,6 +4,7 @@ import pytest
 from nnscope.runtime import manager
 from nnscope.runtime.drivers.cpu import CpuDevice
 from nnscope.runtime.drivers.ipc import RemoteDevice
+from tests.support.device_sets import cpu_and_driver
 
 
 @pytest.fixture
@@ -21,11 +22,7 @@ def cpu_only():
 @pytest.fixture
 def fast():
     """The CPU plus a fresh ``sample-float-fast`` driver process (each test its own)."""
-    device = RemoteDevice("sample-float-fast", timeout_s=30.0)
-    manager.forTest_set_devices([CpuDevice(), device])
-    yield device
-    manager.forTest_reset()
-    device.shutdown()
+    yield from cpu_and_driver("sample-float-fast", timeout_s=30.0)
 
 
 @pytest.fixture
