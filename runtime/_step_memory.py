@@ -40,6 +40,8 @@ class StepMemory:
         self._slots: dict[Hashable, tuple[int, int]] = {}
         self.requests: dict = {}   # step index -> Request (valid while the layout holds)
         self.signature = None      # the model arguments ``requests`` were built for
+        self.chain_run = 0         # the last run number written in the chain words
+        self.chain_pause = 0       # executions left to run one step at a time
         self._retired: list[SharedPool] = []
 
     def slot(self, key: Hashable) -> tuple[int, int]:

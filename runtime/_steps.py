@@ -34,7 +34,9 @@ from nnscope import tracing
 from nnscope import vlog
 from nnscope.runtime import _fallback
 from nnscope.runtime._step_memory import StepMemory
+from nnscope.runtime.drivers.ipc.client import chain as chained
 from nnscope.runtime.drivers.ipc.client.encoder import ibuffer_token, pool_bytes
+from nnscope.runtime.drivers.ipc.wire import chain
 from nnscope.runtime.extensions import operand_byte_size
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from nnscope.runtime.hal.types import ErrorStatus
@@ -42,6 +44,9 @@ from nnscope.runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, Execu
 from nnscope.tracing import Phase
 
 _GUESS_BYTES = 1 << 16
+CHAIN_WORDS = "chain"  # the step memory slot of the chain words (8 bytes a step)
+#: Executions run one step at a time after a chain that failed without a dead driver.
+CHAIN_PAUSE = 16
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
 _NONE = ErrorStatus.NONE
 _DEAD = ExecutionResult(ErrorStatus.DEAD_OBJECT)
@@ -94,7 +99,8 @@ class _Arguments:
         if temporaries is None:
             temporaries = plan.memories.temporary_sizes = {o: self.size(o, self.graph.operands[o].dimensions)
                                                            or _GUESS_BYTES for o in plan.temporaries}
-        memory.fit({**temporaries, **{key: arg.length for key, arg in self._model_slots()}})
+        memory.fit({**temporaries, **{key: arg.length for key, arg in self._model_slots()},
+                    CHAIN_WORDS: chain.WORD_SIZE * len(plan.steps)})
         signature = (request.inputs, request.outputs, tuple(id(request.pools[i]) for i in self.through))
         if not plan.static_boundaries or memory.signature != signature:
             memory.requests, memory.signature = {}, (signature if plan.static_boundaries else None)
@@ -177,7 +183,12 @@ def _run_compound(plan: ExecutionPlan, request: Request, deadline_ns: int | None
     try:
         arguments = _Arguments(plan, memory, request)
         arguments.copy_inputs()
-        result, failed = _run_steps(plan, arguments, deadline_ns, prepared_of)
+        outcome = _chained(plan, arguments, deadline_ns, prepared_of)
+        if outcome is not None and outcome.results is not None:
+            result, failed = _shapes_of(plan, arguments, zip(plan.steps, outcome.results)), None
+        else:
+            dead = set(outcome.dead) if outcome is not None else set()
+            result, failed = _run_steps(plan, arguments, deadline_ns, prepared_of, dead)
         if result.status == _NONE:
             arguments.copy_outputs()
         return result, failed
@@ -185,10 +196,32 @@ def _run_compound(plan: ExecutionPlan, request: Request, deadline_ns: int | None
         plan.memories.give_back(memory, plan.forget_pool)
 
 
+def _chained(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | None, prepared_of):
+    """The outcome of the steps chained from driver to driver (``client.chain``); None when this
+    execution cannot chain: a first run, a deadline, a burst, tracing on, a step outside a driver
+    process, one CPU only, or a pause after a failed chain."""
+    memory = arguments.memory
+    if prepared_of is not _own_prepared or deadline_ns is not None or memory.signature is None \
+            or len(memory.requests) != len(plan.steps) or tracing.enabled() or not chained.worthwhile():
+        return None
+    if memory.chain_pause:
+        memory.chain_pause -= 1
+        return None
+    links = [chained.Link(step.prepared, memory.requests[step.index]) for step in plan.steps]
+    if not all(link.prepared.chains for link in links):
+        return None
+    memory.chain_run += 1
+    outcome = chained.run_chain(links, memory.region.view, memory.slot(CHAIN_WORDS)[0], memory.chain_run)
+    if outcome is not None and outcome.results is None and not outcome.dead:
+        memory.chain_pause = CHAIN_PAUSE
+    return outcome
+
+
 def _run_steps(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | None,
-               prepared_of) -> tuple[ExecutionResult, ExecutionStep | None]:
-    shapes = [OutputShape(plan.model.main.operands[i].dimensions) for i in plan.model.main.output_indexes]
-    dead = set()  # devices that died in this execution: their later steps go to the CPU at once
+               prepared_of, dead: set) -> tuple[ExecutionResult, ExecutionStep | None]:
+    """The steps one by one; ``dead``: devices that died in this execution (their steps go to
+    the CPU at once)."""
+    shapes = _model_shapes(plan)
     for step in plan.steps:
         if step.device in dead:
             result = _DEAD
@@ -202,15 +235,34 @@ def _run_steps(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | No
                 step, cpu, arguments, deadline_ns)) or result
         vlog.log("execution", "ExecutionPlan", "step %d on %s: %s", step.index, step.device.name,
                  result.status.name)
-        for source, operand_index, shape in zip(step.output_sources, step.outputs, result.output_shapes):
-            if source.kind == MODEL_OUTPUT:
-                shapes[source.position] = shape
-                arguments.dims[("out", source.position)] = tuple(shape.dimensions)
-            else:
-                arguments.dims[operand_index] = tuple(shape.dimensions)
+        _record_shapes(step, result, shapes, arguments)
         if result.status != _NONE:
             return ExecutionResult(result.status, tuple(shapes)), step
     return ExecutionResult(_NONE, tuple(shapes)), None
+
+
+def _model_shapes(plan: ExecutionPlan) -> list:
+    return [OutputShape(plan.model.main.operands[i].dimensions) for i in plan.model.main.output_indexes]
+
+
+def _record_shapes(step: ExecutionStep, result: ExecutionResult, shapes: list, arguments: _Arguments) -> None:
+    """Keep the dimensions ``step`` reported: the model's output shapes, the temporaries' dims."""
+    for source, operand_index, shape in zip(step.output_sources, step.outputs, result.output_shapes):
+        if source.kind == MODEL_OUTPUT:
+            shapes[source.position] = shape
+            arguments.dims[("out", source.position)] = tuple(shape.dimensions)
+        else:
+            arguments.dims[operand_index] = tuple(shape.dimensions)
+
+
+def _shapes_of(plan: ExecutionPlan, arguments: _Arguments, results) -> ExecutionResult:
+    """The successful result of a chained run from each step's result."""
+    shapes = _model_shapes(plan)
+    for step, result in results:
+        vlog.log("execution", "ExecutionPlan", "step %d on %s: %s (chained)", step.index,
+                 step.device.name, result.status.name)
+        _record_shapes(step, result, shapes, arguments)
+    return ExecutionResult(_NONE, tuple(shapes))
 
 
 def _run_step(step: ExecutionStep, prepared, arguments: _Arguments,

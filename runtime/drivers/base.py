@@ -46,6 +46,9 @@ class PreparedModel(ABC):
     #: window, as AOSP's burst controller has): set on the steps of a partitioned plan, where a
     #: wake-up per step boundary costs more than the step. In-process models ignore it.
     reply_poll_s: float = 0.0
+    #: True for a model in a driver process that can run as one link of a chained partitioned
+    #: execution (``EXECUTE_CHAINED``, see ``runtime.drivers.ipc.client.chain``).
+    chains: bool = False
 
     def decline_queued(self, deadline_ns: int, queued_ns: int = 0) -> ExecutionResult | None:
         """Asked by a driver's scheduler before it queues a run with a deadline: the

@@ -301,23 +301,31 @@ class RemoteDevice(Device):
         for ``poll_s`` seconds after a ``nap_s`` wait, then asleep). Raises HalError(DEAD_OBJECT)
         or DeadlineExpired."""
         with self.lock:
-            channel = self.channel
-            if channel is None or self._dead is not None:
-                channel = self.ensure_started()
-            self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
-            try:
-                channel.send(msg_type, request_id, payload, fds, _trace.context())
-            except ProtocolError as error:  # refused here, before the driver saw it
-                raise HalError(ErrorStatus.INVALID_ARGUMENT, str(error)) from None
-            except OSError as error:
-                self._lost(f"send failed: {error}")
+            request_id = self.send_request(msg_type, payload, fds)
             if deadline_ns is not None or timeout_s is not None:
                 return self.wait_for(REPLY | msg_type, request_id, deadline_ns, timeout_s)
             # the common case (no deadline, the device timeout): the first record is the reply
-            message = self._receive(channel, self.timeout_s, None, self.timeout_s, poll_s, nap_s)
+            message = self._receive(self.channel, self.timeout_s, None, self.timeout_s, poll_s, nap_s)
             if self._is_reply(message, REPLY | msg_type, request_id):
                 return message
             return self.wait_for(REPLY | msg_type, request_id, None, None)
+
+    def send_request(self, msg_type: int, payload, fds=()) -> int:
+        """Send a request, not waiting (the caller holds ``lock``; see :meth:`receive`): its id."""
+        channel = self.channel
+        if channel is None or self._dead is not None:
+            channel = self.ensure_started()
+        self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
+        try:
+            channel.send(msg_type, request_id, payload, fds, _trace.context())
+        except ProtocolError as error:  # refused here, before the driver saw it
+            raise HalError(ErrorStatus.INVALID_ARGUMENT, str(error)) from None
+        except OSError as error:
+            self._lost(f"send failed: {error}")
+        return request_id
+
+    def receive(self, timeout_s: float):  # the next record (a reply to :meth:`send_request`)
+        return self._receive(self.channel, timeout_s, None, timeout_s)
 
     def _receive(self, channel, wait: float, deadline_ns: int | None, limit: float, poll_s: float = 0.0,
                  nap_s: float = 0.0):

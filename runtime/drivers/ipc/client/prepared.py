@@ -47,6 +47,8 @@ _trace_enabled = _trace.enabled
 class RemotePreparedModel(PreparedModel):
     """A model prepared in a driver process; ``model_id`` names it there."""
 
+    chains = True
+
     def __init__(self, device, model_id: int, model: HalModel, prepare_args: tuple = ()):
         self.device = device
         self.model_id = model_id
@@ -119,6 +121,28 @@ class RemotePreparedModel(PreparedModel):
                                        nap_s=expected - window if expected > window else 0.0)
         self._reply_s += (time.perf_counter() - start - self._reply_s) / 4
         return message
+
+    def chained_payload(self, request: Request, head: bytes) -> bytes | None:
+        """``head`` + the ``EXECUTE_CHAINED`` repeat of ``request`` (``client.chain``); None
+        unless this model's memo holds ``request`` with a first answer and no staged pools."""
+        memo, device = self._memo, self.device
+        if device.outdated(self.generation) or device.channel is None or memo.request is not request \
+                or memo.ok_result is None or memo.staged:
+            return None
+        body = memo.repeat(request, _MEMO_HEAD_PACK(self.model_id, memo.memo_id, KNOWS_SHAPES, -1),
+                           device.pools)
+        return None if body is None else head + body
+
+    def finish_chained(self, payload: bytes, request: Request) -> ExecutionResult | None:
+        """The last chained step's answer (None when the driver lost the memo)."""
+        try:
+            return self._finish_repeat(payload, request, self._memo)
+        except HalError as error:
+            return ExecutionResult(error.status)
+
+    def memo_result(self) -> ExecutionResult:
+        """The result of a repeat that answered in its chain word: the memo's first answer."""
+        return self._memo.ok_result
 
     def _execute_on_lane(self, lane, request: Request, measure_timing: bool,
                          deadline_ns: int | None) -> ExecutionResult:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import socket
 import struct
@@ -36,6 +37,7 @@ from nnscope.runtime.drivers.ipc.service._serve import Connection, ServeLoop
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                             encode_extensions, enum_value)
+from nnscope.runtime.drivers.ipc.service.chained import chained
 from nnscope.runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
 from nnscope.runtime.drivers.ipc.service.fenced import FencedServer
 from nnscope.runtime.drivers.ipc.wire.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
@@ -49,7 +51,7 @@ from nnscope.runtime.hal.types import ErrorStatus, Preference, Priority
 _POOL_REGION = struct.Struct("<QQ")
 _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_MODEL: Phase.COMPILATION,
            MsgType.EXECUTE_SYNC: Phase.EXECUTION, MsgType.EXECUTE: Phase.EXECUTION,
-           MsgType.EXECUTE_SYNC_MEMO: Phase.EXECUTION,
+           MsgType.EXECUTE_SYNC_MEMO: Phase.EXECUTION, MsgType.EXECUTE_CHAINED: Phase.EXECUTION,
            MsgType.RELEASE_MODEL: Phase.TERMINATION, MsgType.SHUTDOWN: Phase.TERMINATION,
            MsgType.FREE_POOLS: Phase.EXECUTION, MsgType.CONFIGURE_BURST: Phase.PREPARATION,
            MsgType.BURST_MEMORIES: Phase.EXECUTION, MsgType.BURST_FREE_MEMORY: Phase.EXECUTION,
@@ -121,6 +123,7 @@ class DriverService:
             MsgType.GET_NUMBER_OF_CACHE_FILES: self._cache_files, MsgType.PREPARE_MODEL: self._prepare,
             MsgType.PREPARE_MODEL_FROM_CACHE: _bound(self, cache_server.prepare_from_cache),
             MsgType.EXECUTE_SYNC: self.executions.sync, MsgType.EXECUTE_SYNC_MEMO: self.executions.memo,
+            MsgType.EXECUTE_CHAINED: functools.partial(chained, self.executions),
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
             MsgType.SET_TRACE_DIR: self._trace_dir, MsgType.FENCED_INFO: self.fenced.info,

@@ -196,9 +196,9 @@ class ExecuteServer:
         """Queued while the scheduler is busy, and a long run unless its client is alone with
         the driver: one connection, no burst, no fenced run (nothing it could keep waiting or
         that could outrank it; the hand-off to the worker thread costs two wake-ups)."""
-        return self.scheduler.busy() or (prepared.mean_ns > INLINE_NS and not self._alone())
+        return self.scheduler.busy() or (prepared.mean_ns > INLINE_NS and not self.alone())
 
-    def _alone(self) -> bool:
+    def alone(self) -> bool:
         service = self.service
         loop = service.loop
         return loop is not None and len(loop.connections) == 1 and not service.bursts_open \

@@ -1,0 +1,200 @@
+"""Runtime side of chained plan steps (``EXECUTE_CHAINED``; the protocol is in ``wire.chain``).
+
+:func:`run_chain` sends every step of one execution at once, each to its driver, and sleeps
+until the last step answers: the drivers hand over to each other through words in the step
+memory, so a boundary costs neither the application a wake-up nor the next driver one. A step
+that succeeds says so in its word only; a step that fails, or is skipped after a failure,
+answers with an error. When no step ends for a driver's ``timeout_s``, that driver is declared
+dead (killed, restarted on next use) and its steps' words are written REPLIED by the application,
+so that the chain ends at once. The caller then runs the steps one by one, without the dead
+drivers (see ``runtime._steps``).
+
+Example::
+
+    outcome = run_chain(links, memory.region.view, words_at, run)
+    if outcome is None or outcome.results is None:
+        ...  # run the steps one by one (outcome.dead: drivers that stopped answering)
+"""
+from __future__ import annotations
+
+import platform
+import select
+import time
+from typing import NamedTuple
+
+from nnscope import vlog
+from nnscope.runtime.drivers.ipc.client._reply import check_status
+from nnscope.runtime.drivers.ipc.client.burst import polling_window_s
+from nnscope.runtime.drivers.ipc.wire import chain
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.device_types import Request
+from nnscope.runtime.hal.errors import HalError
+
+#: Seconds between two looks at the words while the application waits for the last step.
+CHECK_S = 0.1
+#: Longest a driver may wait for the step before (its limit, ``service.chained.MAX_WAIT_NS``).
+MAX_WAIT_NS = 600 * 1_000_000_000
+_X86 = frozenset({"x86_64", "AMD64", "i386", "i686"})
+_CHAINED = int(MsgType.EXECUTE_CHAINED)
+
+
+class Link(NamedTuple):
+    """One step of a chain: the prepared model that runs it and its (memoized) request."""
+
+    prepared: object  # RemotePreparedModel
+    request: Request
+
+
+class Outcome(NamedTuple):
+    """``results``: one ExecutionResult per step when every step succeeded, else None;
+    ``dead``: the devices declared dead on the way."""
+
+    results: list | None
+    dead: frozenset
+
+
+def worthwhile() -> bool:
+    """Chaining pays when this process may use more than one CPU: a driver watches its word
+    while the one before runs. Off with ``NNSCOPE_BURST_POLL_US=0`` too (no polling at all), and
+    off the x86 family, whose stores the words' order relies on."""
+    return platform.machine() in _X86 and polling_window_s() > 0
+
+
+def run_chain(links: list[Link], region, words_at: int, run: int) -> Outcome | None:
+    """Run ``links`` chained through the words at ``words_at`` of ``region`` (8 bytes a step) for
+    run number ``run``; None when the chain cannot start (nothing was sent)."""
+    devices = list(dict.fromkeys(link.prepared.device for link in links))
+    locked = []
+    try:
+        for device in devices:
+            if not device.lock.acquire(blocking=False):  # another thread's call is in flight
+                return None
+            locked.append(device)
+        payloads = [link.prepared.chained_payload(link.request, _head(links, index, words_at, run))
+                    for index, link in enumerate(links)]
+        if any(payload is None for payload in payloads):
+            return None
+        return _Chain(links, region, words_at, run).run(payloads)
+    finally:
+        for device in locked:
+            device.lock.release()
+
+
+def _head(links: list[Link], index: int, words_at: int, run: int) -> bytes:
+    wait_at = words_at + chain.WORD_SIZE * (index - 1) if index else -1
+    flags = chain.ALWAYS_REPLY if index == len(links) - 1 else 0
+    # twice the longest timeout: the application, not a waiting driver, tells who stopped answering
+    wait_ns = min(int(2e9 * max(link.prepared.device.timeout_s for link in links)), MAX_WAIT_NS)
+    return chain.HEAD.pack(wait_at, words_at + chain.WORD_SIZE * index, run, wait_ns, flags)
+
+
+class _Chain:
+    """The state of one chained execution in the application."""
+
+    def __init__(self, links: list[Link], region, words_at: int, run: int):
+        self.links, self.region, self.words_at, self.run_number = links, region, words_at, run
+        self.sent: dict = {}  # (device, request id) -> step index
+        self.answers: dict = {}  # step index -> reply payload bytes
+        self.silent: set = set()  # steps of dead devices: no answer will come
+        self.dead: set = set()
+
+    def run(self, payloads: list) -> Outcome:
+        for index, (link, payload) in enumerate(zip(self.links, payloads)):
+            device = link.prepared.device
+            if device in self.dead:
+                continue
+            try:
+                self.sent[device, device.send_request(_CHAINED, payload)] = index
+            except HalError:
+                self._bury(device)
+        self._wait()
+        return Outcome(self._results(), frozenset(self.dead))
+
+    def _state(self, index: int) -> int:
+        return chain.state_of(chain.read(self.region, self.words_at + chain.WORD_SIZE * index),
+                              self.run_number)
+
+    def _ended(self) -> int:
+        """How many leading steps have ended."""
+        for index in range(len(self.links)):
+            if not self._state(index) and index not in self.silent:
+                return index
+        return len(self.links)
+
+    def _due(self) -> int | None:
+        """The step the chain waits for: the first that has not ended, else the first whose
+        answer has not come; None when nothing is due."""
+        ended = self._ended()
+        if ended < len(self.links):
+            return ended
+        return next((index for index in range(len(self.links)) if self._state(index) == chain.REPLIED
+                     and index not in self.answers and index not in self.silent), None)
+
+    def _wait(self) -> None:
+        """Receive the answers until every step ended and answered as it said; a driver whose
+        step stays due for its ``timeout_s`` is buried."""
+        progress, since = None, time.monotonic()
+        while (due := self._due()) is not None:
+            waiting = {device.channel.sock: device for device, _ in self.sent
+                       if device not in self.dead and device.channel is not None}
+            if not waiting:
+                return
+            for sock in select.select(list(waiting), (), (), CHECK_S)[0]:
+                self._receive(waiting[sock])
+            if due != progress:
+                progress, since = due, time.monotonic()
+                continue
+            stuck = self.links[due].prepared.device
+            if time.monotonic() - since > stuck.timeout_s:
+                self._bury(stuck, f"no chained step ended within {stuck.timeout_s:.3g}s")
+
+    def _receive(self, device) -> None:
+        try:
+            message = device.receive(device.timeout_s)
+        except HalError:
+            self._bury(device)
+            return
+        index = self.sent.get((device, message.request_id))
+        if index is None:
+            return
+        self.answers[index] = bytes(message.payload)
+        if not self._state(index):  # refused before it knew its word: end the steps after it
+            self._write(index)
+
+    def _bury(self, device, why: str | None = None) -> None:
+        """``device`` stopped answering: declared dead (``why``), its pending steps ended here."""
+        self.dead.add(device)
+        if why is not None:
+            try:
+                device.declare_dead(why)
+            except HalError as error:
+                vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
+        for index, link in enumerate(self.links):
+            if link.prepared.device is device and index not in self.answers:
+                self.silent.add(index)
+                if not self._state(index):
+                    self._write(index)
+
+    def _write(self, index: int) -> None:
+        chain.write(self.region, self.words_at + chain.WORD_SIZE * index,
+                    chain.word(self.run_number, chain.REPLIED))
+
+    def _results(self) -> list | None:
+        last = len(self.links) - 1
+        if self.dead or any(self._state(index) != chain.DONE for index in range(last)) \
+                or last not in self.answers:
+            self._log_end()
+            return None
+        link = self.links[last]
+        result = link.prepared.finish_chained(self.answers[last], link.request)
+        if result is None or result.status:
+            return None
+        return [link.prepared.memo_result() for link in self.links[:last]] + [result]
+
+    def _log_end(self) -> None:
+        for index in sorted(self.answers):
+            try:
+                check_status(self.answers[index], "chained execute")
+            except HalError as error:
+                vlog.log("execution", "ExecutionPlan", "chained step %d on %s ended: %s", index,
+                         self.links[index].prepared.device.name, error)

@@ -1,0 +1,122 @@
+"""Driver side of ``EXECUTE_CHAINED``: one memoized step of a partitioned execution that waits,
+in shared memory, for the step before it (the protocol is in ``wire.chain``).
+
+The request is checked before anything waits: a memo of this connection for this prepared model,
+an untimed repeat with known shapes and no deadline, both words inside its first pool (the step
+memory, mapped shared memory) and aligned, a wait of at most :data:`MAX_WAIT_NS`. The driver must
+be serving this connection alone (no other connection, burst or fenced run), because the serve
+loop itself waits: it watches the word without sleeping for :data:`SPIN_NS` (yielding the CPU to
+anything else runnable), then in naps that double up to :data:`MAX_NAP_S`, never longer than the
+request's wait, and not once the client has hung up. A refused request gets an error reply; once
+its words are known, its own word says REPLIED first, so the steps after it end too.
+
+Example (``DriverService`` routes ``EXECUTE_CHAINED`` here)::
+
+    payload = chained(executions, connection, message, start)   # bytes, or PARKED when done
+"""
+from __future__ import annotations
+
+import os
+import select
+import time
+
+from nnscope.runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
+from nnscope.runtime.drivers.ipc.wire import chain
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError
+from nnscope.runtime.drivers.ipc.wire.execution_codec import _MEMO_HEAD, FORM_COMPACT, KNOWS_SHAPES
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.types import ErrorStatus
+
+#: Longest wait for the step before that one request may ask for (ns).
+MAX_WAIT_NS = 600 * 1_000_000_000
+#: How long the loop watches the word without sleeping (ns).
+SPIN_NS = 5_000_000
+#: Longest nap between two looks at the word after the spin (s).
+MAX_NAP_S = 0.002
+_HEAD_SIZE = chain.HEAD.size
+_MEMO_SIZE = _MEMO_HEAD.size
+
+
+def chained(executions: ExecuteServer, connection, message, start: int):
+    """Run one chained step: PARKED (no reply) when it ran and nothing needs saying, else the
+    reply payload (the last step's answer, or an error)."""
+    view = message.payload
+    if message.fds or len(view) < _HEAD_SIZE + _MEMO_SIZE:
+        raise CodecError("malformed chained execute")
+    wait_at, done_at, run, wait_ns, flags = chain.HEAD.unpack_from(view)
+    model_id, memo_id, measure, deadline = _MEMO_HEAD.unpack_from(view, _HEAD_SIZE)
+    memo = connection.state.memos.get(memo_id)
+    if memo is None or memo.model_id != model_id:
+        raise CodecError(f"chained execute: no memo {memo_id} of prepared model {model_id}")
+    region = _region(memo, wait_at, done_at)
+    try:
+        _check(executions, memo, run, wait_ns, flags, measure, deadline)
+        if wait_at >= 0 and not _await(region, wait_at, run, wait_ns, connection.channel.sock):
+            raise HalError(ErrorStatus.GENERAL_FAILURE, "chained execute: the step before did not "
+                           "finish")
+        payload = executions.memo(connection, message._replace(payload=view[_HEAD_SIZE:]), start)
+    except BaseException:
+        chain.write(region, done_at, chain.word(run, chain.REPLIED))
+        raise
+    quiet = not flags & chain.ALWAYS_REPLY and payload[:5] == _OK_COMPACT and len(payload) == _compact_size(memo)
+    chain.write(region, done_at, chain.word(run, chain.DONE if quiet else chain.REPLIED))
+    return PARKED if quiet else payload
+
+
+def _check(executions: ExecuteServer, memo, run: int, wait_ns: int, flags: int, measure: int,
+           deadline: int) -> None:
+    """CodecError for a request this path cannot take; HalError while other work could wait."""
+    if flags & ~chain.ALWAYS_REPLY or not 0 < wait_ns <= MAX_WAIT_NS or not 0 < run < chain.MAX_RUN \
+            or measure != KNOWS_SHAPES or deadline != -1 or memo.shapes is None:
+        raise CodecError("chained execute: bad flags, wait, run, timing or deadline (or a memo "
+                         "without a first answer)")
+    if not executions.alone() or executions.scheduler.busy():
+        raise HalError(ErrorStatus.GENERAL_FAILURE, "chained execute: the driver is not serving "
+                       "this client alone")
+
+
+_OK_COMPACT = bytes(4) + bytes([FORM_COMPACT])
+
+
+def _compact_size(memo) -> int:
+    return 5 + sum(len(view) for view in memo.out_views)
+
+
+def _region(memo, wait_at: int, done_at: int):
+    """The memo's first pool as bytes when both words fit in it (CodecError otherwise)."""
+    pools = memo.request.pools
+    if not pools or isinstance(pools[0], (bytes, bytearray)):
+        raise CodecError("chained execute: the first pool is not shared memory")
+    region = memoryview(pools[0]).cast("B")
+    size = region.nbytes
+    for offset in (done_at, *((wait_at,) if wait_at != -1 else ())):
+        if offset < 0 or offset % chain.WORD_SIZE or offset + chain.WORD_SIZE > size:
+            raise CodecError(f"chained execute: word at {offset} is outside the {size}-byte region "
+                             "or unaligned")
+    if wait_at == done_at:
+        raise CodecError("chained execute: a step cannot wait for its own word")
+    return region
+
+
+def _await(region, offset: int, run: int, wait_ns: int, sock) -> bool:
+    """True once the step before is DONE; False when it REPLIED, ``wait_ns`` passed or the
+    client hung up."""
+    now = time.monotonic_ns
+    read, state_of = chain.read, chain.state_of
+    end = now() + wait_ns
+    spin_end = min(end, now() + SPIN_NS)
+    hangup = select.poll()
+    hangup.register(sock, select.POLLHUP)
+    nap = 50e-6
+    while True:
+        state = state_of(read(region, offset), run)
+        if state:
+            return state == chain.DONE
+        if now() < spin_end:
+            os.sched_yield()
+            continue
+        left = end - now()
+        if left <= 0 or hangup.poll(0):
+            return False
+        time.sleep(min(nap, left / 1e9))
+        nap = min(nap * 2, MAX_NAP_S)

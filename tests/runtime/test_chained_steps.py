@@ -1,0 +1,248 @@
+"""Chained steps (issue 23): once every step of a partitioned plan has answered a repeat, an
+execution sends all its steps at once and the drivers hand over through words in the step memory
+(``EXECUTE_CHAINED``). Checked against real driver processes: the chained run agrees with the CPU
+for new inputs every time; a driver that swallows its chained request or is stopped with SIGSTOP
+ends the execution within its timeout plus 1 s (by CPU fallback, or with the NNAPI error), and the
+next execution runs on the restarted driver; a driver that refuses a chained request answers, and
+the execution still completes one step at a time; the driver checks every field it is sent."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from nnscope.runtime import Compilation, NnError, ResultCode, manager
+from nnscope.runtime.builtin_models import conv_pad_chain, sample_input
+from nnscope.runtime.drivers.ipc import RemoteDevice, SharedPool
+from nnscope.runtime.drivers.ipc.wire import chain
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType, pack_header
+from nnscope.runtime.drivers.ipc.wire.transport import Channel
+from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.types import ErrorStatus
+from tests.runtime.drivers._hal import add_model
+from tests.runtime.test_partitioned_timeouts import _reference, _run
+from tests.support.log_capture import captured_log
+
+TIMEOUT_S = 2.0
+WARM = 3  # a full execute, a repeat answered in full, then repeats that may chain
+_CHAINED = int(MsgType.EXECUTE_CHAINED)
+
+
+@pytest.fixture
+def devices():
+    """Fresh minimal and float-fast driver processes with a short call timeout."""
+    made = [RemoteDevice("sample-minimal", timeout_s=TIMEOUT_S), RemoteDevice("sample-float-fast",
+                                                                              timeout_s=TIMEOUT_S)]
+    manager.forTest_set_devices(made)
+    yield made
+    manager.forTest_reset()
+    for device in made:
+        device.shutdown()
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """The message types the application sends, in order."""
+    types: list[int] = []
+    original = Channel.send
+
+    def send(channel, msg_type, *args, **kwargs):
+        types.append(int(msg_type))
+        return original(channel, msg_type, *args, **kwargs)
+    monkeypatch.setattr(Channel, "send", send)
+    return types
+
+
+def _warm(model, image, devices=None):
+    compilation = Compilation(model) if devices is None else Compilation.for_devices(model, devices)
+    compilation.finish()
+    for _ in range(WARM):
+        _run(compilation, image)
+    return compilation
+
+
+def test_a_warm_partitioned_execution_chains_its_steps_and_follows_its_inputs(devices, sent):
+    model = conv_pad_chain(6)
+    [image] = sample_input(model)
+    compilation = _warm(model, image)
+    assert len(compilation.plan.steps) == 6
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        image = rng.standard_normal(image.shape).astype(np.float32)
+        sent.clear()
+        out, _ = _run(compilation, image)
+        assert sent == [_CHAINED] * 6  # every step sent at once, nothing else
+        np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+    compilation.free()
+
+
+def _swallow_next_chained(device: RemoteDevice) -> None:
+    channel = device.channel
+    send = channel.send
+
+    def lossy(msg_type, request_id, *rest):
+        if msg_type == _CHAINED:
+            channel.send = send
+            return None
+        return send(msg_type, request_id, *rest)
+    channel.send = lossy
+
+
+def _stop(device: RemoteDevice) -> None:
+    os.kill(device.pid, signal.SIGSTOP)
+
+
+@pytest.mark.parametrize("silence", [_swallow_next_chained, _stop], ids=["lost-request", "SIGSTOP"])
+def test_a_silent_driver_mid_chain_falls_back_in_time_then_restarts(devices, silence):
+    minimal = devices[0]
+    model = conv_pad_chain(6)
+    [image] = sample_input(model)
+    compilation = _warm(model, image)
+    first_pid = minimal.pid
+    silence(minimal)
+    with captured_log("nn", "execution,manager") as lines:
+        out, elapsed = _run(compilation, image)
+    np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+    assert sum(f"no chained step ended within {TIMEOUT_S:g}s" in line for line in lines) == 1, lines
+    assert sum("cpuFallbackPartial" in line for line in lines) == 3  # every step of the dead driver
+    assert TIMEOUT_S <= elapsed < TIMEOUT_S + 1.0
+    with captured_log("nn", "execution,manager") as lines:
+        again, _ = _run(compilation, image)
+    np.testing.assert_allclose(again, out)
+    assert minimal.pid != first_pid and minimal.process.alive()
+    assert not any("cpuFallback" in line for line in lines)
+    assert sum("on sample-minimal: NONE" in line for line in lines) == 3
+    compilation.free()
+
+
+def test_without_fallback_a_silent_driver_mid_chain_gives_the_nnapi_error(devices):
+    model = conv_pad_chain(6)
+    [image] = sample_input(model)
+    compilation = _warm(model, image, devices)
+    assert len(compilation.plan.steps) == 6 and compilation.plan.fallback is None
+    _stop(devices[0])
+    start = time.monotonic()
+    with pytest.raises(NnError) as error:
+        _run(compilation, image)
+    assert error.value.code == ResultCode.DEAD_OBJECT
+    assert time.monotonic() - start < TIMEOUT_S + 1.0
+    out, _ = _run(compilation, image)  # restarted on next use
+    np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+    compilation.free()
+
+
+def test_a_driver_that_refuses_to_chain_answers_and_the_steps_run_one_by_one(devices, sent):
+    fast = devices[1]
+    model = conv_pad_chain(6)
+    [image] = sample_input(model)
+    compilation = _warm(model, image)
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # the driver is not alone now
+    other.settimeout(TIMEOUT_S)
+    other.connect(fast.process.socket_path)
+    try:
+        other.send(pack_header(MsgType.PING, 1, 1) + b"x")
+        assert other.recv(4096)  # answered: the driver serves the second connection
+        sent.clear()
+        with captured_log("nn", "execution") as lines:
+            out, elapsed = _run(compilation, image)
+        assert elapsed < TIMEOUT_S  # answered, not waited out
+        np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+        assert sent[:6] == [_CHAINED] * 6 and _CHAINED not in sent[6:]
+        assert any("not serving this client alone" in line for line in lines), lines
+        sent.clear()
+        _run(compilation, image)
+        assert _CHAINED not in sent  # a pause after a refused chain
+    finally:
+        other.close()
+    compilation.free()
+
+
+@pytest.fixture
+def memoized():
+    """(device, prepared ADD model, request in a shared region with room for two words)."""
+    device = RemoteDevice("sample-all", timeout_s=TIMEOUT_S)
+    prepared = device.prepare_model(add_model((4,)))
+    region = SharedPool(64, "test-chain")
+    region.view[:16] = np.ones(4, np.float32).tobytes()
+    request = Request((RequestArgument(False, 0, 0, 16), RequestArgument(False, 0, 0, 16)),
+                      (RequestArgument(False, 0, 16, 16),), (region,))
+    for _ in range(3):  # full, then a memo, then a repeat answered in full: the memo has its shapes
+        assert prepared.execute(request).status == ErrorStatus.NONE
+    yield device, prepared, request, region
+    region.close()
+    device.shutdown()
+
+
+@pytest.mark.parametrize("fields", [dict(done_at=64), dict(wait_at=60), dict(done_at=44), dict(wait_at=48),
+                                    dict(run=0), dict(wait_ns=0), dict(wait_ns=10**15), dict(flags=2)],
+                         ids=["word-outside", "wait-outside", "unaligned", "waits-for-itself", "run-0",
+                              "no-wait", "wait-too-long", "unknown-flag"])
+def test_the_driver_answers_a_bad_chained_request_with_invalid_argument(memoized, fields):
+    device, prepared, request, region = memoized
+    payload = prepared.chained_payload(request, chain.HEAD.pack(
+        fields.get("wait_at", -1), fields.get("done_at", 48), fields.get("run", 1),
+        fields.get("wait_ns", 10**9), fields.get("flags", chain.ALWAYS_REPLY)))
+    reply = bytes(device.transact(_CHAINED, payload).payload)
+    assert int.from_bytes(reply[:4], "little") == ErrorStatus.INVALID_ARGUMENT
+    assert device.transact(MsgType.PING, b"x")  # and serves on
+
+
+def test_a_chained_step_runs_after_the_word_before_and_ends_the_chain_after_a_failure(memoized):
+    device, prepared, request, region = memoized
+    chain.write(region.view, 40, chain.word(3, chain.DONE))
+    reply = bytes(device.transact(_CHAINED, prepared.chained_payload(
+        request, chain.HEAD.pack(40, 48, 3, 10**9, chain.ALWAYS_REPLY))).payload)
+    assert reply[:4] == bytes(4)
+    assert np.frombuffer(region.view, np.float32, 4, 16).tolist() == [2.0] * 4
+    assert chain.read(region.view, 48) == chain.word(3, chain.REPLIED)  # the last step answered
+    chain.write(region.view, 40, chain.word(4, chain.REPLIED))  # the step before failed
+    reply = bytes(device.transact(_CHAINED, prepared.chained_payload(
+        request, chain.HEAD.pack(40, 48, 4, 10**9, 0))).payload)
+    assert int.from_bytes(reply[:4], "little") == ErrorStatus.GENERAL_FAILURE
+    assert b"did not finish" in reply
+    assert chain.read(region.view, 48) == chain.word(4, chain.REPLIED)
+
+
+def test_a_lost_last_answer_is_waited_for_one_timeout_then_its_steps_fall_back(devices, monkeypatch):
+    fast = devices[1]  # runs the last step
+    model = conv_pad_chain(6)
+    [image] = sample_input(model)
+    compilation = _warm(model, image)
+    receive = RemoteDevice.receive
+    lost = []
+
+    def losing(device, timeout_s):
+        message = receive(device, timeout_s)
+        if device is fast and not lost:
+            lost.append(message.request_id)
+            return message._replace(request_id=message.request_id ^ 0xFFFF)  # not an answer of the chain
+        return message
+    monkeypatch.setattr(RemoteDevice, "receive", losing)
+    with captured_log("nn", "execution,manager") as lines:
+        out, elapsed = _run(compilation, image)
+    assert lost
+    np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+    assert sum(f"no chained step ended within {TIMEOUT_S:g}s" in line for line in lines) == 1, lines
+    assert TIMEOUT_S <= elapsed < TIMEOUT_S + 1.0
+    compilation.free()
+
+
+def test_a_driver_waiting_in_a_chain_serves_on_once_its_client_hangs_up(memoized):
+    device, prepared, request, region = memoized
+    with device.lock:  # a step waiting for a word nobody will write, for 100 s at most
+        device.send_request(_CHAINED, prepared.chained_payload(request, chain.HEAD.pack(40, 48, 9, 100 * 10**9, 0)))
+        device.channel.close()
+        device.channel = None
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    other.settimeout(50.0)  # half the step's wait: an answer means the wait ended with the hang-up
+    other.connect(device.process.socket_path)
+    try:
+        other.send(pack_header(MsgType.PING, 1, 1) + b"x")
+        assert other.recv(4096)
+    finally:
+        other.close()
+    assert chain.read(region.view, 48) == chain.word(9, chain.REPLIED)
