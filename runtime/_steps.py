@@ -199,22 +199,37 @@ def _run_compound(plan: ExecutionPlan, request: Request, deadline_ns: int | None
 def _chained(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | None, prepared_of):
     """The outcome of the steps chained from driver to driver (``client.chain``); None when this
     execution cannot chain: a first run, a deadline, a burst, tracing on, a step outside a driver
-    process, one CPU only, or a pause after a failed chain."""
+    process, no polling window (LOW_POWER, one CPU), or a pause after a failed chain."""
     memory = arguments.memory
     if prepared_of is not _own_prepared or deadline_ns is not None or memory.signature is None \
-            or len(memory.requests) != len(plan.steps) or tracing.enabled() or not chained.worthwhile():
+            or len(memory.requests) != len(plan.steps) or tracing.enabled():
         return None
     if memory.chain_pause:
         memory.chain_pause -= 1
         return None
-    links = [chained.Link(step.prepared, memory.requests[step.index]) for step in plan.steps]
-    if not all(link.prepared.chains for link in links):
+    links = _links(plan, memory)
+    window = links[0].prepared.reply_poll_s if links else 0.0
+    if not chained.worthwhile(window):
         return None
     memory.chain_run += 1
-    outcome = chained.run_chain(links, memory.region.view, memory.slot(CHAIN_WORDS)[0], memory.chain_run)
+    outcome = chained.run_chain(links, memory.region.view, memory.slot(CHAIN_WORDS)[0], memory.chain_run,
+                                memory.chain_s, window)
     if outcome is not None and outcome.results is None and not outcome.dead:
         memory.chain_pause = CHAIN_PAUSE
+    elif outcome is not None and outcome.results is not None:
+        memory.chain_s += (outcome.elapsed_s - memory.chain_s) / 4
     return outcome
+
+
+def _links(plan: ExecutionPlan, memory: StepMemory) -> list:
+    """The chain links of ``memory``'s step requests (kept while they hold); empty when a step
+    cannot chain."""
+    requests, links = memory.chain_links
+    if requests is not memory.requests:
+        links = [chained.Link(step.prepared, memory.requests[step.index]) for step in plan.steps]
+        links = links if all(link.prepared.chains for link in links) else []
+        memory.chain_links = (memory.requests, links)
+    return links
 
 
 def _run_steps(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | None,

@@ -246,3 +246,22 @@ def test_a_driver_waiting_in_a_chain_serves_on_once_its_client_hangs_up(memoized
     finally:
         other.close()
     assert chain.read(region.view, 48) == chain.word(9, chain.REPLIED)
+
+
+def test_a_driver_waiting_in_a_chain_serves_another_client_that_connects(memoized):
+    device, prepared, request, region = memoized
+    with device.lock:  # a step waiting for a word nobody will write, for 100 s at most
+        request_id = device.send_request(_CHAINED, prepared.chained_payload(
+            request, chain.HEAD.pack(40, 48, 11, 100 * 10**9, 0)))
+        other = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        other.settimeout(50.0)  # half the step's wait: an answer means the wait gave way
+        other.connect(device.process.socket_path)
+        try:
+            other.send(pack_header(MsgType.PING, 1, 1) + b"x")
+            assert other.recv(4096)
+        finally:
+            other.close()
+        answer = device.receive(TIMEOUT_S)
+    assert answer.request_id == request_id
+    assert int.from_bytes(bytes(answer.payload[:4]), "little") == ErrorStatus.GENERAL_FAILURE
+    assert chain.read(region.view, 48) == chain.word(11, chain.REPLIED)

@@ -17,6 +17,7 @@ Example::
 """
 from __future__ import annotations
 
+import os
 import platform
 import select
 import time
@@ -24,7 +25,6 @@ from typing import NamedTuple
 
 from nnscope import vlog
 from nnscope.runtime.drivers.ipc.client._reply import check_status
-from nnscope.runtime.drivers.ipc.client.burst import polling_window_s
 from nnscope.runtime.drivers.ipc.wire import chain
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.hal.device_types import Request
@@ -51,18 +51,22 @@ class Outcome(NamedTuple):
 
     results: list | None
     dead: frozenset
+    elapsed_s: float = 0.0
 
 
-def worthwhile() -> bool:
-    """Chaining pays when this process may use more than one CPU: a driver watches its word
-    while the one before runs. Off with ``NNSCOPE_BURST_POLL_US=0`` too (no polling at all), and
-    off the x86 family, whose stores the words' order relies on."""
-    return platform.machine() in _X86 and polling_window_s() > 0
+def worthwhile(window_s: float) -> bool:
+    """Chaining pays when the steps have a polling window (``window_s``; none with LOW_POWER, one
+    CPU or ``NNSCOPE_STEP_POLL_US=0``): a driver watches its word while the one before runs. Only
+    on the x86 family, whose store order the words rely on."""
+    return window_s > 0 and platform.machine() in _X86
 
 
-def run_chain(links: list[Link], region, words_at: int, run: int) -> Outcome | None:
+def run_chain(links: list[Link], region, words_at: int, run: int, expected_s: float = 0.0,
+              window_s: float = 0.0) -> Outcome | None:
     """Run ``links`` chained through the words at ``words_at`` of ``region`` (8 bytes a step) for
-    run number ``run``; None when the chain cannot start (nothing was sent)."""
+    run number ``run``; None when the chain cannot start (nothing was sent). The application
+    sleeps until ``window_s`` before the ``expected_s`` a chain takes, then watches for the
+    answer during that window."""
     devices = list(dict.fromkeys(link.prepared.device for link in links))
     locked = []
     try:
@@ -70,22 +74,10 @@ def run_chain(links: list[Link], region, words_at: int, run: int) -> Outcome | N
             if not device.lock.acquire(blocking=False):  # another thread's call is in flight
                 return None
             locked.append(device)
-        payloads = [link.prepared.chained_payload(link.request, _head(links, index, words_at, run))
-                    for index, link in enumerate(links)]
-        if any(payload is None for payload in payloads):
-            return None
-        return _Chain(links, region, words_at, run).run(payloads)
+        return _Chain(links, region, words_at, run).run(expected_s, window_s)
     finally:
         for device in locked:
             device.lock.release()
-
-
-def _head(links: list[Link], index: int, words_at: int, run: int) -> bytes:
-    wait_at = words_at + chain.WORD_SIZE * (index - 1) if index else -1
-    flags = chain.ALWAYS_REPLY if index == len(links) - 1 else 0
-    # twice the longest timeout: the application, not a waiting driver, tells who stopped answering
-    wait_ns = min(int(2e9 * max(link.prepared.device.timeout_s for link in links)), MAX_WAIT_NS)
-    return chain.HEAD.pack(wait_at, words_at + chain.WORD_SIZE * index, run, wait_ns, flags)
 
 
 class _Chain:
@@ -98,17 +90,50 @@ class _Chain:
         self.silent: set = set()  # steps of dead devices: no answer will come
         self.dead: set = set()
 
-    def run(self, payloads: list) -> Outcome:
-        for index, (link, payload) in enumerate(zip(self.links, payloads)):
-            device = link.prepared.device
-            if device in self.dead:
-                continue
-            try:
-                self.sent[device, device.send_request(_CHAINED, payload)] = index
-            except HalError:
-                self._bury(device)
+    def run(self, expected_s: float, window_s: float) -> Outcome | None:
+        """Send the first step, then the others (while it runs), then wait; None when the
+        first cannot be sent as a repeat."""
+        start = time.perf_counter()
+        links = self.links
+        # twice the longest timeout: the application, not a waiting driver, tells who stopped answering
+        wait_ns = min(int(2e9 * max(device.timeout_s for device in {link.prepared.device for link in links})),
+                      MAX_WAIT_NS)
+        for index, link in enumerate(links):
+            flags = chain.ALWAYS_REPLY if index == len(links) - 1 else 0
+            wait_at = self.words_at + chain.WORD_SIZE * (index - 1) if index else -1
+            payload = link.prepared.chained_payload(link.request, chain.HEAD.pack(
+                wait_at, self.words_at + chain.WORD_SIZE * index, self.run_number, wait_ns, flags))
+            if payload is None and not index:
+                return None
+            self._send(index, link.prepared.device, payload)
+        self._nap(start + expected_s - window_s, window_s)
         self._wait()
-        return Outcome(self._results(), frozenset(self.dead))
+        return Outcome(self._results(), frozenset(self.dead), time.perf_counter() - start)
+
+    def _send(self, index: int, device, payload: bytes | None) -> None:
+        """Send step ``index``; a step that cannot go (no repeat, or its driver is gone) ends here."""
+        if payload is None or device in self.dead:
+            self.silent.add(index)
+            self._write(index)
+            return
+        try:
+            self.sent[device, device.send_request(_CHAINED, payload)] = index
+        except HalError:
+            self._bury(device)
+
+    def _nap(self, until: float, window_s: float) -> None:
+        """Sleep until ``until`` (an answer ends the nap), then watch the sockets for ``window_s``."""
+        socks = [device.channel.sock for device, _ in self.sent if device.channel is not None]
+        if not socks:
+            return
+        nap = until - time.perf_counter()
+        if nap > 0 and select.select(socks, (), (), nap)[0]:
+            return
+        end = time.perf_counter() + window_s
+        while time.perf_counter() < end:
+            if select.select(socks, (), (), 0)[0]:
+                return
+            os.sched_yield()  # a driver still running goes first
 
     def _state(self, index: int) -> int:
         return chain.state_of(chain.read(self.region, self.words_at + chain.WORD_SIZE * index),

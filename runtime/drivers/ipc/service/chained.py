@@ -7,8 +7,9 @@ memory, mapped shared memory) and aligned, a wait of at most :data:`MAX_WAIT_NS`
 be serving this connection alone (no other connection, burst or fenced run), because the serve
 loop itself waits: it watches the word without sleeping for :data:`SPIN_NS` (yielding the CPU to
 anything else runnable), then in naps that double up to :data:`MAX_NAP_S`, never longer than the
-request's wait, and not once the client has hung up. A refused request gets an error reply; once
-its words are known, its own word says REPLIED first, so the steps after it end too.
+request's wait, and not once the client has hung up or another client connects (whom the loop
+must serve). A refused request gets an error reply; once its words are known, its own word says
+REPLIED first, so the steps after it end too.
 
 Example (``DriverService`` routes ``EXECUTE_CHAINED`` here)::
 
@@ -21,7 +22,7 @@ import select
 import time
 
 from nnscope.runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
-from nnscope.runtime.drivers.ipc.wire import chain
+from nnscope.runtime.drivers.ipc.wire import _trace, chain
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError
 from nnscope.runtime.drivers.ipc.wire.execution_codec import _MEMO_HEAD, FORM_COMPACT, KNOWS_SHAPES
 from nnscope.runtime.hal.errors import HalError
@@ -31,6 +32,9 @@ from nnscope.runtime.hal.types import ErrorStatus
 MAX_WAIT_NS = 600 * 1_000_000_000
 #: How long the loop watches the word without sleeping (ns).
 SPIN_NS = 5_000_000
+#: How long before its usual wait a step wakes up to watch the word (ns): a sleeping process
+#: takes up to about this long to run again.
+WAKE_NS = 1_000_000
 #: Longest nap between two looks at the word after the spin (s).
 MAX_NAP_S = 0.002
 _HEAD_SIZE = chain.HEAD.size
@@ -51,16 +55,34 @@ def chained(executions: ExecuteServer, connection, message, start: int):
     region = _region(memo, wait_at, done_at)
     try:
         _check(executions, memo, run, wait_ns, flags, measure, deadline)
-        if wait_at >= 0 and not _await(region, wait_at, run, wait_ns, connection.channel.sock):
+        if wait_at >= 0 and not _await(region, wait_at, run, wait_ns, _watch(executions, connection), memo):
             raise HalError(ErrorStatus.GENERAL_FAILURE, "chained execute: the step before did not "
                            "finish")
-        payload = executions.memo(connection, message._replace(payload=view[_HEAD_SIZE:]), start)
+        if _ran_in_place(executions, connection, memo, model_id):
+            payload = None if not flags & chain.ALWAYS_REPLY else b"".join([_OK_COMPACT, *memo.out_views])
+        else:
+            payload = executions.memo(connection, message._replace(payload=view[_HEAD_SIZE:]), start)
     except BaseException:
         chain.write(region, done_at, chain.word(run, chain.REPLIED))
         raise
-    quiet = not flags & chain.ALWAYS_REPLY and payload[:5] == _OK_COMPACT and len(payload) == _compact_size(memo)
+    quiet = payload is None or not flags & chain.ALWAYS_REPLY and payload[:5] == _OK_COMPACT \
+        and len(payload) == _compact_size(memo)
     chain.write(region, done_at, chain.word(run, chain.DONE if quiet else chain.REPLIED))
     return PARKED if quiet else payload
+
+
+def _ran_in_place(executions: ExecuteServer, connection, memo, model_id: int) -> bool:
+    """True once the memo's bound run wrote the outputs in place (the plain repeat of
+    ``ExecuteServer.memo`` without its dispatch); False: take the ordinary path."""
+    bound, service = memo.bound, executions.service
+    if bound is None or memo.inline_size or model_id not in connection.client.models \
+            or service.vlog_cpuexe or _trace.enabled():
+        return False
+    with service.exec_lock:
+        if bound():
+            return True
+    memo.bound = None  # not valid any more: the ordinary path reports, and binds again
+    return False
 
 
 def _check(executions: ExecuteServer, memo, run: int, wait_ns: int, flags: int, measure: int,
@@ -98,25 +120,38 @@ def _region(memo, wait_at: int, done_at: int):
     return region
 
 
-def _await(region, offset: int, run: int, wait_ns: int, sock) -> bool:
-    """True once the step before is DONE; False when it REPLIED, ``wait_ns`` passed or the
-    client hung up."""
+def _watch(executions: ExecuteServer, connection):
+    """A poll object that fires when the client hangs up or another client connects."""
+    watch = select.poll()
+    watch.register(connection.channel.sock, select.POLLHUP)
+    loop = executions.service.loop
+    if loop is not None:
+        watch.register(loop.listener, select.POLLIN)
+    return watch
+
+
+def _await(region, offset: int, run: int, wait_ns: int, watch, memo) -> bool:
+    """True once the step before is DONE; False when it REPLIED, ``wait_ns`` passed, or
+    ``watch`` fired (the client hung up, or another wants serving). Asleep first until
+    :data:`WAKE_NS` before the step's usual wait (``memo.waited_ns``)."""
     now = time.monotonic_ns
     read, state_of = chain.read, chain.state_of
-    end = now() + wait_ns
+    start = now()
+    end = start + wait_ns
+    if memo.waited_ns > WAKE_NS and not state_of(read(region, offset), run):
+        time.sleep(min(memo.waited_ns - WAKE_NS, wait_ns) / 1e9)
     spin_end = min(end, now() + SPIN_NS)
-    hangup = select.poll()
-    hangup.register(sock, select.POLLHUP)
     nap = 50e-6
     while True:
         state = state_of(read(region, offset), run)
         if state:
+            memo.waited_ns += (now() - start - memo.waited_ns) // 4
             return state == chain.DONE
         if now() < spin_end:
             os.sched_yield()
             continue
         left = end - now()
-        if left <= 0 or hangup.poll(0):
+        if left <= 0 or watch.poll(0):
             return False
         time.sleep(min(nap, left / 1e9))
         nap = min(nap * 2, MAX_NAP_S)

@@ -132,7 +132,8 @@ class ExecuteMemo:
     of the last full answer (None: none yet, answer in full), and the prepared model's bound run
     of the request once an untimed run succeeded (outputs written in place, see ``bound_run``)."""
 
-    __slots__ = ("model_id", "request", "inline", "inline_size", "outputs", "out_views", "shapes", "bound")
+    __slots__ = ("model_id", "request", "inline", "inline_size", "outputs", "out_views", "shapes", "bound",
+                 "waited_ns")
 
     def __init__(self, model_id: int, request: Request, inline: list, outputs: list) -> None:
         self.model_id = model_id
@@ -145,6 +146,7 @@ class ExecuteMemo:
                           for a in (args[i] for i in outputs)]
         self.shapes = None
         self.bound = None
+        self.waited_ns = 0  # a chained step's usual wait for the step before (service.chained)
 
     def refill(self, view, pos: int) -> None:
         """Copy a repeat's inline pool bytes (``view[pos:]``, size already checked) in."""
