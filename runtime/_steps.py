@@ -6,7 +6,10 @@ steps and the model's inputs and outputs, each at an offset; the model inputs ar
 the first step and the outputs out after the last. With static shapes each step's request is
 built once and reused by later executions (the driver then gets a repeat: its memo, no pools).
 A temporary of unknown shape starts at 64 KiB; when a device reports it larger, the region grows
-and the step runs again.
+and the step runs again. Once every step's request is built and each driver has answered its
+repeat, an execution chains its steps (``runtime.drivers.ipc.client.chain``): all are sent at
+once and the drivers hand over through words in the step memory; a chain that fails (a refusal,
+a driver that stopped answering) is followed by the steps one by one, without the dead drivers.
 A step that fails on its driver (also a dead driver process) is redone on the CPU, then the
 whole model (see ``runtime._fallback``).
 

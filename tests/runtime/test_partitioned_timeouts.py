@@ -19,7 +19,11 @@ from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from tests.support.log_capture import captured_log
 
 TIMEOUT_S = 2.0
-_EXECUTES = {int(MsgType.EXECUTE_SYNC), int(MsgType.EXECUTE_SYNC_MEMO)}
+_EXECUTES = {int(MsgType.EXECUTE_SYNC), int(MsgType.EXECUTE_SYNC_MEMO), int(MsgType.EXECUTE_CHAINED)}
+#: Executions before the silence: after one, the steps go one by one; after three, chained
+#: (client.chain), and each way says how it found the silence.
+WARM = {"one-by-one": (1, "no reply within {}s; driver killed"),
+        "chained": (3, "no chained step ended within {}s")}
 
 
 @pytest.fixture
@@ -34,8 +38,8 @@ def devices():
 
 
 def _swallow_next_execute(device: RemoteDevice) -> None:
-    """The next execute request on ``device``'s connection is lost on the way (the driver never
-    sees it, so it never answers)."""
+    """The next execute request (or chained step) on ``device``'s connection is lost on the way
+    (the driver never sees it, so it never answers)."""
     channel = device.channel
     send = channel.send
 
@@ -72,22 +76,25 @@ def _reference(model, image):
     return out
 
 
+@pytest.mark.parametrize("warm", list(WARM))
 @pytest.mark.parametrize("silence", [_swallow_next_execute, _stop], ids=["lost-request", "SIGSTOP"])
-def test_a_silent_driver_mid_plan_falls_back_then_restarts(devices, silence):
+def test_a_silent_driver_mid_plan_falls_back_then_restarts(devices, silence, warm):
     minimal = devices[0]
     model = conv_pad_chain(6)
     [image] = sample_input(model)
     compilation = Compilation(model)
     compilation.finish()
     assert [s.device.name for s in compilation.plan.steps] == ["sample-minimal", "sample-float-fast"] * 3
-    _run(compilation, image)  # warm: the next requests are repeats
+    runs, found = WARM[warm]
+    for _ in range(runs):  # warm: the next requests are repeats
+        _run(compilation, image)
     first_pid = minimal.pid
     silence(minimal)
     with captured_log("nn", "execution,manager") as lines:
         out, elapsed = _run(compilation, image)
     np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-6)
     # one wait for the timeout, then the dead driver's later steps go straight to the CPU
-    assert sum(f"no reply within {TIMEOUT_S:g}s; driver killed" in line for line in lines) == 1, lines
+    assert sum(found.format(f"{TIMEOUT_S:g}") in line for line in lines) == 1, lines
     assert sum("cpuFallbackPartial" in line for line in lines) == 3  # every step of the dead driver
     assert elapsed >= TIMEOUT_S  # a lower bound only: the silence was waited out once
     with captured_log("nn", "execution,manager") as lines:
