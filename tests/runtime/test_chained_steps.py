@@ -23,7 +23,8 @@ from nnscope.runtime.drivers.ipc.wire import chain
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType, pack_header
 from nnscope.runtime.drivers.ipc.wire.transport import Channel
 from nnscope.runtime.hal.device_types import Request, RequestArgument
-from nnscope.runtime.hal.types import ErrorStatus
+from nnscope.runtime.hal.types import ErrorStatus, Preference
+from nnscope.runtime.plan import STEP_POLL_US
 from tests.runtime.drivers._hal import add_model
 from tests.runtime.test_partitioned_timeouts import _reference, _run
 from tests.support.log_capture import captured_log
@@ -237,3 +238,21 @@ def test_a_driver_waiting_in_a_chain_serves_another_client_that_connects(memoize
     assert answer.request_id == request_id
     assert int.from_bytes(bytes(answer.payload[:4]), "little") == ErrorStatus.GENERAL_FAILURE
     assert chain.read(region.view, 48) == chain.word(11, chain.REPLIED)
+
+
+@pytest.mark.parametrize("how", ["low-power", "no-polling"])
+def test_low_power_or_no_polling_window_runs_the_steps_one_by_one(devices, sent, monkeypatch, how):
+    model = conv_pad_chain(6)
+    [image] = sample_input(model)
+    if how == "no-polling":
+        monkeypatch.setenv(STEP_POLL_US, "0")
+    compilation = Compilation(model)
+    if how == "low-power":
+        compilation.set_preference(Preference.LOW_POWER)
+    compilation.finish()
+    for _ in range(WARM + 1):
+        sent.clear()
+        out, _ = _run(compilation, image)
+    assert _CHAINED not in sent and sent.count(int(MsgType.EXECUTE_SYNC_MEMO)) == 6
+    np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+    compilation.free()
