@@ -12,6 +12,10 @@ next to nothing), as ``(all - sample-all) / boundaries``, beside one IPC round t
 (a PING through ``RemoteDevice.transact``). CPU time (this process and every driver process, from
 ``/proc``) is reported too: unlike wall time it does not move with other processes' load.
 
+From its third execution on, ``all`` chains its steps (``runtime.drivers.ipc.client.chain``: every
+step sent at once, the drivers hand over through words in the step memory), so the figures are
+those of chained runs; ``NNSCOPE_STEP_POLL_US=0`` shows the steps one by one.
+
 Targets: MobileNet ``all`` at most 1.1x its best single device, the face detector at most 1.5x.
 ``all`` is every registered driver: with LiteRT installed ``sample-litert`` takes both models
 whole, so run it once more with ``NNSCOPE_DRIVERS`` naming the CPU-kernel drivers only

@@ -48,8 +48,9 @@ from nnscope.tracing import Phase
 
 _GUESS_BYTES = 1 << 16
 CHAIN_WORDS = "chain"  # the step memory slot of the chain words (8 bytes a step)
-#: Executions run one step at a time after a chain that failed without a dead driver.
-CHAIN_PAUSE = 16
+#: Executions run one step at a time after a chain that failed without a dead driver (doubled
+#: after each such failure in a row, up to MAX_CHAIN_PAUSE).
+CHAIN_PAUSE, MAX_CHAIN_PAUSE = 16, 1024
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
 _NONE = ErrorStatus.NONE
 _DEAD = ExecutionResult(ErrorStatus.DEAD_OBJECT)
@@ -217,10 +218,11 @@ def _chained(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | None
     memory.chain_run += 1
     outcome = chained.run_chain(links, memory.region.view, memory.slot(CHAIN_WORDS)[0], memory.chain_run,
                                 memory.chain_s, window)
-    if outcome is not None and outcome.results is None and not outcome.dead:
-        memory.chain_pause = CHAIN_PAUSE
+    if outcome is not None and outcome.results is None and not outcome.dead:  # refused: pause, longer each time
+        memory.chain_pause = memory.chain_backoff = min(2 * memory.chain_backoff or CHAIN_PAUSE, MAX_CHAIN_PAUSE)
     elif outcome is not None and outcome.results is not None:
         memory.chain_s += (outcome.elapsed_s - memory.chain_s) / 4
+        memory.chain_backoff = 0
     return outcome
 
 

@@ -24,12 +24,16 @@ from nnscope.runtime.drivers.ipc.wire.protocol import MsgType, pack_header
 from nnscope.runtime.drivers.ipc.wire.transport import Channel
 from nnscope.runtime.hal.device_types import Request, RequestArgument
 from nnscope.runtime.hal.types import ErrorStatus, Preference
-from nnscope.runtime.plan import STEP_POLL_US
+from nnscope.runtime.plan import STEP_POLL_US, step_polling_window_s
+from nnscope.runtime.drivers.ipc.client import chain as client_chain
 from tests.runtime.drivers._hal import add_model
 from tests.runtime.test_partitioned_timeouts import _reference, _run
 from tests.support.log_capture import captured_log
 
 TIMEOUT_S = 2.0
+#: Chaining needs a polling window (two CPUs at least) and the x86 family.
+needs_chaining = pytest.mark.skipif(not client_chain.worthwhile(step_polling_window_s(Preference.FAST_SINGLE_ANSWER)),
+                                    reason="no chained steps on one CPU or off x86")
 WARM = 3  # a full execute, a repeat answered in full, then repeats that may chain
 _CHAINED = int(MsgType.EXECUTE_CHAINED)
 
@@ -67,6 +71,7 @@ def _warm(model, image, devices=None):
     return compilation
 
 
+@needs_chaining
 def test_a_warm_partitioned_execution_chains_its_steps_and_follows_its_inputs(devices, sent):
     model = conv_pad_chain(6)
     [image] = sample_input(model)
@@ -102,6 +107,7 @@ def test_without_fallback_a_silent_driver_mid_chain_gives_the_nnapi_error(device
     compilation.free()
 
 
+@needs_chaining
 def test_a_driver_that_refuses_to_chain_answers_and_the_steps_run_one_by_one(devices, sent):
     fast = devices[1]
     model = conv_pad_chain(6)
@@ -176,6 +182,7 @@ def test_a_chained_step_runs_after_the_word_before_and_ends_the_chain_after_a_fa
     assert chain.read(region.view, 48) == chain.word(4, chain.REPLIED)
 
 
+@needs_chaining
 def test_a_lost_last_answer_is_waited_for_one_timeout_then_its_steps_fall_back(devices, monkeypatch):
     fast = devices[1]  # runs the last step
     model = conv_pad_chain(6)
@@ -201,16 +208,29 @@ def test_a_lost_last_answer_is_waited_for_one_timeout_then_its_steps_fall_back(d
 
 
 def _waiting_step(device, prepared, request, run: int) -> int:
-    """Send a step that waits (100 s at most) for a word nobody will write; its request id."""
-    return device.send_request(_CHAINED, prepared.chained_payload(
+    """Send a step that waits (100 s at most) for a word nobody will write, and return its
+    request id once the driver naps in that wait (its serve loop in ``clock_nanosleep``, which
+    only the wait's naps call: the loop itself waits in ``epoll_wait`` or ``recvmsg``)."""
+    request_id = device.send_request(_CHAINED, prepared.chained_payload(
         request, chain.HEAD.pack(40, 48, run, 100 * 10**9, 0)))
+    give_up = time.monotonic() + 50.0
+    while _syscall(device.pid) != _CLOCK_NANOSLEEP:
+        assert time.monotonic() < give_up, "the driver never waited for the word"
+        time.sleep(0.005)
+    return request_id
+
+
+_CLOCK_NANOSLEEP = "230"  # x86-64, where chaining runs
+
+
+def _syscall(pid: int) -> str:
+    with open(f"/proc/{pid}/syscall", encoding="ascii") as syscall:
+        return syscall.read().split()[0]
 
 
 def _ping_as_another_client(device) -> None:
-    """A PING on a new connection is answered within half the waiting step's wait: the wait
-    gave way."""
     other = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    other.settimeout(50.0)
+    other.settimeout(50.0)  # half the waiting step's wait: an answer means the wait gave way
     other.connect(device.process.socket_path)
     try:
         other.send(pack_header(MsgType.PING, 1, 1) + b"x")
@@ -219,16 +239,21 @@ def _ping_as_another_client(device) -> None:
         other.close()
 
 
-def test_a_driver_waiting_in_a_chain_serves_on_once_its_client_hangs_up(memoized):
+@needs_chaining
+def test_a_driver_waiting_in_a_chain_gives_way_when_its_client_hangs_up(memoized):
     device, prepared, request, region = memoized
     with device.lock:
         _waiting_step(device, prepared, request, 9)
         device.channel.close()
         device.channel = None
+    give_up = time.monotonic() + 50.0
+    while chain.read(region.view, 48) != chain.word(9, chain.REPLIED):  # no other client yet
+        assert time.monotonic() < give_up, "the wait went on after the hang-up"
+        time.sleep(0.005)
     _ping_as_another_client(device)
-    assert chain.read(region.view, 48) == chain.word(9, chain.REPLIED)
 
 
+@needs_chaining
 def test_a_driver_waiting_in_a_chain_serves_another_client_that_connects(memoized):
     device, prepared, request, region = memoized
     with device.lock:
@@ -237,6 +262,7 @@ def test_a_driver_waiting_in_a_chain_serves_another_client_that_connects(memoize
         answer = device.receive(TIMEOUT_S)
     assert answer.request_id == request_id
     assert int.from_bytes(bytes(answer.payload[:4]), "little") == ErrorStatus.GENERAL_FAILURE
+    assert b"did not finish" in bytes(answer.payload)  # it gave way in the wait, not before
     assert chain.read(region.view, 48) == chain.word(11, chain.REPLIED)
 
 
@@ -255,4 +281,27 @@ def test_low_power_or_no_polling_window_runs_the_steps_one_by_one(devices, sent,
         out, _ = _run(compilation, image)
     assert _CHAINED not in sent and sent.count(int(MsgType.EXECUTE_SYNC_MEMO)) == 6
     np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+    compilation.free()
+
+
+@needs_chaining
+def test_a_callback_answered_during_a_chain_is_kept_for_its_wait(devices, sent):
+    fast = devices[1]
+    model = conv_pad_chain(6)
+    [image] = sample_input(model)
+    compilation = _warm(model, image)
+    pid = fast.pid
+    prepared = fast.prepare_model(add_model((4,)))
+    pool = bytearray(np.ones(4, np.float32).tobytes() + bytes(16))
+    request = Request((RequestArgument(False, 0, 0, 16), RequestArgument(False, 0, 0, 16)),
+                      (RequestArgument(False, 0, 16, 16),), (pool,))
+    callback = prepared.execute_async(request)  # its NOTIFY comes while the chain runs
+    sent.clear()
+    out, _ = _run(compilation, image)
+    assert _CHAINED in sent
+    np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+    assert callback.wait().status == ErrorStatus.NONE
+    assert np.frombuffer(pool, np.float32, 4, 16).tolist() == [2.0] * 4
+    assert fast.pid == pid  # nobody was killed
+    prepared.release()
     compilation.free()

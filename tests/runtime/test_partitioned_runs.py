@@ -13,6 +13,9 @@ from nnscope.runtime import Compilation, Execution, manager
 from nnscope.runtime.builtin_models import conv_pad_chain, sample_input
 from nnscope.runtime.drivers.cpu import CpuDevice
 from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.client import chain as client_chain
+from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.drivers.ipc.wire.transport import Channel
 from nnscope.runtime.drivers.registry import SAMPLES
 
 STEPS = 90
@@ -113,21 +116,27 @@ def test_the_fds_a_plan_holds_do_not_grow_with_its_steps(drivers, chain):
     assert held < 64, f"the {STEPS}-step plan holds {held} fds in the client and its drivers"
 
 
-def test_300_executions_hold_fds_and_memory_flat(drivers, chain):
+def test_300_executions_hold_fds_and_memory_flat(drivers, chain, monkeypatch):
     model, image = chain
     names = ("sample-minimal", "sample-float-fast")
     _use(drivers, names)
     compilation = Compilation(model)
     compilation.finish()
     pids = [os.getpid(), *(drivers[name].pid for name in names)]
+    sent, send = [], Channel.send
+    monkeypatch.setattr(Channel, "send", lambda channel, msg_type, *rest: sent.append(msg_type) or send(
+        channel, msg_type, *rest))
     try:
         for _ in range(20):  # warm-up: caches, step memory, numpy's allocator
             _compute(compilation, image)
         gc.collect()
         fds, rss = _fds(os.getpid()), [_rss_kb(pid) for pid in pids]
+        sent.clear()
         for _ in range(300):
             _compute(compilation, image)
         gc.collect()
+        if client_chain.worthwhile(compilation.plan.steps[0].prepared.reply_poll_s):  # chained runs
+            assert sent.count(MsgType.EXECUTE_CHAINED) == 300 * STEPS, set(sent)
         assert _fds(os.getpid()) == fds
         growth = [_rss_kb(pid) - kb for pid, kb in zip(pids, rss)]
         assert all(kb < 5 * 1024 for kb in growth), f"RSS growth (kB) of client and drivers: {growth}"

@@ -15,7 +15,10 @@ from nnscope.runtime import Compilation, Execution, NnError, ResultCode, manager
 from nnscope.runtime.builtin_models import conv_pad_chain, sample_input
 from nnscope.runtime.drivers.cpu import CpuDevice
 from nnscope.runtime.drivers.ipc import RemoteDevice
+from nnscope.runtime.drivers.ipc.client import chain
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
+from nnscope.runtime.hal.types import Preference
+from nnscope.runtime.plan import step_polling_window_s
 from tests.support.log_capture import captured_log
 
 TIMEOUT_S = 2.0
@@ -24,6 +27,7 @@ _EXECUTES = {int(MsgType.EXECUTE_SYNC), int(MsgType.EXECUTE_SYNC_MEMO), int(MsgT
 #: (client.chain), and each way says how it found the silence.
 WARM = {"one-by-one": (1, "no reply within {}s; driver killed"),
         "chained": (3, "no chained step ended within {}s")}
+_CHAINS = chain.worthwhile(step_polling_window_s(Preference.FAST_SINGLE_ANSWER))
 
 
 @pytest.fixture
@@ -86,6 +90,8 @@ def test_a_silent_driver_mid_plan_falls_back_then_restarts(devices, silence, war
     compilation.finish()
     assert [s.device.name for s in compilation.plan.steps] == ["sample-minimal", "sample-float-fast"] * 3
     runs, found = WARM[warm]
+    if warm == "chained" and not _CHAINS:
+        pytest.skip("no chained steps on one CPU or off x86")
     for _ in range(runs):  # warm: the next requests are repeats
         _run(compilation, image)
     first_pid = minimal.pid

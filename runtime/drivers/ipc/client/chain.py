@@ -17,6 +17,7 @@ Example::
 """
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import select
@@ -30,12 +31,13 @@ from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.hal.device_types import Request
 from nnscope.runtime.hal.errors import HalError
 
-#: Seconds between two looks at the words while the application waits for the last step.
-CHECK_S = 0.1
+#: Milliseconds between two looks at the words while the application waits for the last step.
+CHECK_MS = 100
 #: Longest a driver may wait for the step before (its limit, ``service.chained.MAX_WAIT_NS``).
 MAX_WAIT_NS = 600 * 1_000_000_000
 _X86 = frozenset({"x86_64", "AMD64", "i386", "i686"})
 _CHAINED = int(MsgType.EXECUTE_CHAINED)
+_log = logging.getLogger("nn.ExecutionPlan")
 
 
 class Link(NamedTuple):
@@ -92,23 +94,35 @@ class _Chain:
 
     def run(self, expected_s: float, window_s: float) -> Outcome | None:
         """Send the first step, then the others (while it runs), then wait; None when the
-        first cannot be sent as a repeat."""
+        first cannot be sent as a repeat. Anything unexpected on the way buries the drivers
+        that may still wait, so that none is left watching a word."""
         start = time.perf_counter()
+        try:
+            if not self._send_all():
+                return None
+            self._nap(start + expected_s - window_s, window_s)
+            self._wait()
+        except Exception as error:  # noqa: BLE001 - the steps then run one by one
+            _log.warning("chained execution ended by %s: %s", type(error).__name__, error)
+            for device in {device for device, _ in self.sent} - self.dead:
+                self._bury(device, f"chained execution ended by {type(error).__name__}")
+        return Outcome(self._results(), frozenset(self.dead), time.perf_counter() - start)
+
+    def _send_all(self) -> bool:
         links = self.links
-        # twice the longest timeout: the application, not a waiting driver, tells who stopped answering
-        wait_ns = min(int(2e9 * max(device.timeout_s for device in {link.prepared.device for link in links})),
-                      MAX_WAIT_NS)
+        # the application, not a waiting driver, tells who stopped answering: a driver may wait
+        # through every step before its own
+        longest = max(device.timeout_s for device in {link.prepared.device for link in links})
+        wait_ns = min(int(1e9 * longest * (len(links) + 1)), MAX_WAIT_NS)
         for index, link in enumerate(links):
             flags = chain.ALWAYS_REPLY if index == len(links) - 1 else 0
             wait_at = self.words_at + chain.WORD_SIZE * (index - 1) if index else -1
             payload = link.prepared.chained_payload(link.request, chain.HEAD.pack(
                 wait_at, self.words_at + chain.WORD_SIZE * index, self.run_number, wait_ns, flags))
             if payload is None and not index:
-                return None
+                return False
             self._send(index, link.prepared.device, payload)
-        self._nap(start + expected_s - window_s, window_s)
-        self._wait()
-        return Outcome(self._results(), frozenset(self.dead), time.perf_counter() - start)
+        return True
 
     def _send(self, index: int, device, payload: bytes | None) -> None:
         """Send step ``index``; a step that cannot go (no repeat, or its driver is gone) ends here."""
@@ -122,18 +136,23 @@ class _Chain:
             self._bury(device)
 
     def _nap(self, until: float, window_s: float) -> None:
-        """Sleep until ``until`` (an answer ends the nap), then watch the sockets for ``window_s``."""
-        socks = [device.channel.sock for device, _ in self.sent if device.channel is not None]
-        if not socks:
-            return
+        """Sleep until ``until``, then watch the connections for ``window_s`` (an answer before
+        ``until`` is an error's: it waits that long at most)."""
         nap = until - time.perf_counter()
-        if nap > 0 and select.select(socks, (), (), nap)[0]:
-            return
+        if nap > 0:
+            time.sleep(nap)
         end = time.perf_counter() + window_s
-        while time.perf_counter() < end:
-            if select.select(socks, (), (), 0)[0]:
-                return
+        while time.perf_counter() < end and not self._readable(0):
             os.sched_yield()  # a driver still running goes first
+
+    def _readable(self, timeout_ms: int) -> list:
+        """The live devices with a record (or a closed connection) within ``timeout_ms``."""
+        poller, by_fd = select.poll(), {}
+        for device, _ in self.sent:
+            if device not in self.dead and device.channel is not None:
+                by_fd[device.channel.sock.fileno()] = device
+                poller.register(device.channel.sock, select.POLLIN)
+        return [by_fd[fd] for fd, _ in poller.poll(timeout_ms)] if by_fd else []
 
     def _state(self, index: int) -> int:
         return chain.state_of(chain.read(self.region, self.words_at + chain.WORD_SIZE * index),
@@ -160,12 +179,10 @@ class _Chain:
         step stays due for its ``timeout_s`` is buried."""
         progress, since = None, time.monotonic()
         while (due := self._due()) is not None:
-            waiting = {device.channel.sock: device for device, _ in self.sent
-                       if device not in self.dead and device.channel is not None}
-            if not waiting:
+            if not any(device not in self.dead for device, _ in self.sent):
                 return
-            for sock in select.select(list(waiting), (), (), CHECK_S)[0]:
-                self._receive(waiting[sock])
+            for device in self._readable(CHECK_MS):
+                self._receive(device)
             if due != progress:
                 progress, since = due, time.monotonic()
                 continue
@@ -179,6 +196,8 @@ class _Chain:
         except HalError:
             self._bury(device)
             return
+        if message is None:  # a NOTIFY of another call, kept for it
+            return
         index = self.sent.get((device, message.request_id))
         if index is None:
             return
@@ -186,14 +205,14 @@ class _Chain:
         if not self._state(index):  # refused before it knew its word: end the steps after it
             self._write(index)
 
-    def _bury(self, device, why: str | None = None) -> None:
-        """``device`` stopped answering: declared dead (``why``), its pending steps ended here."""
+    def _bury(self, device, why: str = "its connection failed in a chained execution") -> None:
+        """``device`` stopped answering: killed (it must not write a word or an output any
+        more) and declared dead (``why``); its pending steps are ended here."""
         self.dead.add(device)
-        if why is not None:
-            try:
-                device.declare_dead(why)
-            except HalError as error:
-                vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
+        try:
+            device.declare_dead(why)
+        except HalError as error:
+            vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
         for index, link in enumerate(self.links):
             if link.prepared.device is device and index not in self.answers:
                 self.silent.add(index)

@@ -86,15 +86,16 @@ class RemoteDevice(Device):
     # ------------------------------------------------------------------ attributes
     @property
     def type(self) -> DeviceType:
-        if "type" not in self._info:
-            self._info["type"] = DeviceType(self.call(MsgType.GET_TYPE, Phase.INITIALIZATION).u32())
-        return self._info["type"]
+        return self._asked_once("type", lambda: DeviceType(self.call(MsgType.GET_TYPE, Phase.INITIALIZATION).u32()))
 
     @property
     def version(self) -> str:
-        if "version" not in self._info:
-            self._info["version"] = self.call(MsgType.GET_VERSION_STRING, Phase.INITIALIZATION).text()
-        return self._info["version"]
+        return self._asked_once("version", lambda: self.call(MsgType.GET_VERSION_STRING, Phase.INITIALIZATION).text())
+
+    def _asked_once(self, key: str, ask):  # ask() once per driver process (kept until a restart)
+        if key not in self._info:
+            self._info[key] = ask()
+        return self._info[key]
 
     @property
     def pid(self) -> int | None:
@@ -110,17 +111,15 @@ class RemoteDevice(Device):
 
     def supported_extensions(self) -> tuple:
         """``getSupportedExtensions``: the driver's ``Extension`` records (cached)."""
-        if "extensions" not in self._info:
-            self._info["extensions"] = decode_extensions(
-                self.call(MsgType.GET_SUPPORTED_EXTENSIONS, Phase.INITIALIZATION))
-        return self._info["extensions"]
+        return self._asked_once("extensions", lambda: decode_extensions(
+            self.call(MsgType.GET_SUPPORTED_EXTENSIONS, Phase.INITIALIZATION)))
 
     def number_of_cache_files_needed(self) -> tuple[int, int]:
         """Asked once per driver process; (0, 0) for more files than NNAPI allows."""
-        if "cache_files" not in self._info:
+        def ask():
             r = self.call(MsgType.GET_NUMBER_OF_CACHE_FILES, Phase.INITIALIZATION)
-            self._info["cache_files"] = cache_client.usable_counts(self.name, (r.u32(), r.u32()))
-        return self._info["cache_files"]
+            return cache_client.usable_counts(self.name, (r.u32(), r.u32()))
+        return self._asked_once("cache_files", ask)
 
     def supported_operations(self, model: HalModel) -> list[bool]:
         payload, fds, keep = model_payload(model)
@@ -239,9 +238,7 @@ class RemoteDevice(Device):
         joins the current trace session if it is not in it (a session started after it)."""
         with self.lock:
             if self._dead is None and self.process.popen is None:
-                self.process.spawn()
-                self._trace_dir = _trace.session_dir()
-                self._stop_at_exit()
+                self._spawn()
             elif self._dead is None and _trace.session_dir() != self._trace_dir:
                 try:
                     self.ensure_started()  # joins the session when it connects
@@ -271,9 +268,7 @@ class RemoteDevice(Device):
             raise HalError(_DEAD, f"driver {self.name}: {self._dead}")
         if self.channel is None:
             if self.process.popen is None:
-                self.process.spawn()
-                self._trace_dir = _trace.session_dir()
-                self._stop_at_exit()
+                self._spawn()
             if not self._connected:
                 self.channel = self.process.wait_listening(self.startup_timeout_s, self.timeout_s)
                 self._connected = True
@@ -284,7 +279,9 @@ class RemoteDevice(Device):
                 raise HalError(_DEAD, f"driver {self.name}: {self._dead}")
         return self.channel
 
-    def _stop_at_exit(self) -> None:
+    def _spawn(self) -> None:
+        self.process.spawn()
+        self._trace_dir = _trace.session_dir()
         if not self._atexit:
             atexit.register(self.shutdown)
             self._atexit = True
@@ -312,9 +309,7 @@ class RemoteDevice(Device):
 
     def send_request(self, msg_type: int, payload, fds=()) -> int:
         """Send a request, not waiting (the caller holds ``lock``; see :meth:`receive`): its id."""
-        channel = self.channel
-        if channel is None or self._dead is not None:
-            channel = self.ensure_started()
+        channel = self.channel if self.channel is not None and self._dead is None else self.ensure_started()
         self._next_id = request_id = (self._next_id + 1) & 0xFFFFFFFF
         try:
             channel.send(msg_type, request_id, payload, fds, _trace.context())
@@ -324,8 +319,10 @@ class RemoteDevice(Device):
             self._lost(f"send failed: {error}")
         return request_id
 
-    def receive(self, timeout_s: float):  # the next record (a reply to :meth:`send_request`)
-        return self._receive(self.channel, timeout_s, None, timeout_s)
+    def receive(self, timeout_s: float):
+        """The next reply (see :meth:`send_request`); None for a NOTIFY (kept for its callback)."""
+        message = self._receive(self.channel, timeout_s, None, timeout_s)
+        return None if self._kept_notify(message) else message
 
     def _receive(self, channel, wait: float, deadline_ns: int | None, limit: float, poll_s: float = 0.0,
                  nap_s: float = 0.0):
@@ -348,9 +345,13 @@ class RemoteDevice(Device):
         a NOTIFY for another request is stashed."""
         if message.request_id == request_id and (message.type == reply_type or message.type == REPLY):
             return True
+        self._kept_notify(message)
+        return False
+
+    def _kept_notify(self, message) -> bool:
         if message.type == _NOTIFY:
             self._stash[message.request_id] = message._replace(payload=bytes(message.payload))
-        return False
+        return message.type == _NOTIFY
 
     def wait_for(self, reply_type: int, request_id: int, deadline_ns: int | None,
                  timeout_s: float | None = None):

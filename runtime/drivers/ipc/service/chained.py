@@ -52,16 +52,20 @@ def chained(executions: ExecuteServer, connection, message, start: int):
     memo = connection.state.memos.get(memo_id)
     if memo is None or memo.model_id != model_id:
         raise CodecError(f"chained execute: no memo {memo_id} of prepared model {model_id}")
+    if len(view) != _HEAD_SIZE + _MEMO_SIZE + memo.inline_size:
+        raise CodecError(f"chained execute carries {len(view) - _HEAD_SIZE - _MEMO_SIZE} inline bytes, "
+                         f"its request has {memo.inline_size}")
     region = _region(memo, wait_at, done_at)
     try:
         _check(executions, memo, run, wait_ns, flags, measure, deadline)
         if wait_at >= 0 and not _await(region, wait_at, run, wait_ns, _watch(executions, connection), memo):
             raise HalError(ErrorStatus.GENERAL_FAILURE, "chained execute: the step before did not "
                            "finish")
+        memo.refill(view, _HEAD_SIZE + _MEMO_SIZE)
         if _ran_in_place(executions, connection, memo, model_id):
             payload = None if not flags & chain.ALWAYS_REPLY else b"".join([_OK_COMPACT, *memo.out_views])
         else:
-            payload = executions.memo(connection, message._replace(payload=view[_HEAD_SIZE:]), start)
+            payload = executions.repeat_here(connection, model_id, memo, start)
     except BaseException:
         chain.write(region, done_at, chain.word(run, chain.REPLIED))
         raise
@@ -132,20 +136,26 @@ def _watch(executions: ExecuteServer, connection):
 
 def _await(region, offset: int, run: int, wait_ns: int, watch, memo) -> bool:
     """True once the step before is DONE; False when it REPLIED, ``wait_ns`` passed, or
-    ``watch`` fired (the client hung up, or another wants serving). Asleep first until
-    :data:`WAKE_NS` before the step's usual wait (``memo.waited_ns``)."""
+    ``watch`` fired (the client hung up, or another wants serving). A wait that usually lasts
+    longer than :data:`WAKE_NS` (``memo.waited_ns``, learnt from waits that ended DONE while
+    watched) sleeps first, in naps of a millisecond that look at the word and at ``watch``."""
     now = time.monotonic_ns
     read, state_of = chain.read, chain.state_of
     start = now()
     end = start + wait_ns
-    if memo.waited_ns > WAKE_NS and not state_of(read(region, offset), run):
-        time.sleep(min(memo.waited_ns - WAKE_NS, wait_ns) / 1e9)
+    sleep_end = min(end, start + memo.waited_ns - WAKE_NS)
+    while now() < sleep_end and not state_of(read(region, offset), run):
+        if watch.poll(1):
+            return False
     spin_end = min(end, now() + SPIN_NS)
     nap = 50e-6
     while True:
         state = state_of(read(region, offset), run)
         if state:
-            memo.waited_ns += (now() - start - memo.waited_ns) // 4
+            if state == chain.DONE and now() >= sleep_end:
+                memo.waited_ns += (now() - start - memo.waited_ns) // 4
+            elif state == chain.DONE:  # it ended while this slept: the usual wait got shorter
+                memo.waited_ns //= 2
             return state == chain.DONE
         if now() < spin_end:
             os.sched_yield()

@@ -102,6 +102,12 @@ class ExecuteServer:
         return self._now_or_queued(connection, message, model_id, lambda: self._repeat(
             models, model_id, memo, measure, deadline_ns, start), "executeSynchronously", deadline_ns)
 
+    def repeat_here(self, connection, model_id: int, memo, start: int) -> bytes:
+        """An untimed repeat of ``memo`` without a deadline, run on the serve loop, never queued
+        (a chained step: ``service.chained``); its reply payload."""
+        with self.service.exec_lock:
+            return self._repeat(connection.client.models, model_id, memo, KNOWS_SHAPES, None, start)
+
     def _repeat(self, models: dict, model_id: int, memo, measure: int, deadline_ns, start: int) -> bytes:
         prepared = models.get(model_id)
         if prepared is None:
