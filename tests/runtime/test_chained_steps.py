@@ -305,3 +305,16 @@ def test_a_callback_answered_during_a_chain_is_kept_for_its_wait(devices, sent):
     assert fast.pid == pid  # nobody was killed
     prepared.release()
     compilation.free()
+
+
+@needs_chaining
+def test_a_chain_waits_with_poll_when_an_fd_is_beyond_select(devices, sent, monkeypatch):
+    model = conv_pad_chain(6)
+    [image] = sample_input(model)
+    compilation = _warm(model, image)
+    monkeypatch.setattr(client_chain, "_FD_SETSIZE", 0)  # as if every socket were fd 1024 or more
+    sent.clear()
+    out, _ = _run(compilation, image)
+    assert sent == [_CHAINED] * 6
+    np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+    compilation.free()

@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 import os
 import platform
 import select
@@ -31,8 +32,9 @@ from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.hal.device_types import Request
 from nnscope.runtime.hal.errors import HalError
 
-#: Milliseconds between two looks at the words while the application waits for the last step.
-CHECK_MS = 100
+#: Seconds between two looks at the words while the application waits for the last step.
+CHECK_S = 0.1
+_FD_SETSIZE = 1024  # select() takes no fd above
 #: Longest a driver may wait for the step before (its limit, ``service.chained.MAX_WAIT_NS``).
 MAX_WAIT_NS = 600 * 1_000_000_000
 _X86 = frozenset({"x86_64", "AMD64", "i386", "i686"})
@@ -136,23 +138,28 @@ class _Chain:
             self._bury(device)
 
     def _nap(self, until: float, window_s: float) -> None:
-        """Sleep until ``until``, then watch the connections for ``window_s`` (an answer before
-        ``until`` is an error's: it waits that long at most)."""
+        """Sleep until ``until`` (an answer ends the nap), then watch the connections for
+        ``window_s``."""
         nap = until - time.perf_counter()
-        if nap > 0:
-            time.sleep(nap)
+        if nap > 0 and self._readable(nap):
+            return
         end = time.perf_counter() + window_s
-        while time.perf_counter() < end and not self._readable(0):
+        while time.perf_counter() < end and not self._readable(0.0):
             os.sched_yield()  # a driver still running goes first
 
-    def _readable(self, timeout_ms: int) -> list:
-        """The live devices with a record (or a closed connection) within ``timeout_ms``."""
-        poller, by_fd = select.poll(), {}
-        for device, _ in self.sent:
-            if device not in self.dead and device.channel is not None:
-                by_fd[device.channel.sock.fileno()] = device
-                poller.register(device.channel.sock, select.POLLIN)
-        return [by_fd[fd] for fd, _ in poller.poll(timeout_ms)] if by_fd else []
+    def _readable(self, timeout_s: float) -> list:
+        """The live devices with a record (or a closed connection) within ``timeout_s``:
+        ``select`` (to the microsecond) while every fd fits its set, else ``poll``."""
+        by_fd = {device.channel.sock.fileno(): device for device, _ in self.sent
+                 if device not in self.dead and device.channel is not None}
+        if not by_fd:
+            return []
+        if max(by_fd) < _FD_SETSIZE:
+            return [by_fd[fd] for fd in select.select(list(by_fd), (), (), timeout_s)[0]]
+        poller = select.poll()
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        return [by_fd[fd] for fd, _ in poller.poll(math.ceil(timeout_s * 1000))]
 
     def _state(self, index: int) -> int:
         return chain.state_of(chain.read(self.region, self.words_at + chain.WORD_SIZE * index),
@@ -181,7 +188,7 @@ class _Chain:
         while (due := self._due()) is not None:
             if not any(device not in self.dead for device, _ in self.sent):
                 return
-            for device in self._readable(CHECK_MS):
+            for device in self._readable(CHECK_S):
                 self._receive(device)
             if due != progress:
                 progress, since = due, time.monotonic()

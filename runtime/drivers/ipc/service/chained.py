@@ -138,14 +138,17 @@ def _await(region, offset: int, run: int, wait_ns: int, watch, memo) -> bool:
     """True once the step before is DONE; False when it REPLIED, ``wait_ns`` passed, or
     ``watch`` fired (the client hung up, or another wants serving). A wait that usually lasts
     longer than :data:`WAKE_NS` (``memo.waited_ns``, learnt from waits that ended DONE while
-    watched) sleeps first, in naps of a millisecond that look at the word and at ``watch``."""
+    watched) sleeps first, in naps of a millisecond that look at the word and at ``watch``, then
+the rest at once."""
     now = time.monotonic_ns
     read, state_of = chain.read, chain.state_of
     start = now()
     end = start + wait_ns
     sleep_end = min(end, start + memo.waited_ns - WAKE_NS)
-    while now() < sleep_end and not state_of(read(region, offset), run):
-        if watch.poll(1):
+    while not state_of(read(region, offset), run) and (left := sleep_end - now()) > 0:
+        if left < 2_000_000:  # the last of the sleep, precisely
+            time.sleep(left / 1e9)
+        elif watch.poll(1):
             return False
     spin_end = min(end, now() + SPIN_NS)
     nap = 50e-6
