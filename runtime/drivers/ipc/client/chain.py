@@ -104,10 +104,15 @@ class _Chain:
                 return None
             self._nap(start + expected_s - window_s, window_s)
             self._wait()
-        except Exception as error:  # noqa: BLE001 - the steps then run one by one
+        except BaseException as error:  # an interrupt too: no driver may go on waiting or writing
             _log.warning("chained execution ended by %s: %s", type(error).__name__, error)
             for device in {device for device, _ in self.sent} - self.dead:
-                self._bury(device, f"chained execution ended by {type(error).__name__}")
+                try:
+                    self._bury(device, f"chained execution ended by {type(error).__name__}")
+                except Exception as failure:  # noqa: BLE001 - bury the others all the same
+                    _log.warning("driver %s: %s", device.name, failure)
+            if not isinstance(error, Exception):
+                raise
         return Outcome(self._results(), frozenset(self.dead), time.perf_counter() - start)
 
     def _send_all(self) -> bool:
@@ -144,8 +149,11 @@ class _Chain:
         if nap > 0 and self._readable(nap):
             return
         end = time.perf_counter() + window_s
-        while time.perf_counter() < end and not self._readable(0.0):
+        while time.perf_counter() < end and self._live() and not self._readable(0.0):
             os.sched_yield()  # a driver still running goes first
+
+    def _live(self) -> bool:
+        return any(device not in self.dead and device.channel is not None for device, _ in self.sent)
 
     def _readable(self, timeout_s: float) -> list:
         """The live devices with a record (or a closed connection) within ``timeout_s``:
@@ -186,7 +194,7 @@ class _Chain:
         step stays due for its ``timeout_s`` is buried."""
         progress, since = None, time.monotonic()
         while (due := self._due()) is not None:
-            if not any(device not in self.dead for device, _ in self.sent):
+            if not self._live():
                 return
             for device in self._readable(CHECK_S):
                 self._receive(device)
@@ -212,14 +220,18 @@ class _Chain:
         if not self._state(index):  # refused before it knew its word: end the steps after it
             self._write(index)
 
-    def _bury(self, device, why: str = "its connection failed in a chained execution") -> None:
+    def _bury(self, device, why: str | None = None) -> None:
         """``device`` stopped answering: killed (it must not write a word or an output any
-        more) and declared dead (``why``); its pending steps are ended here."""
+        more) and declared dead (``why``; None: its call already did, with its reason); its
+        pending steps are ended here."""
         self.dead.add(device)
-        try:
-            device.declare_dead(why)
-        except HalError as error:
-            vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
+        if why is None:
+            device.process.kill()
+        else:
+            try:
+                device.declare_dead(why)
+            except HalError as error:
+                vlog.log("execution", "ExecutionBuilder", "%s: %s", error.status.name, error)
         for index, link in enumerate(self.links):
             if link.prepared.device is device and index not in self.answers:
                 self.silent.add(index)
@@ -246,6 +258,6 @@ class _Chain:
         for index in sorted(self.answers):
             try:
                 check_status(self.answers[index], "chained execute")
-            except HalError as error:
+            except Exception as error:  # noqa: BLE001 - HalError, or CodecError for a short answer
                 vlog.log("execution", "ExecutionPlan", "chained step %d on %s ended: %s", index,
                          self.links[index].prepared.device.name, error)

@@ -27,7 +27,7 @@ from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_status, release_on_driver
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.client.burst import BurstController
-from nnscope.runtime.drivers.ipc.wire.codec import Reader
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
 from nnscope.runtime.drivers.ipc.client.encoder import EncodeMemo, encode_execute, pool_bytes
 from nnscope.runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
                                                  decode_result)
@@ -139,6 +139,8 @@ class RemotePreparedModel(PreparedModel):
             return self._finish_repeat(payload, request, self._memo)
         except HalError as error:
             return ExecutionResult(error.status)
+        except CodecError:  # an answer too short for its form
+            return ExecutionResult(ErrorStatus.GENERAL_FAILURE)
 
     def memo_result(self) -> ExecutionResult:
         """The result of a repeat that answered in its chain word: the memo's first answer."""

@@ -145,8 +145,10 @@ the rest at once."""
     start = now()
     end = start + wait_ns
     sleep_end = min(end, start + memo.waited_ns - WAKE_NS)
+    slept = False
     while not state_of(read(region, offset), run) and (left := sleep_end - now()) > 0:
-        if left < 2_000_000:  # the last of the sleep, precisely
+        slept = True
+        if left < 1_000_000:  # the last of the sleep, precisely
             time.sleep(left / 1e9)
         elif watch.poll(1):
             return False
@@ -155,11 +157,12 @@ the rest at once."""
     while True:
         state = state_of(read(region, offset), run)
         if state:
-            if state == chain.DONE and now() >= sleep_end:
+            if state == chain.DONE and not slept:  # watched as it ended
                 memo.waited_ns += (now() - start - memo.waited_ns) // 4
-            elif state == chain.DONE:  # it ended while this slept: the usual wait got shorter
-                memo.waited_ns //= 2
+            elif state == chain.DONE:  # maybe ended while this slept: at most this long
+                memo.waited_ns = min(memo.waited_ns, now() - start)
             return state == chain.DONE
+        slept = False
         if now() < spin_end:
             os.sched_yield()
             continue
