@@ -71,11 +71,19 @@ def _warm(model, image, devices=None):
     return compilation
 
 
-@needs_chaining
-def test_a_warm_partitioned_execution_chains_its_steps_and_follows_its_inputs(devices, sent):
+@pytest.fixture
+def warmed(devices):
+    """(model, image, compilation): conv_pad_chain(6) over both drivers, warm enough to chain."""
     model = conv_pad_chain(6)
     [image] = sample_input(model)
     compilation = _warm(model, image)
+    yield model, image, compilation
+    compilation.free()
+
+
+@needs_chaining
+def test_a_warm_partitioned_execution_chains_its_steps_and_follows_its_inputs(devices, warmed, sent):
+    model, image, compilation = warmed
     assert len(compilation.plan.steps) == 6
     rng = np.random.default_rng(7)
     for _ in range(4):
@@ -84,7 +92,6 @@ def test_a_warm_partitioned_execution_chains_its_steps_and_follows_its_inputs(de
         out, _ = _run(compilation, image)
         assert sent == [_CHAINED] * 6  # every step sent at once, nothing else
         np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
-    compilation.free()
 
 
 def _stop(device: RemoteDevice) -> None:
@@ -108,11 +115,9 @@ def test_without_fallback_a_silent_driver_mid_chain_gives_the_nnapi_error(device
 
 
 @needs_chaining
-def test_a_driver_that_refuses_to_chain_answers_and_the_steps_run_one_by_one(devices, sent):
+def test_a_driver_that_refuses_to_chain_answers_and_the_steps_run_one_by_one(devices, warmed, sent):
     fast = devices[1]
-    model = conv_pad_chain(6)
-    [image] = sample_input(model)
-    compilation = _warm(model, image)
+    model, image, compilation = warmed
     other = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # the driver is not alone now
     other.settimeout(TIMEOUT_S)
     other.connect(fast.process.socket_path)
@@ -133,7 +138,6 @@ def test_a_driver_that_refuses_to_chain_answers_and_the_steps_run_one_by_one(dev
         assert _CHAINED not in sent  # a pause after a refused chain
     finally:
         other.close()
-    compilation.free()
 
 
 @pytest.fixture
@@ -183,11 +187,9 @@ def test_a_chained_step_runs_after_the_word_before_and_ends_the_chain_after_a_fa
 
 
 @needs_chaining
-def test_a_lost_last_answer_is_waited_for_one_timeout_then_its_steps_fall_back(devices, monkeypatch):
+def test_a_lost_last_answer_is_waited_for_one_timeout_then_its_steps_fall_back(devices, warmed, monkeypatch):
     fast = devices[1]  # runs the last step
-    model = conv_pad_chain(6)
-    [image] = sample_input(model)
-    compilation = _warm(model, image)
+    model, image, compilation = warmed
     receive = RemoteDevice.receive
     lost = []
 
@@ -204,7 +206,6 @@ def test_a_lost_last_answer_is_waited_for_one_timeout_then_its_steps_fall_back(d
     np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
     assert sum(f"no chained step ended within {TIMEOUT_S:g}s" in line for line in lines) == 1, lines
     assert elapsed >= TIMEOUT_S
-    compilation.free()
 
 
 def _waiting_step(device, prepared, request, run: int) -> int:
@@ -285,11 +286,9 @@ def test_low_power_or_no_polling_window_runs_the_steps_one_by_one(devices, sent,
 
 
 @needs_chaining
-def test_a_callback_answered_during_a_chain_is_kept_for_its_wait(devices, sent):
+def test_a_callback_answered_during_a_chain_is_kept_for_its_wait(devices, warmed, sent):
     fast = devices[1]
-    model = conv_pad_chain(6)
-    [image] = sample_input(model)
-    compilation = _warm(model, image)
+    model, image, compilation = warmed
     pid = fast.pid
     prepared = fast.prepare_model(add_model((4,)))
     pool = bytearray(np.ones(4, np.float32).tobytes() + bytes(16))
@@ -304,17 +303,13 @@ def test_a_callback_answered_during_a_chain_is_kept_for_its_wait(devices, sent):
     assert np.frombuffer(pool, np.float32, 4, 16).tolist() == [2.0] * 4
     assert fast.pid == pid  # nobody was killed
     prepared.release()
-    compilation.free()
 
 
 @needs_chaining
-def test_a_chain_waits_with_poll_when_an_fd_is_beyond_select(devices, sent, monkeypatch):
-    model = conv_pad_chain(6)
-    [image] = sample_input(model)
-    compilation = _warm(model, image)
+def test_a_chain_waits_with_poll_when_an_fd_is_beyond_select(devices, warmed, sent, monkeypatch):
+    model, image, compilation = warmed
     monkeypatch.setattr(client_chain, "_FD_SETSIZE", 0)  # as if every socket were fd 1024 or more
     sent.clear()
     out, _ = _run(compilation, image)
     assert sent == [_CHAINED] * 6
     np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
-    compilation.free()
