@@ -313,3 +313,23 @@ def test_a_chain_waits_with_poll_when_an_fd_is_beyond_select(devices, warmed, se
     out, _ = _run(compilation, image)
     assert sent == [_CHAINED] * 6
     np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
+
+
+def test_a_chained_step_with_an_output_outside_shared_memory_answers_with_its_bytes():
+    device = RemoteDevice("sample-all", timeout_s=TIMEOUT_S)
+    try:
+        prepared = device.prepare_model(add_model((4,)))
+        region = SharedPool(64, "test-chain")
+        region.view[:16] = np.ones(4, np.float32).tobytes()
+        out = bytearray(16)  # a plain pool: its bytes travel in the reply
+        request = Request((RequestArgument(False, 0, 0, 16), RequestArgument(False, 0, 0, 16)),
+                          (RequestArgument(False, 1, 0, 16),), (region, out))
+        for _ in range(3):
+            assert prepared.execute(request).status == ErrorStatus.NONE
+        reply = bytes(device.transact(_CHAINED, prepared.chained_payload(
+            request, chain.HEAD.pack(-1, 48, 5, 10**9, 0))).payload)  # not the last step, yet answered
+        assert reply[:4] == bytes(4) and np.frombuffer(reply[-16:], np.float32).tolist() == [2.0] * 4
+        assert chain.read(region.view, 48) == chain.word(5, chain.REPLIED)
+        region.close()
+    finally:
+        device.shutdown()

@@ -63,14 +63,14 @@ def chained(executions: ExecuteServer, connection, message, start: int):
                            "finish")
         memo.refill(view, _HEAD_SIZE + _MEMO_SIZE)
         if _ran_in_place(executions, connection, memo, model_id):
-            payload = None if not flags & chain.ALWAYS_REPLY else b"".join([_OK_COMPACT, *memo.out_views])
+            payload = b"".join([_OK_COMPACT, *memo.out_views])
         else:
             payload = executions.repeat_here(connection, model_id, memo, start)
     except BaseException:
         chain.write(region, done_at, chain.word(run, chain.REPLIED))
         raise
-    quiet = payload is None or not flags & chain.ALWAYS_REPLY and payload[:5] == _OK_COMPACT \
-        and len(payload) == _compact_size(memo)
+    # quiet: a success with every output in shared memory (output bytes must travel in a reply)
+    quiet = not flags & chain.ALWAYS_REPLY and payload == _OK_COMPACT
     chain.write(region, done_at, chain.word(run, chain.DONE if quiet else chain.REPLIED))
     return PARKED if quiet else payload
 
@@ -102,10 +102,6 @@ def _check(executions: ExecuteServer, memo, run: int, wait_ns: int, flags: int, 
 
 
 _OK_COMPACT = bytes(4) + bytes([FORM_COMPACT])
-
-
-def _compact_size(memo) -> int:
-    return 5 + sum(len(view) for view in memo.out_views)
 
 
 def _region(memo, wait_at: int, done_at: int):
