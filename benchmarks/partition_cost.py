@@ -12,7 +12,7 @@ next to nothing), as ``(all - sample-all) / boundaries``, beside one IPC round t
 (a PING through ``RemoteDevice.transact``). CPU time (this process and every driver process, from
 ``/proc``) is reported too: unlike wall time it does not move with other processes' load.
 
-From its third execution on, ``all`` chains its steps (``runtime.drivers.ipc.client.chain``: every
+From its fourth execution on, ``all`` chains its steps (``runtime.drivers.ipc.client.chain``: every
 step sent at once, the drivers hand over through words in the step memory), so the figures are
 those of chained runs; ``NNSCOPE_STEP_POLL_US=0`` shows the steps one by one.
 

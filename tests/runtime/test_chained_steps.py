@@ -34,7 +34,7 @@ TIMEOUT_S = 2.0
 #: Chaining needs a polling window (two CPUs at least) and the x86 family.
 needs_chaining = pytest.mark.skipif(not client_chain.worthwhile(step_polling_window_s(Preference.FAST_SINGLE_ANSWER)),
                                     reason="no chained steps on one CPU or off x86")
-WARM = 3  # a full execute, a repeat answered in full, then repeats that may chain
+WARM = 3  # two full executes (the second one memoized), then a repeat answered in full: the 4th chains
 _CHAINED = int(MsgType.EXECUTE_CHAINED)
 
 

@@ -90,7 +90,7 @@ def test_a_90_step_plan_runs_on_every_device_set_and_agrees_with_the_reference(d
     try:
         assert len(compilation.plan.steps) == STEPS  # every boundary is a device change
         for _ in range(4):  # the second run reuses the step memory and the step requests, the
-            # third and later chain their steps (client.chain) where the drivers allow it
+            # fourth chains its steps (client.chain) where the drivers allow it
             np.testing.assert_allclose(_compute(compilation, image), _reference(model, image),
                                        rtol=1e-5, atol=1e-6)
     finally:
