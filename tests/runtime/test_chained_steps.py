@@ -8,8 +8,6 @@ execution still completes one step at a time; the driver checks every field it i
 driver waiting in a chain gives way when its client hangs up or another client connects."""
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import time
 
@@ -27,7 +25,7 @@ from nnscope.runtime.hal.types import ErrorStatus, Preference
 from nnscope.runtime.plan import STEP_POLL_US, step_polling_window_s
 from nnscope.runtime.drivers.ipc.client import chain as client_chain
 from tests.runtime.drivers._hal import add_model
-from tests.runtime.test_partitioned_timeouts import _reference, _run
+from tests.runtime.test_partitioned_timeouts import _reference, _run, _stop
 from tests.support.log_capture import captured_log
 
 TIMEOUT_S = 2.0
@@ -92,10 +90,6 @@ def test_a_warm_partitioned_execution_chains_its_steps_and_follows_its_inputs(de
         out, _ = _run(compilation, image)
         assert sent == [_CHAINED] * 6  # every step sent at once, nothing else
         np.testing.assert_allclose(out, _reference(model, image), rtol=1e-5, atol=1e-5)
-
-
-def _stop(device: RemoteDevice) -> None:
-    os.kill(device.pid, signal.SIGSTOP)
 
 
 def test_without_fallback_a_silent_driver_mid_chain_gives_the_nnapi_error(devices):

@@ -35,8 +35,6 @@ from nnscope.runtime.hal.errors import HalError
 #: Seconds between two looks at the words while the application waits for the last step.
 CHECK_S = 0.1
 _FD_SETSIZE = 1024  # select() takes no fd above
-#: Longest a driver may wait for the step before (its limit, ``service.chained.MAX_WAIT_NS``).
-MAX_WAIT_NS = 600 * 1_000_000_000
 _X86 = frozenset({"x86_64", "AMD64", "i386", "i686"})
 _CHAINED = int(MsgType.EXECUTE_CHAINED)
 _log = logging.getLogger("nn.ExecutionPlan")
@@ -71,14 +69,14 @@ def run_chain(links: list[Link], region, words_at: int, run: int, expected_s: fl
     run number ``run``; None when the chain cannot start (nothing was sent). The application
     sleeps until ``window_s`` before the ``expected_s`` a chain takes, then watches for the
     answer during that window."""
-    devices = list(dict.fromkeys(link.prepared.device for link in links))
+    steps = _Chain(links, region, words_at, run)
     locked = []
     try:
-        for device in devices:
+        for device in steps.devices:
             if not device.lock.acquire(blocking=False):  # another thread's call is in flight
                 return None
             locked.append(device)
-        return _Chain(links, region, words_at, run).run(expected_s, window_s)
+        return steps.run(expected_s, window_s)
     finally:
         for device in locked:
             device.lock.release()
@@ -89,6 +87,7 @@ class _Chain:
 
     def __init__(self, links: list[Link], region, words_at: int, run: int):
         self.links, self.region, self.words_at, self.run_number = links, region, words_at, run
+        self.devices = list(dict.fromkeys(link.prepared.device for link in links))
         self.sent: dict = {}  # (device, request id) -> step index
         self.answers: dict = {}  # step index -> reply payload bytes
         self.silent: set = set()  # steps of dead devices: no answer will come
@@ -119,8 +118,8 @@ class _Chain:
         links = self.links
         # the application, not a waiting driver, tells who stopped answering: a driver may wait
         # through every step before its own
-        longest = max(device.timeout_s for device in {link.prepared.device for link in links})
-        wait_ns = min(int(1e9 * longest * (len(links) + 1)), MAX_WAIT_NS)
+        longest = max(device.timeout_s for device in self.devices)
+        wait_ns = min(int(1e9 * longest * (len(links) + 1)), chain.MAX_WAIT_NS)
         for index, link in enumerate(links):
             flags = chain.ALWAYS_REPLY if index == len(links) - 1 else 0
             wait_at = self.words_at + chain.WORD_SIZE * (index - 1) if index else -1

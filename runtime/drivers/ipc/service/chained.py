@@ -3,7 +3,7 @@ in shared memory, for the step before it (the protocol is in ``wire.chain``).
 
 The request is checked before anything waits: a memo of this connection for this prepared model,
 an untimed repeat with known shapes and no deadline, both words inside its first pool (the step
-memory, mapped shared memory) and aligned, a wait of at most :data:`MAX_WAIT_NS`. The driver must
+memory, mapped shared memory) and aligned, a wait of at most ``wire.chain.MAX_WAIT_NS``. The driver must
 be serving this connection alone (no other connection, burst or fenced run), because the serve
 loop itself waits: it watches the word without sleeping for :data:`SPIN_NS` (yielding the CPU to
 anything else runnable), then in naps that double up to :data:`MAX_NAP_S`, never longer than the
@@ -21,15 +21,13 @@ import os
 import select
 import time
 
-from nnscope.runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
-from nnscope.runtime.drivers.ipc.wire import _trace, chain
+from nnscope.runtime.drivers.ipc.service.execute import OK_COMPACT, PARKED, ExecuteServer
+from nnscope.runtime.drivers.ipc.wire import chain
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError
-from nnscope.runtime.drivers.ipc.wire.execution_codec import _MEMO_HEAD, FORM_COMPACT, KNOWS_SHAPES
+from nnscope.runtime.drivers.ipc.wire.execution_codec import _MEMO_HEAD, KNOWS_SHAPES
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
 
-#: Longest wait for the step before that one request may ask for (ns).
-MAX_WAIT_NS = 600 * 1_000_000_000
 #: How long the loop watches the word without sleeping (ns).
 SPIN_NS = 5_000_000
 #: How long before its usual wait a step wakes up to watch the word (ns): a sleeping process
@@ -62,46 +60,26 @@ def chained(executions: ExecuteServer, connection, message, start: int):
             raise HalError(ErrorStatus.GENERAL_FAILURE, "chained execute: the step before did not "
                            "finish")
         memo.refill(view, _HEAD_SIZE + _MEMO_SIZE)
-        if _ran_in_place(executions, connection, memo, model_id):
-            payload = b"".join([_OK_COMPACT, *memo.out_views])
-        else:
-            payload = executions.repeat_here(connection, model_id, memo, start)
+        payload = executions.repeat_here(connection, model_id, memo, start)
     except BaseException:
         chain.write(region, done_at, chain.word(run, chain.REPLIED))
         raise
     # quiet: a success with every output in shared memory (output bytes must travel in a reply)
-    quiet = not flags & chain.ALWAYS_REPLY and payload == _OK_COMPACT
+    quiet = not flags & chain.ALWAYS_REPLY and payload == OK_COMPACT
     chain.write(region, done_at, chain.word(run, chain.DONE if quiet else chain.REPLIED))
     return PARKED if quiet else payload
-
-
-def _ran_in_place(executions: ExecuteServer, connection, memo, model_id: int) -> bool:
-    """True once the memo's bound run wrote the outputs in place (the plain repeat of
-    ``ExecuteServer.memo`` without its dispatch); False: take the ordinary path."""
-    bound, service = memo.bound, executions.service
-    if bound is None or memo.inline_size or model_id not in connection.client.models \
-            or service.vlog_cpuexe or _trace.enabled():
-        return False
-    with service.exec_lock:
-        if bound():
-            return True
-    memo.bound = None  # not valid any more: the ordinary path reports, and binds again
-    return False
 
 
 def _check(executions: ExecuteServer, memo, run: int, wait_ns: int, flags: int, measure: int,
            deadline: int) -> None:
     """CodecError for a request this path cannot take; HalError while other work could wait."""
-    if flags & ~chain.ALWAYS_REPLY or not 0 < wait_ns <= MAX_WAIT_NS or not 0 < run < chain.MAX_RUN \
+    if flags & ~chain.ALWAYS_REPLY or not 0 < wait_ns <= chain.MAX_WAIT_NS or not 0 < run < chain.MAX_RUN \
             or measure != KNOWS_SHAPES or deadline != -1 or memo.shapes is None:
         raise CodecError("chained execute: bad flags, wait, run, timing or deadline (or a memo "
                          "without a first answer)")
     if not executions.alone() or executions.scheduler.busy():
         raise HalError(ErrorStatus.GENERAL_FAILURE, "chained execute: the driver is not serving "
                        "this client alone")
-
-
-_OK_COMPACT = bytes(4) + bytes([FORM_COMPACT])
 
 
 def _region(memo, wait_at: int, done_at: int):

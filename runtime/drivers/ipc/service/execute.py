@@ -48,7 +48,8 @@ from nnscope.runtime.hal.types import ErrorStatus
 INLINE_NS = 2_000_000
 #: Returned by a handler whose reply the scheduler sends later.
 PARKED = object()
-_OK_COMPACT = struct.pack("<IB", 0, FORM_COMPACT)
+#: The answer of a repeat that succeeded with known shapes (its inline outputs follow).
+OK_COMPACT = struct.pack("<IB", 0, FORM_COMPACT)
 _OK_FULL = struct.pack("<IB", 0, FORM_FULL)
 _OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
 _MEMO_HEAD_SIZE = _MEMO_HEAD.size
@@ -104,7 +105,8 @@ class ExecuteServer:
 
     def repeat_here(self, connection, model_id: int, memo, start: int) -> bytes:
         """An untimed repeat of ``memo`` without a deadline, run on the serve loop, never queued
-        (a chained step: ``service.chained``); its reply payload."""
+        (a chained step: ``service.chained``); its reply payload (the bound run in place when
+        the plain path allows it, as for ``memo``)."""
         with self.service.exec_lock:
             return self._repeat(connection.client.models, model_id, memo, KNOWS_SHAPES, None, start)
 
@@ -117,13 +119,13 @@ class ExecuteServer:
             and not self.service.vlog_cpuexe and not _trace_enabled()
         if plain and memo.bound is not None:
             if memo.bound():  # outputs written in place
-                return b"".join([_OK_COMPACT, *memo.out_views])
+                return b"".join([OK_COMPACT, *memo.out_views])
             memo.bound = None  # not valid any more: the ordinary path reports, and binds again
         if plain and len(memo.out_views) == len(request.outputs):  # outputs all inline
             results = prepared.compute_outputs(request, memo.shapes)
             if results is not None and len(results) == len(memo.out_views):
                 try:
-                    return b"".join([_OK_COMPACT, *results])
+                    return b"".join([OK_COMPACT, *results])
                 except (TypeError, BufferError):  # a non-contiguous result: answer through execute()
                     pass
         if measure & 1:
@@ -135,7 +137,7 @@ class ExecuteServer:
                 if shapes is not None and (result.output_shapes is shapes or result.output_shapes == shapes):
                     if len(memo.out_views) < len(request.outputs):  # some in shared memory: repeat in place
                         memo.bound = prepared.bound_run(request, result)
-                    return b"".join([_OK_COMPACT, *memo.out_views])
+                    return b"".join([OK_COMPACT, *memo.out_views])
         memo.shapes = result.output_shapes
         return _OK_FULL + encode_result(result, request, memo.outputs)
 

@@ -39,6 +39,8 @@ PENDING, DONE, REPLIED = 0, 1, 2
 WORD_SIZE = 8
 #: Most runs a word can number (the run counter wraps below it).
 MAX_RUN = 1 << 60
+#: Longest wait for the step before that one request may ask for (ns); a driver refuses more.
+MAX_WAIT_NS = 600 * 1_000_000_000
 _WORD = struct.Struct("Q")  # native: one 8-byte store, never torn byte by byte
 
 
