@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from nnscope import tracing  # noqa: E402
-from nnscope.tracing import Phase, TraceSession, tracer  # noqa: E402
+from nnscope.tracing import Phase, TraceSession, _buffer  # noqa: E402
 from nnscope.tracing.exporters import ExportResult, get_exporter  # noqa: E402
 from nnscope.tracing.span import ThreadTrack, TraceData  # noqa: E402
 
@@ -71,7 +71,7 @@ def _scope_timer(kind: str, number: int):
             return timer.timeit(number) / number
         with TraceSession():
             result = timer.timeit(number) / number
-            tracer._clear()  # keep the session from collecting millions of events
+            _buffer.clear()  # keep the session from collecting millions of events
         return result
     return run
 

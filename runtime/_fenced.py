@@ -3,8 +3,8 @@
 A sync fence here is a Linux ``eventfd``: unsignalled it is not readable; it is signalled once by
 writing a count, after which every duplicate of it polls readable for good (nobody reads it, so
 the count stays). The count says how the work ended, as a kernel sync_file carries its status:
-:data:`SIGNALED` (1) for success, :data:`FAILED` (2) for an error; it is peeked from
-``/proc/self/fdinfo`` without consuming it. Any other pollable fd works as a foreign fence, with
+:data:`SIGNALED` (1) for success, :data:`FAILED` (the largest count, so the fence stops being
+writable) for an error; ``runtime.hal.sync_fence`` tells them apart without consuming it. Any other pollable fd works as a foreign fence, with
 AOSP's ``syncWait`` rules: POLLIN is signalled, POLLERR/POLLNVAL is an error. The fds are plain
 file descriptors, so a HAL ``executeFenced`` can later pass them across the socket (SCM_RIGHTS).
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from nnscope.runtime import _checks as checks
 from nnscope.runtime.api import NnError, ResultCode
-from nnscope.runtime.drivers.ipc.wire.syncfence import (ACTIVE, DONE, ERROR, FAILED, SIGNALED,  # noqa: F401
+from nnscope.runtime.hal.sync_fence import (ACTIVE, DONE, ERROR, FAILED, SIGNALED,  # noqa: F401
                                                 new_fence, signal, wait)
 from nnscope.runtime.hal.types import SCALAR_TYPES
 from nnscope.timing import NS_PER_US, Duration, FencedTiming, Timing

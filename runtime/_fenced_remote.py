@@ -29,8 +29,8 @@ from typing import Callable, Sequence
 
 from nnscope import vlog
 from nnscope.runtime.api import NnError, from_hal_error
-from nnscope.runtime.drivers.ipc.client.encoder import is_shared
-from nnscope.runtime.drivers.ipc.wire.syncfence import is_eventfd
+from nnscope.runtime.hal.shared_memory import is_shared
+from nnscope.runtime.hal.sync_fence import is_eventfd
 from nnscope.runtime.drivers.ipc.wire.transport import close_fds
 from nnscope.runtime.event import Event
 from nnscope.runtime.hal.device_types import ExecutionResult, Request

@@ -1,7 +1,7 @@
 """Internal: the shared memory of a compound plan's executions (AOSP ``ExecutionPlan``'s
 ``mTemporaries``: one ashmem region, each temporary at an offset).
 
-A :class:`StepMemory` is one sealed memfd (:class:`~runtime.drivers.ipc.wire.shm.SharedPool`) laid out
+A :class:`StepMemory` is one sealed memfd (:class:`~runtime.hal.shared_memory.SharedPool`) laid out
 in *slots*, one per tensor that crosses a step boundary, and one per model input and output that
 the steps read or write (copied in before the first step and out after the last, so that every
 step's request names one pool). A driver maps the region once per connection (the pool cache of
@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from typing import Hashable, Iterable, Mapping
 
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.shared_memory import SharedPool
 
 _ALIGN = 64
 #: Idle regions one plan keeps for its next executions (more run at once: the extra ones close).

@@ -38,7 +38,7 @@ from nnscope import vlog
 from nnscope.runtime import _fallback
 from nnscope.runtime._step_memory import StepMemory
 from nnscope.runtime.drivers.ipc.client import chain as chained
-from nnscope.runtime.drivers.ipc.client.encoder import ibuffer_token, pool_bytes
+from nnscope.runtime.hal.shared_memory import ibuffer_token, pool_bytes
 from nnscope.runtime.drivers.ipc.wire import chain
 from nnscope.runtime.extensions import operand_byte_size
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument

@@ -364,7 +364,7 @@ def copy(src: Memory, dst: Memory) -> None:
 def _copy_bytes(src: Memory, dst: Memory) -> None:
     try:
         if isinstance(src, DeviceMemory) and isinstance(dst, DeviceMemory):
-            from nnscope.runtime.drivers.ipc.wire.shm import SharedPool  # noqa: PLC0415
+            from nnscope.runtime.hal.shared_memory import SharedPool  # noqa: PLC0415
 
             with SharedPool(src.size, "nnscope-memory-copy") as staging:
                 src.ibuffer.copy_to(staging)

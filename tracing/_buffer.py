@@ -5,15 +5,15 @@ lock) on its first event; :mod:`tracing.tracer` then writes to its flat ``events
 without any lock. The list holds no per-event object: a begin is three items
 ``tag, detail, ts_ns`` (the tag a str, never an int), an end is one ``ts_ns`` int, and
 each event is written by one C call, so a copy taken by another thread always ends on
-an event boundary. :func:`_snapshot` copies (or drains) every buffer of this process and
+an event boundary. :func:`snapshot` copies (or drains) every buffer of this process and
 joins ``tag + detail`` into span names, setting notes (tuples: adopted contexts, failures)
-apart; :func:`_clear` empties them; :func:`process_name`
+apart; :func:`clear` empties them; :func:`process_name`
 names the process the tracks come from. After a fork the
 child starts with no buffers (the parent's stay the parent's).
 
 Example:
     >>> events = ["[NN_LR_PE]", "ANeuralNetworksExecution_compute", 10, 25]
-    >>> _name_events(events, {})
+    >>> name_events(events, {})
     ([(10, '[NN_LR_PE]ANeuralNetworksExecution_compute'), (25, None)], 4)
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def new_buffer() -> _ThreadBuffer:
     return buffer
 
 
-def _name_events(events: list, cache: dict,
+def name_events(events: list, cache: dict,
                  notes: list | None = None) -> tuple[list[tuple[int, str | None]], int]:
     """Decode a flat buffer prefix: the ``(ts, name or None)`` events, and how many items
     they took (less than ``len(events)`` only if the prefix ends inside a begin). Notes
@@ -82,7 +82,7 @@ def _name_events(events: list, cache: dict,
     return out, index
 
 
-def _snapshot(drain: bool = False) -> list[ThreadTrack]:
+def snapshot(drain: bool = False) -> list[ThreadTrack]:
     """Copy (or move out, with ``drain``) this process's events as named ThreadTracks."""
     with _lock:
         buffers = list(_buffers)
@@ -92,7 +92,7 @@ def _snapshot(drain: bool = False) -> list[ThreadTrack]:
         events = buffer.events
         raw = events[:]  # one C call: a copy that ends on an event boundary
         notes: list = []
-        named, used = _name_events(raw, cache, notes)
+        named, used = name_events(raw, cache, notes)
         if drain:
             del events[:used]  # events written meanwhile stay in the buffer
         if named or notes:
@@ -108,7 +108,7 @@ def _note(item: tuple) -> list:
     return [kind, ts, list(value) if type(value) is tuple else value]
 
 
-def _clear() -> None:
+def clear() -> None:
     """Empty all buffers and forget finished threads."""
     with _lock:
         for buffer in _buffers:

@@ -159,7 +159,7 @@ class TraceSession:
             _active.remove(self)
             _update_enabled()
             if not recording():
-                _buffer._clear()
+                _buffer.clear()
             if self._owns_directory:
                 shutil.rmtree(self._directory, ignore_errors=True)
         return self._data
@@ -198,7 +198,7 @@ class TraceSession:
     def _gather(self) -> TraceData:
         tracks, processes = _childfile.read_tracks(self._directory)
         by_key = {(t.pid, t.tid): t for t in tracks}
-        for own in _buffer._snapshot():
+        for own in _buffer.snapshot():
             known = by_key.get((own.pid, own.tid))
             if known is None:
                 tracks.append(own)
@@ -252,7 +252,7 @@ def flush() -> int:
         directory = _contributor_dir
         if directory is None:
             return 0
-        tracks = _buffer._snapshot(drain=True)
+        tracks = _buffer.snapshot(drain=True)
         try:
             return _childfile.append_tracks(directory, tracks, _buffer.process_name())
         except OSError as error:
@@ -270,7 +270,7 @@ def _leave_ended_session(directory: str, events: int) -> None:
     _contributor_dir, _config = None, TraceConfig()
     _update_enabled()
     if not recording():
-        _buffer._clear()
+        _buffer.clear()
     _log.debug("trace session %s has ended; %d events recorded after it are dropped", directory, events)
 
 
@@ -292,7 +292,7 @@ def configure(config: TraceConfig) -> None:
             _program = TraceSession().start()
         _update_enabled()
         if not recording():
-            _buffer._clear()
+            _buffer.clear()
 
 
 def current_config() -> TraceConfig:

@@ -45,7 +45,6 @@ from typing import Any, Callable
 
 from nnscope.tracing import _buffer, session
 from nnscope.tracing import propagation as _context
-from nnscope.tracing._buffer import _clear, _name_events, _snapshot  # noqa: F401 (tests, benchmarks)
 from nnscope.tracing._buffer import process_name, set_process_name  # noqa: F401 (tracing's API)
 from nnscope.tracing.naming import APPLICATION_PHASES, MARKERS, Layer, Phase, format_name, hidl_mark
 

@@ -7,7 +7,7 @@ import pytest
 
 from nnscope import tracing
 from nnscope.tracing import Layer, Phase, TraceSession
-from nnscope.tracing import tracer
+from nnscope.tracing import _buffer, tracer
 
 FACTORY_CALLS = [
     (lambda: tracing.application(Phase.OVERALL, "mobilenet"), "[NN_LA_PO]mobilenet"),
@@ -287,9 +287,9 @@ def test_drain_while_a_thread_writes_loses_and_garbles_nothing():
         thread = threading.Thread(target=writer, name="writer")
         thread.start()
         while not stop.is_set():  # drain at arbitrary points of the writer's loop
-            drained += [e for t in tracer._snapshot(drain=True) if t.name == "writer" for e in t.events]
+            drained += [e for t in _buffer.snapshot(drain=True) if t.name == "writer" for e in t.events]
         thread.join()
-        drained += [e for t in tracer._snapshot(drain=True) if t.name == "writer" for e in t.events]
+        drained += [e for t in _buffer.snapshot(drain=True) if t.name == "writer" for e in t.events]
     assert [name for _, name in drained] == ["[NN_LC_PTR]op", None, "[SW][NN_LC_PCO]op", None] * spans
     times = [ts for ts, _ in drained]
     assert times == sorted(times) and all(type(ts) is int for ts in times)
@@ -297,6 +297,6 @@ def test_drain_while_a_thread_writes_loses_and_garbles_nothing():
 
 def test_name_events_stops_before_a_partly_written_begin():
     cache = {}
-    assert tracer._name_events(["[NN_LR_PE]", "x", 5, 6, "[NN_LR_PE]", "y"], cache) == \
+    assert _buffer.name_events(["[NN_LR_PE]", "x", 5, 6, "[NN_LR_PE]", "y"], cache) == \
         ([(5, "[NN_LR_PE]x"), (6, None)], 4)
-    assert tracer._name_events(["[NN_LR_PE]"], cache) == ([], 0)
+    assert _buffer.name_events(["[NN_LR_PE]"], cache) == ([], 0)

@@ -35,7 +35,7 @@ def __getattr__(name: str):
     elif name in ("RemotePreparedModel", "ExecutionCallback"):
         from nnscope.runtime.drivers.ipc.client import prepared as module  # noqa: PLC0415
     elif name == "SharedPool":
-        from nnscope.runtime.drivers.ipc.wire import shm as module  # noqa: PLC0415
+        from nnscope.runtime.hal import shared_memory as module  # noqa: PLC0415
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(module, name)

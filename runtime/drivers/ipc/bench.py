@@ -125,7 +125,7 @@ def execute_latency(driver: str = "sample-all", iterations: int = 1000, warmup: 
     import numpy as np  # noqa: PLC0415 - only this benchmark needs numpy
 
     from nnscope.runtime.drivers.ipc.client.device import RemoteDevice  # noqa: PLC0415
-    from nnscope.runtime.drivers.ipc.wire.shm import SharedPool  # noqa: PLC0415
+    from nnscope.runtime.hal.shared_memory import SharedPool  # noqa: PLC0415
     from nnscope.runtime.hal.device_types import Request, RequestArgument  # noqa: PLC0415
 
     model = tiny_add_model()

@@ -17,7 +17,7 @@ from nnscope.runtime.drivers.ipc.wire.fmq import (HEADER_SIZE, FmqChannel, FmqCo
                                           FmqTimeout)
 from nnscope.runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, BurstRequest, decode_request, decode_result,
                                                 encode_request, encode_result)
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, RequestArgument
 from nnscope.runtime.hal.types import ErrorStatus
 from nnscope.timing import Timing

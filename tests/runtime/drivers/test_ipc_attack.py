@@ -20,7 +20,7 @@ from nnscope.runtime.drivers.ipc.service._serve import STUCK_S
 from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
 from nnscope.runtime.drivers.ipc.wire.execution_codec import _HEAD_FREE, _NEW_KIND, KIND_NEW_SHM
 from nnscope.runtime.drivers.ipc.wire.protocol import FLAG_BULK, REPLY, MsgType, pack_header
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.hal.device_types import Request, RequestArgument
 from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model

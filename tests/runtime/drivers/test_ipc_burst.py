@@ -18,7 +18,7 @@ from nnscope.runtime.drivers.ipc.wire.codec import CodecError
 from nnscope.runtime.drivers.ipc.wire.fmq_datum import (DATUM_SIZE, ECHO, MAX_ECHO_DATUMS, decode_memory_request,
                                                 decode_result, encode_echo)
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.helpers import add_model

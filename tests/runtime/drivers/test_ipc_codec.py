@@ -11,7 +11,7 @@ from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
 from nnscope.runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
 from nnscope.runtime.drivers.ipc.wire.execution_codec import decode_result, encode_result
 from nnscope.runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, MsgType, ProtocolError, pack_header, unpack_header
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed, socket_pair
 from nnscope.runtime.drivers.registry import create_driver
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape

@@ -14,6 +14,7 @@ from nnscope.runtime import Compilation, Duration, Execution, Memory, NnError, R
 from nnscope.runtime.drivers.ipc import RemoteDevice
 from nnscope.runtime.drivers.ipc.client import fenced as fenced_client
 from nnscope.runtime.event import Event
+from nnscope.runtime.hal.sync_fence import FAILED, SIGNALED
 from tests.runtime.helpers import add_model, code_of
 from nnscope.tracing import Phase
 
@@ -52,7 +53,7 @@ class Gate:
         self.event = Event.from_sync_fence_fd(self.fd)
 
     def open(self, after: float = 0.0, ok: bool = True) -> None:
-        threading.Timer(after, os.eventfd_write, (self.fd, 1 if ok else 2)).start()
+        threading.Timer(after, os.eventfd_write, (self.fd, SIGNALED if ok else FAILED)).start()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
 from nnscope.runtime.drivers.ipc.service.fenced import MAX_RUNNING, MAX_WAIT_FENCES
 from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH as LAUNCH
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.drivers.ipc.wire.syncfence import ACTIVE, DONE, ERROR, FAILED, count, wait
+from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, ERROR, FAILED, count, wait
 from nnscope.runtime.drivers.ipc.wire.transport import Channel
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus

@@ -9,7 +9,7 @@ import pytest
 
 from nnscope.runtime.drivers.ipc import RemoteDevice
 from nnscope.runtime.drivers.ipc.wire.protocol import MAX_FDS, REPLY, MsgType
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
 from tests.support.driver_attack import AttackedDriver, exchange, ping

@@ -17,9 +17,9 @@ from __future__ import annotations
 from nnscope.runtime.drivers.ipc.client._reply import release_on_driver
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import Writer
-from nnscope.runtime.drivers.ipc.client.encoder import is_shared, pool_bytes
+from nnscope.runtime.hal.shared_memory import is_shared, pool_bytes
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
 
 

@@ -42,12 +42,12 @@ from nnscope import vlog
 from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.client._reply import check_status
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
-from nnscope.runtime.drivers.ipc.client.encoder import ibuffer_token, is_shared, pool_bytes
+from nnscope.runtime.hal.shared_memory import ibuffer_token, is_shared, pool_bytes
 from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
 from nnscope.runtime.drivers.ipc.wire.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
                                            encode_request, encode_trace)
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.drivers.ipc.wire.layouts import BURST_MEMORY
 from nnscope.runtime.hal.device_types import ExecutionResult, Request, RequestArgument
 from nnscope.runtime.hal.errors import HalError

@@ -27,7 +27,7 @@ from nnscope.runtime.drivers.ipc.wire.execution_codec import (_ARG, _HEAD, _HEAD
                                                       _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM, KIND_TOKEN,
                                                       HAS_LOOP_TIMEOUT, MAX_INLINE_BYTES, loop_timeout_bytes)
 from nnscope.runtime.drivers.ipc.wire.protocol import INLINE_DATA_LIMIT
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
+from nnscope.runtime.hal.shared_memory import SharedPool, flat_bytes, ibuffer_token, is_shared
 from nnscope.runtime.hal.device_types import Request, RequestArgument  # noqa: F401 - doctest
 from nnscope.runtime.hal.types import HalModel
 from nnscope.runtime.hal.validate import pool_buffer
@@ -147,23 +147,6 @@ class EncodeMemo:
         return views
 
 
-def pool_bytes(pool) -> memoryview:
-    """A request pool (bytes-like, numpy array, Memory, SharedPool) as flat unsigned bytes."""
-    return flat_bytes(memoryview(pool_buffer(pool)))
-
-
-def flat_bytes(view: memoryview) -> memoryview:
-    """``view`` as one dimension of unsigned bytes (a C-contiguous view)."""
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
-
-
-def is_shared(pool) -> bool:
-    """True for a pool the driver may map by fd: one that says it is ``sealed`` (cannot shrink,
-    see ``shm.map_fd``). Any other pool's bytes travel inline or staged."""
-    return isinstance(getattr(pool, "fd", None), int) and getattr(pool, "fd") >= 0 \
-        and hasattr(pool, "size") and getattr(pool, "sealed", False)
-
-
 def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: int | None,
                    cache: PoolCache, staging: list, memo: EncodeMemo | None = None):
     """Encode an execute; returns (payload, fds to attach, inline pool positions, staged pool
@@ -238,11 +221,6 @@ def _args_section(request: Request, memo: EncodeMemo | None) -> bytes:
     if memo is not None:
         memo.args = (request.inputs, request.outputs, encoded)
     return encoded
-
-
-def ibuffer_token(pool) -> int | None:
-    """The token of a device memory (a driver-side IBuffer), None for any other pool."""
-    return getattr(pool, "ibuffer_token", None)
 
 
 def stage(staging: list, position: int, size: int, cache: PoolCache) -> SharedPool:

@@ -15,7 +15,7 @@ Example::
 
     shared, copies = shared_request(request)
     fence, callback = execute_fenced(prepared, shared, [dependency_fd], measure=True)
-    syncfence.wait(fence, None)
+    sync_fence.wait(fence, None)
     info = callback.get_execution_info()      # status, launched and fenced Timing
     copy_back(request, copies); os.close(fence)
 """
@@ -29,11 +29,12 @@ from typing import NamedTuple, Sequence
 from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
-from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute, is_shared, pool_bytes
+from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
+from nnscope.runtime.hal.shared_memory import is_shared, pool_bytes
 from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.drivers.ipc.wire.shm import SharedPool
-from nnscope.runtime.drivers.ipc.wire.syncfence import ACTIVE, is_eventfd, wait
+from nnscope.runtime.hal.shared_memory import SharedPool
+from nnscope.runtime.hal.sync_fence import ACTIVE, is_eventfd, wait
 from nnscope.runtime.drivers.ipc.wire.transport import close_fds
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request
 from nnscope.runtime.hal.errors import HalError

@@ -28,7 +28,8 @@ from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_sta
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.client.burst import BurstController
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
-from nnscope.runtime.drivers.ipc.client.encoder import EncodeMemo, encode_execute, pool_bytes
+from nnscope.runtime.drivers.ipc.client.encoder import EncodeMemo, encode_execute
+from nnscope.runtime.hal.shared_memory import pool_bytes
 from nnscope.runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
                                                  decode_result)
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType

@@ -36,7 +36,7 @@ from nnscope.runtime.drivers.memory_budget import Activity
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.drivers.ipc.wire.shm import map_fd
+from nnscope.runtime.hal.shared_memory import map_fd
 from nnscope.runtime.drivers.ipc.wire.status import OK as _OK
 from nnscope.runtime.drivers.ipc.wire.layouts import BUFFER_REGION as _REGION, BUFFER_ROLE as _ROLE
 from nnscope.runtime.hal.errors import HalError

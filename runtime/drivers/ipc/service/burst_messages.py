@@ -23,7 +23,7 @@ from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
 from nnscope.runtime.drivers.ipc.wire.status import OK as _OK
 from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel
 from nnscope.runtime.drivers.ipc.wire.fmq_datum import max_request_bytes
-from nnscope.runtime.drivers.ipc.wire.shm import map_fd
+from nnscope.runtime.hal.shared_memory import map_fd
 from nnscope.runtime.drivers.ipc.wire.transport import close_fds
 from nnscope.runtime.drivers.ipc.wire.layouts import BURST_MEMORY as _MEMORY
 from nnscope.runtime.hal.errors import HalError

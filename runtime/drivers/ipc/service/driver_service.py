@@ -41,7 +41,7 @@ from nnscope.runtime.drivers.ipc.service.chained import chained
 from nnscope.runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
 from nnscope.runtime.drivers.ipc.service.fenced import FencedServer
 from nnscope.runtime.drivers.ipc.wire.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
-from nnscope.runtime.drivers.ipc.wire.shm import MappingError, map_fd
+from nnscope.runtime.hal.shared_memory import MappingError, map_fd
 from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
 from nnscope.runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
 from nnscope.runtime.drivers.ipc.wire import cache_args

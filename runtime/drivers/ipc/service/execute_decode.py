@@ -23,7 +23,7 @@ from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
 from nnscope.runtime.drivers.ipc.wire.execution_codec import (_ARG, _HEAD_FREE, _I64, _NEW, _SHM, _U16, HAS_LOOP_TIMEOUT,
                                                       KIND_INLINE, KIND_NEW_SHM, KIND_SHM, KIND_TOKEN,
                                                       MAX_INLINE_BYTES)
-from nnscope.runtime.drivers.ipc.wire.shm import MappingError, map_fd
+from nnscope.runtime.hal.shared_memory import MappingError, map_fd
 from nnscope.runtime.hal.device_types import Request, RequestArgument
 
 #: Most dimensions one request argument may list.

@@ -3,7 +3,7 @@
 ``EXECUTE_FENCED`` payload: ``wait count u32 | timeout_after_fence i64 (-1: none)`` followed by an
 execute payload (``wire.execution_codec``); its fds are the ``wait_for`` fences first, then the execute's
 pools. The launch is checked on the serve loop: fence count against the fds sent, every fence an
-eventfd (:func:`syncfence.is_eventfd`), no negative duration, the request decoded into a private
+eventfd (:func:`sync_fence.is_eventfd`), no negative duration, the request decoded into a private
 ``DecodeState`` (nothing the connection frees later can unmap it) for a model of this client. Any
 problem is INVALID_ARGUMENT, and the loop serves on. The work runs on a worker thread: wait for
 every fence (bounded by the deadline), execute with the deadline cut to ``timeout_after_fence``
@@ -36,7 +36,7 @@ from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
 from nnscope.runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
-from nnscope.runtime.drivers.ipc.wire.syncfence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
+from nnscope.runtime.hal.sync_fence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
 from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed, close_fds
 from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, mark_failure
 from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH

@@ -1,7 +1,7 @@
 """Fast message queue (FMQ): a single-producer single-consumer ring of bytes in shared memory.
 
 One :class:`FmqChannel` carries messages in one direction. Its memfd (sealed like every pool in
-:mod:`runtime.drivers.ipc.wire.shm`, so it can never shrink under a mapping) holds a small header,
+:mod:`runtime.hal.shared_memory`, so it can never shrink under a mapping) holds a small header,
 with the write and read indices on their own cache lines, followed by ``capacity`` bytes of ring.
 A message is a u32 length and its bytes; one larger than the ring streams through it in pieces.
 Indices are free-running u64 byte counts; a position is ``index % capacity``, so no copy can
@@ -41,7 +41,7 @@ import struct
 import time
 
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError
-from nnscope.runtime.drivers.ipc.wire.shm import MappingError, map_fd, sealed_memfd
+from nnscope.runtime.hal.shared_memory import MappingError, map_fd, sealed_memfd
 from nnscope.runtime.drivers.ipc.wire.transport import close_fds
 
 MAGIC = 0x514D464E  # "NFMQ"

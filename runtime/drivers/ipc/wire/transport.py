@@ -29,7 +29,7 @@ import struct
 import time
 from typing import NamedTuple
 
-from nnscope.runtime.drivers.ipc.wire.shm import can_not_shrink, sealed_memfd
+from nnscope.runtime.hal.shared_memory import can_not_shrink, sealed_memfd
 from nnscope.runtime.drivers.ipc.wire.protocol import (FLAG_BULK, FLAG_TRACE, HEADER, HEADER_SIZE, MAGIC,
                                                MAX_FDS, MAX_INLINE_PAYLOAD, TRACE_CONTEXT_SIZE,
                                                VERSION, MsgType, ProtocolError, pack_header,

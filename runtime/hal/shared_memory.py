@@ -22,6 +22,8 @@ import fcntl
 import mmap
 import os
 
+from nnscope.runtime.hal.validate import pool_buffer
+
 SEAL_SHRINK = getattr(fcntl, "F_SEAL_SHRINK", 0x0002)
 #: The seals of every pool made here: its size is fixed for good.
 POOL_SEALS = SEAL_SHRINK | getattr(fcntl, "F_SEAL_GROW", 0x0004)
@@ -151,3 +153,25 @@ def can_not_shrink(fd: int) -> bool:
         return bool(fcntl.fcntl(fd, _GET_SEALS) & SEAL_SHRINK)
     except OSError:
         return False  # not a memfd (a plain file, a pipe, ...)
+
+
+def pool_bytes(pool) -> memoryview:
+    """A request pool (bytes-like, numpy array, Memory, SharedPool) as flat unsigned bytes."""
+    return flat_bytes(memoryview(pool_buffer(pool)))
+
+
+def flat_bytes(view: memoryview) -> memoryview:
+    """``view`` as one dimension of unsigned bytes (a C-contiguous view)."""
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def is_shared(pool) -> bool:
+    """True for a pool the driver may map by fd: one that says it is ``sealed`` (cannot shrink,
+    see ``shared_memory.map_fd``). Any other pool's bytes travel inline or staged."""
+    return isinstance(getattr(pool, "fd", None), int) and getattr(pool, "fd") >= 0 \
+        and hasattr(pool, "size") and getattr(pool, "sealed", False)
+
+
+def ibuffer_token(pool) -> int | None:
+    """The token of a device memory (a driver-side IBuffer), None for any other pool."""
+    return getattr(pool, "ibuffer_token", None)

@@ -1,0 +1,113 @@
+"""Sync fences as every side of ``executeFenced`` sees them: Linux eventfds signalled once.
+
+A fence is unsignalled while its eventfd is not readable; it is signalled by writing its count
+once: :data:`SIGNALED` (1) for success, :data:`FAILED` for an error, as a kernel sync_file
+carries its status. :data:`FAILED` is the largest count an eventfd holds, so a failed fence is
+readable but no longer writable: one ``poll`` tells the outcome, without reading the count
+(nobody reads it, so every duplicate stays readable for good). The driver accepts only eventfds
+as ``wait_for`` fences (:func:`is_eventfd`), so it can always tell an error from success; any
+other pollable fd is a foreign fence with AOSP's ``syncWait`` rules (POLLIN: signalled,
+POLLERR/POLLNVAL: an error). The runtime's Events (``runtime._fenced``), the driver's fenced
+runs and the runtime's fenced plan steps all use these functions.
+
+:func:`watch` is the one bounded watch before a sleep: it looks at a fence without sleeping for
+at most ``spin_s`` (yielding the CPU to anything else runnable), then sleeps in ``poll()``.
+
+Example:
+    >>> fd = new_fence()
+    >>> wait(fd, 0)
+    'active'
+    >>> signal(fd, ok=True); wait(fd, 0)
+    'signaled'
+    >>> os.close(fd)
+"""
+from __future__ import annotations
+
+import math
+import os
+import select
+import time
+
+SIGNALED = 1
+#: The count of a failed fence: an eventfd's largest, so that the fence stops being writable.
+FAILED = 0xFFFF_FFFF_FFFF_FFFE
+ACTIVE, DONE, ERROR = "active", "signaled", "error"
+_COUNT = "eventfd-count:"
+_EVENTFD_LINK = "anon_inode:[eventfd]"
+_IN, _OUT, _BAD = select.POLLIN, select.POLLOUT, select.POLLERR | select.POLLNVAL
+
+
+def new_fence() -> int:
+    """A new unsignalled fence (close-on-exec, non-blocking); the caller owns it."""
+    return os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+
+
+def signal(fd: int, ok: bool) -> None:
+    """Signal the fence once, with the outcome in its count."""
+    os.eventfd_write(fd, SIGNALED if ok else FAILED)
+
+
+def is_eventfd(fd: int) -> bool:
+    """True when ``fd`` is an open eventfd of this process."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == _EVENTFD_LINK
+    except OSError:
+        return False
+
+
+def wait(fd: int, timeout: float | None, eventfd: bool | None = None) -> str:
+    """ACTIVE, DONE or ERROR after waiting up to ``timeout`` seconds (None: forever) for ``fd``.
+
+    POLLERR/POLLNVAL, or an eventfd signalled :data:`FAILED`, is ERROR. ``eventfd``: whether
+    ``fd`` is known to be an eventfd (None: look it up once it signalled)."""
+    poller = select.poll()
+    poller.register(fd, _IN)
+    events = poller.poll(None if timeout is None else max(0, math.ceil(timeout * 1000)))
+    if not events:
+        return ACTIVE
+    return _outcome(fd, events[0][1], eventfd)
+
+
+def _outcome(fd: int, revents: int, eventfd: bool | None) -> str:
+    """The state of a fence that polled readable (``revents``)."""
+    if revents & _BAD:
+        return ERROR
+    if eventfd is None:
+        eventfd = is_eventfd(fd)
+    if not eventfd:
+        return DONE
+    poller = select.poll()
+    poller.register(fd, _OUT)
+    return DONE if poller.poll(0) else ERROR
+
+
+def watch(fd: int, spin_s: float, timeout: float | None, eventfd: bool | None = None) -> str:
+    """:func:`wait`, after looking at ``fd`` without sleeping for at most ``spin_s`` seconds
+    (each look yields the CPU): a fence about to signal costs no wake-up."""
+    if spin_s > 0:
+        poller = select.poll()
+        poller.register(fd, _IN)
+        look, now = poller.poll, time.perf_counter
+        end = now() + min(spin_s, timeout if timeout is not None else spin_s)
+        while True:
+            events = look(0)
+            if events:
+                return _outcome(fd, events[0][1], eventfd)
+            if now() >= end:
+                break
+            os.sched_yield()
+        if timeout is not None:
+            timeout = max(0.0, timeout - spin_s)
+    return wait(fd, timeout, eventfd)
+
+
+def count(fd: int) -> int | None:
+    """The eventfd's count without reading it; None for an fd that is not an eventfd."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as info:
+            for line in info:
+                if line.startswith(_COUNT):
+                    return int(line[len(_COUNT):].strip(), 16)
+    except (OSError, ValueError):
+        return None
+    return None
