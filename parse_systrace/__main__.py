@@ -8,6 +8,8 @@ Beyond the established tool (see ``EPILOG``): other trace formats, newer HAL nam
 tolerant mode, per-process summaries, and Runtime/Execution counting synchronous
 ``ANeuralNetworksExecution_compute`` / ``_burstCompute`` calls.
 
+``parse_systrace fleet ...`` runs :mod:`parse_systrace.fleet` (many traces, on Dask).
+
 Example:
     $ parse_systrace --per-execution trace.html
     $ python -m nnscope.parse_systrace --json --tolerant trace.txt
@@ -51,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["fleet"]:  # many traces: nnscope.parse_systrace.fleet (a file named fleet: ./fleet)
+        from nnscope.parse_systrace.fleet.__main__ import main as fleet_main
+
+        return fleet_main(argv[1:])
     args = build_parser().parse_args(argv)
     out, err = sys.stdout, sys.stderr
     printed = 0
