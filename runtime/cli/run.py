@@ -256,7 +256,6 @@ def main(args) -> int:
         manager.shutdown()  # after a failed run (a no-op after a normal one)
         session.stop()
     written = _export(session, args)
-    _otlp.send(session.collect(), args.otlp)
     if args.dot:
         graph_dump(compilation, args.dot)
         written.append(args.dot)
@@ -279,6 +278,7 @@ def main(args) -> int:
     print(out.getvalue(), end="", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(stats))
+    _otlp.send(session.collect(), args.otlp, ([args.outputs] if args.outputs else []) + written)
     return 0
 
 

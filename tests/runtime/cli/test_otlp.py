@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -128,7 +129,22 @@ def test_a_collector_that_is_down_costs_one_warning_line(tmp_path):
                     "--trace", trace)
     assert done.returncode == 0, done.stderr
     assert len(done.stderr.splitlines()) == 1 and "warning" in done.stderr, done.stderr
+    assert done.stderr.rstrip().endswith(f"files written: {trace}"), done.stderr
     assert chrome_span_count(trace) > 0
+
+
+def test_no_collector_listening_is_said_within_seconds():
+    """Issue 37: with nothing at $OTEL_EXPORTER_OTLP_ENDPOINT the run waited ~67 s (the
+    exporter's retries, batch after batch) and then claimed trace files no one asked for."""
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": closed_port_endpoint()}
+    start = time.monotonic()
+    done = _nnscope("run", "--executions", "1", "--no-summary", "--otlp", env=env)
+    elapsed = time.monotonic() - start
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line == (f"nnscope: warning: trace not sent: no OTLP collector listens at "
+                    f"{env['OTEL_EXPORTER_OTLP_ENDPOINT']} (connection refused); files written: none")
+    assert elapsed < 30, elapsed  # the whole run; the retries alone took over 60 s
 
 
 def test_a_malformed_endpoint_is_a_usage_error():
