@@ -9,6 +9,11 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The face detector shipped as a test fixture.
+FACE_DETECTOR = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "face_detection_short_range.tflite"
+#: ``NNSCOPE_DRIVERS`` naming the numpy-kernel drivers only: then the default plan (``all``) is
+#: partitioned (``sample-litert``, when installed, would take a whole model).
+CPU_KERNEL_DRIVERS = "sample-all,sample-float-fast,sample-float-slow,sample-quant,sample-minimal"
 
 
 def median_ns(run, runs: int) -> float:
@@ -22,10 +27,10 @@ def median_ns(run, runs: int) -> float:
     return float(np.median(samples))
 
 
-def write_results(name: str, results: dict) -> None:
-    """Write ``results`` to ``benchmarks/results/<name>.json`` and print the same JSON object
-    as one line (the benchmark's last line of output)."""
-    out = RESULTS / f"{name}.json"
+def write_results(name: str, results: dict, path: str | Path | None = None) -> None:
+    """Write ``results`` to ``path`` (default ``benchmarks/results/<name>.json``) and print the
+    same JSON object as one line (the benchmark's last line of output)."""
+    out = Path(path) if path is not None else RESULTS / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results))
@@ -45,3 +50,24 @@ def reusable_execution(compilation, inputs: list) -> tuple:
         execution.set_output(index, buffer)
     execution.set_reusable(True)  # computed again and again on purpose
     return execution, outputs
+
+
+def face_detector():
+    """The shipped face detector (:data:`FACE_DETECTOR`) as a Model named after its file."""
+    from nnscope.runtime import Model  # noqa: PLC0415 - after the benchmark's BLAS settings
+    from nnscope.runtime.tflite import load_tflite  # noqa: PLC0415
+
+    return Model.from_hal(load_tflite(FACE_DETECTOR)[0], name=FACE_DETECTOR.stem)
+
+
+def compiled(model, device: str = "all"):
+    """A finished compilation of ``model``: for ``"all"`` the default plan over every registered
+    device with CPU fallback (``Compilation(model)``), else for the one device named."""
+    from nnscope.runtime import Compilation, manager  # noqa: PLC0415 - after the BLAS settings
+
+    if device == "all":
+        compilation = Compilation(model)
+    else:
+        compilation = Compilation.for_devices(model, [manager.get_device(device)])
+    compilation.finish()
+    return compilation
