@@ -1,0 +1,65 @@
+"""The command line: parse_systrace fleet build|summary|query, and the line without the extra."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from nnscope.parse_systrace.__main__ import main as parse_systrace_main
+from nnscope.parse_systrace.fleet import __main__ as cli
+
+
+def test_without_the_extra_one_line_names_it(monkeypatch, capsys, tmp_path):
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(cli.importlib.util, "find_spec",
+                        lambda name: None if name == "distributed" else real(name))
+    assert parse_systrace_main(["fleet", "build", str(tmp_path / "x.fleet"), str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "parse_systrace fleet: needs the fleet extra: pip install 'nnscope[fleet]'\n"
+    assert captured.out == ""
+
+
+def test_query_prints_rows_as_text_json_and_csv(embedded, capsys):
+    sql = "SELECT device, count(*) AS traces FROM traces GROUP BY device ORDER BY device"
+    assert cli.main(["query", str(embedded[0]), sql]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split() == ["galaxy", "72"]
+    assert cli.main(["query", str(embedded[0]), sql, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0] == {"device": "galaxy", "traces": 72}
+    assert cli.main(["query", str(embedded[0]), sql, "--csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["device,traces", "galaxy,72", "pixel6,72", "pixel7,72"]
+
+
+def test_a_bad_query_is_one_line_and_exit_1(embedded, capsys):
+    assert cli.main(["query", str(embedded[0]), "SELECT nope FROM traces"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("parse_systrace fleet query: ") and err.count("\n") == 1
+
+
+def test_summary_csv_has_a_row_per_group_phase_and_layer(embedded, capsys):
+    assert cli.main(["summary", str(embedded[0]), "--by", "device", "--csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert list(rows[0]) == ["device", "phase", "layer", "count", "median", "p90", "spread",
+                             "min", "p10", "p25", "p75", "max"]
+    (cell,) = [r for r in rows if (r["device"], r["phase"], r["layer"]) == ("pixel7", "PE", "LD")]
+    assert int(cell["count"]) == 72 and float(cell["median"]) > 0
+
+
+def test_an_unknown_group_column_is_a_usage_error(embedded, capsys):
+    try:
+        cli.main(["summary", str(embedded[0]), "--by", "colour"])
+    except SystemExit as exit_:
+        assert exit_.code == 2
+    assert "unknown group column 'colour'; valid: device, build, model" in capsys.readouterr().err
+
+
+def test_build_from_a_manifest(lab, tmp_path, capsys):
+    root, truth = lab
+    manifest = tmp_path / "lab.csv"
+    chosen = sorted(p for p in truth.traces if p.startswith("pixel7/b100/"))[:4]
+    manifest.write_text("path,rack\n" + "".join(f"{root / p},r{i % 2}\n" for i, p in enumerate(chosen)))
+    dataset = tmp_path / "manifest.fleet"
+    assert cli.main(["build", str(dataset), "--manifest", str(manifest), "--workers", "1",
+                     "--no-progress", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "4 traces added, 0 errors" in captured.err
+    assert {record["rack"] for record in json.loads(captured.out)} == {"r0", "r1"}
