@@ -6,18 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from tests.support.paths import REPO
-
-PACKAGES = ("runtime", "tracing", "parse_systrace", "vlog", "timing", "dashboards")
-
-
-def _modules() -> dict[str, object]:
-    modules = {}
-    for package in PACKAGES:
-        for path in (REPO / package).rglob("*.py"):
-            name = ".".join(("nnscope", *path.relative_to(REPO).with_suffix("").parts))
-            modules[name.removesuffix(".__init__")] = path
-    return modules
+from tests.support.modules import containing_package, imported_base, modules as _modules
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -28,7 +17,7 @@ def _is_type_checking(test: ast.expr) -> bool:
 def _imported(path, name: str, modules) -> set[str]:
     """The modules of ours that module ``name`` (at ``path``) imports, wherever in its body."""
     found: set[str] = set()
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    package = containing_package(name, path.name == "__init__.py")
 
     def visit(node) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node.test):
@@ -38,10 +27,7 @@ def _imported(path, name: str, modules) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, *([node.module] if node.module else [])])
+            base = imported_base(node, package)
             found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names)
         for child in ast.iter_child_nodes(node):
             visit(child)
