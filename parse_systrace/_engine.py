@@ -5,6 +5,8 @@ the driver processes and whether any runtime mark exists. Pass 2 (:func:`iter_ru
 re-reads the rows, feeds each tracked thread's marks to its :class:`ThreadState` and
 yields a :class:`~parse_systrace.summary.RunSummary` each time a run ends (at the next
 ``[NN_LA_PO]`` mark and at the end of the file), then drops that run's trees.
+:mod:`._parallel` feeds its half of the rows through the same steps: :func:`raw_rows`,
+:func:`feed_one` (the loop for one session) and :func:`emit`.
 
 Example:
     >>> rows = [(1.0, 5, 5, "[NN_LA_PO]m", 1), (1.5, 5, 5, "[NN_LR_PC]c", 2),
@@ -247,8 +249,8 @@ def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
         sessions = make(found, warn)
         if split is not None and len(sessions) == 1:
             return (yield from split.feed(sessions, warn))
-        feed = _feed_one if len(sessions) == 1 else _feed_many
-        yield from feed(_raw_rows(raw() if raw is not None else _as_raw(batches())),
+        feed = feed_one if len(sessions) == 1 else _feed_many
+        yield from feed(raw_rows(raw() if raw is not None else _as_raw(batches())),
                         sessions, warn)
         yield from _finish(sessions, warn)
     finally:
@@ -278,7 +280,7 @@ def _as_raw(batches) -> Iterator[tuple]:
                     for ts, tid, tgid, name, where in batch]) for batch in batches)
 
 
-def _raw_rows(raw) -> Iterator:
+def raw_rows(raw) -> Iterator:
     """Iterables of ``(where, (tid, tgid, ts, kind, name))``, one per raw batch."""
     return (rows if first is None else zip(count(first), rows) for first, rows in raw)
 
@@ -294,10 +296,10 @@ def _feed_many(batches, sessions: list, warn) -> Iterator[RunSummary]:
             for session in sessions:
                 finished = session.feed(ts, tid, tgid, name, where)
                 if finished is not None:
-                    yield from _emit(finished, warn)
+                    yield from emit(finished, warn)
 
 
-def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
+def feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
     """The hot loop for one session: :meth:`ThreadState.begin` / ``end`` inlined."""
     session = sessions[0]
     lookup, app, guessed = session.lookup, session.app, session.guessed
@@ -335,7 +337,7 @@ def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
                 if starts_run:
                     finished = session.start_run(tgid, text)
                     if finished is not None:
-                        yield from _emit(finished, warn)
+                        yield from emit(finished, warn)
                 thread.begin_slow(float(ts), info, where)
                 phase = app[-1] if app else "PO"
                 continue
@@ -349,7 +351,7 @@ def _feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
 
 def _finish(sessions: list, warn) -> Iterator[RunSummary]:
     for session in sessions:
-        yield from _emit(session.finish(), warn)
+        yield from emit(session.finish(), warn)
     orphans = sum(t.orphans for s in sessions for t in s.threads.values())
     dropped = orphans + sum(s.dropped for s in sessions)
     if dropped:
@@ -357,7 +359,8 @@ def _finish(sessions: list, warn) -> Iterator[RunSummary]:
              f"({orphans} E marks without a B)\n")
 
 
-def _emit(run: RunSummary, warn) -> Iterator[RunSummary]:
+def emit(run: RunSummary, warn) -> Iterator[RunSummary]:
+    """Yield ``run``, after warning :data:`INCOMPLETE` when it is not complete."""
     if not run.complete:
         warn(INCOMPLETE)
     yield run

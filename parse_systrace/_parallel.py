@@ -293,7 +293,7 @@ def _parent_half(session, parent_raw, skip: int, pid: int, read: int) -> tuple:
     try:
         found: list = []
         blocks = _parent_blocks(parent_raw, skip, session, found)
-        done = list(_engine._feed_one(blocks, [session], _ignore))
+        done = list(_engine.feed_one(blocks, [session], _ignore))
         done.append(session.finish())
         child, pid = pid, 0
         result = _receive(child, read)
@@ -309,9 +309,9 @@ def _parent_half(session, parent_raw, skip: int, pid: int, read: int) -> tuple:
 def _emit(done: list, result: dict, session, warn) -> Iterator[RunSummary]:
     """The parent's runs, then the child's, then the orphan warning."""
     for run in done:
-        yield from _engine._emit(run, warn)
+        yield from _engine.emit(run, warn)
     for fields in result["runs"]:
-        yield from _engine._emit(RunSummary(**fields), warn)
+        yield from _engine.emit(RunSummary(**fields), warn)
     orphans = sum(t.orphans for t in session.threads.values()) + result["orphans"]
     dropped = orphans + session.dropped + result["dropped"]
     if dropped:
@@ -329,7 +329,7 @@ def _child(raw, session) -> dict:
     started: list = []
     blocks = _child_blocks(raw, session, started)
     try:
-        found = list(_engine._feed_one(blocks, [session], _ignore))
+        found = list(_engine.feed_one(blocks, [session], _ignore))
     except _engine.GuessWrong:
         return {"wrong": True}
     if started:
@@ -381,15 +381,15 @@ def _split(first, rows, session, seen: list) -> Optional[int]:
 
 
 def _parent_blocks(raw, skip: int, session, found: list):
-    """The raw blocks up to the split row (``found`` gets its index), as ``_raw_rows``."""
+    """The raw blocks up to the split row (``found`` gets its index), as ``_engine.raw_rows``."""
     seen: list = []
     for number, (first, rows) in enumerate(raw):
         index = _split(first, rows, session, seen) if number >= skip else None
         if index is None:
-            yield from _engine._raw_rows([(first, rows)])
+            yield from _engine.raw_rows([(first, rows)])
             continue
         found.append(index)
-        yield from _engine._raw_rows([(first, rows[:index])])
+        yield from _engine.raw_rows([(first, rows[:index])])
         return
 
 
@@ -405,5 +405,5 @@ def _child_blocks(raw, session, started: list):
             rows = rows[index:]
             if first is not None:
                 first += index
-        yield from _engine._raw_rows([(first, rows)])
+        yield from _engine.raw_rows([(first, rows)])
 

@@ -57,12 +57,12 @@ _TAP_BLOCK_ELEMENTS = 48 * 1024  # output elements per block of depthwise taps (
 # --------------------------------------------------------------------------- NHWC kernels
 def conv2d_float(x: np.ndarray, w: np.ndarray, bias: np.ndarray, window: Window) -> np.ndarray:
     """Float CONV_2D on NHWC ``x`` with filter [OC, KH, KW, IC] (im2col + one matmul)."""
-    out = _conv_matmul(x, w, window)
+    out = conv_matmul(x, w, window)
     out += bias  # the matmul's own result: added in place
     return out
 
 
-def _conv_matmul(x: np.ndarray, w: np.ndarray, window: Window) -> np.ndarray:
+def conv_matmul(x: np.ndarray, w: np.ndarray, window: Window) -> np.ndarray:
     """sum over taps of x * w without bias: columns over the filter width only, then one
     matmul per filter row (K = KW * IC), which keeps the im2col buffer KH times smaller.
     A pointwise (1x1, stride 1, unpadded) convolution is a single matmul on ``x`` itself."""
@@ -196,7 +196,7 @@ def _spatial_quant(ctx: OpContext, x: np.ndarray, window: Window, fuse: int,
     (x_op, w_op), (w, bias) = ctx.input_operands[:2], ctx.inputs[1:3]
     depthwise = multiplier is not None
     xc, wc = centered_pair(x, x_op, w, w_op, (0, 1, 2) if depthwise else (1, 2, 3))
-    raw = _depthwise_taps(xc, wc, window, multiplier) if depthwise else _conv_matmul(xc, wc, window)
+    raw = _depthwise_taps(xc, wc, window, multiplier) if depthwise else conv_matmul(xc, wc, window)
     acc = _exact_int(raw) + bias.astype(np.int64)
     scales = filter_scales(w_op, w.shape[3] if depthwise else w.shape[0])
     return requantize(acc, x_op.scale, scales, ctx.output_operands[0], fuse)
@@ -244,7 +244,7 @@ def _execute_fully_connected(ctx: OpContext) -> list:
 
 
 # --------------------------------------------------------------------------- validation
-def _expect_weights(inputs: Sequence[Operand], input_type: OperandType, per_channel_dim) -> None:
+def expect_weights(inputs: Sequence[Operand], input_type: OperandType, per_channel_dim) -> None:
     """Filter (input 1) and bias (input 2) types for a float/quant8 input type."""
     if input_type in _FLOATS:
         expect_type(inputs, 1, input_type)
@@ -274,7 +274,7 @@ def _spatial_validator(names: Sequence[str], implicit_counts: tuple[int, ...],
             expect(len(inputs[index].dimensions) in (0, rank),
                    f"input {index} ({name}): expected rank {rank}, "
                    f"got {len(inputs[index].dimensions)}")
-        _expect_weights(inputs, input_type, channel_dim)
+        expect_weights(inputs, input_type, channel_dim)
         if channel_dim == 3 and inputs[1].dimensions:
             expect(inputs[1].dimensions[0] == 1, f"input 1 (filter): depthwise filter must be "
                    f"[1, H, W, C], got {list(inputs[1].dimensions)}")
@@ -294,7 +294,7 @@ def _validate_fully_connected(inputs: Sequence[Operand], outputs: Sequence[Opera
            f"input 1 (weights): expected rank 2, got {len(inputs[1].dimensions)}")
     expect(len(inputs[2].dimensions) in (0, 1),
            f"input 2 (bias): expected rank 1, got {len(inputs[2].dimensions)}")
-    _expect_weights(inputs, input_type, None)
+    expect_weights(inputs, input_type, None)
     expect_type(inputs, 3, _T.INT32)
     expect_type(outputs, 0, input_type, "output")
     expect_rank(outputs, 0, exact=2, what="output")

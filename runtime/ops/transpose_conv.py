@@ -34,7 +34,7 @@ import numpy as np
 from nnscope.runtime.hal.types import Operand, OperandType as T, OperationType, PaddingCode
 from nnscope.runtime.ops._common import apply_fused_activation, expect, expect_count, expect_type
 from nnscope.runtime.ops._conv_quant import centered_pair, exact_int as _exact_int, filter_scales, requantize
-from nnscope.runtime.ops.convolution import _conv_matmul, _expect_weights
+from nnscope.runtime.ops.convolution import conv_matmul, expect_weights
 from nnscope.runtime.ops.window import (checked_output_hw, expect_scalars, from_nhwc, is_implicit,
                                 read_window, to_nhwc)
 from nnscope.runtime.ops.budget import WIDE_BYTES as _WIDE, OutputPlan
@@ -130,14 +130,14 @@ def _expect_common(inputs: Sequence[Operand], input_type: T) -> None:
     for index, rank, name in ((0, 4, "input"), (1, 4, "filter"), (2, 1, "bias")):
         expect(len(inputs[index].dimensions) in (0, rank),
                f"input {index} ({name}): expected rank {rank}, got {len(inputs[index].dimensions)}")
-    _expect_weights(inputs, input_type, 0)
+    expect_weights(inputs, input_type, 0)
 
 
 # --------------------------------------------------------------------------- GROUPED_CONV_2D
 def grouped_conv(x: np.ndarray, w: np.ndarray, window, groups: int) -> np.ndarray:
     """sum of taps without bias, one CONV_2D per group (NHWC ``x``, filter [OC, KH, KW, IC/g])."""
     in_per, out_per = x.shape[3] // groups, w.shape[0] // groups
-    parts = [_conv_matmul(np.ascontiguousarray(x[..., g * in_per:(g + 1) * in_per]),
+    parts = [conv_matmul(np.ascontiguousarray(x[..., g * in_per:(g + 1) * in_per]),
                           w[g * out_per:(g + 1) * out_per], window) for g in range(groups)]
     return np.concatenate(parts, axis=3)
 
