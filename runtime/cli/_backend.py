@@ -30,7 +30,9 @@ from nnscope.runtime.hal.types import is_scalar, numpy_dtype
 _GUESS_ELEMENTS = 1024
 
 
-def _output_buffers(compilation: Compilation, shapes) -> list[np.ndarray]:
+def output_buffers(compilation: Compilation, shapes=None) -> list[np.ndarray]:
+    """Zeroed buffers for the outputs: of ``shapes`` (one per output) if given, else of the
+    output operands' shapes (``_GUESS_ELEMENTS`` elements for an unknown one)."""
     graph = compilation.model.to_hal().main
     buffers = []
     for position, index in enumerate(graph.output_indexes):
@@ -48,7 +50,7 @@ def _output_buffers(compilation: Compilation, shapes) -> list[np.ndarray]:
 
 def compute_arrays(compilation: Compilation, inputs: Sequence) -> list[np.ndarray]:
     """Run ``compilation`` on ``inputs`` (arrays or None for omitted); return the outputs."""
-    outputs = _output_buffers(compilation, None)
+    outputs = output_buffers(compilation)
     for attempt in range(2):
         execution = _bound(compilation, inputs, outputs)  # executions are single-use
         try:
@@ -58,7 +60,7 @@ def compute_arrays(compilation: Compilation, inputs: Sequence) -> list[np.ndarra
             if error.code != ResultCode.OUTPUT_INSUFFICIENT_SIZE or attempt:
                 raise
             shapes = [_dims(execution, i) for i in range(len(outputs))]
-            outputs = _output_buffers(compilation, shapes)
+            outputs = output_buffers(compilation, shapes)
     return [_shaped(execution, i, buffer) for i, buffer in enumerate(outputs)]
 
 

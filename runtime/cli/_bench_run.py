@@ -1,17 +1,30 @@
-"""One ``nnscope bench`` measurement: a model on one device (or on all of them).
+"""One ``nnscope bench`` measurement: a model on one device (or on all of them), its latency
+and its accuracy.
 
-``device`` is a device name, compiled with ``Compilation.for_devices`` (no CPU fallback, as
-MLTS benchmarks one accelerator at a time), or :data:`ALL`: the default compilation over every
-device, partitioned with CPU fallback as an application gets it. A device that cannot run the
-whole model is reported ``"unsupported"`` with how many operations it does support; it is not
-run with a share of the model (that is what the ``all`` row shows).
+Models: a model spec is a built-in name (``mobilenet``, ``tiny_add``; see
+:data:`runtime.builtin_models.BUILTIN`) or a ``.tflite`` path. The reference outputs come from
+the ``nnapi-reference`` CPU device, or, for a .tflite when ``ai-edge-litert`` is installed,
+from LiteRT itself (one thread, TFLite's built-in kernels).
+
+Devices: ``device`` is a device name, compiled with ``Compilation.for_devices`` (no CPU
+fallback, as MLTS benchmarks one accelerator at a time), or :data:`ALL`: the default
+compilation over every device, partitioned with CPU fallback as an application gets it. A
+device that cannot run the whole model is reported ``"unsupported"`` with how many operations
+it does support; it is not run with a share of the model (that is what the ``all`` row shows).
+
+Accuracy is judged for the whole model, as Android's MLTS benchmark judges a model's outputs
+(its error against the expected outputs, not CTS's per-operation, per-element tolerance, which
+a deep network's float32 summation order alone can exceed): per output, the largest absolute
+error relative to the range of the reference output (``max |out - ref| / (max ref - min ref)``),
+within a threshold per output type (:data:`RELATIVE_THRESHOLDS`).
 
 Each result is a dict of the ``results`` list of the bench JSON (docs/bench-schema.md).
 
 Example:
-    >>> from nnscope.runtime.cli._bench_models import load_model, reference_outputs
     >>> model = load_model("tiny_add")
     >>> reference = reference_outputs(model)
+    >>> accuracy(model, reference[1], reference[1])["max_abs_error"]
+    0.0
     >>> result = measure(model, "nnapi-reference", Settings(5, 1), reference)  # a driver name starts its process
     >>> result["status"], len(result["latency_ms"]["samples"]), result["accuracy"]["within_tolerance"]
     ('ok', 5, True)
@@ -21,21 +34,165 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Sequence
 
 import numpy as np
 
 from nnscope import runtime
 from nnscope import tracing
+from nnscope.runtime import builtin_models
 from nnscope.runtime.api import NnError
-from nnscope.runtime.cli._backend import _output_buffers, compute_arrays
-from nnscope.runtime.cli._bench_models import BenchModel, accuracy
+from nnscope.runtime.cli._backend import compute_arrays, output_buffers
 from nnscope.runtime.compilation import Compilation
 from nnscope.runtime.execution import Execution
-from nnscope.runtime.manager import CPU_DEVICE_NAME, get_device
+from nnscope.runtime.hal.types import OperandType
+from nnscope.runtime.manager import CPU_DEVICE_NAME, cpu_device, get_device
+from nnscope.runtime.model import Model
 from nnscope.runtime.partition import UnsupportedOperationError
 from nnscope.tracing import Phase
 
+
+# --------------------------------------------------------------------------- models
+REFERENCE_NNAPI, REFERENCE_LITERT = "nnapi-reference", "litert"
+_FLOAT16 = (OperandType.TENSOR_FLOAT16, OperandType.FLOAT16)
+
+
+@dataclass
+class BenchModel:
+    """A finished model with its sample inputs; ``path`` is the .tflite file (None: built-in)."""
+
+    name: str
+    model: Model
+    inputs: list[np.ndarray]
+    output_names: list[str]
+    path: str | None = None
+
+
+def load_model(spec: str) -> BenchModel:
+    """The model named by ``spec`` (built-in name or .tflite path).
+
+    Raises:
+        FileNotFoundError: no such built-in and no such file.
+        ValueError: the file is not a model the loader can convert.
+    """
+    if spec in builtin_models.BUILTIN:
+        model = builtin_models.BUILTIN[spec]()
+        return BenchModel(model.name, model, builtin_models.sample_input(model), [])
+    if not Path(spec).is_file():
+        names = ", ".join(builtin_models.BUILTIN)
+        raise FileNotFoundError(f"no such model file {spec!r} (built-in models: {names})")
+    from nnscope.runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader on demand
+    hal, _, output_names = load_tflite(spec)
+    model = Model.from_hal(hal, name=Path(spec).stem)
+    return BenchModel(model.name, model, builtin_models.sample_input(model), output_names, spec)
+
+
+def model_specs(given: Sequence[str]) -> list[str]:
+    """The built-in models (all, unless some are named) followed by the .tflite files given."""
+    named = [spec for spec in given if spec in builtin_models.BUILTIN]
+    files = [spec for spec in given if spec not in builtin_models.BUILTIN]
+    return list(dict.fromkeys(named or list(builtin_models.BUILTIN))) + list(dict.fromkeys(files))
+
+
+def litert_available() -> bool:
+    try:
+        import ai_edge_litert.interpreter  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+def reference_outputs(bench_model: BenchModel, litert: bool = True) -> tuple[str, list[np.ndarray]]:
+    """``(reference kind, outputs)`` for the model's sample inputs; LiteRT's for a .tflite when
+    installed and ``litert``, else the ``nnapi-reference`` device's."""
+    if litert and bench_model.path is not None and litert_available():
+        return REFERENCE_LITERT, _litert_outputs(bench_model)
+    compilation = Compilation.for_devices(bench_model.model, [cpu_device()])
+    compilation.finish()
+    try:
+        return REFERENCE_NNAPI, compute_arrays(compilation, bench_model.inputs)
+    finally:
+        compilation.free()
+
+
+def _litert_outputs(bench_model: BenchModel) -> list[np.ndarray]:
+    """LiteRT's outputs, in the model's output order (matched by tensor name)."""
+    from ai_edge_litert import interpreter as litert  # noqa: PLC0415
+    interpreter = litert.Interpreter(
+        model_path=bench_model.path, num_threads=1,
+        experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), bench_model.inputs):
+        interpreter.set_tensor(detail["index"], value.reshape(detail["shape"]))
+    interpreter.invoke()
+    by_name = {d["name"]: interpreter.get_tensor(d["index"]).copy()
+               for d in interpreter.get_output_details()}
+    ordered = list(by_name.values())
+    return [by_name.get(name, ordered[i]) for i, name in enumerate(bench_model.output_names)] \
+        if bench_model.output_names else ordered
+
+
+# --------------------------------------------------------------------------- accuracy
+#: The largest error an output may have relative to its reference's range, by output type:
+#: float32 1e-4; float16 (or a relaxed model's float32) 1e-2, ten float16 steps; quantized and
+#: integer outputs two steps of their type's range.
+RELATIVE_THRESHOLDS = {
+    OperandType.TENSOR_FLOAT32: 1e-4, OperandType.FLOAT32: 1e-4,
+    OperandType.TENSOR_FLOAT16: 1e-2, OperandType.FLOAT16: 1e-2,
+    OperandType.TENSOR_QUANT8_ASYMM: 2 / 255, OperandType.TENSOR_QUANT8_ASYMM_SIGNED: 2 / 255,
+    OperandType.TENSOR_QUANT8_SYMM: 2 / 255, OperandType.TENSOR_QUANT16_ASYMM: 2 / 65535,
+    OperandType.TENSOR_QUANT16_SYMM: 2 / 65535,
+}
+_RELAXED = 1e-2
+_EXACT = 0.0  # int32, bool: no rounding to allow for
+
+
+def threshold_of(model: Model, position: int, relaxed: bool = False) -> float:
+    """Output ``position``'s threshold (:data:`RELATIVE_THRESHOLDS`; the float16 one for a
+    float32 output when ``relaxed``, the model is relaxed or has float16 operands)."""
+    kind = model.operands[model.outputs[position]].type
+    loose = relaxed or model.relaxed or any(op.type in _FLOAT16 for op in model.operands)
+    if loose and kind in (OperandType.TENSOR_FLOAT32, OperandType.FLOAT32):
+        return _RELAXED
+    return RELATIVE_THRESHOLDS.get(kind, _EXACT)
+
+
+def relative_error(want: np.ndarray, got: np.ndarray) -> float:
+    """``max |got - want|`` over the range of ``want`` (its largest magnitude when constant;
+    the absolute error when that is 0 too)."""
+    span = float(want.max() - want.min()) if want.size else 0.0
+    scale = span or (float(np.abs(want).max()) if want.size else 0.0) or 1.0
+    worst = float(np.abs(got - want).max()) if want.size else 0.0
+    return worst / scale
+
+
+def accuracy(bench_model: BenchModel, expected: Sequence[np.ndarray],
+             actual: Sequence[np.ndarray], relaxed: bool = False) -> dict:
+    """max abs error and MSE over every output element; the largest relative error of an
+    output (see the module docstring) with its threshold, and whether every output is within
+    its own (``relaxed``: float32 outputs judged as float16)."""
+    within, diffs, worst = len(expected) == len(actual), [], (0.0, 0.0, 0.0)
+    for position, (want, got) in enumerate(zip(expected, actual)):
+        want64, got64 = np.asarray(want, np.float64).reshape(-1), np.asarray(got, np.float64).reshape(-1)
+        finite = np.isfinite(want64)
+        if want64.size != got64.size or not np.array_equal(finite, np.isfinite(got64)):
+            within = False  # a NaN or inf where the reference has none (or the reverse)
+            continue
+        want64, got64 = want64[finite], got64[finite]
+        diffs.append(np.abs(want64 - got64))
+        error, limit = relative_error(want64, got64), threshold_of(bench_model.model, position, relaxed)
+        within = within and error <= limit
+        ratio = error / limit if limit else (0.0 if error == 0 else np.inf)
+        worst = max(worst, (ratio, error, limit))
+    every = np.concatenate(diffs) if diffs else np.zeros(0)
+    max_abs = float(every.max()) if every.size else 0.0
+    mse = float(np.mean(every * every)) if every.size else 0.0
+    return {"max_abs_error": max_abs, "mse": mse, "relative_error": worst[1], "threshold": worst[2],
+            "within_tolerance": bool(within)}
+
+
+# --------------------------------------------------------------------------- timed runs
 ALL = "all"
 """The device name of the default plan over every device (CPU fallback on)."""
 
@@ -168,7 +325,7 @@ def measure(bench_model: BenchModel, device: str, settings: Settings,
 
 def _timed(compilation: Compilation, inputs, settings: Settings, tick: Tick):
     """Warm up, time the executions, then one more for the outputs: (latencies, outputs)."""
-    outputs = _output_buffers(compilation, None)
+    outputs = output_buffers(compilation)
     with burst_for(compilation, settings.burst) as burst:
         with tracing.application(Phase.WARMUP, "warmup"):
             run_executions(compilation, inputs, outputs, settings.warmup, None, burst, tick)

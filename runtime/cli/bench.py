@@ -6,9 +6,11 @@ CPU fallback on), or those given with ``--device``. Per model x device: compile 
 (median, p90, p99, mean, std and every sample), accuracy against the ``nnapi-reference``
 outputs (LiteRT's for a .tflite when ``ai-edge-litert`` is installed) by a model-level
 criterion (error relative to each output's range, a threshold per output type: see
-:mod:`runtime.cli._bench_models`), and the device's share of the operations. A device that cannot run the whole model is
+:mod:`runtime.cli._bench_run`), and the device's share of the operations. A device that cannot run the whole model is
 ``unsupported``. ``--stress`` adds the crash tests of :mod:`runtime.cli._bench_stress`.
-``--json`` writes docs/bench-schema.md; ``--html`` renders it with ``python -m nnscope.dashboards``.
+``--json`` writes docs/bench-schema.md; ``--html`` renders it with ``python -m nnscope.dashboards``
+(:mod:`runtime.cli._bench_report`). A progress bar (tqdm, on stderr) shows after
+:data:`SHOW_AFTER_S`, only on a terminal.
 
 Example:
     $ nnscope bench --executions 20 --json bench.json
@@ -18,25 +20,27 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
+
+from tqdm import tqdm
 
 from nnscope import tracing
 from nnscope.runtime.cli import _otlp
 from nnscope.runtime.cli._args import count, description, positive_float, positive_int
 from nnscope.runtime import builtin_models, manager
 from nnscope.runtime.api import NnError
-from nnscope.runtime.cli import _bench_progress as progress
-from nnscope.runtime.cli._bench_models import load_model, model_specs, reference_outputs
+from nnscope.runtime.cli._bench_report import SCHEMA, VERSION, render_html, summary, write_json
 from nnscope.runtime.cli._bench_run import (ALL, BurstsUnavailable, Settings, bursts_available,
-                                    compile_for, measure)
-from nnscope.runtime.cli._bench_schema import SCHEMA, VERSION, read_bench
+                                            compile_for, load_model, measure, model_specs,
+                                            reference_outputs)
 from nnscope.runtime.cli._bench_stress import plan_cases, run_case, target_driver
 from nnscope.tracing import Phase
+
+SHOW_AFTER_S = 1.0
+"""Runs shorter than this never draw a progress bar."""
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -64,6 +68,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
+def progress_bar(total: int | None, title: str, unit: str = "executions") -> tqdm:
+    """A tqdm bar (a context manager) on stderr; disabled when stdout is not a TTY.
+
+    Example:
+        >>> with progress_bar(100, "bench") as bar:  # prints nothing here: a doctest's output is no terminal
+        ...     progress_label(bar, "tiny_add on sample-all")  # "tiny_add on sample-all:  1%| ... 1/100 executions"
+        ...     bar.update(1)
+    """
+    return tqdm(total=total, desc=title, delay=SHOW_AFTER_S, leave=False,
+                disable=not sys.stdout.isatty(), file=sys.stderr, unit=f" {unit}")
+
+
+def progress_label(bar: tqdm, title: str) -> None:
+    """Name what the bar counts now (tqdm adds the one ": " after it)."""
+    bar.set_description_str(title)
+
+
 def _device_names(requested: list[str] | None) -> list[str]:
     """The devices to run on, checked (NnError BAD_DATA for an unknown name)."""
     if not requested:
@@ -87,7 +108,7 @@ def _benchmark(bench_models, devices: list[str], settings: Settings, bar) -> lis
         with tracing.application(Phase.OVERALL, f"{bench_model.name} reference outputs"):
             reference = reference_outputs(bench_model)  # one trace of its own, as each case
         for device in devices:
-            progress.label(bar, f"{bench_model.name} on {device}")
+            progress_label(bar, f"{bench_model.name} on {device}")
             results.append(measure(bench_model, device, settings, reference, bar.update))
     return results
 
@@ -113,9 +134,9 @@ def _stress(specs, bench_models, devices, results, settings, args) -> list[dict]
         cases += [(case, run_s) for case in plan_cases(spec, bench_model.name, target)]
     manager.shutdown()  # the children start their own drivers
     outcomes = []
-    with progress.bar(len(cases), "stress", unit="cases") as bar:
+    with progress_bar(len(cases), "stress", unit="cases") as bar:
         for case, run_s in cases:
-            progress.label(bar, f"stress {case.case} {case.name}")
+            progress_label(bar, f"stress {case.case} {case.name}")
             outcomes.append(run_case(case, settings, args.hang_scale, run_s))
             bar.update(1)
     return outcomes
@@ -155,7 +176,7 @@ def run(args) -> dict:
     try:
         with tracing.application(Phase.INITIALIZATION, "start drivers"):
             _start_drivers(devices)
-        with progress.bar(total, "bench") as bar:
+        with progress_bar(total, "bench") as bar:
             results = _benchmark(bench_models, devices, settings, bar)
         stress = _stress(specs, bench_models, devices, results, settings, args) \
             if args.stress else []
@@ -174,19 +195,7 @@ def run(args) -> dict:
             "results": results, "stress": stress}
 
 
-def render_html(json_path: str, html_path: str) -> str | None:
-    """Run ``python -m nnscope.dashboards JSON -o HTML``; the one-line error, or None on success."""
-    done = subprocess.run([sys.executable, "-m", "nnscope.dashboards", json_path, "-o", html_path],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if done.returncode == 0:
-        return None
-    lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-    reason = lines[-1].strip() if lines else f"exit status {done.returncode}"
-    return f"cannot write {html_path}: python -m nnscope.dashboards failed: {reason}"
-
-
 def main(args) -> int:
-    from nnscope.runtime.cli._bench_table import summary  # noqa: PLC0415
     if args.burst and not bursts_available():
         print("nnscope: error: bursts are not available", file=sys.stderr)
         return 2
@@ -202,7 +211,7 @@ def main(args) -> int:
 def _write_outputs(document: dict, args) -> int:
     json_path = args.json
     if json_path:
-        _write_json(document, json_path)
+        write_json(document, json_path)
         print(f"wrote {json_path}")
     if not args.html:
         return 0
@@ -210,7 +219,7 @@ def _write_outputs(document: dict, args) -> int:
     if json_path is None:
         fd, scratch = tempfile.mkstemp(suffix=".json", prefix="nnscope-bench-")
         os.close(fd)
-        _write_json(document, scratch)
+        write_json(document, scratch)
     try:
         error = render_html(json_path or scratch, args.html)
     finally:
@@ -221,10 +230,3 @@ def _write_outputs(document: dict, args) -> int:
         return 1
     print(f"wrote {args.html}")
     return 0
-
-
-def _write_json(document: dict, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=1, allow_nan=False)
-        handle.write("\n")
-    read_bench(path)  # what we write must read back

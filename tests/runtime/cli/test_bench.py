@@ -14,8 +14,8 @@ import pytest
 
 from nnscope.runtime import builtin_models, manager
 from nnscope.runtime.__main__ import main
-from nnscope.runtime.cli._bench_models import litert_available, load_model
-from nnscope.runtime.cli._bench_schema import SCHEMA, VERSION, problems, read_bench
+from nnscope.runtime.cli._bench_report import SCHEMA, VERSION, problems, read_bench
+from nnscope.runtime.cli._bench_run import litert_available, load_model
 from nnscope.runtime.compilation import Compilation
 from nnscope.runtime.cts.accuracy import FLOAT32_ATOL
 from tests.support.paths import MODEL_FIXTURES, REPO
@@ -171,8 +171,7 @@ def test_no_traceback_from_the_command_line():
 
 
 def test_each_run_is_traced_as_an_application():
-    from nnscope.runtime.cli._bench_models import reference_outputs  # noqa: PLC0415
-    from nnscope.runtime.cli._bench_run import Settings, measure  # noqa: PLC0415
+    from nnscope.runtime.cli._bench_run import Settings, measure, reference_outputs  # noqa: PLC0415
     from nnscope import tracing  # noqa: PLC0415
     model = load_model("tiny_add")
     reference = reference_outputs(model)
@@ -205,7 +204,7 @@ def test_html_report_is_the_dashboard_of_the_json(tmp_path):
 
 
 def test_the_summary_shows_the_error_and_the_threshold_it_was_held_to(document):
-    from nnscope.runtime.cli._bench_table import summary  # noqa: PLC0415
+    from nnscope.runtime.cli._bench_report import summary  # noqa: PLC0415
     lines = summary(document).splitlines()
     headers = re.split(r"\s{2,}", lines[0].strip())
     assert headers[-4:] == ["max abs err", "rel err", "accurate", "ops on device"]
@@ -216,7 +215,7 @@ def test_the_summary_shows_the_error_and_the_threshold_it_was_held_to(document):
 def test_a_wrong_output_fails_the_model_level_criterion():
     """The criterion is relative to the output's range, per output type: a float32 output off
     by 1e-3 of its range fails, 1e-5 passes; a relaxed run allows 1e-2."""
-    from nnscope.runtime.cli._bench_models import accuracy  # noqa: PLC0415
+    from nnscope.runtime.cli._bench_run import accuracy  # noqa: PLC0415
     bench_model = load_model("tiny_add")
     want = [np.linspace(-2.0, 2.0, 4, dtype=np.float32).reshape(bench_model.inputs[0].shape)]
     close, off = [want[0] + np.float32(4e-5)], [want[0] + np.float32(4e-3)]
@@ -230,11 +229,11 @@ def test_a_wrong_output_fails_the_model_level_criterion():
 
 
 def test_the_progress_bar_reads_count_and_unit(monkeypatch, capsys):
-    from nnscope.runtime.cli import _bench_progress as progress  # noqa: PLC0415
+    from nnscope.runtime.cli import bench  # noqa: PLC0415
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0)
-    with progress.bar(None, "bench") as bar:
-        progress.label(bar, "tiny_add on sample-all")
+    monkeypatch.setattr(bench, "SHOW_AFTER_S", 0)
+    with bench.progress_bar(None, "bench") as bar:
+        bench.progress_label(bar, "tiny_add on sample-all")
         bar.update(5775)
         bar.refresh()
     drawn = capsys.readouterr().err

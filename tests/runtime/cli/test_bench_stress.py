@@ -11,12 +11,10 @@ import pytest
 
 from nnscope.runtime import manager
 from nnscope.runtime.__main__ import main
-from nnscope.runtime.cli._bench_child import NNSCOPE_forTest_BENCH_ABORT
-from nnscope.runtime.cli._bench_models import load_model
-from nnscope.runtime.cli._bench_run import Settings
-from nnscope.runtime.cli._bench_schema import read_bench
-from nnscope.runtime.cli._bench_stress import (SETUP_LIMIT_S, StressCase, budget_s, run_case,
-                                       target_driver)
+from nnscope.runtime.cli._bench_report import read_bench
+from nnscope.runtime.cli._bench_run import Settings, load_model
+from nnscope.runtime.cli._bench_stress import (NNSCOPE_forTest_BENCH_ABORT, SETUP_LIMIT_S, StressCase,
+                                               budget_s, run_case, target_driver)
 from nnscope.runtime.compilation import Compilation
 
 HANG_SCALE = 0.15  # budget (run + 30 s) x 0.15: about 4.5 s from the start of the run

@@ -1,17 +1,37 @@
-"""Reader and checker of the ``nnscope bench --json`` file (docs/bench-schema.md, version 1).
+"""The ``nnscope bench`` document (docs/bench-schema.md, version 1): its checker and reader,
+writing it as JSON and as the HTML report, and the terminal summary of it.
 
 :func:`problems` lists every way a document breaks the schema (empty: valid); :func:`read_bench`
-loads a file and raises ``ValueError`` naming the first problems.
+loads a file and raises ``ValueError`` naming the first problems; :func:`write_json` writes a
+document and reads it back. :func:`render_html` makes the report page with
+``python -m nnscope.dashboards``. :func:`summary` is one table of results and one of stress
+outcomes: "rel err" is the largest output error relative to the reference output's range;
+"accurate" says whether it is within the threshold of its output type (``_bench_run``).
 
 Example:
     >>> problems({"schema": "nnscope-bench", "version": 1})[:1]
     ['missing created']
+    >>> result = {"model": "tiny_add", "device": "nnapi-reference", "status": "ok", "error": None,
+    ...           "compile_ms": 0.17, "latency_ms": {"median": 0.073, "p90": 0.095, "p99": 0.1, "mean": 0.08,
+    ...                                              "std": 0.013, "samples": [0.07] * 5},
+    ...           "accuracy": {"max_abs_error": 0.0, "relative_error": 0.0, "threshold": 0.0001,
+    ...                        "within_tolerance": True},
+    ...           "operations": {"total": 1, "on_device": 1, "share": 1.0}}
+    >>> header, rule, row = summary({"results": [result], "stress": []}).splitlines()
+    >>> def cells(line):  # columns are at least two spaces apart
+    ...     return [cell.strip() for cell in line.split("  ") if cell.strip()]
+    >>> cells(header)[:5], cells(row)[:5], cells(row)[-2:]
+    (['model', 'device', 'status', 'compile ms', 'median ms'], ['tiny_add', 'nnapi-reference', 'ok', '0.17', '0.073'],
+     ['yes (<= 0.0001)', '1/1'])
 """
 from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
+# --------------------------------------------------------------------------- schema
 SCHEMA, VERSION = "nnscope-bench", 1
 STATUSES = ("ok", "unsupported", "error")
 OUTCOMES = ("SUCCESS", "FAILURE", "HANG", "CRASH")
@@ -117,3 +137,70 @@ def read_bench(path: str) -> dict:
     if found:
         raise ValueError(f"{path}: {'; '.join(found[:3])}")
     return document
+
+# --------------------------------------------------------------------------- writing
+def write_json(document: dict, path: str) -> None:
+    """Write ``document`` to ``path`` and read it back (what we write must check out)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=1, allow_nan=False)
+        handle.write("\n")
+    read_bench(path)
+
+
+def render_html(json_path: str, html_path: str) -> str | None:
+    """Run ``python -m nnscope.dashboards JSON -o HTML``; the one-line error, or None on success."""
+    done = subprocess.run([sys.executable, "-m", "nnscope.dashboards", json_path, "-o", html_path],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if done.returncode == 0:
+        return None
+    lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+    reason = lines[-1].strip() if lines else f"exit status {done.returncode}"
+    return f"cannot write {html_path}: python -m nnscope.dashboards failed: {reason}"
+
+
+# --------------------------------------------------------------------------- summary
+_RESULT_HEADERS = ("model", "device", "status", "compile ms", "median ms", "p90 ms", "p99 ms",
+                   "mean ms", "std ms", "n", "max abs err", "rel err", "accurate", "ops on device")
+_STRESS_HEADERS = ("case", "model", "device", "outcome", "seconds", "detail")
+
+
+def _result_row(result: dict) -> list:
+    latency, accuracy, operations = result["latency_ms"], result["accuracy"], result["operations"]
+    ops = f"{operations['on_device']}/{operations['total']}" if operations else ""
+    row = [result["model"], result["device"], result["status"], result["compile_ms"]]
+    if latency:
+        row += [latency[k] for k in ("median", "p90", "p99", "mean", "std")]
+        row += [len(latency["samples"])]
+    else:
+        row += [""] * 6
+    if accuracy:
+        row += [accuracy["max_abs_error"], accuracy.get("relative_error", ""), _verdict(accuracy)]
+    else:
+        row += [""] * 3
+    return row + [ops]
+
+
+def _verdict(accuracy: dict) -> str:
+    """``yes`` or ``NO``, with the threshold the relative error was held to."""
+    word = "yes" if accuracy["within_tolerance"] else "NO"
+    limit = accuracy.get("threshold")
+    return word if limit is None else f"{word} ({'<=' if word == 'yes' else '>'} {limit:.2g})"
+
+
+def _errors(results: list[dict]) -> str:
+    lines = [f"{r['model']} on {r['device']}: {r['status']}: {r['error']}"
+             for r in results if r["error"]]
+    return "".join(line + "\n" for line in lines)
+
+
+def summary(document: dict) -> str:
+    """The tables (and one line per unsupported or failed run)."""
+    from tabulate import tabulate  # noqa: PLC0415 - only when there is a summary to print
+    results = document["results"]
+    text = tabulate([_result_row(r) for r in results], headers=_RESULT_HEADERS, floatfmt=".4g")
+    text += "\n" + _errors(results)
+    if document["stress"]:
+        rows = [[s[k] for k in ("case", "model", "device", "outcome", "seconds", "detail")]
+                for s in document["stress"]]
+        text += "\n" + tabulate(rows, headers=_STRESS_HEADERS, floatfmt=".2f") + "\n"
+    return text
