@@ -6,7 +6,7 @@ without caching (partitioning asks the driver ``getSupportedOperations``, then
 ``prepareModel_1_3`` sends the model and the driver validates it and plans its executor); with
 ``set_caching`` right after the cache files were touched (``cold``: ``prepareModelFromCache_1_3``
 reads and checks both files again and restores the executor's plan); and with ``set_caching``
-on files the driver verified before and that did not change since (``cache_memo``: nothing is
+on files the driver verified before and that did not change since (``cache_files.MEMO``: nothing is
 read again, the restored executor is copied). The last is ``cache_speedup``, what an
 application's second start-up sees while the driver runs; the cold one is reported next to it.
 Every compilation runs the same input once per round outside the timed part, and all outputs

@@ -18,7 +18,7 @@ range-checked, constants become read-only numpy views of the data payload (one r
 checksum pass), and the executor's plan is restored from the cached records instead of
 validating every operation and planning again (:func:`restore_executor`). A model with control
 flow (IF/WHILE) is planned as usual. Files the driver verified before and that did not change
-since (``cache_memo``) give the same record objects again, and then a copy of the executor
+since (``cache_files.MEMO``) give the same record objects again, and then a copy of the executor
 restored from them then, without decoding anything. Any inconsistency raises
 :class:`~runtime.drivers.cache_files.CacheError`.
 
@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nnscope.runtime.drivers import cache_files as files, cache_memo, cache_tables as tables, memory_budget
+from nnscope.runtime.drivers import cache_files as files, cache_tables as tables, memory_budget
 from nnscope.runtime.drivers.cache_files import KIND_DATA, KIND_MODEL, CacheError
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer, read_origins, write_origins
 from nnscope.runtime.hal.types import HalModel
@@ -58,7 +58,7 @@ from nnscope.runtime.ops.executor import CpuExecutor
 
 PAYLOAD_VERSION = 3
 #: id(model record) -> (model record, data record, budget, model, executor never run): the restored
-#: model of cache files ``cache_memo`` still vouches for (it returns the same record objects);
+#: model of cache files ``cache_files.MEMO`` still vouches for (it returns the same record objects);
 #: entries whose records the memo let go of are dropped, so both hold the same files' memory.
 _RESTORED: collections.OrderedDict = collections.OrderedDict()
 _ALIGN = 64
@@ -154,9 +154,9 @@ def load(driver, model_fds, data_fds, token: bytes):
         raise CacheError("model and data cache files do not belong together")
     model, executor = _decoded(_restore, layout, data_record.payload, driver.budget_bytes)
     footprint = memory_budget.model_footprint(model, executor)
-    if not model.referenced and cache_memo.MEMO.holds(model_record) and cache_memo.MEMO.holds(data_record):
+    if not model.referenced and files.MEMO.holds(model_record) and files.MEMO.holds(data_record):
         for stale in [key for key, entry in _RESTORED.items()  # records the memo let go of
-                      if not (cache_memo.MEMO.holds(entry[0]) and cache_memo.MEMO.holds(entry[1]))]:
+                      if not (files.MEMO.holds(entry[0]) and files.MEMO.holds(entry[1]))]:
             del _RESTORED[stale]
         _RESTORED[id(model_record)] = (model_record, data_record, driver.budget_bytes, model,
                                        copy.copy(executor), footprint)

@@ -107,7 +107,7 @@ def test_prepare_from_cache_deadline_matrix(driver, timeout, tmp_path):
     warm.set_caching(str(tmp_path), token)
     warm.finish()  # writes the cache files
     warm.free()
-    for path in tmp_path.iterdir():  # the driver must read and verify them again (cache_memo)
+    for path in tmp_path.iterdir():  # the driver must read and verify them again (cache_files.MEMO)
         os.utime(path)
     compilation = Compilation.for_devices(model, [driver])
     compilation.set_caching(str(tmp_path), token)

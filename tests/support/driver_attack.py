@@ -28,7 +28,7 @@ import tempfile
 import time
 from typing import Iterator, NamedTuple
 
-from nnscope.runtime.drivers.cache_memo import MAX_ENTRIES
+from nnscope.runtime.drivers.cache_files import MEMO_MAX_ENTRIES
 from nnscope.runtime.drivers.ipc.wire.protocol import (HEADER, MAGIC, MAX_INLINE_PAYLOAD, REPLY, VERSION, MsgType,
                                                pack_header)
 from nnscope.runtime.drivers.ipc.wire.transport import Channel
@@ -249,7 +249,7 @@ class AttackedDriver:
         assert fds <= self.baseline_fds, f"driver holds {fds} fds, {self.baseline_fds} before"
         assert "Traceback" not in self.stderr(), self.stderr()
         watches = inotify_watches(self.pid)  # one per remembered cache file, at most
-        assert watches <= MAX_ENTRIES, f"driver holds {watches} inotify watches"
+        assert watches <= MEMO_MAX_ENTRIES, f"driver holds {watches} inotify watches"
         self.check_alive()
         return {"answer_s": answer_s, "fds": fds, "baseline_fds": self.baseline_fds, "peak_rss_kb": rss,
                 "inotify_watches": watches}

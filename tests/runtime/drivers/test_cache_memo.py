@@ -1,5 +1,5 @@
-"""The driver's memory of verified cache files (runtime.drivers.cache_memo): a second load of
-unchanged files is served from it, and any change to a file (a write, a truncation, a
+"""The driver's memory of verified cache files (``runtime.drivers.cache_files.MEMO``): a second
+load of unchanged files is served from it, and any change to a file (a write, a truncation, a
 timestamp, a replacement) makes the next load read and verify the file again, so a corrupted
 cache is still refused. Oracle: the reference CPU device's outputs."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nnscope.runtime.builtin_models import mobilenet, sample_input
-from nnscope.runtime.drivers import cache_memo
+from nnscope.runtime.drivers import cache_files
 from nnscope.runtime.drivers.cache_files import HEADER_SIZE
 from nnscope.runtime.drivers.cpu import CpuDevice
 from nnscope.runtime.drivers.sample import SAMPLES, SampleDriver
@@ -49,9 +49,9 @@ def _output(prepared) -> np.ndarray:
 
 
 def _hits(load) -> int:
-    before = cache_memo.MEMO.hits
+    before = cache_files.MEMO.hits
     load()
-    return cache_memo.MEMO.hits - before
+    return cache_files.MEMO.hits - before
 
 
 def test_unchanged_files_are_not_read_again_and_compute_the_same(cache):

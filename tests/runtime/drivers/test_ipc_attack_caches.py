@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 from nnscope.runtime.drivers import cache_files
-from nnscope.runtime.drivers.cache_memo import MAX_ENTRIES
+from nnscope.runtime.drivers.cache_files import MEMO_MAX_ENTRIES
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.hal.types import ErrorStatus
 from tests.support.driver_attack import AttackedDriver, exchange, peak_rss_kb, prepare_add
@@ -89,7 +89,7 @@ def test_cache_reads_leave_no_inotify_watch_behind(driver):
             model_fd = _record(attacker, cache_files.KIND_MODEL, b"model %d" % number, token)
             data_fd = _record(attacker, cache_files.KIND_DATA, b"data %d" % number, token)
             assert _prepare_from_cache(sock, model_fd, data_fd, token).status == FAILURE
-        assert inotify_watches(driver.pid) <= before + MAX_ENTRIES  # one per remembered file
+        assert inotify_watches(driver.pid) <= before + MEMO_MAX_ENTRIES  # one per remembered file
 
 
 # ---------------------------------------------------------------- bug 10: IBuffers
