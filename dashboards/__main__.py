@@ -1,8 +1,9 @@
 """Command line: ``python -m nnscope.dashboards INPUT [-o report.html] [--graph plan.dot] [--json]``.
 
-INPUT is a trace (any format parse_systrace reads) or a ``nnscope bench --json`` report,
-told apart by content. Writes the HTML report next to the input (``INPUT.report.html``)
-unless ``-o`` names another file. For a trace, ``--graph`` adds the partition graph (the
+INPUT is a trace (any format parse_systrace reads), a ``nnscope bench --json`` report or
+a ``parse_systrace fleet summary/compare --json`` file (``--compare`` adds a comparison to a
+summary), told apart by content. Writes the HTML report next to the input
+(``INPUT.report.html``) unless ``-o`` names another file. For a trace, ``--graph`` adds the partition graph (the
 ``.dot`` file of ``nnscope run --dot``) and ``--json`` prints the report data (header and
 parse_systrace's JSON summary) on stdout, or writes it to ``-o``; the renderer is also
 guessed from the ``-o`` extension (``.json``). Unreadable input is one line on stderr
@@ -12,6 +13,7 @@ Example:
     $ python -m nnscope.dashboards trace.html                  # -> trace.html.report.html
     $ nnscope-dashboard run.json --graph plan.dot -o /tmp/r.html
     $ nnscope-dashboard bench.json -o bench.html
+    $ nnscope-dashboard fleet-summary.json --compare fleet-compare.json -o fleet.html
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import re
 import sys
 
 from nnscope.dashboards.bench import BenchFormatError, is_bench_file, load_bench
+from nnscope.dashboards.fleet import is_fleet_file, load_fleet, render_fleet_page
 from nnscope.dashboards.renderers import get_renderer, renderer_for_path
 from nnscope.dashboards.renderers.bench_html import BenchHTMLRenderer
 from nnscope.dashboards.report import build_report
@@ -39,11 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write the report data as JSON (stdout unless -o is given)")
     parser.add_argument("--graph", metavar="PLAN.dot",
                         help="partition graph to show (written by `nnscope run --dot`)")
+    parser.add_argument("--compare", metavar="COMPARE.json", help="with a fleet summary "
+                        "(parse_systrace fleet summary --json): the comparison to show too")
     return parser
 
 
 def render(args) -> str:
     """The document for the parsed arguments (raises the input's format error)."""
+    if is_fleet_file(args.trace):  # parse_systrace fleet summary/compare --json
+        summary, comparison = load_fleet(args.trace)
+        comparison = load_fleet(args.compare)[1] if args.compare else comparison
+        return render_fleet_page(summary, comparison, os.path.basename(args.trace))
     if is_bench_file(args.trace):
         if args.json:
             raise BenchFormatError("--json: a bench report is already JSON")

@@ -63,3 +63,20 @@ def test_build_from_a_manifest(lab, tmp_path, capsys):
     captured = capsys.readouterr()
     assert "4 traces added, 0 errors" in captured.err
     assert {record["rack"] for record in json.loads(captured.out)} == {"r0", "r1"}
+
+
+def test_the_fleet_page_shows_distributions_and_the_comparison(embedded, tmp_path, capsys):
+    from nnscope.dashboards.__main__ import main as dashboard_main
+
+    summary, comparison, page = tmp_path / "summary.json", tmp_path / "compare.json", tmp_path / "fleet.html"
+    assert cli.main(["summary", str(embedded[0]), "--json"]) == 0
+    summary.write_text(capsys.readouterr().out)
+    a, b = f"{embedded[0]}:build=b100", f"{embedded[0]}:build=b101"
+    assert cli.main(["compare", a, b, "--json"]) == 0
+    comparison.write_text(capsys.readouterr().out)
+    assert dashboard_main([str(summary), "--compare", str(comparison), "-o", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "NNAPI fleet report" in text
+    assert "Execution · Driver (PE LD)" in text and "pixel6 / b101 / asr" in text
+    assert "pixel6 / asr PE LD" in text  # the regression, in the forest plot
+    assert text.count("<svg") > 20

@@ -1,0 +1,172 @@
+"""Speed and memory of ``parse_systrace fleet`` on a generated device lab (issue 35).
+
+Generates (once; ``--lab DIR`` keeps and reuses it) a lab of ``tests/support/fleet_gen.py``:
+3 devices x 2 builds x 3 models, ``--traces-per-group`` traces each in mixed formats (systrace
+HTML, ftrace text, Chrome JSON, Perfetto, gzip), by default 2,016 traces and more than 1 GB.
+Then, each build in a fresh helper process on the embedded engine (``engine.cluster``), it
+measures:
+
+- the sum of the one-trace times of :func:`parse_systrace.summarize` on the same files, in one
+  process (what the workers would do with no engine at all);
+- a fresh build with 1 and with 2 workers: wall seconds (cluster start apart), traces/s,
+  MB/s, and the engine's cost: the build's time over (sum of one-trace times / workers);
+- an incremental re-run that adds 10 new traces, against the first 2-worker build;
+- the resident memory of the client and of each worker at 25, 50, 75 and 100 % of a build
+  (bounded: flat while the number of traces done grows), and their peaks.
+
+Prints one line per figure, writes ``benchmarks/results/fleet.json`` and prints it as a final
+JSON line. The machines here are shared: figures vary with the other load.
+
+Example:
+    $ python benchmarks/fleet.py --lab /tmp/lab
+    $ python benchmarks/fleet.py --traces-per-group 20 --execs 20   # a quick, small run
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "fleet.json"
+PATTERN = "{device}/{build}/{model}/*"
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def generate(lab: Path, per_group: int, execs: int) -> None:
+    """The lab (``lab/main``) and the 10 traces of the re-run (``lab/late``), unless present."""
+    if not (lab / "main").is_dir():
+        subprocess.run([sys.executable, "-m", "tests.support.fleet_gen", str(lab / "main"),
+                        "--traces-per-group", str(per_group), "--execs", str(execs), "--no-broken"],
+                       check=True, cwd=REPO)
+    if not (lab / "late").is_dir():
+        code = ("from tests.support.fleet_gen import generate_fleet; generate_fleet("
+                f"{str(lab / 'late')!r}, devices=('pixel6',), builds=('b102',), models=('asr',), "
+                f"traces_per_group=10, execs={execs}, broken=False)")
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def files_of(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*") if path.is_file())
+
+
+def measure_serial(folder: Path) -> dict:
+    """Sum of the one-trace summarize() times, in this process."""
+    from nnscope.parse_systrace import summarize
+
+    total, size, files = 0.0, 0, files_of(folder)
+    for path in files:
+        start = time.perf_counter()
+        summarize(str(path))
+        total += time.perf_counter() - start
+        size += path.stat().st_size
+    return {"files": len(files), "mb": round(size / 1e6, 1), "seconds_sum": round(total, 3),
+            "peak_rss_mb": round(_peak_mb(), 1)}
+
+
+def measure_build(dataset: Path, workers: int, inputs: list[str], total: int) -> dict:
+    """One build on an embedded cluster of ``workers``, with memory samples."""
+    from nnscope.parse_systrace.fleet import build, engine
+
+    start = time.perf_counter()
+    with engine.cluster(workers=workers) as client:
+        started = time.perf_counter() - start
+        samples, marks = [], {round(total * share) for share in (0.25, 0.5, 0.75)}
+
+        def sample(counts: dict) -> None:
+            if counts["done"] in marks:
+                samples.append(dict(done=counts["done"], client_mb=round(_rss_mb(), 1),
+                                    workers_mb=sorted(round(v, 1) for v in client.run(_rss_mb).values())))
+
+        report = build(dataset, inputs, pattern=PATTERN, scheduler=client.scheduler.address,
+                       progress=False, on_result=sample)
+        samples.append(dict(done=report.files - report.skipped, client_mb=round(_rss_mb(), 1),
+                            workers_mb=sorted(round(v, 1) for v in client.run(_rss_mb).values())))
+        peaks = sorted(round(v, 1) for v in client.run(_peak_mb).values())
+    return {"workers": workers, "cluster_start_s": round(started, 3), "seconds": report.seconds,
+            "parsed": report.parsed, "skipped": report.skipped, "failed": report.failed,
+            "rss_samples": samples, "client_peak_rss_mb": round(_peak_mb(), 1),
+            "worker_peak_rss_mb": peaks}
+
+
+def _helper(*args: str) -> dict:
+    done = subprocess.run([sys.executable, __file__, *args], stdout=subprocess.PIPE, check=True, cwd=REPO)
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--serial"]:
+        print(json.dumps(measure_serial(Path(sys.argv[2]))))
+        return 0
+    if sys.argv[1:2] == ["--build"]:
+        dataset, workers, total, *inputs = sys.argv[2:]
+        print(json.dumps(measure_build(Path(dataset), int(workers), inputs, int(total))))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lab", help="keep (and reuse) the generated lab in this folder")
+    parser.add_argument("--traces-per-group", type=int, default=112)
+    parser.add_argument("--execs", type=int, default=200)
+    args = parser.parse_args()
+    scratch = tempfile.mkdtemp(prefix="fleet-bench-")
+    lab = Path(args.lab) if args.lab else Path(scratch) / "lab"
+    try:
+        generate(lab, args.traces_per_group, args.execs)
+        result = run(lab, Path(scratch))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result))
+    return 0
+
+
+def run(lab: Path, scratch: Path) -> dict:
+    main_folder, late = str(lab / "main"), str(lab / "late")
+    serial = _helper("--serial", main_folder)
+    print(f"lab: {serial['files']} traces, {serial['mb']} MB; one-trace summarize() times sum to "
+          f"{serial['seconds_sum']:.1f} s (one process)")
+    result = {"lab": serial, "builds": {}}
+    for workers in (1, 2):
+        dataset = scratch / f"w{workers}.fleet"
+        shutil.rmtree(dataset, ignore_errors=True)
+        built = _helper("--build", str(dataset), str(workers), str(serial["files"]), main_folder)
+        built["traces_per_s"] = round(built["parsed"] / built["seconds"], 1)
+        built["mb_per_s"] = round(serial["mb"] / built["seconds"], 1)
+        built["engine_cost"] = round(built["seconds"] / (serial["seconds_sum"] / workers), 3)
+        result["builds"][workers] = built
+        print(f"{workers} worker(s): {built['seconds']:.1f} s (+{built['cluster_start_s']:.1f} s cluster "
+              f"start), {built['traces_per_s']} traces/s, {built['mb_per_s']} MB/s, engine cost "
+              f"{built['engine_cost']}x (target <= 1.15), client peak RSS {built['client_peak_rss_mb']} MB, "
+              f"worker peaks {built['worker_peak_rss_mb']} MB")
+    result["speedup_2_over_1"] = round(result["builds"][1]["seconds"] / result["builds"][2]["seconds"], 2)
+    print(f"2 workers over 1: {result['speedup_2_over_1']}x (target >= 1.7)")
+    rerun = _helper("--build", str(scratch / "w2.fleet"), "2", "10", main_folder, late)
+    rerun["share_of_first"] = round(rerun["seconds"] / result["builds"][2]["seconds"], 4)
+    result["rerun"] = rerun
+    print(f"re-run with 10 new traces: {rerun['seconds']:.2f} s (+{rerun['cluster_start_s']:.1f} s "
+          f"cluster start) parsed {rerun['parsed']}, skipped {rerun['skipped']}: "
+          f"{rerun['share_of_first']:.1%} of the first run (target <= 5 %)")
+    for workers, built in result["builds"].items():
+        for sample in built["rss_samples"]:
+            print(f"  {workers} worker(s), {sample['done']} traces done: client {sample['client_mb']} MB, "
+                  f"workers {sample['workers_mb']} MB")
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())
