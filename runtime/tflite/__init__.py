@@ -5,7 +5,9 @@ code), maps tensors to operands (shapes, types, quantisation, per-channel scales
 constants into ``operand_values`` and maps builtin operators to NNAPI operations with their
 options as scalar operands (``supported_operators()`` lists the builtins; ``_lowered_operators``
 those that become several NNAPI operations). Sparse constants are densified at load time. An
-operator with no NNAPI form raises :class:`UnsupportedOperator` naming it.
+operator with no NNAPI form raises :class:`UnsupportedOperator` naming it; a truncated or corrupt
+file raises :class:`TfliteFormatError` (every offset and length is checked against the file
+before anything is read). Both are ValueErrors of one line.
 
 Example:
     >>> import numpy as np
@@ -26,6 +28,8 @@ Example:
     [[[2.0, 2.0, 2.0, 2.0]]]
 """
 from nnscope.runtime.tflite._builder import UnsupportedOperator
+from nnscope.runtime.tflite._verify import TfliteFormatError
 from nnscope.runtime.tflite.loader import convert_tflite, load_tflite, supported_operators
 
-__all__ = ["UnsupportedOperator", "convert_tflite", "load_tflite", "supported_operators"]
+__all__ = ["TfliteFormatError", "UnsupportedOperator", "convert_tflite", "load_tflite",
+           "supported_operators"]

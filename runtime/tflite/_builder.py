@@ -23,7 +23,7 @@ import numpy as np
 from nnscope.runtime.hal.types import (ChannelQuant, DataLocation, HalModel, Operand, OperandLifetime,
                                OperandType, Operation, OperationType, ResultCode, Subgraph,
                                numpy_dtype)
-from nnscope.runtime.tflite._reader import TfliteGraph, TfliteTensor
+from nnscope.runtime.tflite._reader import TfliteGraph, TfliteTensor, element_dtype
 
 
 class UnsupportedOperator(ValueError):
@@ -52,8 +52,8 @@ def operand_type(tensor: TfliteTensor) -> OperandType:
     try:
         return _PLAIN_TYPES[tensor.type_name]
     except KeyError:
-        raise ValueError(f"tensor {tensor.name!r}: TFLite type {tensor.type_name} has no "
-                         "NNAPI operand type") from None
+        raise UnsupportedOperator(f"tensor {tensor.name!r} of TFLite type {tensor.type_name}") \
+            from None
 
 
 def _quant_params(tensor: TfliteTensor, op_type: OperandType):
@@ -139,7 +139,14 @@ class GraphBuilder:
         if tensor_index in self._folded:
             return self._folded[tensor_index][0]
         tensor = self.graph.tensors[tensor_index]
-        return tensor.array() if tensor.data is not None else None
+        if tensor.data is None:
+            return None
+        try:
+            element_dtype(tensor.type_name)
+        except TypeError:  # STRING, INT4, BFLOAT16, ...
+            raise UnsupportedOperator(f"constant tensor {tensor.name!r} of TFLite type "
+                                      f"{tensor.type_name}") from None
+        return tensor.array()
 
     def constant_input(self, op, position: int, what: str) -> np.ndarray:
         """The constant value of ``op``'s input ``position`` (its ``what``, for the error)."""

@@ -28,6 +28,7 @@ from nnscope.runtime.ops.registry import OpValidationError
 from nnscope.runtime.tflite._builder import GraphBuilder
 from nnscope.runtime.tflite._operators import CONVERTERS, UnsupportedOperator
 from nnscope.runtime.tflite._reader import TfliteGraph, read_graph
+from nnscope.runtime.tflite._verify import TfliteFormatError
 
 _NAMED_AT_MOST = 5
 
@@ -42,9 +43,12 @@ def load_tflite(path: str | os.PathLike) -> tuple[HalModel, list[str], list[str]
 
     Raises:
         UnsupportedOperator: (a ValueError with ``result_code`` BAD_DATA) an operator, or one
-            of its options (such as a TANH fused activation), has no NNAPI form; the message
-            names each one with its index.
-        ValueError: the file is not a TFLite model or a tensor is malformed.
+            of its options (such as a TANH fused activation) or tensor types, has no NNAPI
+            form; the message names each one with its index.
+        TfliteFormatError: (a ValueError with ``result_code`` BAD_DATA) the file is not a
+            TFLite model, or is truncated or corrupt: an offset or length outside the file, a
+            reference to a tensor, buffer or operator code that does not exist, a constant that
+            does not fill its shape, an operator without the inputs or options its kind reads.
     """
     with open(path, "rb") as handle:
         data = handle.read()
@@ -54,11 +58,11 @@ def load_tflite(path: str | os.PathLike) -> tuple[HalModel, list[str], list[str]
 def convert_tflite(data: bytes, label: str = "<bytes>") -> tuple[HalModel, list[str], list[str]]:
     """:func:`load_tflite` for an in-memory flatbuffer."""
     if len(data) < 8 or data[4:8] != b"TFL3":
-        raise ValueError(f"{label}: not a TFLite flatbuffer (no TFL3 identifier)")
+        raise TfliteFormatError(f"{label}: not a TFLite flatbuffer (no TFL3 identifier)")
     try:
         graph = read_graph(data)
     except ValueError as error:
-        raise ValueError(f"{label}: {error}") from None
+        raise type(error)(f"{label}: {error}") from None
     builder = GraphBuilder(graph)
     problems = []
     for index, operator in enumerate(graph.operators):
@@ -72,9 +76,18 @@ def convert_tflite(data: bytes, label: str = "<bytes>") -> tuple[HalModel, list[
             _validate(builder, first)
         except UnsupportedOperator as error:
             problems.append(f"operator {index} ({operator.label}): {error} has no NNAPI form")
+        except (IndexError, KeyError, AttributeError) as error:  # its inputs, shapes or options
+            raise TfliteFormatError(f"{label}: operator {index} ({operator.label}) lacks an input, "
+                                    f"dimension or option {operator.name} has (corrupt file? "
+                                    f"{type(error).__name__}: {error})") from None
     if problems:
         raise UnsupportedOperator(f"{label}: {_first(problems)}")
-    return builder.finish(), _names(graph, graph.inputs), _names(graph, graph.outputs)
+    try:
+        model = builder.finish()
+    except UnsupportedOperator as error:
+        raise UnsupportedOperator(f"{label}: a model input or output, {error}, has no NNAPI "
+                                  "form") from None
+    return model, _names(graph, graph.inputs), _names(graph, graph.outputs)
 
 
 def _validate(builder: GraphBuilder, first: int) -> None:
