@@ -40,11 +40,6 @@ class StepMemory:
         self._slots: dict[Hashable, tuple[int, int]] = {}
         self.requests: dict = {}   # step index -> Request (valid while the layout holds)
         self.signature = None      # the model arguments ``requests`` were built for
-        self.chain_run = 0         # the last run number written in the chain words
-        self.chain_pause = 0       # executions left to run one step at a time
-        self.chain_backoff = 0     # the last pause after a refused chain (0: the last chain ran)
-        self.chain_links = (None, [])  # (the requests they were made of, chain links)
-        self.chain_s = 0.0         # moving average of a chained execution's seconds
         self._retired: list[SharedPool] = []
 
     def slot(self, key: Hashable) -> tuple[int, int]:

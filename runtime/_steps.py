@@ -6,10 +6,16 @@ steps and the model's inputs and outputs, each at an offset; the model inputs ar
 the first step and the outputs out after the last. With static shapes each step's request is
 built once and reused by later executions (the driver then gets a repeat: its memo, no pools).
 A temporary of unknown shape starts at 64 KiB; when a device reports it larger, the region grows
-and the step runs again. Once every step's request is built and each driver has answered its
-repeat, an execution chains its steps (``runtime.drivers.ipc.client.chain``): all are sent at
-once and the drivers hand over through words in the step memory; a chain that fails (a refusal,
-a driver that stopped answering) is followed by the steps one by one, without the dead drivers.
+and the step runs again. Once every step's request is built (static shapes, from the second
+execution on), an execution is fenced, as AOSP's fenced execution of a compound plan
+(``ExecutionBuilder``'s ``startComputeFenced``): each step is launched with its device's
+``executeFenced``, waiting for the sync fence of the step before and giving its own, so the
+drivers hand over to each other and the application waits once, on the last fence. At most
+:data:`LAUNCH_AHEAD` steps are launched ahead of the first one not known done; a step on an
+in-process device runs here once the steps before it ended. A step that no fence shows ending
+within its device's timeout has its driver killed; a fenced run that fails in any way is followed
+by the steps one by one, without the dead drivers. Tracing changes nothing of this: each launch
+is a ``StepExecutor::computeFenced`` span and each wait a ``syncWait`` span.
 A step that fails on its driver (also a dead driver process) is redone on the CPU, then the
 whole model (see ``runtime._fallback``).
 
@@ -33,24 +39,27 @@ Example:
 """
 from __future__ import annotations
 
+import time
+
 from nnscope import tracing
 from nnscope import vlog
 from nnscope.runtime import _fallback
 from nnscope.runtime._step_memory import StepMemory
-from nnscope.runtime.drivers.ipc.client import chain as chained
-from nnscope.runtime.hal.shared_memory import ibuffer_token, pool_bytes
-from nnscope.runtime.drivers.ipc.wire import chain
 from nnscope.runtime.extensions import operand_byte_size
+from nnscope.runtime.hal.errors import HalError
+from nnscope.runtime.hal.shared_memory import ibuffer_token, pool_bytes
+from nnscope.runtime.hal.sync_fence import ACTIVE
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from nnscope.runtime.hal.types import ErrorStatus
 from nnscope.runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
 from nnscope.tracing import Phase
 
 _GUESS_BYTES = 1 << 16
-CHAIN_WORDS = "chain"  # the step memory slot of the chain words (8 bytes a step)
-#: Executions run one step at a time after a chain that failed without a dead driver (doubled
-#: after each such failure in a row, up to MAX_CHAIN_PAUSE).
-CHAIN_PAUSE, MAX_CHAIN_PAUSE = 16, 1024
+#: Steps of a fenced execution launched ahead of the first one not known done (a driver takes a
+#: bounded number from one connection: ``service.fenced.MAX_RUNNING``).
+LAUNCH_AHEAD = 8
+#: Seconds between two looks at the frontier step while the application waits for a later one.
+CHECK_S = 0.1
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
 _NONE = ErrorStatus.NONE
 _DEAD = ExecutionResult(ErrorStatus.DEAD_OBJECT)
@@ -103,8 +112,7 @@ class _Arguments:
         if temporaries is None:
             temporaries = plan.memories.temporary_sizes = {o: self.size(o, self.graph.operands[o].dimensions)
                                                            or _GUESS_BYTES for o in plan.temporaries}
-        memory.fit({**temporaries, **{key: arg.length for key, arg in self._model_slots()},
-                    CHAIN_WORDS: chain.WORD_SIZE * len(plan.steps)})
+        memory.fit({**temporaries, **{key: arg.length for key, arg in self._model_slots()}})
         signature = (request.inputs, request.outputs, tuple(id(request.pools[i]) for i in self.through))
         if not plan.static_boundaries or memory.signature != signature:
             memory.requests, memory.signature = {}, (signature if plan.static_boundaries else None)
@@ -187,11 +195,14 @@ def _run_compound(plan: ExecutionPlan, request: Request, deadline_ns: int | None
     try:
         arguments = _Arguments(plan, memory, request)
         arguments.copy_inputs()
-        outcome = _chained(plan, arguments, deadline_ns, prepared_of)
-        if outcome is not None and outcome.results is not None:
-            result, failed = _shapes_of(plan, arguments, zip(plan.steps, outcome.results)), None
+        fenced = None
+        if prepared_of is _own_prepared and memory.signature is not None \
+                and len(memory.requests) == len(plan.steps):
+            fenced = _Fenced(plan, memory.requests).run(deadline_ns)
+        if fenced is not None and fenced.results is not None:
+            result, failed = _shapes_of(plan, arguments, zip(plan.steps, fenced.results)), None
         else:
-            dead = set(outcome.dead) if outcome is not None else set()
+            dead = set(fenced.dead) if fenced is not None else set()
             result, failed = _run_steps(plan, arguments, deadline_ns, prepared_of, dead)
         if result.status == _NONE:
             arguments.copy_outputs()
@@ -200,41 +211,105 @@ def _run_compound(plan: ExecutionPlan, request: Request, deadline_ns: int | None
         plan.memories.give_back(memory, plan.forget_pool)
 
 
-def _chained(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | None, prepared_of):
-    """The outcome of the steps chained from driver to driver (``client.chain``); None when this
-    execution cannot chain: a first run, a deadline, a burst, tracing on, a step outside a driver
-    process, no polling window (LOW_POWER, one CPU), or a pause after a failed chain."""
-    memory = arguments.memory
-    if prepared_of is not _own_prepared or deadline_ns is not None or memory.signature is None \
-            or len(memory.requests) != len(plan.steps) or tracing.enabled():
-        return None
-    if memory.chain_pause:
-        memory.chain_pause -= 1
-        return None
-    links = _links(plan, memory)
-    window = links[0].prepared.reply_poll_s if links else 0.0
-    if not chained.worthwhile(window):
-        return None
-    memory.chain_run += 1
-    outcome = chained.run_chain(links, memory.region.view, memory.slot(CHAIN_WORDS)[0], memory.chain_run,
-                                memory.chain_s, window)
-    if outcome is not None and outcome.results is None and not outcome.dead:  # refused: pause, longer each time
-        memory.chain_pause = memory.chain_backoff = min(2 * memory.chain_backoff or CHAIN_PAUSE, MAX_CHAIN_PAUSE)
-    elif outcome is not None and outcome.results is not None:
-        memory.chain_s += (outcome.elapsed_s - memory.chain_s) / 4
-        memory.chain_backoff = 0
-    return outcome
+class _Fenced:
+    """One fenced execution of a compound plan: the steps launched in order, each waiting for
+    the fence of the one before (AOSP's ``startComputeFenced``)."""
 
+    def __init__(self, plan: ExecutionPlan, requests: dict):
+        self.plan, self.requests = plan, requests
+        self.runs: list = []  # (step, FencedRun) in launch order
+        self.ended = 0  # runs known done (a prefix of ``runs``)
+        self.results: list | None = []  # one ExecutionResult per step that ended
+        self.dead: set = set()
+        self.fence = None  # the sync fence the next step waits for
 
-def _links(plan: ExecutionPlan, memory: StepMemory) -> list:
-    """The chain links of ``memory``'s step requests (kept while they hold); empty when a step
-    cannot chain."""
-    requests, links = memory.chain_links
-    if requests is not memory.requests:
-        links = [chained.Link(step.prepared, memory.requests[step.index]) for step in plan.steps]
-        links = links if all(link.prepared.chains for link in links) else []
-        memory.chain_links = (memory.requests, links)
-    return links
+    def run(self, deadline_ns: int | None) -> _Fenced:
+        """Launch and wait for every step; ``results`` is None unless all succeeded."""
+        try:
+            ok = all(self._launch(step, deadline_ns) for step in self.plan.steps) \
+                and self._settle(len(self.runs))
+            if not ok:
+                self.results = None
+                self._drain()
+        finally:
+            for _, run in self.runs:
+                run.close()
+        return self
+
+    def _launch(self, step: ExecutionStep, deadline_ns: int | None) -> bool:
+        if len(self.runs) - self.ended >= LAUNCH_AHEAD and not self._settle(len(self.runs) - LAUNCH_AHEAD + 1):
+            return False
+        request, waits = self.requests[step.index], [] if self.fence is None else [self.fence]
+        try:
+            with tracing.runtime(_EXECUTION, "StepExecutor::computeFenced"):
+                run = step.prepared.execute_fenced(request, waits, False, deadline_ns)
+        except HalError as error:
+            vlog.log("execution", "ExecutionPlan", "executeFenced of step %d on %s: %s; the steps "
+                     "run one by one", step.index, step.device.name, error)
+            if error.status == ErrorStatus.DEAD_OBJECT:
+                self.dead.add(step.device)
+            return False
+        if run is not None:
+            self.runs.append((step, run))
+            self.fence = run.fence
+            return True
+        if not self._settle(len(self.runs)):  # an in-process model runs here, after the others
+            return False
+        with tracing.runtime(_EXECUTION, "StepExecutor::compute"):
+            result = _fallback.execute(step.prepared, request, False, deadline_ns)
+        self.fence = None
+        return self._ended(step, result)
+
+    def _ended(self, step: ExecutionStep, result: ExecutionResult, why: str | None = None) -> bool:
+        vlog.log("execution", "ExecutionPlan", "step %d on %s: %s (fenced)%s", step.index, step.device.name,
+                 result.status.name, f": {why}" if why and result.status != _NONE else "")
+        if result.status == ErrorStatus.DEAD_OBJECT:
+            self.dead.add(step.device)
+        if result.status != _NONE:
+            return False
+        self.results.append(result)
+        return True
+
+    def _settle(self, count: int) -> bool:
+        """Wait until the first ``count`` runs ended; False when one failed or its driver
+        stopped answering (its process is killed). The last of them is waited for first: one
+        wake-up when all goes well; the first not ended has its device's timeout from when the
+        one before it ended."""
+        since = time.monotonic()
+        with tracing.runtime(_EXECUTION, "syncWait"):
+            while self.ended < count:
+                step, run = self.runs[self.ended]
+                left = since + run.timeout_s - time.monotonic()
+                state = self.runs[count - 1][1].state(max(0.0, min(CHECK_S, left)))
+                if state == ACTIVE or self.ended < count - 1:
+                    state = run.state(0)
+                if state == ACTIVE:
+                    if left <= 0:
+                        self._silent(step, run)
+                        return False
+                    continue
+                self.ended += 1
+                since = time.monotonic()
+                if not self._ended(step, run.result(state), run.last_error):
+                    return False
+        return True
+
+    def _silent(self, step: ExecutionStep, run) -> None:
+        why = f"no fenced step ended within {run.timeout_s:g}s"
+        vlog.log("execution", "ExecutionPlan", "step %d on %s: %s; driver killed", step.index,
+                 step.device.name, why)
+        run.give_up(why)
+        self.dead.add(step.device)
+
+    def _drain(self) -> None:
+        """After a failure: wait until no launched step can still run (a silent one is given
+        up), so that the steps one by one own the step memory."""
+        for step, run in self.runs[self.ended:]:
+            since = time.monotonic()
+            while run.state(CHECK_S) == ACTIVE:
+                if time.monotonic() - since >= run.timeout_s:
+                    self._silent(step, run)
+                    break
 
 
 def _run_steps(plan: ExecutionPlan, arguments: _Arguments, deadline_ns: int | None,
@@ -276,11 +351,9 @@ def _record_shapes(step: ExecutionStep, result: ExecutionResult, shapes: list, a
 
 
 def _shapes_of(plan: ExecutionPlan, arguments: _Arguments, results) -> ExecutionResult:
-    """The successful result of a chained run from each step's result."""
+    """The successful result of a fenced run from each step's result."""
     shapes = _model_shapes(plan)
     for step, result in results:
-        vlog.log("execution", "ExecutionPlan", "step %d on %s: %s (chained)", step.index,
-                 step.device.name, result.status.name)
         _record_shapes(step, result, shapes, arguments)
     return ExecutionResult(_NONE, tuple(shapes))
 

@@ -31,6 +31,40 @@ from nnscope.runtime.hal.types import DeviceType, HalModel, Preference, Priority
 from nnscope.tracing import Phase
 
 
+class FencedRun(ABC):
+    """A launched fenced execution (what :meth:`PreparedModel.execute_fenced` returns): its
+    sync fence, and the IFencedExecutionCallback that tells how it ended."""
+
+    #: The sync fence fd (the run's own; valid until :meth:`close`): signalled when it ends.
+    fence: int
+    #: Seconds it may run after the runs it waits for ended before its driver counts as silent.
+    timeout_s: float
+    #: Why it failed (set by :meth:`result`), None if unknown.
+    last_error: str | None = None
+
+    @abstractmethod
+    def state(self, timeout_s: float) -> str:
+        """The fence's state (``runtime.hal.sync_fence``: ACTIVE, DONE or ERROR) after waiting
+        up to ``timeout_s`` seconds."""
+
+    @abstractmethod
+    def result(self, state: str) -> ExecutionResult:
+        """The run's result once its fence is ``state`` (DONE or ERROR)."""
+
+    @abstractmethod
+    def wait(self):
+        """``(result, fenced timing, message)`` once it ended, or None when its driver died."""
+
+    @abstractmethod
+    def give_up(self, why: str) -> None:
+        """Its device stopped answering: stop it (a driver process is killed) and fail the
+        fence, so that runs waiting for it end."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Free what the run holds (its fence fd)."""
+
+
 class PreparedModel(ABC):
     """IPreparedModel: a model compiled for one device."""
 
@@ -43,12 +77,10 @@ class PreparedModel(ABC):
     #: Expected run time in nanoseconds (0: unknown); a driver queues a model above its limit.
     mean_ns: float = 0
     #: Seconds the runtime watches for the reply of an execution before it sleeps (a polling
-    #: window, as AOSP's burst controller has): set on the steps of a partitioned plan, where a
-    #: wake-up per step boundary costs more than the step. In-process models ignore it.
+    #: window, as AOSP's burst controller has), and a driver watches a fenced step's fences:
+    #: set on the steps of a partitioned plan, where a wake-up per step boundary costs more
+    #: than the step. In-process models ignore it.
     reply_poll_s: float = 0.0
-    #: True for a model in a driver process that can run as one link of a chained partitioned
-    #: execution (``EXECUTE_CHAINED``, see ``runtime.drivers.ipc.client.chain``).
-    chains: bool = False
 
     def decline_queued(self, deadline_ns: int, queued_ns: int = 0) -> ExecutionResult | None:
         """Asked by a driver's scheduler before it queues a run with a deadline: the
@@ -68,8 +100,7 @@ class PreparedModel(ABC):
     def execute_fenced(self, request: Request, fences: list, measure_timing: bool = False,
                        deadline_ns: int | None = None, timeout_after_fence_ns: int | None = None):
         """executeFenced: launch ``request`` to run once the sync fences ``fences`` (fds, the
-        caller's) signalled, and return the launched run (its ``wait()`` gives ``(result,
-        fenced timing)``, or None when the driver died first), or None: the default, as AOSP's
+        caller's) signalled, and return the launched :class:`FencedRun`, or None: the default, as AOSP's
         CPU device, runs fenced work in-process (the runtime waits for the fences, then calls
         :meth:`execute`). Raises ``HalError`` when the driver refuses the launch or is gone."""
         return None

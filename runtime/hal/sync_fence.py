@@ -11,7 +11,9 @@ POLLERR/POLLNVAL: an error). The runtime's Events (``runtime._fenced``), the dri
 runs and the runtime's fenced plan steps all use these functions.
 
 :func:`watch` is the one bounded watch before a sleep: it looks at a fence without sleeping for
-at most ``spin_s`` (yielding the CPU to anything else runnable), then sleeps in ``poll()``.
+at most ``spin_s`` (yielding the CPU to anything else runnable), then sleeps in ``poll()``. A
+watch only pays with a second CPU (:func:`usable_cpus`): on one, it holds off the very work it
+waits for.
 
 Example:
     >>> fd = new_fence()
@@ -45,6 +47,14 @@ def new_fence() -> int:
 def signal(fd: int, ok: bool) -> None:
     """Signal the fence once, with the outcome in its count."""
     os.eventfd_write(fd, SIGNALED if ok else FAILED)
+
+
+def fail(fd: int) -> None:
+    """Fail the fence unless it signalled already (a waiter that gives up on its run)."""
+    try:
+        os.eventfd_write(fd, FAILED)
+    except OSError:  # signalled already: its count cannot take FAILED any more
+        pass
 
 
 def is_eventfd(fd: int) -> bool:
@@ -99,6 +109,19 @@ def watch(fd: int, spin_s: float, timeout: float | None, eventfd: bool | None = 
         if timeout is not None:
             timeout = max(0.0, timeout - spin_s)
     return wait(fd, timeout, eventfd)
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity, cut by a cgroup v2 quota (``cpu.max``)."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as limit:
+            quota, period = limit.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return cpus
 
 
 def count(fd: int) -> int | None:

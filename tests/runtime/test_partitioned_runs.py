@@ -13,7 +13,6 @@ from nnscope.runtime import Compilation, Execution, manager
 from nnscope.runtime.builtin_models import conv_pad_chain, sample_input
 from nnscope.runtime.drivers.cpu import CpuDevice
 from nnscope.runtime.drivers.ipc import RemoteDevice
-from nnscope.runtime.drivers.ipc.client import chain as client_chain
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.drivers.ipc.wire.transport import Channel
 from nnscope.runtime.drivers.registry import SAMPLES
@@ -89,8 +88,8 @@ def test_a_90_step_plan_runs_on_every_device_set_and_agrees_with_the_reference(d
     compilation.finish()
     try:
         assert len(compilation.plan.steps) == STEPS  # every boundary is a device change
-        for _ in range(4):  # the second run reuses the step memory and the step requests, the
-            # fourth chains its steps (client.chain) where the drivers allow it
+        for _ in range(4):  # the second run reuses the step memory and the step requests as
+            # fenced launches in full, the third on launches them as repeats
             np.testing.assert_allclose(_compute(compilation, image), _reference(model, image),
                                        rtol=1e-5, atol=1e-6)
     finally:
@@ -135,8 +134,7 @@ def test_300_executions_hold_fds_and_memory_flat(drivers, chain, monkeypatch):
         for _ in range(300):
             _compute(compilation, image)
         gc.collect()
-        if client_chain.worthwhile(compilation.plan.steps[0].prepared.reply_poll_s):  # chained runs
-            assert sent.count(MsgType.EXECUTE_CHAINED) == 300 * STEPS, set(sent)
+        assert sent.count(MsgType.EXECUTE_FENCED_MEMO) == 300 * STEPS, set(sent)  # fenced, as repeats
         assert _fds(os.getpid()) == fds
         growth = [_rss_kb(pid) - kb for pid, kb in zip(pids, rss)]
         assert all(kb < 5 * 1024 for kb in growth), f"RSS growth (kB) of client and drivers: {growth}"

@@ -15,19 +15,16 @@ from nnscope.runtime import Compilation, Execution, NnError, ResultCode, manager
 from nnscope.runtime.builtin_models import conv_pad_chain, sample_input
 from nnscope.runtime.drivers.cpu import CpuDevice
 from nnscope.runtime.drivers.ipc import RemoteDevice
-from nnscope.runtime.drivers.ipc.client import chain
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.hal.types import Preference
-from nnscope.runtime.plan import step_polling_window_s
 from tests.support.log_capture import captured_log
+from tests.support.sent import EXECUTES
 
 TIMEOUT_S = 2.0
-_EXECUTES = {int(MsgType.EXECUTE_SYNC), int(MsgType.EXECUTE_SYNC_MEMO), int(MsgType.EXECUTE_CHAINED)}
-#: Executions before the silence: after one, the steps go one by one; after three, chained
-#: (client.chain), and each way says how it found the silence.
-WARM = {"one-by-one": (1, "no reply within {}s; driver killed"),
-        "chained": (3, "no chained step ended within {}s")}
-_CHAINS = chain.worthwhile(step_polling_window_s(Preference.FAST_SINGLE_ANSWER))
+#: Executions before the silence: none, the steps go one by one; after one, each step is a
+#: fenced launch in full; after two, a fenced repeat whose reply is read later. The silence is
+#: found by the launch's reply that does not come.
+WARM = {"one-by-one": 0, "fenced": 1, "fenced-repeat": 2}
+_FOUND = "no reply within {}s; driver killed"
 
 
 @pytest.fixture
@@ -48,7 +45,7 @@ def _swallow_next_execute(device: RemoteDevice) -> None:
     send = channel.send
 
     def lossy(msg_type, request_id, *rest):
-        if msg_type in _EXECUTES:
+        if msg_type in EXECUTES:
             channel.send = send
             return None
         return send(msg_type, request_id, *rest)
@@ -89,9 +86,7 @@ def test_a_silent_driver_mid_plan_falls_back_then_restarts(devices, silence, war
     compilation = Compilation(model)
     compilation.finish()
     assert [s.device.name for s in compilation.plan.steps] == ["sample-minimal", "sample-float-fast"] * 3
-    runs, found = WARM[warm]
-    if warm == "chained" and not _CHAINS:
-        pytest.skip("no chained steps on one CPU or off x86")
+    runs, found = WARM[warm], _FOUND
     for _ in range(runs):  # warm: the next requests are repeats
         _run(compilation, image)
     first_pid = minimal.pid

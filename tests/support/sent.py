@@ -20,8 +20,8 @@ from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.drivers.ipc.wire.transport import Channel
 
-EXECUTES = frozenset({MsgType.EXECUTE_SYNC, MsgType.EXECUTE_SYNC_MEMO, MsgType.EXECUTE_CHAINED, MsgType.EXECUTE,
-                      MsgType.EXECUTE_FENCED})
+EXECUTES = frozenset({MsgType.EXECUTE_SYNC, MsgType.EXECUTE_SYNC_MEMO, MsgType.EXECUTE, MsgType.EXECUTE_FENCED,
+                      MsgType.EXECUTE_FENCED_MEMO})
 
 
 class SentHook:

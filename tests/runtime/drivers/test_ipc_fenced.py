@@ -11,8 +11,7 @@ import pytest
 from nnscope import parse_systrace
 from nnscope import tracing
 from nnscope.runtime import Compilation, Duration, Execution, Memory, NnError, ResultCode, manager
-from nnscope.runtime.drivers.ipc import RemoteDevice
-from nnscope.runtime.drivers.ipc.client import fenced as fenced_client
+from nnscope.runtime.drivers.ipc import RemoteDevice, RemotePreparedModel
 from nnscope.runtime.event import Event
 from nnscope.runtime.hal.sync_fence import FAILED, SIGNALED
 from tests.runtime.helpers import add_model, code_of
@@ -35,13 +34,13 @@ def two_drivers():
 def launches(monkeypatch):
     """Counts the HAL executeFenced calls the runtime makes."""
     calls = []
-    real = fenced_client.execute_fenced
+    real = RemotePreparedModel.execute_fenced
 
     def counting(prepared, *args, **kwargs):
         calls.append(prepared.device.name)
         return real(prepared, *args, **kwargs)
 
-    monkeypatch.setattr(fenced_client, "execute_fenced", counting)
+    monkeypatch.setattr(RemotePreparedModel, "execute_fenced", counting)
     return calls
 
 

@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 
-from nnscope.runtime.drivers.ipc.wire.execution_codec import _MEMO_HEAD, FORM_UNKNOWN
+from nnscope.runtime.drivers.ipc.wire.execution_codec import MEMO_HEAD, FORM_UNKNOWN
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
@@ -84,14 +84,14 @@ def test_a_lost_memo_falls_back_to_a_full_execute(fresh_device):
 def test_malformed_repeats_are_rejected(fresh_device):
     device, prepared, request, _, _ = _executed_ones(fresh_device)
     memo = prepared._memo
-    head = _MEMO_HEAD.pack(prepared.model_id, memo.memo_id, 0, -1)
+    head = MEMO_HEAD.pack(prepared.model_id, memo.memo_id, 0, -1)
     inline = bytes(sum(size for _, _, size in memo.slots))
     for payload in (b"", head[:-1], head, head + inline[:-1], head + inline + b"x"):
         reply = bytes(device.transact(MsgType.EXECUTE_SYNC_MEMO, payload).payload)
         assert struct.unpack_from("<I", reply)[0] == ErrorStatus.INVALID_ARGUMENT, payload
     for model_id, memo_id in ((prepared.model_id, memo.memo_id + 99), (prepared.model_id + 99, memo.memo_id)):
         reply = bytes(device.transact(MsgType.EXECUTE_SYNC_MEMO,
-                                      _MEMO_HEAD.pack(model_id, memo_id, 0, -1) + inline).payload)
+                                      MEMO_HEAD.pack(model_id, memo_id, 0, -1) + inline).payload)
         assert struct.unpack("<IB", reply) == (0, FORM_UNKNOWN)
     ok = bytes(device.transact(MsgType.EXECUTE_SYNC_MEMO, head + inline).payload)
     assert struct.unpack_from("<I", ok)[0] == 0

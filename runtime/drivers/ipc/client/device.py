@@ -74,6 +74,7 @@ class RemoteDevice(Device):
         self.lock = threading.RLock()
         self._next_id = 0
         self._stash: dict = {}  # request id -> NOTIFY payload bytes received early
+        self._awaited: dict = {}  # request id -> its reply (None until received) of send_expecting
         self._dead: str | None = None
         self._info: dict = {}
         self._atexit = False
@@ -191,7 +192,7 @@ class RemoteDevice(Device):
                 self.process.stop(grace_s=0.5)
                 self.process = DriverProcess(self.name)
                 self._dead, self._connected, self._info = None, False, {}
-                self.pools, self._stash = PoolCache(), {}  # a failed reconnect may have kept ids
+                self.pools, self._stash, self._awaited = PoolCache(), {}, {}  # a failed reconnect may have kept ids
                 self.generation += 1
                 self.lanes.close_all()
                 self.backoff.started(now)
@@ -319,6 +320,26 @@ class RemoteDevice(Device):
             self._lost(f"send failed: {error}")
         return request_id
 
+    def send_expecting(self, msg_type: int, payload, fds=()) -> int:
+        """Send a request whose reply :meth:`collect` reads later (other calls meanwhile keep it
+        aside): its id."""
+        with self.lock:
+            request_id = self.send_request(msg_type, payload, fds)
+            self._awaited[request_id] = None
+            return request_id
+
+    def collect(self, msg_type: int, request_id: int, generation: int):
+        """The reply to a :meth:`send_expecting` request of driver ``generation`` (waited for up
+        to the device timeout). Raises HalError(DEAD_OBJECT) when that driver is gone."""
+        with self.lock:
+            if self.outdated(generation) or request_id not in self._awaited:
+                raise HalError(_DEAD, f"driver {self.name}: restarted since the request was sent")
+            message = self._awaited[request_id]
+            if message is None:
+                message = self.wait_for(REPLY | msg_type, request_id, None)
+            del self._awaited[request_id]
+            return message
+
     def receive(self, timeout_s: float):
         """The next reply (see :meth:`send_request`); None for a NOTIFY (kept for its callback)."""
         message = self._receive(self.channel, timeout_s, None, timeout_s)
@@ -351,6 +372,8 @@ class RemoteDevice(Device):
     def _kept_notify(self, message) -> bool:
         if message.type == _NOTIFY:
             self._stash[message.request_id] = message._replace(payload=bytes(message.payload))
+        elif message.request_id in self._awaited:
+            self._awaited[message.request_id] = message._replace(payload=bytes(message.payload))
         return message.type == _NOTIFY
 
     def wait_for(self, reply_type: int, request_id: int, deadline_ns: int | None,

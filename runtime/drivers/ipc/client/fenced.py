@@ -31,10 +31,12 @@ from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_sta
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
 from nnscope.runtime.hal.shared_memory import is_shared, pool_bytes
+from nnscope.runtime.drivers.ipc.wire.codec import CodecError
 from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.hal.shared_memory import SharedPool
-from nnscope.runtime.hal.sync_fence import ACTIVE, is_eventfd, wait
+from nnscope.runtime.drivers import base
+from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, ERROR, fail, is_eventfd, new_fence, wait
 from nnscope.runtime.drivers.ipc.wire.transport import close_fds
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request
 from nnscope.runtime.hal.errors import HalError
@@ -45,6 +47,7 @@ from nnscope.timing import NO_TIMING, FencedTiming, Timing
 LIVENESS_S = 0.25
 
 _U32 = struct.Struct("<I")
+_FENCED_MEMO = int(MsgType.EXECUTE_FENCED_MEMO)
 
 
 class ExecutionInfo(NamedTuple):
@@ -176,14 +179,18 @@ def timing_or_none(timing: Timing) -> Timing | None:
 
 
 
-class FencedRun:
+class FencedRun(base.FencedRun):
     """One fenced execution launched on a driver for ``request`` (its plain pools copied to
-    memfds: ``copies``); :meth:`wait` completes it, once."""
+    memfds: ``copies``); :meth:`wait` completes it, once, or :meth:`state` and :meth:`result`
+    (a partitioned plan's steps), then :meth:`close`."""
 
     def __init__(self, prepared, request: Request, copies: list, measure: bool,
-                 fence: int, callback: FencedCallback):
+                 fence: int, callback: FencedCallback | None, pending: tuple | None = None):
         self.prepared, self.request, self.copies, self.measure = prepared, request, copies, measure
         self.fence, self.callback = fence, callback
+        self.pending = pending  # (request id, driver generation) of a launch reply not read yet
+        self.refused: HalError | None = None  # what that reply said, when it refused the launch
+        self.timeout_s = prepared.device.timeout_s
 
     def wait(self) -> tuple[ExecutionResult, FencedTiming | None, str] | None:
         """``(result, fenced timing, driver's message)`` once the driver's fence signalled
@@ -197,11 +204,72 @@ class FencedRun:
                 return ExecutionResult(info.status), None, info.message
             copy_back(self.request, self.copies)
         finally:
-            os.close(self.fence)
-            close_copies(self.copies)
+            self.close()
         launched = timing_or_none(info.launched) if self.measure else None
         result = ExecutionResult(ErrorStatus.NONE, self._shapes(), launched)
         return result, (FencedTiming(info.launched, info.fenced) if self.measure else None), ""
+
+    def state(self, timeout_s: float) -> str:
+        if not self._accepted():
+            return ERROR
+        return wait(self.fence, timeout_s, True)
+
+    def _accepted(self) -> bool:
+        """Whether the driver took the launch (its reply read first when it is pending). A
+        refused launch, or one whose driver is gone, never signals: its fence is failed here,
+        so that the runs waiting for it end."""
+        if self.pending is not None:
+            request_id, generation = self.pending
+            self.pending = None
+            device = self.prepared.device
+            try:
+                r = check_status(bytes(device.collect(_FENCED_MEMO, request_id, generation).payload),
+                                 "executeFenced")
+                self.callback = FencedCallback(device, r.u32())
+                r.end()
+            except HalError as error:
+                self.refused = error
+            except CodecError as error:
+                self.refused = HalError(ErrorStatus.GENERAL_FAILURE, f"executeFenced: bad reply: {error}")
+            if self.refused is not None:
+                fail(self.fence)
+        return self.refused is None
+
+    def result(self, state: str) -> ExecutionResult:
+        """An untimed run's result once its fence is ``state`` (its status asked of the driver
+        only when it failed)."""
+        if not self._accepted():
+            self.last_error = str(self.refused)
+            return ExecutionResult(self.refused.status)
+        if state == DONE and not self.measure:
+            copy_back(self.request, self.copies)
+            return ExecutionResult(ErrorStatus.NONE, self._shapes())
+        try:
+            info = self.callback.get_execution_info()
+        except HalError as error:
+            self.last_error = str(error)
+            return ExecutionResult(error.status)
+        if info.status == ErrorStatus.NONE:
+            copy_back(self.request, self.copies)
+            return ExecutionResult(ErrorStatus.NONE, self._shapes(), timing_or_none(info.launched))
+        self.last_error = info.message
+        return ExecutionResult(info.status)
+
+    def give_up(self, why: str) -> None:
+        """The driver stopped answering: killed (restarted on next use), and the fence failed,
+        so that runs waiting for it end."""
+        try:
+            self.prepared.device.declare_dead(why)
+        except HalError:
+            pass
+        fail(self.fence)
+
+    def close(self) -> None:
+        self._accepted()  # its reply must not stay behind
+        if self.fence >= 0:
+            os.close(self.fence)
+            self.fence = -1
+            close_copies(self.copies)
 
     def _outcome(self) -> ExecutionInfo | None:
         if self._wait_for_driver() == ErrorStatus.DEAD_OBJECT:
@@ -216,7 +284,7 @@ class FencedRun:
     def _wait_for_driver(self):
         """The fence's state once it signalled; DEAD_OBJECT if the driver process died first."""
         while True:
-            state = wait(self.fence, LIVENESS_S)
+            state = wait(self.fence, LIVENESS_S, True)
             if state != ACTIVE:
                 return state
             if not self.prepared.device.process.alive():
@@ -227,6 +295,34 @@ class FencedRun:
         graph = self.prepared.model.main
         return tuple(OutputShape(tuple(arg.dimensions or graph.operands[index].dimensions))
                      for arg, index in zip(self.request.outputs, graph.output_indexes))
+
+
+def send_repeat(prepared, request: Request, payload: bytes, fences: list, measure: bool) -> FencedRun:
+    """Send an ``EXECUTE_FENCED_MEMO`` launch with a new sync fence of ours for the driver to
+    signal, and return its run at once: its reply is read when the run is looked at."""
+    device, fence = prepared.device, new_fence()
+    try:
+        with _trace.ipc(Phase.EXECUTION, "executeFenced"):
+            with _trace.hidl("IPreparedModel", "executeFenced", "client"):
+                request_id = device.send_expecting(_FENCED_MEMO, payload, [*fences, fence])
+    except BaseException:
+        os.close(fence)
+        raise
+    return FencedRun(prepared, request, [], measure, fence, None, (request_id, device.generation))
+
+
+def send_launch(prepared, request: Request, msg_type: int, payload: bytes, fds: list,
+                measure: bool) -> FencedRun:
+    """Send one prepared executeFenced message (``fds``: the wait fences, then new pools) and
+    return its run. Raises HalError: the driver's launch status, DEAD_OBJECT when it is gone."""
+    with _trace.ipc(Phase.EXECUTION, "executeFenced"):
+        with _trace.hidl("IPreparedModel", "executeFenced", "client"):
+            try:
+                message = prepared.device.transact(msg_type, payload, fds)
+            except DeadlineExpired:
+                raise HalError(ErrorStatus.MISSED_DEADLINE_TRANSIENT, "executeFenced: deadline passed") from None
+            fence, callback = _launched(prepared.device, message)
+    return FencedRun(prepared, request, [], measure, fence, callback)
 
 
 def launch(prepared, request: Request, fences: list, measure: bool, deadline_ns: int | None,

@@ -27,11 +27,12 @@ from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_status, release_on_driver
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.client.burst import BurstController
-from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
+from nnscope.runtime.drivers.ipc.wire.codec import Reader
 from nnscope.runtime.drivers.ipc.client.encoder import EncodeMemo, encode_execute
-from nnscope.runtime.hal.shared_memory import pool_bytes
-from nnscope.runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
+from nnscope.runtime.hal.shared_memory import is_shared, pool_bytes
+from nnscope.runtime.drivers.ipc.wire.execution_codec import (MEMO_HEAD, FORM_COMPACT, FORM_FULL, KNOWS_SHAPES,
                                                  decode_result)
+from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH, FENCED_MEMO
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.hal.device_types import ExecutionResult, Request
 from nnscope.runtime.hal.errors import HalError
@@ -40,15 +41,14 @@ from nnscope.runtime.hal.types import ErrorStatus, HalModel
 _MISSED = ExecutionResult(ErrorStatus.MISSED_DEADLINE_TRANSIENT)
 _U32 = struct.Struct("<I")
 _STATUS_FORM = struct.Struct("<IB")
-_MEMO_HEAD_PACK = _MEMO_HEAD.pack
+_MEMO_HEAD_PACK = MEMO_HEAD.pack
 _EXECUTE_SYNC_MEMO = int(MsgType.EXECUTE_SYNC_MEMO)
+_EXECUTE_FENCED = int(MsgType.EXECUTE_FENCED)
 _trace_enabled = _trace.enabled
 
 
 class RemotePreparedModel(PreparedModel):
     """A model prepared in a driver process; ``model_id`` names it there."""
-
-    chains = True
 
     def __init__(self, device, model_id: int, model: HalModel, prepare_args: tuple = ()):
         self.device = device
@@ -123,30 +123,6 @@ class RemotePreparedModel(PreparedModel):
         self._reply_s += (time.perf_counter() - start - self._reply_s) / 4
         return message
 
-    def chained_payload(self, request: Request, head: bytes) -> bytes | None:
-        """``head`` + the ``EXECUTE_CHAINED`` repeat of ``request`` (``client.chain``); None
-        unless this model's memo holds ``request`` with a first answer and no staged pools."""
-        memo, device = self._memo, self.device
-        if device.outdated(self.generation) or device.channel is None or memo.request is not request \
-                or memo.ok_result is None or memo.staged:
-            return None
-        body = memo.repeat(request, _MEMO_HEAD_PACK(self.model_id, memo.memo_id, KNOWS_SHAPES, -1),
-                           device.pools)
-        return None if body is None else head + body
-
-    def finish_chained(self, payload: bytes, request: Request) -> ExecutionResult | None:
-        """The last chained step's answer (None when the driver lost the memo)."""
-        try:
-            return self._finish_repeat(payload, request, self._memo)
-        except HalError as error:
-            return ExecutionResult(error.status)
-        except CodecError:  # an answer too short for its form
-            return ExecutionResult(ErrorStatus.GENERAL_FAILURE)
-
-    def memo_result(self) -> ExecutionResult:
-        """The result of a repeat that answered in its chain word: the memo's first answer."""
-        return self._memo.ok_result
-
     def _execute_on_lane(self, lane, request: Request, measure_timing: bool,
                          deadline_ns: int | None) -> ExecutionResult:
         """executeSynchronously on a further connection (``lanes``), without this model's memo."""
@@ -193,9 +169,31 @@ class RemotePreparedModel(PreparedModel):
                        deadline_ns: int | None = None,
                        timeout_after_fence_ns: int | None = None) -> fenced_client.FencedRun:
         """executeFenced in the driver, which waits for ``fences`` itself (HalError when it
-        refuses the launch or is gone)."""
-        return fenced_client.launch(self, request, fences, measure_timing, deadline_ns,
-                                    timeout_after_fence_ns)
+        refuses the launch or is gone). A request whose pools are all shared memory goes through
+        this connection's pool cache and memo: once the driver holds the request, a launch is a
+        repeat that carries no pool and whose reply is read later (a partitioned plan's steps,
+        launched one after the other); any other is sent with copies of its plain pools
+        (``client.fenced.launch``)."""
+        device = self.device
+        if device.outdated(self.generation):
+            self._recover()
+        if not all(is_shared(pool) for pool in request.pools):
+            return fenced_client.launch(self, request, fences, measure_timing, deadline_ns,
+                                        timeout_after_fence_ns)
+        after = -1 if timeout_after_fence_ns is None else timeout_after_fence_ns
+        memo, pools = self._memo, device.pools
+        with device.lock:
+            if memo.request is request:
+                body = memo.repeat(request, _MEMO_HEAD_PACK(self.model_id, memo.memo_id, measure_timing,
+                                                            -1 if deadline_ns is None else deadline_ns), pools)
+                if body is not None:
+                    head = FENCED_MEMO.pack(len(fences), after, int(self.reply_poll_s * 1e6))
+                    return fenced_client.send_repeat(self, request, head + body, fences, measure_timing)
+            payload, fds, _, _ = encode_execute(self.model_id, request, measure_timing, deadline_ns, pools,
+                                                self.staging, memo)
+            return fenced_client.send_launch(self, request, _EXECUTE_FENCED,
+                                             FENCED_LAUNCH.pack(len(fences), after) + payload,
+                                             [*fences, *fds], measure_timing)
 
     def configure_burst(self, low_power: bool = False) -> BurstController:
         """IPreparedModel.configureExecutionBurst (HalError when the driver refuses)."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
 import socket
 import struct
@@ -37,7 +36,6 @@ from nnscope.runtime.drivers.ipc.service._serve import Connection, ServeLoop
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                             encode_extensions, enum_value)
-from nnscope.runtime.drivers.ipc.service.chained import chained
 from nnscope.runtime.drivers.ipc.service.execute import PARKED, ExecuteServer
 from nnscope.runtime.drivers.ipc.service.fenced import FencedServer
 from nnscope.runtime.drivers.ipc.wire.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
@@ -51,7 +49,7 @@ from nnscope.runtime.hal.types import ErrorStatus, Preference, Priority
 _POOL_REGION = struct.Struct("<QQ")
 _PHASES = {MsgType.GET_SUPPORTED_OPERATIONS: Phase.COMPILATION, MsgType.PREPARE_MODEL: Phase.COMPILATION,
            MsgType.EXECUTE_SYNC: Phase.EXECUTION, MsgType.EXECUTE: Phase.EXECUTION,
-           MsgType.EXECUTE_SYNC_MEMO: Phase.EXECUTION, MsgType.EXECUTE_CHAINED: Phase.EXECUTION,
+           MsgType.EXECUTE_SYNC_MEMO: Phase.EXECUTION,
            MsgType.RELEASE_MODEL: Phase.TERMINATION, MsgType.SHUTDOWN: Phase.TERMINATION,
            MsgType.FREE_POOLS: Phase.EXECUTION, MsgType.CONFIGURE_BURST: Phase.PREPARATION,
            MsgType.BURST_MEMORIES: Phase.EXECUTION, MsgType.BURST_FREE_MEMORY: Phase.EXECUTION,
@@ -68,7 +66,7 @@ _LIFECYCLE = frozenset({MsgType.RELEASE_MODEL, MsgType.FREE_POOLS, MsgType.PING,
                         MsgType.BURST_FREE_MEMORY, MsgType.BURST_RELEASE}) | buffers.LIFECYCLE
 _NO_MARK = contextlib.nullcontext()
 _EXECUTE = int(MsgType.EXECUTE)  # plain ints: enum attribute lookups cost on every message
-_EXECUTE_FENCED = int(MsgType.EXECUTE_FENCED)
+_FENCED_LAUNCHES = frozenset({int(MsgType.EXECUTE_FENCED), int(MsgType.EXECUTE_FENCED_MEMO)})
 _monotonic_ns = time.monotonic_ns
 _trace_enabled = _trace.enabled
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
@@ -123,7 +121,6 @@ class DriverService:
             MsgType.GET_NUMBER_OF_CACHE_FILES: self._cache_files, MsgType.PREPARE_MODEL: self._prepare,
             MsgType.PREPARE_MODEL_FROM_CACHE: _bound(self, cache_server.prepare_from_cache),
             MsgType.EXECUTE_SYNC: self.executions.sync, MsgType.EXECUTE_SYNC_MEMO: self.executions.memo,
-            MsgType.EXECUTE_CHAINED: functools.partial(chained, self.executions),
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
             MsgType.SET_TRACE_DIR: self._trace_dir, MsgType.FENCED_INFO: self.fenced.info,
@@ -167,7 +164,7 @@ class DriverService:
             return self.executions.execute_async(connection, message, start)
         route = self._routes.get(msg_type)
         if route is None:
-            if msg_type == _EXECUTE_FENCED:
+            if msg_type in _FENCED_LAUNCHES:
                 return self.fenced.execute(connection, message, start)
             return self._reply(connection, msg_type & 0x7FFF, message.request_id, error_reply(
                 ErrorStatus.INVALID_ARGUMENT, f"unknown message type {msg_type}"))

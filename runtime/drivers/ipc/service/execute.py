@@ -35,7 +35,7 @@ from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.service import buffers
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
-from nnscope.runtime.drivers.ipc.wire.execution_codec import (_MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
+from nnscope.runtime.drivers.ipc.wire.execution_codec import (MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
                                                       KNOWS_SHAPES, encode_result)
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
 from nnscope.runtime.drivers.ipc.service.execute_decode import decode_execute
@@ -52,8 +52,8 @@ PARKED = object()
 OK_COMPACT = struct.pack("<IB", 0, FORM_COMPACT)
 _OK_FULL = struct.pack("<IB", 0, FORM_FULL)
 _OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
-_MEMO_HEAD_SIZE = _MEMO_HEAD.size
-_unpack_memo_head = _MEMO_HEAD.unpack_from
+_MEMO_HEAD_SIZE = MEMO_HEAD.size
+_unpack_memo_head = MEMO_HEAD.unpack_from
 _trace_enabled = _trace.enabled
 _NO_MARK = contextlib.nullcontext()
 
@@ -95,6 +95,8 @@ class ExecuteServer:
         memo = connection.state.memos.get(memo_id)
         if memo is None or memo.model_id != model_id:
             return _OK_UNKNOWN
+        if memo.fenced:
+            raise CodecError(f"execute repeat of memo {memo_id} while an executeFenced of it runs")
         if len(view) != _MEMO_HEAD_SIZE + memo.inline_size:
             raise CodecError(f"execute repeat carries {len(view) - _MEMO_HEAD_SIZE} inline bytes, "
                              f"its request has {memo.inline_size}")
@@ -102,13 +104,6 @@ class ExecuteServer:
         models, deadline_ns = connection.client.models, None if deadline < 0 else deadline
         return self._now_or_queued(connection, message, model_id, lambda: self._repeat(
             models, model_id, memo, measure, deadline_ns, start), "executeSynchronously", deadline_ns)
-
-    def repeat_here(self, connection, model_id: int, memo, start: int) -> bytes:
-        """An untimed repeat of ``memo`` without a deadline, run on the serve loop, never queued
-        (a chained step: ``service.chained``); its reply payload (the bound run in place when
-        the plain path allows it, as for ``memo``)."""
-        with self.service.exec_lock:
-            return self._repeat(connection.client.models, model_id, memo, KNOWS_SHAPES, None, start)
 
     def _repeat(self, models: dict, model_id: int, memo, measure: int, deadline_ns, start: int) -> bytes:
         prepared = models.get(model_id)

@@ -133,7 +133,7 @@ class ExecuteMemo:
     of the request once an untimed run succeeded (outputs written in place, see ``bound_run``)."""
 
     __slots__ = ("model_id", "request", "inline", "inline_size", "outputs", "out_views", "shapes", "bound",
-                 "waited_ns")
+                 "fenced")
 
     def __init__(self, model_id: int, request: Request, inline: list, outputs: list) -> None:
         self.model_id = model_id
@@ -146,7 +146,7 @@ class ExecuteMemo:
                           for a in (args[i] for i in outputs)]
         self.shapes = None
         self.bound = None
-        self.waited_ns = 0  # a chained step's usual wait for the step before (service.chained)
+        self.fenced = False  # launched by an executeFenced that has not finished (service.fenced)
 
     def refill(self, view, pos: int) -> None:
         """Copy a repeat's inline pool bytes (``view[pos:]``, size already checked) in."""

@@ -5,10 +5,26 @@ execute payload (``wire.execution_codec``); its fds are the ``wait_for`` fences 
 pools. The launch is checked on the serve loop: fence count against the fds sent, every fence an
 eventfd (:func:`sync_fence.is_eventfd`), no negative duration, the request decoded into a private
 ``DecodeState`` (nothing the connection frees later can unmap it) for a model of this client. Any
-problem is INVALID_ARGUMENT, and the loop serves on. The work runs on a worker thread: wait for
+problem is INVALID_ARGUMENT, and the loop serves on. The work runs on the connection's fenced worker: wait for
 every fence (bounded by the deadline), execute with the deadline cut to ``timeout_after_fence``
 after the fences signalled, keep the status and both timings, then signal the sync fence (1 ok,
 2 error). The reply, ``status u32 | callback id u32``, carries the sync fence fd (SCM_RIGHTS).
+
+``EXECUTE_FENCED_MEMO`` launches a memoized request (the partitioned plan's steps: their requests
+name the step memory by pool id, so a launch carries no pool fds): ``wait count u32 |
+timeout_after_fence i64 | watch us u32`` (``wire.layouts.FENCED_MEMO``), then an
+``EXECUTE_SYNC_MEMO`` repeat; its fds are the ``wait_for`` fences, then the sync fence to signal:
+the runtime's own eventfd, so that it can launch the next step, waiting for this one's fence,
+without waiting for this reply (``status u32 | callback id u32``, no fd). A refused launch also
+fails that fence. The memo must be this
+connection's and its model's, and not already launched and pending. ``watch us`` bounds how long
+the worker looks at a fence before it sleeps in ``poll()`` (at most :data:`MAX_WATCH_S`; never on
+one CPU, ``sync_fence.usable_cpus``).
+
+The jobs of one connection run in launch order on one worker thread of that connection (it ends
+after :data:`IDLE_S` without work): a job waits only for fences made before it was launched, so
+launch order never deadlocks, and a waiting job holds no thread of its own. The serve loop never
+waits: it launches and replies at once.
 
 ``FENCED_INFO`` (``getExecutionInfo``) payload ``callback id u32``; reply ``status u32 |
 execution status u32 | launched on device, in driver u64 | fenced on device, in driver u64``
@@ -36,86 +52,104 @@ from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
 from nnscope.runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
-from nnscope.runtime.hal.sync_fence import ACTIVE, ERROR, is_eventfd, new_fence, signal, wait
+from nnscope.runtime.hal.sync_fence import (ACTIVE, ERROR, fail, is_eventfd, new_fence, signal, usable_cpus,
+                                            watch)
 from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed, close_fds
 from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, mark_failure
-from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
+from nnscope.runtime.drivers.ipc.wire.execution_codec import KNOWS_SHAPES, MEMO_HEAD
+from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH, FENCED_MEMO
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
 from nnscope.timing import UINT64_MAX, Timing
 
 #: Most ``wait_for`` fences one executeFenced may carry.
 MAX_WAIT_FENCES = 16
-#: Fenced executions one connection may have running at once (RESOURCE_EXHAUSTED beyond).
-MAX_RUNNING = 8
-#: Fenced executions the whole driver may have running at once, and one client process.
+#: Fenced executions one connection may have launched and not done (RESOURCE_EXHAUSTED beyond).
+MAX_RUNNING = 16
+#: Fenced executions the whole driver may have launched and not done, and one client process.
 MAX_RUNNING_TOTAL = 64
 MAX_RUNNING_PER_CLIENT = MAX_RUNNING_TOTAL // 4
 #: Finished callbacks kept per connection for getExecutionInfo (the oldest is forgotten).
 MAX_KEPT = 64
 #: How often (seconds) a worker waiting for fences checks that its client is still connected.
 CLIENT_CHECK_S = 0.25
+#: Longest look at a fence before the worker sleeps in ``poll()`` (seconds).
+MAX_WATCH_S = 0.002
+#: Seconds a connection's fenced worker waits for its next job before it ends.
+IDLE_S = 1.0
 _NONE = ErrorStatus.NONE
+_U32 = struct.Struct("<I")
+_MEMO_ID = _U32  # an execute payload's memo id, after its model id
+_FENCED_MEMO = int(MsgType.EXECUTE_FENCED_MEMO)
+_MEMO_LAUNCH_SIZE = FENCED_MEMO.size + MEMO_HEAD.size
+_MEASURE_FLAGS = 1 | KNOWS_SHAPES
 
 
 class FencedJob:
-    """One fenced execution: its wait fences, decoded request, sync fence and outcome."""
+    """One fenced execution: its wait fences, request, sync fence and outcome. ``state``: the
+    private decode state of a full launch (closed with the job), None for a memo's request
+    (the connection's)."""
 
-    def __init__(self, prepared, decoded, state: DecodeState, waits: list, duration_ns: int | None,
-                 launched_ns: int, label: str, connection, scheduler, budget):
-        self.prepared, self.decoded, self.state = prepared, decoded, state
+    def __init__(self, prepared, request, measure: bool, deadline_ns: int | None, waits: list,
+                 duration_ns: int | None, launched_ns: int, label: str, connection, service,
+                 state: DecodeState | None = None, watch_s: float = 0.0, memo=None,
+                 fence: int | None = None):
+        self.prepared, self.request, self.measure, self.deadline_ns = prepared, request, measure, deadline_ns
+        self.state, self.memo, self.watch_s = state, memo, watch_s
         self.connection = connection  # a job whose client is gone stops waiting for its fences
-        self.scheduler = scheduler  # its exclusive(): the execution lock, ranked by priority
+        self.scheduler = service.executions.scheduler  # its exclusive(): the execution lock, by priority
         self.waits, self.duration_ns, self.launched_ns = waits, duration_ns, launched_ns
         self.label = label
-        self.client, self.budget = connection.client, budget  # the waits and fence are charged
-        self.fence = new_fence()  # signalled, then closed, by the worker (the client has a dup)
-        try:
-            self.reply_fd = os.dup(self.fence)  # the reply's copy, closed once sent
-        except OSError:
-            os.close(self.fence)
-            raise
+        self.client, self.budget = connection.client, service.budget  # the waits and fence are charged
         self.done = False
         self.status, self.message = ErrorStatus.GENERAL_FAILURE, ""
         self.launched = self.fenced = None  # Timing when measured
         self.context: bytes | None = None  # the trace context of the executeFenced call
-
-    def start(self) -> None:
+        # signalled, then closed, by the worker: the client's own (the reply carries none), or a
+        # new one whose copy the reply carries (closed once sent)
+        self.fence = os.dup(fence) if fence is not None else new_fence()
         try:
-            threading.Thread(target=self._run, name="nn-fenced", daemon=True).start()
-        except RuntimeError as error:  # no thread to be had: the run fails, and its fence says so
-            self.message = f"cannot start the fenced run: {error}"
-            self._finish()
+            self.reply_fd = None if fence is not None else os.dup(self.fence)
+        except OSError:
+            os.close(self.fence)
+            raise
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Wait, execute, report (on the connection's worker thread)."""
         try:
             with _trace.adopt(self.context):
                 self.status, self.message = self._work()
         except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
             self.status, self.message = ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}"
         finally:
-            self._finish()
+            self.finish()
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
         """Give back what the run held, then signal and close the sync fence."""
         close_fds(self.waits)
-        self._unbind()
-        self.decoded = None  # a kept job must not keep its request's IBuffers alive
-        self.state.close()  # its PoolTable gives the pools' fds back
+        if self.memo is not None:
+            self.memo.fenced = False
+        if self.state is not None:
+            self._unbind()
+            self.state.close()  # its PoolTable gives the pools' fds back
+        self.request = self.memo = None  # a kept job must not keep its request's IBuffers alive
         self.budget.give_for(self.client, len(self.waits) + 1)
         _trace.flush()  # before the fence: a client that saw it finds the spans written
         self.done = True
-        signal(self.fence, self.status == _NONE)
+        try:
+            signal(self.fence, self.status == _NONE)
+        except OSError:  # the client already failed the fence (it gave up on this run)
+            pass
         os.close(self.fence)
 
     def _unbind(self) -> None:
         """Make the model forget this job's request (as ``Connection._unbind``), so that closing
         the job's pools unmaps them now rather than at the model's next execution."""
-        request = self.decoded.request
+        request = self.request
         self.prepared.forget(lambda cached: cached is request)
 
     def _work(self) -> tuple[ErrorStatus, str]:
-        deadline = self.decoded.deadline_ns
+        deadline = self.deadline_ns
         for position, fd in enumerate(self.waits):
             state = self._wait(fd, deadline)
             if state == ACTIVE:
@@ -129,23 +163,25 @@ class FencedJob:
         if self.duration_ns is not None:
             after = fenced_ns + self.duration_ns
             deadline = after if deadline is None else min(deadline, after)
-        priority = self.prepared.priority
         with _trace.driver(Phase.EXECUTION, self.label), \
-                self.scheduler.exclusive(self.connection.client, priority):
-            result = self.prepared.execute(self.decoded.request, self.decoded.measure, deadline)
+                self.scheduler.exclusive(self.client, self.prepared.priority):
+            result = self.prepared.execute(self.request, self.measure, deadline)
         if result.status != _NONE:
             return result.status, self.prepared.last_error or result.status.name
-        if self.decoded.measure:
+        if self.measure:
             self._time(result.timing, fenced_ns, time.monotonic_ns())
         return _NONE, ""
 
     def _wait(self, fd: int, deadline: int | None) -> str | None:
-        """The fence's state: ACTIVE once the deadline passed, None once the client is gone."""
+        """The fence's state: ACTIVE once the deadline passed, None once the client is gone.
+        The first look may watch the fence for ``watch_s`` before it sleeps."""
+        spin = self.watch_s
         while True:
             left = None if deadline is None else max(0.0, (deadline - time.monotonic_ns()) / 1e9)
-            state = wait(fd, CLIENT_CHECK_S if left is None else min(left, CLIENT_CHECK_S))
+            state = watch(fd, spin, CLIENT_CHECK_S if left is None else min(left, CLIENT_CHECK_S), True)
             if state != ACTIVE or (deadline is not None and time.monotonic_ns() >= deadline):
                 return state
+            spin = 0.0
             connection = self.connection
             if connection.dead or connection.channel.sock.fileno() < 0:
                 return None
@@ -167,6 +203,45 @@ class FencedJob:
         return _OK + FENCED_INFO.pack(int(self.status), *values) + w.getvalue()
 
 
+class FencedWorker:
+    """The thread that runs one connection's fenced jobs in launch order; it ends after
+    :data:`IDLE_S` without a job (the next launch starts another)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._jobs: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+        self._running = False
+
+    def submit(self, job: FencedJob) -> None:
+        with self._cond:
+            self._jobs.append(job)
+            if self._running:
+                self._cond.notify()
+                return
+            self._running = True
+        try:
+            threading.Thread(target=self._serve, name=self.name, daemon=True).start()
+        except RuntimeError as error:  # no thread to be had: the queued runs fail, fences say so
+            with self._cond:
+                self._running = False
+                failed, self._jobs = list(self._jobs), collections.deque()
+            for queued in failed:
+                queued.message = f"cannot start the fenced worker: {error}"
+                queued.finish()
+
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                if not self._jobs:
+                    self._cond.wait(IDLE_S)
+                if not self._jobs:
+                    self._running = False
+                    return
+                job = self._jobs.popleft()
+            job.run()
+
+
 class FencedServer:
     """The fenced executions of one ``DriverService``, per connection."""
 
@@ -174,14 +249,18 @@ class FencedServer:
         self.service = service
         self.label = f"{service.label}::executeFenced"
         self._jobs: dict = {}  # Connection -> OrderedDict[callback id, FencedJob]
+        self._workers: dict = {}  # Connection -> FencedWorker
         self._running: list = []  # jobs launched and not yet done
         self._next_id = 0
+        self._may_watch = usable_cpus() > 1
 
     def execute(self, connection, message, start: int) -> None:
-        """Launch one executeFenced and reply with its callback id and sync fence (or an error)."""
+        """Launch one executeFenced and reply with its callback id (and the sync fence it made),
+        or an error (a client's sync fence is then failed: whoever waits for it learns at once)."""
+        launch = self._launch_memo if message.type == _FENCED_MEMO else self._launch
         with _trace.adopt(message.context), _trace.hidl("IPreparedModel", "executeFenced", "server"):
             with _trace.driver(Phase.EXECUTION, self.label):
-                launched = self.service.guarded(self._launch, connection, message, start)
+                launched = self.service.guarded(launch, connection, message, start)
             mark_failure(launched)
         if isinstance(launched, FencedJob):
             launched.context = message.context  # its worker's spans belong to the same call
@@ -189,17 +268,29 @@ class FencedServer:
             if self.service.vlog_driver:
                 vlog.log("driver", self.service.label, "executeFenced(%s): %d wait fences, callback %d",
                          self.service.device.name, len(launched.waits), callback_id)
-            launched.start()
-            send_with_fds(connection, REPLY | MsgType.EXECUTE_FENCED, message.request_id,
-                          _OK + struct.pack("<I", callback_id), [launched.reply_fd])
+            self._worker(connection).submit(launched)
+            payload = _OK + _U32.pack(callback_id)
+            if launched.reply_fd is None:
+                connection.send(REPLY | message.type, message.request_id, payload)
+            else:
+                send_with_fds(connection, REPLY | message.type, message.request_id, payload,
+                              [launched.reply_fd])
         else:
-            connection.send(REPLY | MsgType.EXECUTE_FENCED, message.request_id, launched)
+            if message.type == _FENCED_MEMO and message.fds and is_eventfd(message.fds[-1]):
+                fail(message.fds[-1])
+            connection.send(REPLY | message.type, message.request_id, launched)
         _trace.flush()
 
-    def _launch(self, connection, message, start: int) -> FencedJob:
-        r = Reader(message.payload)
-        wait_count, duration = r.take(FENCED_LAUNCH)
-        fds = message.fds
+    def _worker(self, connection) -> FencedWorker:
+        worker = self._workers.get(connection)
+        if worker is None:
+            for gone in [c for c in self._workers if c.dead or c.channel.sock.fileno() < 0]:
+                del self._workers[gone]
+            worker = self._workers[connection] = FencedWorker("nn-fenced")
+        return worker
+
+    def _waits(self, connection, fds, wait_count: int, duration: int) -> None:
+        """CodecError for a bad fence list or duration; HalError when there is no room."""
         if wait_count > MAX_WAIT_FENCES:
             raise CodecError(f"{wait_count} wait_for fences; at most {MAX_WAIT_FENCES}")
         if wait_count > len(fds):
@@ -210,28 +301,96 @@ class FencedServer:
             if not is_eventfd(fd):
                 raise CodecError(f"wait_for[{position}] is not a sync fence (an eventfd)")
         self._check_room(connection)
-        budget, client = self.service.budget, connection.client
-        if not budget.take_for(client, wait_count + 1):
+
+    def _take(self, connection, count: int) -> None:
+        client = connection.client
+        if not self.service.budget.take_for(client, count):
             raise HalError(ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT,
                            f"this client holds {client.pools} fds (release some first)")
-        state, waits = DecodeState(), []
-        state.pools = PoolTable(budget, client)  # the job's pools are charged as the connection's
+
+    def _launch(self, connection, message, start: int) -> FencedJob:
+        """A launch in full: decoded into the connection's own state when it names a memo and
+        sends no new pool (as EXECUTE_SYNC: the memo stays for later launches), else into the
+        job's own (its pools go with it)."""
+        r = Reader(message.payload)
+        wait_count, duration = r.take(FENCED_LAUNCH)
+        fds = message.fds
+        self._waits(connection, fds, wait_count, duration)
+        # the client keeps a memo of a request that sends no new pool: so does the connection
+        memo_id = _MEMO_ID.unpack_from(r.view, r.pos + 4)[0] \
+            if len(r.view) >= r.pos + 8 and len(fds) == wait_count else 0
+        self._take(connection, wait_count + 1)
+        budget, client = self.service.budget, connection.client
+        state, waits = connection.state, []
+        if memo_id:
+            connection.pools.begin()
+        else:
+            state = DecodeState()
+            state.pools = PoolTable(budget, client)  # the job's pools are charged as the connection's
         try:
             decoded = decode_execute(r, state, fds[wait_count:])
-            prepared = client.models.get(decoded.model_id)
-            if prepared is None:
-                raise CodecError(f"unknown prepared model {decoded.model_id}")
-            for fd in fds[:wait_count]:
-                waits.append(os.dup(fd))
-            job = FencedJob(prepared, decoded, state, waits, None if duration < 0 else duration, start,
-                            self.label, connection, self.service.executions.scheduler, budget)
+            prepared = self._model(connection, decoded.model_id)
+            memo = state.memos.get(memo_id) if memo_id else None
+            waits = [os.dup(fd) for fd in fds[:wait_count]]
+            job = FencedJob(prepared, decoded.request, decoded.measure, decoded.deadline_ns, waits,
+                            None if duration < 0 else duration, start, self.label, connection,
+                            self.service, state=None if memo_id else state, memo=memo)
         except BaseException:
-            state.close()
+            if not memo_id:
+                state.close()
             close_fds(waits)
             budget.give_for(client, wait_count + 1)
             raise
+        if memo is not None:
+            memo.fenced = True
         self._running.append(job)
         return job
+
+    def _launch_memo(self, connection, message, start: int) -> FencedJob:
+        """A launch of a memo: its fds are the wait fences, then the sync fence to signal (the
+        client's, so that it can launch the next step before this reply comes)."""
+        view, fds = message.payload, message.fds
+        if len(view) < _MEMO_LAUNCH_SIZE:
+            raise CodecError("malformed fenced execute repeat")
+        wait_count, duration, watch_us = FENCED_MEMO.unpack_from(view)
+        model_id, memo_id, measure, deadline = MEMO_HEAD.unpack_from(view, FENCED_MEMO.size)
+        if wait_count + 1 != len(fds):
+            raise CodecError(f"{wait_count} wait_for fences and a sync fence declared, {len(fds)} fds sent")
+        self._waits(connection, fds, wait_count + 1, duration)  # the sync fence is an eventfd too
+        memo = connection.state.memos.get(memo_id)
+        if memo is None or memo.model_id != model_id:
+            raise CodecError(f"fenced execute: no memo {memo_id} of prepared model {model_id}")
+        if memo.fenced:
+            raise CodecError(f"fenced execute: memo {memo_id} is launched already")
+        if len(view) != _MEMO_LAUNCH_SIZE + memo.inline_size:
+            raise CodecError(f"fenced execute repeat carries {len(view) - _MEMO_LAUNCH_SIZE} inline "
+                             f"bytes, its request has {memo.inline_size}")
+        if measure & ~_MEASURE_FLAGS or deadline < -1:
+            raise CodecError(f"fenced execute repeat: bad flags {measure} or deadline {deadline}")
+        prepared = self._model(connection, model_id)
+        self._take(connection, wait_count + 1)
+        waits = []
+        try:
+            waits = [os.dup(fd) for fd in fds[:wait_count]]
+            memo.refill(view, _MEMO_LAUNCH_SIZE)
+            watch_s = min(watch_us / 1e6, MAX_WATCH_S) if self._may_watch else 0.0
+            job = FencedJob(prepared, memo.request, bool(measure & 1), None if deadline < 0 else deadline,
+                            waits, None if duration < 0 else duration, start, self.label, connection,
+                            self.service, watch_s=watch_s, memo=memo, fence=fds[wait_count])
+        except BaseException:
+            close_fds(waits)
+            self.service.budget.give_for(connection.client, wait_count + 1)
+            raise
+        memo.fenced = True
+        self._running.append(job)
+        return job
+
+    @staticmethod
+    def _model(connection, model_id: int):
+        prepared = connection.client.models.get(model_id)
+        if prepared is None:
+            raise CodecError(f"unknown prepared model {model_id}")
+        return prepared
 
     def busy(self) -> bool:
         """Whether a fenced run is launched and not done yet."""

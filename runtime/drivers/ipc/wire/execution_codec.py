@@ -41,7 +41,7 @@ from nnscope.runtime.hal.types import ErrorStatus
 KIND_SHM, KIND_NEW_SHM, KIND_INLINE, KIND_TOKEN = 0, 1, 2, 3
 _HEAD = struct.Struct("<IIBq")
 _HEAD_FREE = struct.Struct("<IIBqI")
-_MEMO_HEAD = struct.Struct("<IIBq")  # model, memo, measure, deadline of a repeat
+MEMO_HEAD = struct.Struct("<IIBq")  # model, memo, measure, deadline of a repeat
 FORM_COMPACT, FORM_FULL, FORM_UNKNOWN = 0, 1, 2
 KNOWS_SHAPES = 2  # repeat's measure flag: the client holds the shapes of the last full answer
 HAS_LOOP_TIMEOUT = 4  # full execute's measure flag: a loop timeout i64 follows the free list

@@ -22,6 +22,10 @@ BURST_MEMORY = struct.Struct("<IQQ")
 #: ``EXECUTE_FENCED``: wait-for fence count u32, timeout after the fences i64 (-1: none); an
 #: execute payload follows.
 FENCED_LAUNCH = struct.Struct("<Iq")
+#: ``EXECUTE_FENCED_MEMO``: wait-for fence count u32, timeout after the fences i64 (-1: none), how
+#: long the driver may watch the fences before it sleeps (microseconds, 0: never); an
+#: ``EXECUTE_SYNC_MEMO`` repeat (``execution_codec.MEMO_HEAD`` + inline pool bytes) follows.
+FENCED_MEMO = struct.Struct("<IqI")
 #: ``FENCED_INFO`` reply body after its status: execution status u32, then time on device and
 #: in driver, launched and fenced (u64 each; ``UINT64_MAX``: not measured).
 FENCED_INFO = struct.Struct("<I4Q")

@@ -74,7 +74,7 @@ class MsgType(enum.IntEnum):
     BURST_RELEASE = 19  # the runtime's burst is gone: stop its listener thread
     EXECUTE_FENCED = 20  # executeFenced: wait fences in, a sync fence out (service.fenced)
     FENCED_INFO = 21  # IFencedExecutionCallback.getExecutionInfo
-    EXECUTE_CHAINED = 22  # a memoized plan step that waits for the step before it (wire.chain)
+    EXECUTE_FENCED_MEMO = 23  # executeFenced of a memoized request (service.fenced)
     PREPARE_MODEL_FROM_CACHE = 24  # prepareModelFromCache_1_3: cache fds + token (wire.cache_args)
     ALLOCATE = 26  # IDevice.allocate: a driver-side IBuffer for a memory domain (buffers)
     BUFFER_COPY_TO = 27  # IBuffer.copyTo(shared memory)
@@ -94,7 +94,6 @@ HIDL_NAMES = {
     MsgType.PREPARE_MODEL: ("IDevice", "prepareModel"),
     MsgType.EXECUTE_SYNC: ("IPreparedModel", "executeSynchronously"),
     MsgType.EXECUTE_SYNC_MEMO: ("IPreparedModel", "executeSynchronously"),
-    MsgType.EXECUTE_CHAINED: ("IPreparedModel", "executeSynchronously"),
     MsgType.EXECUTE: ("IPreparedModel", "execute"),
     MsgType.RELEASE_MODEL: ("IPreparedModel", "release"),
     MsgType.FREE_POOLS: ("IPreparedModel", "freePools"),
@@ -106,6 +105,7 @@ HIDL_NAMES = {
     MsgType.BURST_FREE_MEMORY: ("IBurstContext", "freeMemory"),
     MsgType.BURST_RELEASE: ("IBurstContext", "release"),
     MsgType.EXECUTE_FENCED: ("IPreparedModel", "executeFenced"),
+    MsgType.EXECUTE_FENCED_MEMO: ("IPreparedModel", "executeFenced"),
     MsgType.FENCED_INFO: ("IFencedExecutionCallback", "getExecutionInfo"),
     MsgType.PREPARE_MODEL_FROM_CACHE: ("IDevice", "prepareModelFromCache_1_3"),
     MsgType.ALLOCATE: ("IDevice", "allocate"),
