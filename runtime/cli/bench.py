@@ -28,7 +28,7 @@ import tempfile
 from tqdm import tqdm
 
 from nnscope import tracing
-from nnscope.runtime.cli import _otlp
+from nnscope.runtime.cli import _otlp, _output_files
 from nnscope.runtime.cli._args import count, description, positive_float, positive_int
 from nnscope.runtime import builtin_models, manager
 from nnscope.runtime.api import NnError
@@ -196,6 +196,7 @@ def run(args) -> dict:
 
 
 def main(args) -> int:
+    _output_files.check({"--json": args.json, "--html": args.html})  # before the run
     if args.burst and not bursts_available():
         print("nnscope: error: bursts are not available", file=sys.stderr)
         return 2
@@ -209,24 +210,25 @@ def main(args) -> int:
 
 
 def _write_outputs(document: dict, args) -> int:
-    json_path = args.json
-    if json_path:
-        write_json(document, json_path)
-        print(f"wrote {json_path}")
+    """Write --json and --html; a file that cannot be written is one error line and exit 1,
+    and the results stay in a temporary JSON file that the line names."""
+    json_path = None
+    if args.json:
+        json_path, line = _output_files.write(args.json, lambda path: write_json(document, path))
+        print(line, file=sys.stdout if json_path == args.json else sys.stderr)
     if not args.html:
-        return 0
+        return 0 if json_path == args.json else 1
     scratch = None
     if json_path is None:
         fd, scratch = tempfile.mkstemp(suffix=".json", prefix="nnscope-bench-")
         os.close(fd)
         write_json(document, scratch)
-    try:
-        error = render_html(json_path or scratch, args.html)
-    finally:
-        if scratch:
-            os.unlink(scratch)
+    error = render_html(json_path or scratch, args.html)
     if error:
-        print(f"nnscope: error: {error}", file=sys.stderr)
+        kept = f"; the results are in {scratch}" if scratch else ""
+        print(f"nnscope: error: {error}{kept}", file=sys.stderr)
         return 1
+    if scratch:
+        os.unlink(scratch)
     print(f"wrote {args.html}")
-    return 0
+    return 0 if json_path == args.json else 1

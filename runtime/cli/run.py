@@ -34,7 +34,7 @@ import numpy as np
 from nnscope import tracing
 from nnscope.runtime import builtin_models, graphdump
 from nnscope.runtime.burst import Burst
-from nnscope.runtime.cli import _otlp
+from nnscope.runtime.cli import _otlp, _output_files
 from nnscope.runtime.cli._args import count, description
 from nnscope.runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from nnscope.runtime.compilation import Compilation
@@ -131,9 +131,9 @@ def _execute(compilation: Compilation, inputs, outputs, burst: Burst | None = No
     return time.perf_counter_ns() - start
 
 
-def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, list[int], str]:
-    """Build, compile, warm up and benchmark; with ``--outputs`` also save one execution's
-    outputs (the last value names the saved keys, else "")."""
+def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, list[int], tuple | None]:
+    """Build, compile, warm up and benchmark; with ``--outputs`` also run one more execution
+    (the last value: its output arrays and the model's output names, written after the run)."""
     label = args.example or (Path(args.model).stem if args.model else "mobilenet_v1_0.5_224")
     with tracing.application(Phase.OVERALL, label):
         with tracing.application(Phase.PREPARATION, "build model"):
@@ -153,8 +153,10 @@ def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, l
         if burst is not None:
             with tracing.application(Phase.TERMINATION, "free burst"):
                 burst.free()
-        saved = _save_outputs(args.outputs, compilation, inputs, output_names) \
-            if args.outputs else ""
+        saved = None
+        if args.outputs:
+            with tracing.application(Phase.EXECUTION, "outputs"):
+                saved = compute_arrays(compilation, inputs), output_names
         with tracing.application(Phase.TERMINATION, "shutdown drivers"):
             manager.shutdown()  # inside the run: the drivers' last spans join its trace
     return model, compilation, latencies, saved
@@ -165,11 +167,8 @@ def _burst(compilation: Compilation) -> Burst:
         return Burst(compilation)
 
 
-def _save_outputs(path: str, compilation: Compilation, inputs, names: list[str]) -> str:
-    """One more execution on ``inputs``, saved to ``path``; returns "output0=<name>, ..."."""
-    with tracing.application(Phase.EXECUTION, "outputs"):
-        arrays = compute_arrays(compilation, inputs)
-    write_outputs(path, arrays)
+def _output_keys(arrays, names: list[str]) -> str:
+    """What the keys of an ``--outputs`` file are: "output0=<name>, ..."."""
     names = names or [f"output{i}" for i in range(len(arrays))]
     return ", ".join(f"output{i}={name}" for i, name in enumerate(names))
 
@@ -199,8 +198,8 @@ def timing_summary(trace_data) -> str:
 
 
 def check_outputs(args, parser: argparse.ArgumentParser) -> None:
-    """Reject an unknown ``--trace`` extension, an ``--svg`` file not named .svg, or a model
-    file with ``--example``, before running (usage error, exit 2)."""
+    """Reject an unknown ``--trace`` extension, an ``--svg`` file not named .svg, a model file
+    with ``--example``, or two flags that write one file, before running (usage error, exit 2)."""
     if args.example and args.model:
         parser.error("give a MODEL file or --example, not both")
     _otlp.check(args, parser)
@@ -216,24 +215,55 @@ def check_outputs(args, parser: argparse.ArgumentParser) -> None:
                 checks[flag]()
         except ValueError as error:
             parser.error(f"{flag}: {error}")
+    if args.outputs and not args.outputs.endswith(".npz"):
+        args.outputs += ".npz"  # what numpy writes: the line that names the file says so
+    named: dict[str, str] = {}
+    for flag, path in _output_paths(args).items():
+        if path is None:
+            continue
+        if os.path.abspath(path) in named:
+            parser.error(f"{named[os.path.abspath(path)]} and {flag} both write {path}")
+        named[os.path.abspath(path)] = flag
 
 
-def _export(session: tracing.TraceSession, args) -> list[str]:
+def _output_paths(args) -> dict[str, str | None]:
+    """Every file the run writes, by flag (None: not asked for)."""
+    return {"--outputs": args.outputs, "--trace": args.trace, "--systrace": args.systrace,
+            "--perfetto": args.perfetto, "--dot": args.dot, "--svg": args.svg}
+
+
+def _trace_writer(session: tracing.TraceSession, exporter: str | None):
+    """A writer of the session's trace (by extension, or by exporter name) for ``_output_files``."""
     from nnscope.tracing.exporters import ExportResult, get_exporter  # noqa: PLC0415
-    targets = []
-    if args.trace:
-        targets.append((args.trace, None))
-    if args.systrace:
-        targets.append((args.systrace, "systrace-html"))
-    if args.perfetto:
-        targets.append((args.perfetto, "perfetto"))
-    written = []
-    for path, name in targets:
-        target = path if name is None else get_exporter(name)(path)
+
+    def write(path: str) -> None:
+        target = path if exporter is None else get_exporter(exporter)(path)
         if session.export(target) != ExportResult.SUCCESS:
-            raise OSError(f"cannot write trace file {path}")
-        written.append(path)
-    return written
+            raise OSError(f"the {exporter or 'trace'} exporter failed (see the log line above)")
+    return write
+
+
+def _write_files(args, session: tracing.TraceSession, compilation: Compilation,
+                 saved: tuple | None) -> tuple[list[str], list[str], list[str]]:
+    """Write every requested file (a failure goes to a temporary file, see ``_output_files``):
+    the ``wrote`` lines, the error lines and the files written where asked."""
+    writers = {"--outputs": lambda path: write_outputs(path, saved[0]),
+               "--trace": _trace_writer(session, None),
+               "--systrace": _trace_writer(session, "systrace-html"),
+               "--perfetto": _trace_writer(session, "perfetto"),
+               "--dot": lambda path: graph_dump(compilation, path),
+               "--svg": lambda path: graphdump.render_svg(compilation, path)}
+    wrote, errors, files = [], [], []
+    for flag, path in _output_paths(args).items():
+        if path is None:
+            continue
+        written, line = _output_files.write(path, writers[flag])
+        ok = written == path
+        if ok and flag == "--outputs":
+            line += f" ({_output_keys(*saved)})"
+        (wrote if ok else errors).append(line)
+        files += [path] if ok else []
+    return wrote, errors, files
 
 
 def _check_files(args) -> None:
@@ -244,8 +274,11 @@ def _check_files(args) -> None:
 
 
 def main(args) -> int:
-    """Run the command; NnError propagates to ``runtime.__main__``."""
+    """Run the command; NnError propagates to ``runtime.__main__``. Every output path is
+    checked before the run; the report is printed even when a file then cannot be written
+    (exit 1, its content in a temporary file)."""
     _check_files(args)
+    _output_files.check(_output_paths(args), replaced=("--trace", "--systrace", "--perfetto"))
     if args.svg and graphdump.dot_program() is None:
         raise FileNotFoundError(graphdump.MISSING_DOT)  # before the run, not after it
     session = tracing.TraceSession()
@@ -255,13 +288,7 @@ def main(args) -> int:
     finally:
         manager.shutdown()  # after a failed run (a no-op after a normal one)
         session.stop()
-    written = _export(session, args)
-    if args.dot:
-        graph_dump(compilation, args.dot)
-        written.append(args.dot)
-    if args.svg:
-        graphdump.render_svg(compilation, args.svg)
-        written.append(args.svg)
+    wrote, errors, files = _write_files(args, session, compilation, saved)
     stats = percentiles(latencies)
     out = io.StringIO()
     out.write(plan_line(model, compilation))
@@ -271,15 +298,15 @@ def main(args) -> int:
         out.write(f"latency over {stats['executions']} executions: p50 {stats['p50_ms']:.3f} ms, "
                   f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
                   f"mean {stats['mean_ms']:.3f} ms\n")
-    if args.outputs:
-        out.write(f"wrote {args.outputs} ({saved})\n")
-    for path in written:
-        out.write(f"wrote {path}\n")
+    for line in wrote:
+        out.write(line + "\n")
     print(out.getvalue(), end="", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(stats))
-    _otlp.send(session.collect(), args.otlp, ([args.outputs] if args.outputs else []) + written)
-    return 0
+    for line in errors:
+        print(line, file=sys.stderr)
+    _otlp.send(session.collect(), args.otlp, files)
+    return 1 if errors else 0
 
 
 def plan_line(model: Model, compilation: Compilation, width: int = 100) -> str:

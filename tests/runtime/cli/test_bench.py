@@ -143,7 +143,8 @@ def test_duration_times_executions_for_that_long(tmp_path, capsys):
     (["tiny_add", "--device", "sample-gpu"],
      "nnscope: error: BAD_DATA: unknown device 'sample-gpu'"),
     (["tiny_add", "--device", "nnapi-reference", "--executions", "1", "--html",
-      "/nonexistent-dir/report.html"], "nnscope: error: cannot write /nonexistent-dir/report.html"),
+      "/nonexistent-dir/report.html"],
+     "nnscope: error: --html /nonexistent-dir/report.html: cannot write there"),
 ], ids=["missing-model", "unknown-device", "html-fails"])
 def test_bad_input_is_one_line_and_exit_1(capsys, args, message):
     assert main(["bench", *args]) == 1
