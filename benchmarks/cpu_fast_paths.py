@@ -1,12 +1,12 @@
-"""What the CPU prepared model's two fast paths buy in a driver process, side by side in one run.
+"""What the CPU prepared model's fast path buys in a driver process, side by side in one run.
 
-``CpuPreparedModel`` runs a request three ways: :meth:`execute` (the one way through), and two
-shortcuts a driver service takes for a repeated request: ``compute_outputs`` (an
-``executeSynchronously`` repeat answers with the executor's arrays, without writing them into
-the request's output views first) and ``bound_run`` (a burst repeat runs ``ops._bound``'s
-pre-bound step loop). Two ``sample-all`` processes serve the tiny ADD model: one as shipped,
-one started with both shortcuts switched off (a ``sitecustomize`` on its ``PYTHONPATH`` makes
-them return None, so every run goes through ``execute``). ``compute()`` and ``burst_compute()``
+``CpuPreparedModel`` runs a request two ways: :meth:`execute` (the ordinary path), and the one
+repeat path a driver service takes for a repeated request (an ``executeSynchronously`` memo
+repeat, a burst frame, a fenced step): ``bound_run`` (the executor's pre-bound step loop,
+writing the outputs in place, with the same accounting and spans). Two ``sample-all`` processes
+serve the tiny ADD model: one as shipped, one started with the bound run switched off (a
+``sitecustomize`` on its ``PYTHONPATH`` makes it return None, so every run goes through
+``execute``). ``compute()`` and ``burst_compute()``
 alternate between the two in short rounds, so machine noise hits both alike; figures are
 medians over rounds, ``*_gain`` the median per-round ratio of the shortcut-free time over the
 shipped one (1.10 = the shortcuts save 10 %).
@@ -38,7 +38,6 @@ from nnscope.runtime.builtin_models import tiny_add  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cpu_fast_paths.json"
 _NO_SHORTCUTS = """from nnscope.runtime.drivers import cpu
-cpu.CpuPreparedModel.compute_outputs = lambda self, request, shapes: None
 cpu.CpuPreparedModel.bound_run = lambda self, request, result: None
 """
 

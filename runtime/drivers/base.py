@@ -116,12 +116,6 @@ class PreparedModel(ABC):
         untimed (True when it ran as bound), or None (the default): use :meth:`execute`."""
         return None
 
-    def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
-        """Optional fast path for a driver service answering a repeated request: the output
-        arrays of an untimed, unobserved run (no deadline, no tracing or vlog), or None (the
-        default) to use :meth:`execute`."""
-        return None
-
     def release(self) -> None:
         """Free driver-side resources."""
 

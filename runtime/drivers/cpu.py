@@ -5,8 +5,8 @@ driver process would: ``prepare_model`` builds a CpuExecutor once; ``execute`` r
 straight out of the request pools (numpy views, no copy), runs the executor and writes the
 outputs into the pools, reporting :class:`OutputShape` (``is_sufficient``) and a ``Timing``.
 The views of the last request are cached, so re-running the same request does no parsing.
-``execute`` is the one way through; a driver service repeating a request may take one of two
-measured fast paths (``compute_outputs``, ``bound_run``: see ``benchmarks/cpu_fast_paths.py``).
+``execute`` is the ordinary way through; a driver service repeating a request takes the one
+measured repeat path, ``bound_run`` (see ``benchmarks/cpu_fast_paths.py``).
 Fencing, bursts and device memory are the interface's defaults: fenced work runs in-process,
 there is no burst controller and no device memory (as AOSP's CPU device).
 
@@ -124,35 +124,15 @@ class CpuPreparedModel(PreparedModel):
             timing = Timing((device_end - device_start) // 1000, (_now() - start) // 1000)
         return ExecutionResult(status, shapes, timing)
 
-    def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
-        """The output arrays of an untimed, unobserved run (no deadline, tracing and ``cpuexe``
-        vlog off: the caller's checks) of the request this model bound last, when each fills its
-        output region exactly with ``shapes`` and the region's dtype: the IPC service answers a
-        repeated execution with their bytes. None when that does not hold or the run fails: then
-        use :meth:`execute`. A measured fast path: ``benchmarks/cpu_fast_paths.py`` gives
-        driver compute() of tiny ADD 34.8 us with it, 44.9 us without (``compute_gain`` 1.28)."""
-        cached_request, binding = self._cache
-        if cached_request is not request or binding.ok_shapes is None \
-                or (binding.ok_shapes is not shapes and binding.ok_shapes != shapes):
-            return None
-        try:
-            results = self.executor.run(binding.inputs, binding.capacities, request.loop_timeout_ns)
-        except Exception:  # noqa: BLE001 - execute() reports it
-            return None
-        for out, value in zip(binding.outputs, results):
-            if type(value) is not np.ndarray or value.shape != out.view.shape \
-                    or (value.dtype is not out.dtype and value.dtype != out.dtype):
-                return None
-        return results
-
     def bound_run(self, request: Request, result: ExecutionResult) -> Callable[[], bool] | None:
         """After ``result`` of :meth:`execute` on ``request``: a callable repeating that run
-        untimed, unobserved and without a deadline (outputs written in place; see
-        :meth:`CpuExecutor.bind <runtime.ops.executor.CpuExecutor.bind>`). It returns True when it ran and every output filled its
-        region as bound, False when the caller must use :meth:`execute` instead. None unless
-        ``result`` was the untimed success of the request this model bound last. A measured fast
-        path: ``benchmarks/cpu_fast_paths.py`` gives burst_compute() of tiny ADD 21.1 us with
-        it, 35.9 us without (``burst_gain`` 1.70)."""
+        untimed and without a deadline (outputs written in place, the kernels' spans recorded
+        when traced; see :meth:`CpuExecutor.bind <runtime.ops.executor.CpuExecutor.bind>`). It
+        returns True when it ran and every output filled its region as bound, False when the
+        caller must use :meth:`execute` instead. None unless ``result`` was the untimed success
+        of the request this model bound last. The driver's one repeat path (memo repeats, burst
+        frames, fenced steps); a measured fast path: ``benchmarks/cpu_fast_paths.py``
+        (``burst_gain``, ``compute_gain``)."""
         cached_request, binding = self._cache
         if cached_request is not request or binding.ok_result is None or result is not binding.ok_result:
             return None

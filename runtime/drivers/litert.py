@@ -119,9 +119,6 @@ class LiteRtPreparedModel(SamplePreparedModel):
         timing = Timing(on_device // 1000, (_now() - start) // 1000) if measure else None
         return ExecutionResult(status, shapes, timing)
 
-    def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
-        return None  # no CPU fast path: every run goes through execute()
-
     def bound_run(self, request: Request, result: ExecutionResult):
         return None
 

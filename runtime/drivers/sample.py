@@ -121,22 +121,43 @@ class SamplePreparedModel(CpuPreparedModel):
             load.running -= 1
             memory.give(taken)
         if not result.status:
-            took = time.monotonic_ns() - start
-            self.mean_ns = took if not self.runs else self.mean_ns + (took - self.mean_ns) / 4
-            self.runs += 1
+            self._took(time.monotonic_ns() - start)
         elif result.status == ErrorStatus.GENERAL_FAILURE and any(a.has_no_value for a in request.inputs):
             return ExecutionResult(ErrorStatus.INVALID_ARGUMENT)
         return result
 
-    def compute_outputs(self, request: Request, shapes: tuple) -> list | None:
-        try:
-            taken = self._reserve(request)
-        except HalError:
-            return None  # execute() reports it
-        try:
-            return CpuPreparedModel.compute_outputs(self, request, shapes)
-        finally:
-            self.charge.budget.give(taken)
+    def bound_run(self, request: Request, result: ExecutionResult):
+        """:meth:`CpuPreparedModel.bound_run`, accounted as :meth:`execute` accounts: the
+        request's bytes held in the memory budget while it runs (False, the ordinary path then
+        reports, when they do not fit), the load, and the running estimate of its time."""
+        run = CpuPreparedModel.bound_run(self, request, result)
+        if run is None:
+            return None
+        load, memory = self.load, self.charge.budget
+
+        def accounted() -> bool:
+            try:
+                taken = self._reserve(request)
+            except HalError:
+                return False
+            start = time.monotonic_ns()
+            load.running += 1
+            load.busy_until_ns = max(load.busy_until_ns, start + int(self.mean_ns))
+            try:
+                ran = run()
+            finally:
+                load.running -= 1
+                memory.give(taken)
+            if ran:
+                self._took(time.monotonic_ns() - start)
+            return ran
+
+        return accounted
+
+    def _took(self, took_ns: int) -> None:
+        """A successful run took ``took_ns``: the running estimate follows it."""
+        self.mean_ns = took_ns if not self.runs else self.mean_ns + (took_ns - self.mean_ns) / 4
+        self.runs += 1
 
     def release(self) -> None:
         self.charge.release()

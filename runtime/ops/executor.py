@@ -37,6 +37,7 @@ from nnscope.runtime.ops.static_plans import plans_follow_input_shapes
 from nnscope.runtime.ops.registry import OpContext, OpValidationError
 from nnscope.tracing import Layer, Phase
 from nnscope.tracing.naming import SWITCH, format_name
+from nnscope.tracing.tracer import hot_recorder
 
 __all__ = ["CpuExecutor", "OperationCall", "kernel_name", "read_constant"]
 
@@ -50,6 +51,16 @@ NULL_RECORDER = (_IGNORE, _IGNORE, int)
 _CONSTANT = frozenset({L.CONSTANT_COPY, L.CONSTANT_REFERENCE})
 _SUBGRAPH = L.SUBGRAPH  # a module global: Enum member access is slow on Python 3.11
 _ndarray = np.ndarray
+
+
+def _traced_one_call(call, ctx, recorder) -> list:
+    """``call.execute(ctx)`` as a traced :meth:`CpuExecutor.run` of one call records it."""
+    append, extend, now = recorder
+    extend((_RUN_TAG, "CpuExecutor::run", now()))
+    try:
+        return _traced_execute(call, ctx, append, extend, now)
+    finally:
+        append(now())
 
 
 def _traced_execute(call, ctx, append, extend, now) -> list:
@@ -264,8 +275,9 @@ class CpuExecutor:
              out_views: Sequence[np.ndarray]) -> Callable[[], bool] | None:
         """A repeatable run on fixed arrays (a burst's frames: the same input views on the same
         mapped pools, the same output views), after a :meth:`run` on them passed: a callable
-        that runs the one loop on those views, untimed and unobserved, and copies each result
-        into its output view. It skips what :meth:`run` derives again on every call (binding
+        that runs the one loop on those views, untimed, and copies each result into its output
+        view; traced (this thread's :func:`tracing.tracer.hot_recorder`), it records the spans
+        :meth:`run` records. It skips what :meth:`run` derives again on every call (binding
         and converting the inputs, the plan signature, collecting the outputs), and returns
         False, writing nothing, when that is not valid any more (the plans were checked for
         another input signature since, a test step hook is set, a kernel raised, a result
@@ -289,10 +301,16 @@ class CpuExecutor:
             if (checked is not key and checked != key) or self.forTest_step_hook is not None:
                 return False
             values = template.copy()
+            recorder = hot_recorder() or NULL_RECORDER
+            if recorder is not NULL_RECORDER:
+                recorder[1]((_RUN_TAG, "CpuExecutor::run", recorder[2]()))
             try:
-                self._run_calls(values, capacities, True, None, NULL_RECORDER, False)
+                self._run_calls(values, capacities, True, None, recorder, False)
             except Exception:  # noqa: BLE001 - the ordinary path runs again and reports it
                 return False
+            finally:
+                if recorder is not NULL_RECORDER:
+                    recorder[0](recorder[2]())
             return _write(values, outputs)
 
         return run
@@ -313,8 +331,9 @@ class CpuExecutor:
             checked = self._checked_key
             if (checked is not key and checked != key) or self.forTest_step_hook is not None:
                 return False
+            recorder = hot_recorder()
             try:
-                results = execute(ctx)
+                results = execute(ctx) if recorder is None else _traced_one_call(call, ctx, recorder)
             except Exception:  # noqa: BLE001 - the ordinary path runs again and reports it
                 return False
             if len(results) != len(views):

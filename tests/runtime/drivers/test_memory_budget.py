@@ -225,17 +225,20 @@ def test_an_execution_is_transient_while_another_holds_the_memory():
     assert driver.memory.held_bytes == 0
 
 
-def test_the_fast_repeat_path_is_charged_too():
+def test_the_repeat_path_is_accounted_as_execute():
     driver = SampleDriver(SAMPLES["sample-float-fast"])
     driver.memory = MemoryBudget(BUDGET)
     prepared = driver.prepare_model(dynamic_model())
     request, out = dynamic_request(BIG)
-    shapes = prepared.execute(request).output_shapes
+    bound = prepared.bound_run(request, prepared.execute(request))
+    runs = prepared.runs
     blocker = driver.memory.reserve(BUDGET - driver.memory.held_bytes, EXECUTE)
-    assert prepared.compute_outputs(request, shapes) is None  # refused: execute() reports it
+    assert bound() is False and prepared.runs == runs  # refused: execute() reports it
     blocker.release()
-    (result,) = prepared.compute_outputs(request, shapes)
-    np.testing.assert_array_equal(result.reshape(-1), reference(dynamic_model(), request))
+    out[:] = 0
+    assert bound() is True and prepared.runs == runs + 1  # its time counts in the estimate
+    np.testing.assert_array_equal(out, reference(dynamic_model(), request))
+    assert prepared.load.running == 0 and driver.memory.held_bytes == prepared.charge.bytes
 
 
 def test_model_footprint_is_constants_plus_the_planned_peak():

@@ -73,6 +73,10 @@ class PoolCache:
             self.generation += 1
         return pool_id, True
 
+    def holds(self, pool) -> bool:
+        """Whether ``pool`` was sent on this connection (the driver maps it by id)."""
+        return id(pool) in self._ids
+
     def forget(self, pool) -> None:
         entry = self._ids.pop(id(pool), None)
         if entry is not None:

@@ -169,20 +169,20 @@ class RemotePreparedModel(PreparedModel):
                        deadline_ns: int | None = None,
                        timeout_after_fence_ns: int | None = None) -> fenced_client.FencedRun:
         """executeFenced in the driver, which waits for ``fences`` itself (HalError when it
-        refuses the launch or is gone). A request whose pools are all shared memory goes through
-        this connection's pool cache and memo: once the driver holds the request, a launch is a
-        repeat that carries no pool and whose reply is read later (a partitioned plan's steps,
-        launched one after the other); any other is sent with copies of its plain pools
-        (``client.fenced.launch``)."""
+        refuses the launch or is gone). A request whose pools are all shared memory the driver
+        mapped already goes through this connection's memo: once the driver holds the request,
+        a launch is a repeat that carries no pool and whose reply is read later (a partitioned
+        plan's steps, launched one after the other); any other is sent with its own pools, plain
+        ones as copies (``client.fenced.launch``)."""
         device = self.device
         if device.outdated(self.generation):
             self._recover()
-        if not all(is_shared(pool) for pool in request.pools):
-            return fenced_client.launch(self, request, fences, measure_timing, deadline_ns,
-                                        timeout_after_fence_ns)
-        after = -1 if timeout_after_fence_ns is None else timeout_after_fence_ns
-        memo, pools = self._memo, device.pools
         with device.lock:
+            memo, pools = self._memo, device.pools
+            if pools.pending_free or not all(is_shared(pool) and pools.holds(pool) for pool in request.pools):
+                return fenced_client.launch(self, request, fences, measure_timing, deadline_ns,
+                                            timeout_after_fence_ns)
+            after = -1 if timeout_after_fence_ns is None else timeout_after_fence_ns
             if memo.request is request:
                 body = memo.repeat(request, _MEMO_HEAD_PACK(self.model_id, memo.memo_id, measure_timing,
                                                             -1 if deadline_ns is None else deadline_ns), pools)

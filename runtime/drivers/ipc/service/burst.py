@@ -10,8 +10,9 @@ over the socket with the fds), runs the prepared model on the cached pools and w
 runtime asked for (AOSP's burst server polls too; 0 for low power), then sleeps on the wake-up.
 A request whose bytes repeat the previous one (its slots not freed since) runs the same HAL
 ``Request`` object, so the prepared model's binding (validation, numpy views) is reused; with
-tracing and ``cpuexe`` vlog off, it runs the model's *bound run* (``CpuPreparedModel.bound_run``)
-and answers the result datum of the same success, decoding nothing. Pools stay mapped per slot until
+``cpuexe`` vlog off, it runs the model's *bound run* (``CpuPreparedModel.bound_run``, the driver's
+one repeat path, with the accounting and, traced, the spans of ``execute``) and answers the
+result datum of the same success, decoding nothing. Traced or not, a frame runs the same way. Pools stay mapped per slot until
 ``IBurstContext.freeMemory(slot)``, the burst's release, or its connection closing. An echo
 message (:data:`~runtime.drivers.ipc.wire.fmq_datum.ECHO`, not AOSP's) is written back unchanged: its
 round trip is the channel's floor, timed on the burst's own rings and thread.
@@ -43,8 +44,7 @@ from nnscope.runtime.drivers.ipc.wire.codec import CodecError
 from nnscope.runtime.drivers.ipc.service.execute import with_driver_time
 from nnscope.runtime.drivers.ipc.wire.fmq import FmqCorrupt, FmqError
 from nnscope.runtime.drivers.ipc.wire.fmq_datum import (ECHO, decode_request, encode_memory_request,
-                                                encode_result, is_echo, split_trace,
-                                                TRACE_ID_TAG)
+                                                encode_result, is_echo, split_trace)
 from nnscope.runtime.hal.device_types import ExecutionResult, Request
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
@@ -64,7 +64,6 @@ MAX_POLL_US = 1000
 #: Seconds the listener waits for the runtime's getMemories answer, or to write a result.
 CALLBACK_TIMEOUT_S = 30.0
 _U32 = struct.Struct("<I")
-_TRACE_TAG = bytes([TRACE_ID_TAG])
 _LABEL = "ExecutionBurstServer"
 _INVALID = encode_result(ExecutionResult(ErrorStatus.INVALID_ARGUMENT))
 _EXHAUSTED = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
@@ -104,8 +103,7 @@ class BurstServer:
             _warn("burst %d: listener ended: %s: %s", self.burst_id, type(error).__name__, error)
 
     def _listen(self) -> None:
-        read, write, poll_s, repeat = self.requests.read, self.results.write, self.poll_s, self._repeat
-        traced, observed = _trace.enabled, vlog.is_on
+        read, write, poll_s, serve = self.requests.read, self.results.write, self.poll_s, self._serve
         while not self.stopping:  # a peer that never lets the ring run dry still gets stopped
             try:
                 message = read(poll_s=poll_s)
@@ -116,10 +114,8 @@ class BurstServer:
                 return  # stopped: released, or the connection closed
             if message.startswith(ECHO):
                 reply = message if is_echo(message) else _INVALID
-            elif traced() or observed("cpuexe") or (reply := repeat(message)) is None:
-                reply = self._serve(message)
-                if traced():
-                    _trace.flush()  # before the answer: the runtime may end the session on it
+            else:
+                reply = serve(message)
             try:
                 write(reply, timeout=CALLBACK_TIMEOUT_S)
             except FmqError:
@@ -127,15 +123,12 @@ class BurstServer:
 
     def _repeat(self, message: bytes) -> bytes | None:
         """The reply to a repeat of the last bound request (see :meth:`_answer`), run through
-        its bound run; None for another message, or when the run declined (it is dropped: the
-        ordinary path reports, and binds again). ``_fast`` is only read and set under the
-        execution lock, which freeMemory holds to drop it: a bound run never outlives a slot.
-        A trace context before the request (this driver is not tracing) is checked and skipped."""
-        if message[:1] == _TRACE_TAG:
-            try:
-                message = split_trace(message)[1]
-            except CodecError:
-                return None  # the ordinary path refuses it
+        its bound run; None for another message, with ``cpuexe`` vlog on (its lines come from
+        the ordinary path), or when the run declined (it is dropped: the ordinary path reports,
+        and binds again). ``_fast`` is only read and set under the execution lock, which
+        freeMemory holds to drop it: a bound run never outlives a slot."""
+        if vlog.is_on("cpuexe"):
+            return None
         with self._exclusive():
             fast_message, run, reply = self._fast
             if message != fast_message:
@@ -151,16 +144,21 @@ class BurstServer:
         return self.service.executions.scheduler.exclusive(self.client, self.priority)
 
     def _serve(self, message: bytes) -> bytes:
+        """The reply to one request frame: its repeat, else the ordinary path; traced, inside
+        the burst's server spans either way (flushed before the answer: the runtime may end
+        the session on it)."""
         try:
             context, message = split_trace(message)
         except CodecError as error:
             self._log("burst %d: request rejected: %s", self.burst_id, error)
             return _INVALID
         if not _trace.enabled():
-            return self._answer(message)
+            return self._repeat(message) or self._answer(message)
         with _trace.adopt(context), _trace.hidl("IBurstContext", "executeBurst", "server"):
             with _trace.driver(Phase.EXECUTION, f"{_LABEL}::execute"):
-                return self._answer(message)
+                reply = self._repeat(message) or self._answer(message)
+        _trace.flush()
+        return reply
 
     def _answer(self, message: bytes) -> bytes:
         start = time.monotonic_ns()
@@ -191,8 +189,8 @@ class BurstServer:
 
     def _bound_run(self, request: Request, result: ExecutionResult):
         """What repeats this validated request (its slots mapped) while its message repeats
-        and tracing and ``cpuexe`` vlog stay off (see :meth:`_listen`): the prepared model's
-        bound run after an untimed success, else None."""
+        (see :meth:`_repeat`): the prepared model's bound run after an untimed success, else
+        None."""
         return self.prepared.bound_run(request, result)
 
     def _request_for(self, message: bytes) -> tuple[Request, bool]:

@@ -36,7 +36,7 @@ from nnscope.runtime.drivers.ipc.service import buffers
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader
 from nnscope.runtime.drivers.ipc.wire.execution_codec import (MEMO_HEAD, FORM_COMPACT, FORM_FULL, FORM_UNKNOWN,
-                                                      KNOWS_SHAPES, encode_result)
+                                                      encode_result)
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
 from nnscope.runtime.drivers.ipc.service.execute_decode import decode_execute
 from nnscope.runtime.drivers.ipc.service.scheduler import Job, Scheduler
@@ -54,7 +54,6 @@ _OK_FULL = struct.pack("<IB", 0, FORM_FULL)
 _OK_UNKNOWN = struct.pack("<IB", 0, FORM_UNKNOWN)
 _MEMO_HEAD_SIZE = MEMO_HEAD.size
 _unpack_memo_head = MEMO_HEAD.unpack_from
-_trace_enabled = _trace.enabled
 _NO_MARK = contextlib.nullcontext()
 
 
@@ -109,32 +108,16 @@ class ExecuteServer:
         prepared = models.get(model_id)
         if prepared is None:
             raise CodecError(f"unknown prepared model {model_id}")
-        request = memo.request
-        plain = measure == KNOWS_SHAPES and deadline_ns is None and memo.shapes is not None \
-            and not self.service.vlog_cpuexe and not _trace_enabled()
-        if plain and memo.bound is not None:
-            if memo.bound():  # outputs written in place
-                return b"".join([OK_COMPACT, *memo.out_views])
-            memo.bound = None  # not valid any more: the ordinary path reports, and binds again
-        if plain and len(memo.out_views) == len(request.outputs):  # outputs all inline
-            results = prepared.compute_outputs(request, memo.shapes)
-            if results is not None and len(results) == len(memo.out_views):
-                try:
-                    return b"".join([OK_COMPACT, *results])
-                except (TypeError, BufferError):  # a non-contiguous result: answer through execute()
-                    pass
-        if measure & 1:
-            result = self.run(models, Decoded(model_id, True, deadline_ns, request), start)
+        if measure & 1:  # timed: the ordinary path, answered in full
+            result = self.run(models, Decoded(model_id, True, deadline_ns, memo.request), start)
         else:
-            result = prepared.execute(request, False, deadline_ns)
-            if measure & 2 and not result.status and result.timing is None:
-                shapes = memo.shapes
-                if shapes is not None and (result.output_shapes is shapes or result.output_shapes == shapes):
-                    if len(memo.out_views) < len(request.outputs):  # some in shared memory: repeat in place
-                        memo.bound = prepared.bound_run(request, result)
-                    return b"".join([OK_COMPACT, *memo.out_views])
+            result = memo.rerun(prepared, deadline_ns, self.service.vlog_cpuexe)
+            shapes = memo.shapes
+            if measure & 2 and not result.status and result.timing is None and shapes is not None \
+                    and (result.output_shapes is shapes or result.output_shapes == shapes):
+                return b"".join([OK_COMPACT, *memo.out_views])
         memo.shapes = result.output_shapes
-        return _OK_FULL + encode_result(result, request, memo.outputs)
+        return _OK_FULL + encode_result(result, memo.request, memo.outputs)
 
     def _answer(self, models: dict, decoded, start: int) -> bytes:
         """The reply payload of a decoded execute: status, then the encoded result."""

@@ -24,7 +24,7 @@ from nnscope.runtime.drivers.ipc.wire.execution_codec import (_ARG, _HEAD_FREE, 
                                                       KIND_INLINE, KIND_NEW_SHM, KIND_SHM, KIND_TOKEN,
                                                       MAX_INLINE_BYTES)
 from nnscope.runtime.hal.shared_memory import MappingError, map_fd
-from nnscope.runtime.hal.device_types import Request, RequestArgument
+from nnscope.runtime.hal.device_types import ExecutionResult, Request, RequestArgument
 
 #: Most dimensions one request argument may list.
 MAX_ARGUMENT_RANK = 32
@@ -133,7 +133,7 @@ class ExecuteMemo:
     of the request once an untimed run succeeded (outputs written in place, see ``bound_run``)."""
 
     __slots__ = ("model_id", "request", "inline", "inline_size", "outputs", "out_views", "shapes", "bound",
-                 "fenced")
+                 "bound_result", "fenced")
 
     def __init__(self, model_id: int, request: Request, inline: list, outputs: list) -> None:
         self.model_id = model_id
@@ -146,7 +146,22 @@ class ExecuteMemo:
                           for a in (args[i] for i in outputs)]
         self.shapes = None
         self.bound = None
+        self.bound_result = None  # the result a successful bound run stands for
         self.fenced = False  # launched by an executeFenced that has not finished (service.fenced)
+
+    def rerun(self, prepared, deadline_ns: int | None, logging: bool) -> ExecutionResult:
+        """Run the request again, untimed: through the prepared model's bound run while it holds
+        (no deadline, no ``cpuexe`` vlog), else through ``execute``, whose untimed success binds
+        it. The driver's one repeat path (memo repeats and fenced steps)."""
+        bound = self.bound
+        if bound is not None and deadline_ns is None and not logging:
+            if bound():
+                return self.bound_result
+            self.bound = None  # not valid any more: the ordinary path reports, and binds again
+        result = prepared.execute(self.request, False, deadline_ns)
+        if deadline_ns is None and not result.status and result.timing is None:
+            self.bound, self.bound_result = prepared.bound_run(self.request, result), result
+        return result
 
     def refill(self, view, pos: int) -> None:
         """Copy a repeat's inline pool bytes (``view[pos:]``, size already checked) in."""

@@ -96,6 +96,7 @@ class FencedJob:
                  fence: int | None = None):
         self.prepared, self.request, self.measure, self.deadline_ns = prepared, request, measure, deadline_ns
         self.state, self.memo, self.watch_s = state, memo, watch_s
+        self.logging = service.vlog_cpuexe  # cpuexe vlog: the ordinary path logs each operation
         self.connection = connection  # a job whose client is gone stops waiting for its fences
         self.scheduler = service.executions.scheduler  # its exclusive(): the execution lock, by priority
         self.waits, self.duration_ns, self.launched_ns = waits, duration_ns, launched_ns
@@ -165,7 +166,10 @@ class FencedJob:
             deadline = after if deadline is None else min(deadline, after)
         with _trace.driver(Phase.EXECUTION, self.label), \
                 self.scheduler.exclusive(self.client, self.prepared.priority):
-            result = self.prepared.execute(self.request, self.measure, deadline)
+            if self.memo is not None and not self.measure:  # the driver's one repeat path
+                result = self.memo.rerun(self.prepared, deadline, self.logging)
+            else:
+                result = self.prepared.execute(self.request, self.measure, deadline)
         if result.status != _NONE:
             return result.status, self.prepared.last_error or result.status.name
         if self.measure:
