@@ -89,10 +89,9 @@ def load_model(spec: str) -> BenchModel:
 
 
 def model_specs(given: Sequence[str]) -> list[str]:
-    """The built-in models (all, unless some are named) followed by the .tflite files given."""
-    named = [spec for spec in given if spec in builtin_models.BUILTIN]
-    files = [spec for spec in given if spec not in builtin_models.BUILTIN]
-    return list(dict.fromkeys(named or list(builtin_models.BUILTIN))) + list(dict.fromkeys(files))
+    """The models named (built-in names and .tflite files, in the order given, each once);
+    every built-in model when none is named."""
+    return list(dict.fromkeys(given or builtin_models.BUILTIN))
 
 
 def litert_available() -> bool:

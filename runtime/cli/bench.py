@@ -1,8 +1,8 @@
 """``nnscope bench``: MLTS-style latency, accuracy and stress results per model and device.
 
-Models: the built-in ones (or those named) plus every .tflite given. Devices: every device
-one at a time (``Compilation.for_devices``) and ``all`` (the default plan over every device,
-CPU fallback on), or those given with ``--device``. Per model x device: compile time, latency
+Models: those named (built-in names and .tflite files), else every built-in one. Devices:
+every device one at a time (``Compilation.for_devices``) and ``all`` (the default plan over
+every device, CPU fallback on), or those given with ``--device``. Per model x device: compile time, latency
 (median, p90, p99, mean, std and every sample), accuracy against the ``nnapi-reference``
 outputs (LiteRT's for a .tflite when ``ai-edge-litert`` is installed) by a model-level
 criterion (error relative to each output's range, a threshold per output type: see

@@ -125,6 +125,18 @@ def test_operations_share_follows_the_compiled_plan(document):
     manager.shutdown()
 
 
+@pytest.mark.parametrize("given, benchmarked", [
+    ([str(FACE)], ["face_detection_short_range"]),  # issue 37: the built-ins came too
+    (["tiny_add", str(FACE), "tiny_add"], ["tiny_add", "face_detection_short_range"]),
+    ([], ["mobilenet_v1_0.5_224", "tiny_add"]),
+], ids=["a-file", "named-in-order", "none-named"])
+def test_only_the_named_models_are_benchmarked(tmp_path, given, benchmarked):
+    path = tmp_path / "bench.json"
+    assert main(["bench", *given, "--device", "nnapi-reference", "--executions", "1",
+                 "--warmup", "0", "--json", str(path)]) == 0
+    assert [r["model"] for r in read_bench(str(path))["results"]] == benchmarked
+
+
 def test_duration_times_executions_for_that_long(tmp_path, capsys):
     path = tmp_path / "bench.json"
     assert main(["bench", "tiny_add", "--device", "nnapi-reference", "--duration", "0.3",
