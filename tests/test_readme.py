@@ -1,14 +1,17 @@
-"""Every code block of the README runs as pasted (issue 27).
+"""Every code block of the README runs as pasted (issue 27), and so does every command written
+inline in its prose (issue 37: ``nnscope run --example fibonacci --dot fib.dot`` sat in a
+sentence, where no test looked, and failed as written).
 
 The blocks are extracted from ``README.md`` (fenced ``sh`` and ``python`` blocks, and indented
-blocks, which are shell) and each runs in a fresh directory that looks like the checkout (its
+blocks, which are shell); the inline commands are the prose's code spans that start with one of
+:data:`PROGRAMS` and an argument. Each runs in a fresh directory that looks like the checkout (its
 top-level entries linked in), so the paths the README uses (the shipped model under
 ``tests/data/models/``, the CTS vectors) resolve and whatever a block writes stays out of the
 tree. Shell blocks run in ``bash -e`` with this environment's programs on PATH and ``HOME`` in
 the scratch directory; Python blocks in this interpreter. A block passes when it exits 0 with
 no traceback; a Python block also writes nothing to stderr (a stray warning at exit shows).
 
-Only :data:`NOT_RUN` is left out, each line with the reason.
+Only :data:`NOT_RUN` and :data:`INLINE_NOT_RUN` are left out, each with the reason.
 """
 from __future__ import annotations
 
@@ -34,7 +37,17 @@ NOT_RUN = {
         "Docker and a registry download: for the reader's machine (the next lines run without a collector)",
 }
 
+#: Programs whose inline code spans in the README's prose are commands (with an argument).
+PROGRAMS = ("nnscope", "parse_systrace", "nnscope-dashboard")
+#: Inline commands this test does not run, and why.
+INLINE_NOT_RUN = {
+    "nnscope cts": "every shipped CTS vector: minutes (a block runs `nnscope cts` on one file)",
+    "nnscope cts --device sample-litert": "every shipped CTS vector on one device: minutes",
+    "nnscope cts --device NAME": "NAME stands for a device",
+}
+
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.S | re.M)
+_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 
 
 def readme_blocks(text: str) -> list[tuple[str, str, int]]:
@@ -49,7 +62,22 @@ def readme_blocks(text: str) -> list[tuple[str, str, int]]:
     return sorted(blocks, key=lambda block: block[2])
 
 
+def readme_inline_commands(text: str) -> list[tuple[str, int]]:
+    """(command, line number) of each code span in the prose (outside every block) that starts
+    with a program of :data:`PROGRAMS` and an argument, first occurrence only, in README order."""
+    outside = _FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    outside = re.sub(r"(?:(?<=\n\n)|^)((?: {4}.*\S.*\n)+)", lambda m: "\n" * m.group(0).count("\n"),
+                     outside)
+    found: dict[str, int] = {}
+    for m in _SPAN.finditer(outside):
+        words = m.group(1).split()
+        if len(words) > 1 and words[0] in PROGRAMS:
+            found.setdefault(m.group(1), outside.count("\n", 0, m.start()) + 1)
+    return list(found.items())
+
+
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+INLINE = readme_inline_commands(README.read_text(encoding="utf-8"))
 
 
 def _runnable(code: str) -> str:
@@ -80,6 +108,8 @@ def test_the_readme_has_its_blocks_and_every_left_out_line_is_in_it():
     assert len(BLOCKS) >= 7
     lines = {line.strip() for _, code, _ in BLOCKS for line in code.splitlines()}
     assert set(NOT_RUN) <= lines  # a stale exception fails here
+    assert set(INLINE_NOT_RUN) <= {command for command, _ in INLINE}
+    assert "nnscope run --burst" in dict(INLINE)  # the extraction finds commands
 
 
 @pytest.mark.parametrize("language, code, line", BLOCKS, ids=[f"line{b[2]}" for b in BLOCKS])
@@ -98,3 +128,14 @@ def test_readme_block_runs_as_pasted(language, code, line, checkout):
     assert "Traceback" not in done.stderr and "cannot write trace events" not in done.stderr, where
     if language == "python":
         assert done.stderr == "", where
+
+
+@pytest.mark.parametrize("command, line", INLINE, ids=[f"inline-line{line}" for _, line in INLINE])
+def test_readme_inline_command_runs_as_pasted(command, line, checkout):
+    if command in INLINE_NOT_RUN:
+        pytest.skip(f"README line {line}: {INLINE_NOT_RUN[command]}")
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], capture_output=True,
+                          text=True, cwd=checkout, env=_env(checkout), timeout=900)
+    where = f"README line {line}: {command}\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, where
+    assert "Traceback" not in done.stderr, where
