@@ -2,7 +2,7 @@
 
 :func:`cluster` gives a ``distributed.Client``: by default of an embedded ``LocalCluster``
 sized to the machine (one worker process per CPU this process may use, one thread each, so a
-task parses on one core), or of an existing cluster (``--scheduler tcp://HOST:PORT``; its
+task parses on one core; tasks are not held back: :data:`SATURATION`), or of an existing cluster (``--scheduler tcp://HOST:PORT``; its
 workers need ``pip install 'nnscope[fleet]'`` and the traces on a path they can read).
 
 :func:`run` submits :func:`.task.parse_trace` for every file and hands each result to the
@@ -30,6 +30,15 @@ from typing import Callable, Iterator, Optional
 from nnscope.parse_systrace.fleet.task import parse_trace
 
 
+#: The scheduler setting that holds tasks back until a worker thread is free (Dask's "root task
+#: queuing"). Our tasks are short (tens of ms) and independent, so the embedded cluster sets it to
+#: infinity: every task goes to a worker at once (work stealing balances them) and no worker
+#: waits a scheduler round trip between two traces; ``benchmarks/fleet.py`` measures the engine's
+#: cost. An existing cluster keeps its own setting (``DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION
+#: =inf dask scheduler`` gives the same).
+SATURATION = "distributed.scheduler.worker-saturation"
+
+
 def default_workers() -> int:
     """One worker per CPU this process may run on."""
     try:
@@ -49,9 +58,12 @@ def cluster(scheduler: Optional[str] = None, workers: Optional[int] = None,
         with Client(scheduler, timeout=timeout) as client:
             yield client
         return
-    with LocalCluster(n_workers=workers or default_workers(), threads_per_worker=1,
-                      processes=True, dashboard_address=None, host="127.0.0.1",
-                      silence_logs=logging.ERROR) as local, Client(local) as client:
+    import dask
+
+    with dask.config.set({SATURATION: float("inf")}), LocalCluster(
+            n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
+            dashboard_address=None, host="127.0.0.1", silence_logs=logging.ERROR) as local, \
+            Client(local) as client:
         yield client
 
 
