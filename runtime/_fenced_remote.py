@@ -30,8 +30,7 @@ from typing import Callable, Sequence
 from nnscope import vlog
 from nnscope.runtime.api import NnError, from_hal_error
 from nnscope.runtime.hal.shared_memory import is_shared
-from nnscope.runtime.hal.sync_fence import is_eventfd
-from nnscope.runtime.drivers.ipc.wire.transport import close_fds
+from nnscope.runtime.hal.sync_fence import close_fds, is_eventfd
 from nnscope.runtime.event import Event
 from nnscope.runtime.hal.device_types import ExecutionResult, Request
 from nnscope.runtime.hal.errors import HalError, result_code_from_status

@@ -113,3 +113,22 @@ def test_packages_import_only_downwards():
     wrong = {name: sorted(t for t in targets if not t.startswith(allowed[_package(name)]))
              for name, targets in graph.items() if _package(name) in allowed}
     assert {name: targets for name, targets in wrong.items() if targets} == {}
+
+
+def _runtime_core(name: str) -> bool:
+    """A module of the runtime core: ``nnscope.runtime.<module>`` itself, no subpackage."""
+    return name.startswith("nnscope.runtime.") and name.count(".") == 2
+
+
+def test_the_runtime_core_imports_no_ipc_module():
+    """The runtime sees devices only through ``runtime.drivers.base`` (AOSP's ``Manager.h``):
+    what only the IPC proxy needs lives in ``runtime.drivers.ipc``."""
+    graph = import_graph()
+    core = {name: sorted(t for t in targets if t.startswith("nnscope.runtime.drivers.ipc"))
+            for name, targets in graph.items() if _runtime_core(name)}
+    assert len(core) > 20
+    assert {name: targets for name, targets in core.items() if targets} == {}
+
+
+def test_the_core_rule_sees_an_ipc_import():
+    assert _runtime_core("nnscope.runtime._steps") and not _runtime_core("nnscope.runtime.drivers.cpu")

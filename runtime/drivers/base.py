@@ -72,20 +72,11 @@ class PreparedModel(ABC):
     last_error: str | None = None
     #: The model it was prepared from (None: not kept).
     model: HalModel | None = None
-    #: Its rank among one client's models in a driver's scheduler (the driver service sets it).
-    priority: Priority = Priority.MEDIUM
-    #: Expected run time in nanoseconds (0: unknown); a driver queues a model above its limit.
-    mean_ns: float = 0
     #: Seconds the runtime watches for the reply of an execution before it sleeps (a polling
     #: window, as AOSP's burst controller has), and a driver watches a fenced step's fences:
     #: set on the steps of a partitioned plan, where a wake-up per step boundary costs more
     #: than the step. In-process models ignore it.
     reply_poll_s: float = 0.0
-
-    def decline_queued(self, deadline_ns: int, queued_ns: int = 0) -> ExecutionResult | None:
-        """Asked by a driver's scheduler before it queues a run with a deadline: the
-        MISSED_DEADLINE result to decline with, or None (the default) to run it."""
-        return None
 
     @abstractmethod
     def execute(self, request: Request, measure_timing: bool = False,
@@ -111,18 +102,8 @@ class PreparedModel(ABC):
         through :meth:`execute`. Raises ``HalError`` when the driver refuses the burst."""
         return None
 
-    def bound_run(self, request: Request, result: ExecutionResult):
-        """After ``result`` of :meth:`execute` on ``request``: a callable repeating that run
-        untimed (True when it ran as bound), or None (the default): use :meth:`execute`."""
-        return None
-
     def release(self) -> None:
         """Free driver-side resources."""
-
-    def forget(self, match) -> None:
-        """Drop what the model remembers of requests for which ``match(request)`` is true (a
-        cached binding keeps their memory mapped): a driver service calls it before it unmaps
-        or frees that memory. Nothing is remembered by default."""
 
 
 class Device(ABC):

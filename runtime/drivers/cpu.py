@@ -35,7 +35,8 @@ import numpy as np
 
 from nnscope import tracing
 from nnscope import vlog
-from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.drivers.base import Device
+from nnscope.runtime.drivers.served import ServedModel
 from nnscope.runtime.hal.device_types import (Capabilities, ExecutionResult, OutputShape, PerformanceInfo,
                                       Request)
 from nnscope.runtime.hal.errors import HalError
@@ -70,7 +71,7 @@ class _Binding(NamedTuple):
     ok_result: ExecutionResult | None  # the untimed success with those shapes (reused)
 
 
-class CpuPreparedModel(PreparedModel):
+class CpuPreparedModel(ServedModel):
     """A model prepared for the CPU: one :class:`CpuExecutor` reused by every execution."""
 
     def __init__(self, model: HalModel, executor) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 from nnscope import tracing
 from nnscope import vlog
 from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.drivers.served import ServedModel
 from nnscope.runtime.hal import fibonacci_extension as fx
 from nnscope.runtime.hal.device_types import (Capabilities, ExecutionResult, OutputShape, PerformanceInfo,
                                       Request)
@@ -194,7 +195,7 @@ def _n_value(data: bytes, operand, checker: _Checker, where: str) -> int:
     return n
 
 
-class FibonacciPreparedModel(PreparedModel):
+class FibonacciPreparedModel(ServedModel):
     """Runs the model's FIBONACCI operations in order (intermediates stay in the driver)."""
 
     def __init__(self, model: HalModel, checker: _Checker):

@@ -24,6 +24,7 @@ import numpy as np
 
 from nnscope import tracing
 from nnscope.runtime.drivers.base import Device, PreparedModel
+from nnscope.runtime.drivers.served import ServedModel
 from nnscope.runtime.hal.device_types import Capabilities, ExecutionResult, OutputShape, PerformanceInfo, Request
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import (DeviceType, ErrorStatus, HalModel, OperandLifetime as L,
@@ -106,7 +107,7 @@ class OemDriver(Device):
             return OemPreparedModel(model, keys)
 
 
-class OemPreparedModel(PreparedModel):
+class OemPreparedModel(ServedModel):
     def __init__(self, model: HalModel, keys: list[bytes]):
         self.model, self.keys = model, keys
 

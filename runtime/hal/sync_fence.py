@@ -111,6 +111,15 @@ def watch(fd: int, spin_s: float, timeout: float | None, eventfd: bool | None = 
     return wait(fd, timeout, eventfd)
 
 
+def close_fds(fds) -> None:
+    """Close fds (fences, received fds), ignoring already-closed ones."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def usable_cpus() -> int:
     """CPUs this process may run on: its affinity, cut by a cgroup v2 quota (``cpu.max``)."""
     cpus = len(os.sched_getaffinity(0))

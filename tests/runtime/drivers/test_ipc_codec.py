@@ -8,7 +8,7 @@ import pytest
 from nnscope.runtime.drivers.ipc.wire.codec import (CodecError, Reader, decode_capabilities, decode_model,
                                             encode_capabilities, encode_model)
 from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from nnscope.runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
+from nnscope.runtime.drivers.ipc.service.execute import DecodeState, decode_execute
 from nnscope.runtime.drivers.ipc.wire.execution_codec import decode_result, encode_result
 from nnscope.runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, MsgType, ProtocolError, pack_header, unpack_header
 from nnscope.runtime.hal.shared_memory import SharedPool

@@ -13,8 +13,8 @@ import numpy as np
 
 from nnscope.runtime.drivers.ipc.wire.codec import Reader
 from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from nnscope.runtime.drivers.ipc.service.execute_decode import ARGS_ENTRY_BYTES, DecodeState, decode_execute
-from nnscope.runtime.drivers.ipc.wire.execution_codec import _HEAD_FREE, _INLINE, KIND_INLINE, MAX_INLINE_BYTES
+from nnscope.runtime.drivers.ipc.service.execute import ARGS_ENTRY_BYTES, DecodeState, decode_execute
+from nnscope.runtime.drivers.ipc.wire.execution_codec import HEAD_FREE, INLINE, KIND_INLINE, MAX_INLINE_BYTES
 from nnscope.runtime.drivers.ipc.wire.protocol import MAX_PAYLOAD, REPLY, MsgType
 from nnscope.runtime.hal.device_types import Request, RequestArgument
 from tests.support.driver_attack import AttackedDriver, exchange, ping, read_reply, record, send
@@ -27,8 +27,8 @@ _ARG_RANK32 = struct.Struct("<BHII")
 def execute_payload(inline_size: int, memo_id: int = 0, args: int = 0, model_id: int = UNKNOWN_MODEL) -> bytes:
     """An EXECUTE_SYNC payload: one inline pool of ``inline_size`` bytes, ``args`` inputs of
     rank 32 (about 145 bytes each) and no outputs."""
-    head = _HEAD_FREE.pack(model_id, memo_id, 0, -1, 0)
-    pools = struct.pack("<H", 1) + _INLINE.pack(KIND_INLINE, inline_size) + bytes(inline_size)
+    head = HEAD_FREE.pack(model_id, memo_id, 0, -1, 0)
+    pools = struct.pack("<H", 1) + INLINE.pack(KIND_INLINE, inline_size) + bytes(inline_size)
     argument = _ARG_RANK32.pack(0, 0, 0, 0) + struct.pack("<I32I", 32, *range(1000, 1032))
     return head + pools + struct.pack("<H", args) + argument * args + struct.pack("<H", 0)
 
@@ -77,7 +77,7 @@ def test_inline_bytes_beyond_the_limit_are_refused_before_copying():
             reply = exchange(sock, MsgType.EXECUTE_SYNC, execute_payload(MAX_INLINE_BYTES + 1), timeout=30.0)
             assert reply.status == INVALID and b"shared memory" in reply.body, reply
             # a rank beyond any operation's is refused before its dimensions are read
-            head = _HEAD_FREE.pack(UNKNOWN_MODEL, 0, 0, -1, 0) + struct.pack("<H", 0)
+            head = HEAD_FREE.pack(UNKNOWN_MODEL, 0, 0, -1, 0) + struct.pack("<H", 0)
             huge = head + struct.pack("<H", 1) + _ARG_RANK32.pack(0, 0, 0, 0) + struct.pack("<I", 1 << 20) \
                 + bytes(4 << 20) + struct.pack("<H", 0)
             send(sock, record(MsgType.EXECUTE_SYNC, 7, huge))

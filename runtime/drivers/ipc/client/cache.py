@@ -23,7 +23,7 @@ from nnscope import vlog
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.cache_args import MAX_NUMBER_OF_CACHE_FILES, TOKEN_SIZE, from_cache_args
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.drivers.ipc.wire.transport import close_fds
+from nnscope.runtime.hal.sync_fence import close_fds
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus, Priority
 

@@ -39,7 +39,8 @@ from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, model_payload
 from nnscope.runtime.drivers.ipc.client.lanes import LanePool
 from nnscope.runtime.drivers.ipc.client.prepared import RemotePreparedModel
 from nnscope.runtime.drivers.ipc.wire.protocol import HIDL_NAMES, REPLY, MsgType, ProtocolError
-from nnscope.runtime.drivers.ipc.wire.transport import Channel, PeerClosed, close_fds
+from nnscope.runtime.drivers.ipc.wire.transport import Channel, PeerClosed
+from nnscope.runtime.hal.sync_fence import close_fds
 from nnscope.runtime.drivers.ipc.wire.cache_args import prepare_args as cache_prepare_args
 from nnscope.runtime.drivers.ipc.wire.layouts import PREPARE as _PREPARE
 from nnscope.runtime.hal.device_types import Capabilities

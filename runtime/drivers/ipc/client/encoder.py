@@ -23,8 +23,8 @@ import struct
 from collections import OrderedDict
 
 from nnscope.runtime.drivers.ipc.wire.codec import Writer, encode_model
-from nnscope.runtime.drivers.ipc.wire.execution_codec import (_ARG, _HEAD, _HEAD_FREE, _INLINE, _NEW_KIND, _SHM,
-                                                      _U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM, KIND_TOKEN,
+from nnscope.runtime.drivers.ipc.wire.execution_codec import (ARG, HEAD, HEAD_FREE, INLINE, NEW_KIND, SHM,
+                                                      U16, KIND_INLINE, KIND_NEW_SHM, KIND_SHM, KIND_TOKEN,
                                                       HAS_LOOP_TIMEOUT, MAX_INLINE_BYTES, loop_timeout_bytes)
 from nnscope.runtime.drivers.ipc.wire.protocol import INLINE_DATA_LIMIT
 from nnscope.runtime.hal.shared_memory import SharedPool, flat_bytes, ibuffer_token, is_shared
@@ -165,14 +165,14 @@ def encode_execute(model_id: int, request: Request, measure: bool, deadline_ns: 
     measure = measure | (HAS_LOOP_TIMEOUT if loop_timeout else 0)
     memo_id = 0
     if memo is not None:
-        payload = memo.render(request, _HEAD_FREE.pack(model_id, memo.memo_id, measure, deadline, 0)
+        payload = memo.render(request, HEAD_FREE.pack(model_id, memo.memo_id, measure, deadline, 0)
                               + loop_timeout, cache)
         if payload is not None:
             return payload, [], memo.inline, memo.staged
         memo.request = None  # the driver's memo is replaced (or lost) by this message
         cache.memo_ids = memo_id = (cache.memo_ids + 1) & 0xFFFFFFFF or 1
     free = cache.pending_free
-    parts = [_HEAD.pack(model_id, memo_id, measure, deadline) + struct.pack(f"<I{len(free)}I", len(free), *free)
+    parts = [HEAD.pack(model_id, memo_id, measure, deadline) + struct.pack(f"<I{len(free)}I", len(free), *free)
              + loop_timeout]
     cache.pending_free = []
     fds, inline, staged, slots = _pool_section(request, cache, staging, parts)
@@ -190,19 +190,19 @@ def _pool_section(request: Request, cache: PoolCache, staging: list, parts: list
     """Append one entry per request pool to ``parts``; returns (fds, inline positions, staged
     positions, inline byte slots)."""
     fds, inline, staged, slots = [], [], [], []
-    parts.append(_U16.pack(len(request.pools)))
+    parts.append(U16.pack(len(request.pools)))
     inline_bytes = 0  # the driver takes at most MAX_INLINE_BYTES inline per execute
     for position, pool in enumerate(request.pools):
         if not is_shared(pool):
             token = ibuffer_token(pool)
             if token is not None:  # a device memory: the data stays in the driver
-                parts.append(_SHM.pack(KIND_TOKEN, token))
+                parts.append(SHM.pack(KIND_TOKEN, token))
                 continue
             pool = pool_buffer(pool)
             size = memoryview(pool).nbytes
             if size <= INLINE_DATA_LIMIT and inline_bytes + size <= MAX_INLINE_BYTES:
                 inline_bytes += size
-                parts.append(_INLINE.pack(KIND_INLINE, size))
+                parts.append(INLINE.pack(KIND_INLINE, size))
                 slots.append((len(parts), position, size))
                 parts.append(memoryview(pool).tobytes())  # not bytes(): a 0-d array has __index__
                 inline.append(position)
@@ -211,10 +211,10 @@ def _pool_section(request: Request, cache: PoolCache, staging: list, parts: list
             staged.append(position)
         pool_id, new = cache.lookup(pool)
         if new:
-            parts.append(_NEW_KIND.pack(KIND_NEW_SHM, pool_id, pool.offset, pool.size))
+            parts.append(NEW_KIND.pack(KIND_NEW_SHM, pool_id, pool.offset, pool.size))
             fds.append(pool.fd)
         else:
-            parts.append(_SHM.pack(KIND_SHM, pool_id))
+            parts.append(SHM.pack(KIND_SHM, pool_id))
     return fds, inline, staged, slots
 
 
@@ -245,7 +245,7 @@ def _encode_args(request: Request) -> bytes:
     for args in (request.inputs, request.outputs):
         w.u16(len(args))
         for a in args:
-            w.parts.append(_ARG.pack(a.has_no_value, a.pool_index, a.offset, a.length))
+            w.parts.append(ARG.pack(a.has_no_value, a.pool_index, a.offset, a.length))
             w.u32s(a.dimensions)
     return w.getvalue()
 

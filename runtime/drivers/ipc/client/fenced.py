@@ -37,7 +37,7 @@ from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.drivers import base
 from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, ERROR, fail, is_eventfd, new_fence, wait
-from nnscope.runtime.drivers.ipc.wire.transport import close_fds
+from nnscope.runtime.hal.sync_fence import close_fds
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus

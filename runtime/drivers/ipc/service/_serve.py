@@ -38,9 +38,10 @@ import termios
 import time
 
 from nnscope.runtime.drivers.ipc.service import _guard, buffers, burst as burst_server
-from nnscope.runtime.drivers.ipc.service.execute_decode import DecodeState
+from nnscope.runtime.drivers.ipc.service.execute import DecodeState
 from nnscope.runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, ProtocolError
-from nnscope.runtime.drivers.ipc.wire.transport import Channel, PeerClosed, close_fds
+from nnscope.runtime.drivers.ipc.wire.transport import Channel, PeerClosed
+from nnscope.runtime.hal.sync_fence import close_fds
 
 #: Seconds a peer may leave its replies unread before it is dropped.
 STUCK_S = 5.0

@@ -30,7 +30,7 @@ import time
 
 from nnscope import vlog
 from nnscope.runtime.drivers.base import Device
-from nnscope.runtime.drivers.ipc.service import _guard, buffers, burst_messages, cache as cache_server
+from nnscope.runtime.drivers.ipc.service import _guard, buffers, burst, cache as cache_server
 from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.service._serve import Connection, ServeLoop
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
@@ -124,10 +124,10 @@ class DriverService:
             MsgType.RELEASE_MODEL: self._release,
             MsgType.FREE_POOLS: self._free_pools, MsgType.PING: self._ping, MsgType.SHUTDOWN: self._shutdown,
             MsgType.SET_TRACE_DIR: self._trace_dir, MsgType.FENCED_INFO: self.fenced.info,
-            **{t: _bound(self, f) for t, f in ((MsgType.CONFIGURE_BURST, burst_messages.configure),
-                                              (MsgType.BURST_MEMORIES, burst_messages.memories),
-                                              (MsgType.BURST_FREE_MEMORY, burst_messages.free_memory),
-                                              (MsgType.BURST_RELEASE, burst_messages.release))},
+            **{t: _bound(self, f) for t, f in ((MsgType.CONFIGURE_BURST, burst.configure),
+                                              (MsgType.BURST_MEMORIES, burst.memories),
+                                              (MsgType.BURST_FREE_MEMORY, burst.free_memory),
+                                              (MsgType.BURST_RELEASE, burst.release))},
             **buffers.routes(self),  # IDevice.allocate and IBuffer (memory domains)
         }
         self._routes = {int(t): (h, None if t in _LIFECYCLE else HIDL_NAMES[t][0], HIDL_NAMES[t][1],

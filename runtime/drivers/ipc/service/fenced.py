@@ -50,11 +50,12 @@ from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.service._guard import PoolTable
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
-from nnscope.runtime.drivers.ipc.service.execute_decode import DecodeState, decode_execute
+from nnscope.runtime.drivers.ipc.service.execute import DecodeState, decode_execute
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
 from nnscope.runtime.hal.sync_fence import (ACTIVE, ERROR, fail, is_eventfd, new_fence, signal, usable_cpus,
                                             watch)
-from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed, close_fds
+from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed
+from nnscope.runtime.hal.sync_fence import close_fds
 from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, mark_failure
 from nnscope.runtime.drivers.ipc.wire.execution_codec import KNOWS_SHAPES, MEMO_HEAD
 from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH, FENCED_MEMO
@@ -100,7 +101,7 @@ class FencedJob:
         self.connection = connection  # a job whose client is gone stops waiting for its fences
         self.scheduler = service.executions.scheduler  # its exclusive(): the execution lock, by priority
         self.waits, self.duration_ns, self.launched_ns = waits, duration_ns, launched_ns
-        self.label = label
+        self.label, self.wait_label = label, f"{service.label}::syncWait"
         self.client, self.budget = connection.client, service.budget  # the waits and fence are charged
         self.done = False
         self.status, self.message = ErrorStatus.GENERAL_FAILURE, ""
@@ -151,15 +152,11 @@ class FencedJob:
 
     def _work(self) -> tuple[ErrorStatus, str]:
         deadline = self.deadline_ns
-        for position, fd in enumerate(self.waits):
-            state = self._wait(fd, deadline)
-            if state == ACTIVE:
-                return (ErrorStatus.MISSED_DEADLINE_TRANSIENT,
-                        f"deadline passed waiting for wait_for[{position}]")
-            if state == ERROR:
-                return ErrorStatus.GENERAL_FAILURE, f"wait_for[{position}] signalled an error"
-            if state is None:
-                return ErrorStatus.GENERAL_FAILURE, "the client disconnected before the fences signalled"
+        if self.waits:
+            with _trace.driver(Phase.EXECUTION, self.wait_label):
+                failure = self._wait_all(deadline)
+            if failure is not None:
+                return failure
         fenced_ns = time.monotonic_ns()
         if self.duration_ns is not None:
             after = fenced_ns + self.duration_ns
@@ -175,6 +172,19 @@ class FencedJob:
         if self.measure:
             self._time(result.timing, fenced_ns, time.monotonic_ns())
         return _NONE, ""
+
+    def _wait_all(self, deadline: int | None) -> tuple[ErrorStatus, str] | None:
+        """Wait for every fence (a span of its own when traced): None once all signalled."""
+        for position, fd in enumerate(self.waits):
+            state = self._wait(fd, deadline)
+            if state == ACTIVE:
+                return (ErrorStatus.MISSED_DEADLINE_TRANSIENT,
+                        f"deadline passed waiting for wait_for[{position}]")
+            if state == ERROR:
+                return ErrorStatus.GENERAL_FAILURE, f"wait_for[{position}] signalled an error"
+            if state is None:
+                return ErrorStatus.GENERAL_FAILURE, "the client disconnected before the fences signalled"
+        return None
 
     def _wait(self, fd: int, deadline: int | None) -> str | None:
         """The fence's state: ACTIVE once the deadline passed, None once the client is gone.

@@ -1,6 +1,6 @@
 """Execute messages on the wire: the request (model id, pool references, argument regions) and
 its result. The runtime side encodes with ``runtime.drivers.ipc.client.encoder``, the driver
-decodes with ``runtime.drivers.ipc.service.execute_decode``; this module holds the format
+decodes with ``runtime.drivers.ipc.service.execute``; this module holds the format
 and the result codec used by both sides.
 
 Payload: ``model u32 | memo u32 | measure u8 | deadline i64 | free u32s | [loop timeout i64] |
@@ -16,7 +16,7 @@ in_driver u64 | shape count u16 | shapes length u32 | shapes | inline outputs``.
 Repeats (``EXECUTE_SYNC_MEMO``): once a full execute with a memo id has decoded, the driver keeps
 its Request, inline buffers and inline output regions under that id (per connection, dropped when
 any pool is freed or replaced, least recently used first beyond
-``service.execute_decode.MEMO_BYTES``). A repeat is ``model u32 | memo u32 | measure u8 |
+``service.execute.MEMO_BYTES``). A repeat is ``model u32 | memo u32 | measure u8 |
 deadline i64 | inline pool bytes`` (the memo's inline pools in order, exact sizes checked), answered by
 ``status u32 | form u8`` + for :data:`FORM_COMPACT` the inline output regions in order (status
 NONE, untimed, output shapes as in the last full answer to this memo; only when bit 1 of
@@ -39,22 +39,22 @@ from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Reque
 from nnscope.runtime.hal.types import ErrorStatus
 
 KIND_SHM, KIND_NEW_SHM, KIND_INLINE, KIND_TOKEN = 0, 1, 2, 3
-_HEAD = struct.Struct("<IIBq")
-_HEAD_FREE = struct.Struct("<IIBqI")
+HEAD = struct.Struct("<IIBq")
+HEAD_FREE = struct.Struct("<IIBqI")
 MEMO_HEAD = struct.Struct("<IIBq")  # model, memo, measure, deadline of a repeat
 FORM_COMPACT, FORM_FULL, FORM_UNKNOWN = 0, 1, 2
 KNOWS_SHAPES = 2  # repeat's measure flag: the client holds the shapes of the last full answer
 HAS_LOOP_TIMEOUT = 4  # full execute's measure flag: a loop timeout i64 follows the free list
-_I64 = struct.Struct("<q")
+I64 = struct.Struct("<q")
 #: Inline pool bytes one execute may carry in all (larger buffers travel as shared memory; the
 #: runtime's encoder stages any pool beyond this total); more is INVALID_ARGUMENT.
 MAX_INLINE_BYTES = 128 * 1024
-_ARG = struct.Struct("<BHII")
-_NEW = struct.Struct("<IQQ")
-_NEW_KIND = struct.Struct("<BIQQ")
-_SHM = struct.Struct("<BI")
-_INLINE = struct.Struct("<BI")
-_U16 = struct.Struct("<H")
+ARG = struct.Struct("<BHII")
+NEW = struct.Struct("<IQQ")
+NEW_KIND = struct.Struct("<BIQQ")
+SHM = struct.Struct("<BI")
+INLINE = struct.Struct("<BI")
+U16 = struct.Struct("<H")
 _RESULT = struct.Struct("<IBQQHI")
 _INLINE_OUT = struct.Struct("<HI")
 _NO_TIMING = 2**64 - 1
@@ -63,7 +63,7 @@ _NO_TIMING = 2**64 - 1
 def loop_timeout_bytes(request: Request) -> bytes:
     """The optional loop timeout section of ``request`` (empty when it has none)."""
     value = request.loop_timeout_ns
-    return b"" if value is None else _I64.pack(value)
+    return b"" if value is None else I64.pack(value)
 
 
 def encode_result(result: ExecutionResult, request: Request | None, inline: list) -> bytes:
@@ -75,7 +75,7 @@ def encode_result(result: ExecutionResult, request: Request | None, inline: list
                           t.time_in_driver if t is not None else _NO_TIMING, len(result.output_shapes),
                           len(shapes)), shapes]
     if result.status == ErrorStatus.NONE and request is not None and inline:
-        parts.append(_U16.pack(len(inline)))
+        parts.append(U16.pack(len(inline)))
         for position in inline:
             arg = request.outputs[position]
             parts.append(_INLINE_OUT.pack(position, arg.length))
@@ -114,7 +114,7 @@ def decode_result(r: Reader) -> tuple[ExecutionResult, list]:
         pos = r.pos + _RESULT.size
         shapes = _decode_shapes(bytes(view[pos:pos + length]), count)
         pos += length
-        (n_inline,) = _U16.unpack_from(view, pos)
+        (n_inline,) = U16.unpack_from(view, pos)
         pos += 2
         outputs = []
         for _ in range(n_inline):

@@ -42,7 +42,7 @@ import time
 
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError
 from nnscope.runtime.hal.shared_memory import MappingError, map_fd, sealed_memfd
-from nnscope.runtime.drivers.ipc.wire.transport import close_fds
+from nnscope.runtime.hal.sync_fence import close_fds
 
 MAGIC = 0x514D464E  # "NFMQ"
 VERSION = 1

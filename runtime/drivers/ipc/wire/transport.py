@@ -35,6 +35,7 @@ from nnscope.runtime.drivers.ipc.wire.protocol import (FLAG_BULK, FLAG_TRACE, HE
                                                VERSION, MsgType, ProtocolError, pack_header,
                                                unpack_header)
 from nnscope.tracing.propagation import unpack as _unpack_context
+from nnscope.runtime.hal.sync_fence import close_fds
 
 _RECV_SIZE = HEADER_SIZE + MAX_INLINE_PAYLOAD + 1  # +1: detect oversized records
 #: A traced record's context counts against the inline limit: larger payloads go bulk.
@@ -355,19 +356,10 @@ def _fds(ancdata) -> list:
     return fds
 
 
-def close_fds(fds) -> None:
-    """Close received fds (ignores already-closed ones)."""
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
 def socket_pair() -> tuple[Channel, Channel]:
     """Two connected channels (for tests and in-process use)."""
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     return Channel(a), Channel(b)
 
 
-__all__ = ["Channel", "Message", "PeerClosed", "socket_pair", "close_fds", "MsgType"]
+__all__ = ["Channel", "Message", "PeerClosed", "socket_pair", "MsgType"]
