@@ -43,7 +43,7 @@ from nnscope.runtime.api import NnError, from_hal_error
 from nnscope.runtime.drivers.base import Device, PreparedModel
 from nnscope.runtime.extensions import has_extension_operation
 from nnscope.runtime.hal.errors import HalError
-from nnscope.runtime.hal.sync_fence import usable_cpus
+from nnscope.runtime.hal.sync_fence import watch_window_s
 from nnscope.runtime.hal.types import HalModel, Preference, Priority, is_scalar
 from nnscope.runtime.partition import (MODEL_INPUT, MODEL_OUTPUT, TEMPORARY,  # noqa: F401 (re-exported)
                                ExecutionStep, Partition, Source)
@@ -140,13 +140,8 @@ DEFAULT_STEP_POLL_US = 200
 def step_polling_window_s(preference: Preference) -> float:
     """The polling window of a step in seconds (how long the runtime watches for a step's reply,
     and a driver watches a fenced step's fence): none with LOW_POWER (as AOSP's burst), nor when
-    this process may use only one CPU (the watch would hold off the work it waits for)."""
-    if preference == Preference.LOW_POWER or usable_cpus() < 2:
-        return 0.0
-    try:
-        return min(2000, max(0, int(os.environ.get(STEP_POLL_US, DEFAULT_STEP_POLL_US)))) / 1e6
-    except ValueError:
-        return DEFAULT_STEP_POLL_US / 1e6
+    this process may use only one CPU (``sync_fence.watch_window_s``)."""
+    return watch_window_s(STEP_POLL_US, DEFAULT_STEP_POLL_US, 2000, preference == Preference.LOW_POWER)
 
 
 def _fixed(operand) -> bool:

@@ -93,22 +93,42 @@ def _outcome(fd: int, revents: int, eventfd: bool | None) -> str:
 
 def watch(fd: int, spin_s: float, timeout: float | None, eventfd: bool | None = None) -> str:
     """:func:`wait`, after looking at ``fd`` without sleeping for at most ``spin_s`` seconds
-    (each look yields the CPU): a fence about to signal costs no wake-up."""
+    (:func:`spin`): a fence about to signal costs no wake-up."""
     if spin_s > 0:
         poller = select.poll()
         poller.register(fd, _IN)
-        look, now = poller.poll, time.perf_counter
-        end = now() + min(spin_s, timeout if timeout is not None else spin_s)
-        while True:
-            events = look(0)
-            if events:
-                return _outcome(fd, events[0][1], eventfd)
-            if now() >= end:
-                break
-            os.sched_yield()
+        look = poller.poll
+        events = spin(lambda: look(0), spin_s if timeout is None else min(spin_s, timeout))
+        if events:
+            return _outcome(fd, events[0][1], eventfd)
         if timeout is not None:
             timeout = max(0.0, timeout - spin_s)
     return wait(fd, timeout, eventfd)
+
+
+def spin(look, seconds: float):
+    """``look()`` again and again without sleeping, yielding the CPU to anything else runnable
+    between two looks, until it returns something true or ``seconds`` passed; its last value.
+    The one polling loop of the runtime and its drivers (fences, FMQ rings, socket replies)."""
+    clock, pause = time.perf_counter, os.sched_yield
+    end = clock() + seconds
+    while True:
+        found = look()
+        if found or clock() >= end:
+            return found
+        pause()
+
+
+def watch_window_s(variable: str, default_us: int, most_us: int, low_power: bool = False) -> float:
+    """How long to watch before sleeping, in seconds: environment ``variable`` in microseconds
+    (``default_us`` when unset or not a number, at most ``most_us``); none with low power, nor
+    when this process may use only one CPU (the watch would hold off the work it waits for)."""
+    if low_power or usable_cpus() < 2:
+        return 0.0
+    try:
+        return min(most_us, max(0, int(os.environ.get(variable, default_us)))) / 1e6
+    except ValueError:
+        return default_us / 1e6
 
 
 def close_fds(fds) -> None:

@@ -14,9 +14,10 @@ from nnscope.runtime.drivers.ipc import RemoteDevice
 from nnscope.runtime.drivers.ipc.client import fenced as fenced_client
 from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
 from nnscope.runtime.drivers.ipc.service.fenced import MAX_RUNNING, MAX_WAIT_FENCES
-from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH as LAUNCH
+from nnscope.runtime.drivers.ipc.wire.execution_codec import MEMO_HEAD
+from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_LAUNCH as LAUNCH, FENCED_MEMO
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, ERROR, FAILED, count, wait
+from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, ERROR, FAILED, count, new_fence, wait
 from nnscope.runtime.drivers.ipc.wire.transport import Channel
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
@@ -296,4 +297,79 @@ def test_too_many_running_on_one_connection_is_resource_exhausted(driver, gate):
     assert all(_finish(fence, callback)[1].status == ErrorStatus.NONE for fence, callback in running)
     state, _ = _finish(*fenced_client.execute_fenced(prepared, request, [gate]))  # room again
     assert state == DONE
+    pool.close()
+
+
+def _fenced_repeat(device, prepared, request, monkeypatch) -> bytes:
+    """The payload of a valid ``EXECUTE_FENCED_MEMO`` (the driver holds ``request`` as a memo),
+    after that launch ran."""
+    for _ in range(2):  # the pool travels, then the request is memoized
+        assert prepared.execute(request).status == ErrorStatus.NONE
+    sent, real = [], device.send_expecting
+
+    def capture(msg_type, payload, fds=()):
+        sent.append(bytes(payload))
+        return real(msg_type, payload, fds)
+    monkeypatch.setattr(device, "send_expecting", capture)
+    run = prepared.execute_fenced(request, [])
+    assert run.result(run.state(30.0)).status == ErrorStatus.NONE
+    run.close()
+    monkeypatch.undo()
+    return sent[0]
+
+
+def test_malformed_fenced_repeats_are_refused_and_fail_their_sync_fence(driver, gate, monkeypatch):
+    """EXECUTE_FENCED_MEMO straight over the socket: each malformed launch is INVALID_ARGUMENT,
+    the sync fence the client sent with it is failed (whoever waits for it learns at once), a
+    memo launched and pending is refused a second launch and a plain repeat, and the driver
+    serves on without leaking an fd."""
+    device, prepared, model = driver
+    request, pool, (out,) = make_request(model, _inputs(21), shared=True)
+    valid = _fenced_repeat(device, prepared, request, monkeypatch)
+    _, _, watch = FENCED_MEMO.unpack_from(valid)
+    body = valid[FENCED_MEMO.size:]
+    model_id, memo_id, _, _ = MEMO_HEAD.unpack_from(body)
+    before = _quiet_fds(device)
+    read_end, write_end = os.pipe()
+
+    def head(waits, after=-1):
+        return FENCED_MEMO.pack(waits, after, watch)
+
+    def memo(model=model_id, memo=memo_id, measure=0, deadline=-1):
+        return MEMO_HEAD.pack(model, memo, measure, deadline)
+    cases = {  # name: (payload, wait fds; a new sync fence follows them)
+        "more fences declared than sent": (head(2) + body, [gate]),
+        "a pipe as wait fence": (head(1) + body, [read_end]),
+        "unknown memo": (head(0) + memo(memo=memo_id + 999), []),
+        "the memo of another model": (head(0) + memo(model=model_id + 7), []),
+        "bad measure flags": (head(0) + memo(measure=0x80), []),
+        "a deadline below -1": (head(0) + memo(deadline=-5), []),
+        "negative timeout_after_fence": (head(0, after=-7) + body, []),
+        "too many fences": (head(MAX_WAIT_FENCES + 1) + body, [gate] * (MAX_WAIT_FENCES + 1)),
+        "trailing bytes": (head(0) + body + b"\x00", []),
+        "truncated": (valid[:FENCED_MEMO.size + 3], []),
+    }
+    for name, (payload, waits) in cases.items():
+        fence = new_fence()
+        assert _status(device, MsgType.EXECUTE_FENCED_MEMO, payload, [*waits, fence]) == INVALID, name
+        assert wait(fence, 0) == ERROR, name  # failed by the driver: nobody waits for it in vain
+        os.close(fence)
+    for name, fds in (("no sync fence", []), ("a memfd as sync fence", [pool.fd])):
+        assert _status(device, MsgType.EXECUTE_FENCED_MEMO, head(0) + body, fds) == INVALID, name
+    pending = new_fence()
+    assert _status(device, MsgType.EXECUTE_FENCED_MEMO, head(1) + body, [gate, pending]) == ErrorStatus.NONE
+    again = new_fence()
+    assert _status(device, MsgType.EXECUTE_FENCED_MEMO, head(0) + body, [again]) == INVALID
+    assert wait(again, 0) == ERROR and wait(pending, 0.05) == ACTIVE
+    assert _status(device, MsgType.EXECUTE_SYNC_MEMO, memo(measure=2)) == INVALID  # not while it waits
+    os.eventfd_write(gate, 1)
+    assert wait(pending, 30.0) == DONE
+    for fd in (again, pending, read_end, write_end):
+        os.close(fd)
+    assert _quiet_fds(device) == before  # nothing leaked in the driver
+    out[:] = 0
+    run = prepared.execute_fenced(request, [])  # the memo serves on
+    assert run.result(run.state(30.0)).status == ErrorStatus.NONE
+    run.close()
+    np.testing.assert_array_equal(out, _reference(model, _inputs(21)))
     pool.close()

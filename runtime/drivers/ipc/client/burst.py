@@ -33,7 +33,6 @@ Example::
 """
 from __future__ import annotations
 
-import os
 import select
 import struct
 import weakref
@@ -43,6 +42,7 @@ from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.client._reply import check_status
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.hal.shared_memory import ibuffer_token, is_shared, pool_bytes
+from nnscope.runtime.hal.sync_fence import watch_window_s
 from nnscope.runtime.drivers.ipc.wire.fmq import FmqChannel, FmqError, FmqPeerGone, FmqTimeout
 from nnscope.runtime.drivers.ipc.wire.fmq_datum import (BurstRequest, decode_memory_request, decode_result,
                                            encode_request, encode_trace)
@@ -342,13 +342,8 @@ class BurstController:
 
 def polling_window_s() -> float:
     """The polling window in seconds (``NNSCOPE_BURST_POLL_US``, default 50 us, at most 1 ms;
-    none when this process may use only one CPU: the poll would hold off the driver)."""
-    if len(os.sched_getaffinity(0)) < 2:
-        return 0.0
-    try:
-        return min(1000, max(0, int(os.environ.get("NNSCOPE_BURST_POLL_US", DEFAULT_POLL_US)))) / 1e6
-    except ValueError:
-        return DEFAULT_POLL_US / 1e6
+    none on one CPU: ``sync_fence.watch_window_s``)."""
+    return watch_window_s("NNSCOPE_BURST_POLL_US", DEFAULT_POLL_US, 1000)
 
 
 def _moved(arguments, positions: dict) -> tuple:

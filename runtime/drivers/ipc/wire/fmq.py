@@ -42,7 +42,7 @@ import time
 
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError
 from nnscope.runtime.hal.shared_memory import MappingError, map_fd, sealed_memfd
-from nnscope.runtime.hal.sync_fence import close_fds
+from nnscope.runtime.hal.sync_fence import close_fds, spin
 
 MAGIC = 0x514D464E  # "NFMQ"
 VERSION = 1
@@ -255,16 +255,10 @@ class FmqChannel:
                 raise FmqPeerGone("the peer is gone (watched fd fired) while waiting for a message")
 
     def _poll_ring(self, seconds: float) -> bool:
-        """Watch the write index for up to ``seconds``; True once bytes arrived."""
-        index, read, clock, pause = self._index, self._index[_READ], time.perf_counter, os.sched_yield
-        end, spins = clock() + seconds, 0
-        while index[_WRITE] == read:
-            spins += 1
-            if not spins & 63:  # every few microseconds: a peer sharing this CPU gets to write
-                if clock() > end:
-                    return False
-                pause()
-        return True
+        """Watch the write index for up to ``seconds`` (``sync_fence.spin``); True once bytes
+        arrived."""
+        index, read = self._index, self._index[_READ]
+        return spin(lambda: index[_WRITE] != read, seconds)
 
     def _take_whole(self) -> bytes | None:
         """The usual case, kept short: a whole message that does not wrap (else None)."""

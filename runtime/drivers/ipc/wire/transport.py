@@ -26,7 +26,6 @@ import os
 import socket
 import select
 import struct
-import time
 from typing import NamedTuple
 
 from nnscope.runtime.hal.shared_memory import can_not_shrink, sealed_memfd
@@ -35,7 +34,7 @@ from nnscope.runtime.drivers.ipc.wire.protocol import (FLAG_BULK, FLAG_TRACE, HE
                                                VERSION, MsgType, ProtocolError, pack_header,
                                                unpack_header)
 from nnscope.tracing.propagation import unpack as _unpack_context
-from nnscope.runtime.hal.sync_fence import close_fds
+from nnscope.runtime.hal.sync_fence import close_fds, spin
 
 _RECV_SIZE = HEADER_SIZE + MAX_INLINE_PAYLOAD + 1  # +1: detect oversized records
 #: A traced record's context counts against the inline limit: larger payloads go bulk.
@@ -246,15 +245,17 @@ class Channel:
             raise
 
     def _polled_recvmsg(self, poll_s: float) -> tuple:
-        """``recvmsg`` without sleeping until a record comes or ``poll_s`` has passed, then
-        asleep as usual: the reply of a short call then costs no wake-up of this process."""
-        receive, bufs, end = self._recvmsg_into, self._bufs, time.perf_counter() + poll_s
-        while True:
+        """``recvmsg`` without sleeping until a record comes or ``poll_s`` has passed
+        (``sync_fence.spin``), then asleep as usual: the reply of a short call then costs no
+        wake-up of this process."""
+        receive, bufs = self._recvmsg_into, self._bufs
+
+        def look():
             try:
                 return receive(bufs, _ANC_SIZE, _CLOEXEC | _DONTWAIT)[:3]
             except BlockingIOError:
-                if time.perf_counter() > end:
-                    return receive(bufs, _ANC_SIZE, _CLOEXEC)[:3]
+                return None
+        return spin(look, poll_s) or receive(bufs, _ANC_SIZE, _CLOEXEC)[:3]
 
     def _parse(self, size: int, flags: int, fds: list) -> Message:
         if flags & _BAD_FLAGS or size == _RECV_SIZE:
