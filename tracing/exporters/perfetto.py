@@ -29,7 +29,6 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-import tempfile
 import time
 from typing import BinaryIO, Iterable, Iterator
 
@@ -66,17 +65,16 @@ class PerfettoExporter(TraceExporter):
 
     def export(self, trace: TraceData) -> ExportResult:
         """Write ``trace`` to :attr:`path`; log and return FAILURE on any error."""
-        directory = os.path.dirname(os.path.abspath(self.path))
-        tmp_path = None
+        # Beside the file, as _files.write_atomically: open() gives it the mode every file we
+        # write has (0666 less the umask), where a tempfile would be 0600.
+        tmp_path = f"{self.path}.{os.getpid()}.tmp"
         try:
-            with tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
-                                             prefix=".perfetto-", suffix=".tmp") as out:
-                tmp_path = out.name
+            with open(tmp_path, "wb") as out:
                 write_trace(out, trace)
             os.replace(tmp_path, self.path)
         except Exception:  # exporters never raise into the runtime
             _log.exception("perfetto export to %s failed", self.path)
-            if tmp_path is not None and os.path.exists(tmp_path):
+            if os.path.exists(tmp_path):
                 os.unlink(tmp_path)
             return ExportResult.FAILURE
         return ExportResult.SUCCESS

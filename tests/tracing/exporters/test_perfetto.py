@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -199,3 +201,14 @@ def test_failed_export_keeps_previous_file_and_no_temp(tmp_path, monkeypatch):
     assert PerfettoExporter(path).export(_trace()) is ExportResult.FAILURE
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["run.pftrace"]
+
+
+def test_the_file_has_the_mode_of_the_other_trace_files(tmp_path):
+    """Issue 37: ``trace.perfetto-trace`` was 0600 (a tempfile's mode) beside 0644 files."""
+    json_path, path = tmp_path / "run.json", tmp_path / "run.perfetto-trace"
+    assert exporter_for_path(str(json_path))(json_path).export(_trace()) is ExportResult.SUCCESS
+    assert PerfettoExporter(path).export(_trace()) is ExportResult.SUCCESS
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(json_path.stat().st_mode) == 0o666 & ~umask
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "run.perfetto-trace"]
