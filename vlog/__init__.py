@@ -3,7 +3,8 @@
 ``NN_VLOG`` is read once, at import. It lists tags from :data:`TAGS`, separated by
 spaces, commas or colons in any mix (case ignored); ``1`` or ``all`` enables every
 tag; unset or empty disables everything. Unknown tags produce one warning naming
-them and the valid tags, and the known tags still apply.
+them and the valid tags, and the known tags still apply; the processes a program starts (its
+driver processes) inherit :data:`VLOG_WARNED` and do not repeat it.
 
 Messages go to Python ``logging`` at INFO, on the logger ``nn.<LogTag>`` (e.g.
 ``nn.ExecutionPlan``), and are formatted only when their vlog tag is on. On the
@@ -34,8 +35,8 @@ from typing import IO
 from nnscope.vlog import _logcat
 from nnscope.vlog._grammar import BITS, TAGS, parse, unknown_tag_message
 
-__all__ = ["NN_VLOG", "ANDROID_LOG_TAGS", "TAGS", "is_on", "log", "reload", "override",
-           "configure_logging", "reset_logging"]
+__all__ = ["NN_VLOG", "ANDROID_LOG_TAGS", "VLOG_WARNED", "TAGS", "is_on", "log", "reload",
+           "override", "configure_logging", "reset_logging"]
 
 NN_VLOG = "NN_VLOG"
 """Environment variable: the vlog tag list (``debug.nn.vlog`` on Android).
@@ -50,6 +51,13 @@ ANDROID_LOG_TAGS = "ANDROID_LOG_TAGS"
 Whitespace-separated ``tag:P`` rules, ``P`` one of ``V D I W E F S`` (S = silent),
 ``*`` for the default; e.g. ``ExecutionPlan:V CpuExecutor:S *:S``. Read each time
 :func:`configure_logging` installs the handler.
+"""
+
+VLOG_WARNED = "NNSCOPE_VLOG_WARNED"
+"""Environment variable set by nnscope, not by you: the ``NN_VLOG`` value whose unknown tags
+this process has warned about. Its child processes (the driver processes) inherit it and, while
+their ``NN_VLOG`` is the same value, stay quiet: one run prints the warning once, not once per
+process.
 """
 
 _mask = 0
@@ -114,9 +122,13 @@ def reload(value: str | None = None) -> int:
         The new bitmask (bit ``i`` is ``TAGS[i]``).
     """
     global _mask
-    parsed = parse(os.environ.get(NN_VLOG, "") if value is None else value)
-    if parsed.unknown:
+    setting = os.environ.get(NN_VLOG, "") if value is None else value
+    parsed = parse(setting)
+    warned = value is None and os.environ.get(VLOG_WARNED) == setting  # by the parent process
+    if parsed.unknown and not warned:
         _warner.warning("%s", unknown_tag_message(parsed.unknown))
+        if value is None:
+            os.environ[VLOG_WARNED] = setting
     _mask = parsed.mask
     return _mask
 

@@ -20,7 +20,8 @@ vlog.log("cpuexe", "CpuExecutor", "must not appear either")
 
 
 def run_child(code, nn_vlog, **extra_env):
-    env = {k: v for k, v in os.environ.items() if k not in (vlog.NN_VLOG, vlog.ANDROID_LOG_TAGS)}
+    env = {k: v for k, v in os.environ.items()
+           if k not in (vlog.NN_VLOG, vlog.ANDROID_LOG_TAGS, vlog.VLOG_WARNED)}
     env.update({vlog.NN_VLOG: nn_vlog, **extra_env})
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -50,6 +51,27 @@ def test_child_unknown_tag_warns_once_and_keeps_known_tags():
     assert len(warnings) == 1 and "valid tags" in warnings[0]
     assert [THREADTIME.match(line).group(3) for line in err if line not in warnings] == [
         "ExecutionPlan"]
+
+
+def test_a_run_warns_once_not_once_per_driver_process():
+    """Issue 37: ``NN_VLOG=bogus nnscope run`` printed the warning 9 times, once per process."""
+    env = {k: v for k, v in os.environ.items() if k != vlog.VLOG_WARNED}
+    done = subprocess.run([sys.executable, "-m", "nnscope.runtime", "run", "--executions", "1",
+                           "--warmup", "0", "--no-summary"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env={**env, vlog.NN_VLOG: "bogus"})
+    assert done.returncode == 0, done.stderr
+    assert "plan: step 0: " in done.stdout  # a driver process ran the model
+    assert [line for line in done.stderr.splitlines() if "bogus" in line] == [
+        "NN_VLOG: ignoring unknown tag(s) 'bogus'; valid tags: 1, all, model, compilation, "
+        "execution, cpuexe, manager, driver"]
+
+
+def test_a_child_of_a_process_that_warned_does_not_warn_again():
+    parent = "import subprocess, sys\nfrom nnscope import vlog\nsubprocess.run([sys.executable, '-c', 'import nnscope.vlog'])\n"
+    _, _, err = run_child(parent, "bogus")
+    assert len([line for line in err if "bogus" in line]) == 1, err
+    _, _, err = run_child("import nnscope.vlog", "bogus", NNSCOPE_VLOG_WARNED="other")
+    assert len([line for line in err if "bogus" in line]) == 1, err  # another value still warns
 
 
 def test_child_android_log_tags_silences_tag():
