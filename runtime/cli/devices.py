@@ -1,8 +1,9 @@
 """``nnscope devices``: the available devices and their capabilities.
 
 Lists ``nnapi-reference`` and every registered sample driver (``NNSCOPE_DRIVERS``) with the
-vendor extensions each supports (``getSupportedExtensions``: name and operand types); asking a
-driver for its capabilities starts its process.
+vendor extensions each supports (``getSupportedExtensions``: name and operand types). Each driver
+process answers for itself, as a HAL service does (``getCapabilities``), so they are all started
+first, at once (a terminal is told when that takes long, see ``_startup``).
 
 Example:
     $ nnscope devices
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 
+from nnscope.runtime.cli._startup import start_drivers
 from nnscope.runtime.hal.extensions import OPERAND, type_name
 from nnscope.runtime.hal.types import OperandType
 from nnscope.runtime.manager import devices
@@ -79,6 +81,7 @@ def _line(info: dict) -> str:
 def main(args) -> int:
     from nnscope.runtime.drivers.registry import absent  # noqa: PLC0415
 
+    start_drivers(devices())
     described = [describe(d) for d in devices()]
     if args.json:
         print(json.dumps(described, indent=2, default=float))

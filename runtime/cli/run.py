@@ -37,6 +37,7 @@ from nnscope.runtime.burst import Burst
 from nnscope.runtime.cli import _otlp, _output_files
 from nnscope.runtime.cli._args import count, description
 from nnscope.runtime.cli._backend import compute_arrays, read_inputs, write_outputs
+from nnscope.runtime.cli._startup import start_drivers
 from nnscope.runtime.compilation import Compilation
 from nnscope.runtime.extension_models import EXAMPLES
 from nnscope.runtime.execution import Execution
@@ -142,6 +143,7 @@ def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, l
             devices = [get_device(name) for name in args.device] if args.device else None
             compilation = Compilation(model, devices)
             compilation.set_preference(PREFERENCES[args.preference])
+            start_drivers(compilation.devices)  # as finish() would, with a word when it is slow
             compilation.finish()
         outputs = outputs if outputs is not None else _outputs(model)
         burst = _burst(compilation) if args.burst else None
