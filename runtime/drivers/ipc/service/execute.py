@@ -45,7 +45,7 @@ import struct
 import time
 from typing import NamedTuple
 
-from nnscope.runtime.drivers.ipc.service import buffers
+from nnscope.runtime.drivers.ipc.service import buffers as ibuffers
 from nnscope.runtime.drivers.ipc.service._bytelru import ByteLru
 from nnscope.runtime.drivers.ipc.service.scheduler import Job, Scheduler
 from nnscope.runtime.drivers.ipc.wire import _trace
@@ -249,7 +249,7 @@ def _decode_pools(r: Reader, state: DecodeState, fds: list) -> tuple[list, set, 
             next_fd += 1
             pos = r.pos
         elif kind == KIND_TOKEN:  # the buffer's owner is the connection's client
-            buffer = buffers.lookup(value, getattr(pools, "client", None))
+            buffer = ibuffers.lookup(value, getattr(pools, "client", None))
             buffers.append(buffer.data)
             tokens += ((position, buffer),)
         else:
@@ -386,10 +386,10 @@ class ExecuteServer:
             raise CodecError(f"unknown prepared model {decoded.model_id}")
         tokens = getattr(decoded, "tokens", None)  # device memories (driver-side IBuffers)
         if tokens:
-            buffers.check_request(prepared, decoded.request, tokens)
+            ibuffers.check_request(prepared, decoded.request, tokens)
         result = prepared.execute(decoded.request, decoded.measure, decoded.deadline_ns)
         if tokens:
-            buffers.mark_outputs(decoded.request, tokens, result.status == ErrorStatus.NONE)
+            ibuffers.mark_outputs(decoded.request, tokens, result.status == ErrorStatus.NONE)
         if result.timing is not None:  # time in driver covers decoding (and queueing) too
             result = with_driver_time(result, start)
         return result
