@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 import pytest
 
 from nnscope.runtime import builtin_models, manager
@@ -29,9 +30,16 @@ MODELS = ["tiny_add", "face_detection_short_range"]
 def document(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "bench.json"
     devices = [arg for name in DEVICES for arg in ("--device", name)]
-    assert main(["bench", "tiny_add", str(FACE), *devices, "--executions", "3", "--warmup", "1",
-                 "--json", str(path)]) == 0
+    with one_blas_thread():  # as in every driver process: in-process figures then match theirs
+        assert main(["bench", "tiny_add", str(FACE), *devices, "--executions", "3", "--warmup", "1",
+                     "--json", str(path)]) == 0
     return read_bench(str(path))
+
+
+def one_blas_thread():
+    """BLAS computes with one thread in this process, as a driver process does (README,
+    "Partitioned runs"): a float32 GEMM split over threads sums in another order."""
+    return threadpool_limits(1, user_api="blas")
 
 
 def _result(document, model, device):
@@ -76,7 +84,8 @@ def _our_outputs(model):
     compilation = Compilation.for_devices(model.model, [manager.cpu_device()])
     compilation.finish()
     from nnscope.runtime.cli._backend import compute_arrays  # noqa: PLC0415
-    return compute_arrays(compilation, model.inputs)
+    with one_blas_thread():
+        return compute_arrays(compilation, model.inputs)
 
 
 def test_tflite_accuracy_is_measured_against_litert(document):
