@@ -140,7 +140,7 @@ def run(lab: Path, scratch: Path) -> dict:
     serial = _helper("--serial", main_folder)
     print(f"lab: {serial['files']} traces, {serial['mb']} MB; one-trace summarize() times sum to "
           f"{serial['seconds_sum']:.1f} s (one process)")
-    result = {"lab": serial, "builds": {}}
+    result = {"lab": serial, "builds": {}, "load_average_before": os.getloadavg()[0]}
     builds = result["builds"]
     for workers in (1, 2):
         dataset = scratch / f"w{workers}.fleet"
@@ -168,6 +168,9 @@ def run(lab: Path, scratch: Path) -> dict:
     print(f"re-run with 10 new traces: {rerun['seconds']:.2f} s (+{rerun['cluster_start_s']:.1f} s "
           f"cluster start) parsed {rerun['parsed']}, skipped {rerun['skipped']}: "
           f"{rerun['share_of_first']:.1%} of the first run (target <= 5 %)")
+    result["load_average_after"] = os.getloadavg()[0]
+    print(f"1-minute load average: {result['load_average_before']:.1f} before, "
+          f"{result['load_average_after']:.1f} after (2 CPUs: above 2, others share them)")
     for workers, built in result["builds"].items():
         for sample in built["rss_samples"]:
             print(f"  {workers} worker(s), {sample['done']} traces done: client {sample['client_mb']} MB, "
