@@ -12,9 +12,10 @@ next to nothing), as ``(all - sample-all) / boundaries``, beside one IPC round t
 (a PING through ``RemoteDevice.transact``). CPU time (this process and every driver process, from
 ``/proc``) is reported too: unlike wall time it does not move with other processes' load.
 
-From its fourth execution on, ``all`` chains its steps (``runtime.drivers.ipc.client.chain``: every
-step sent at once, the drivers hand over through words in the step memory), so the figures are
-those of chained runs; ``NNSCOPE_STEP_POLL_US=0`` shows the steps one by one.
+From its second execution on, ``all`` runs its steps fenced (``runtime._steps``: each step an
+``executeFenced`` waiting for the sync fence of the one before, launched back to back), so the
+figures are those of fenced runs, traced or not (``benchmarks/observer_effect.py`` compares
+the two).
 
 Targets: MobileNet ``all`` at most 1.1x its best single device, the face detector at most 1.5x.
 ``all`` is every registered driver: with LiteRT installed ``sample-litert`` takes both models
@@ -23,7 +24,9 @@ whole, so run it once more with ``NNSCOPE_DRIVERS`` naming the CPU-kernel driver
 cost of a partitioned plan's boundaries.
 
 Usage:
-    python benchmarks/partition_cost.py [--rounds N] [--runs N]
+    python benchmarks/partition_cost.py [--rounds N] [--runs N] [--traced]
+
+``--traced`` measures everything inside a ``TraceSession`` that every driver joins.
 
 Prints human-readable lines, writes ``benchmarks/results/partition_cost.json`` and prints the
 same JSON object as the last line.
@@ -36,11 +39,13 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from nnscope import tracing  # noqa: E402
 from nnscope.runtime import Compilation, Model, manager  # noqa: E402
 from nnscope.runtime.builtin_models import conv_pad_chain, mobilenet, sample_input  # noqa: E402
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType  # noqa: E402
@@ -132,11 +137,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--traced", action="store_true",
+                        help="measure inside a TraceSession that every driver joins")
     args = parser.parse_args()
     manager.start_devices(manager.devices())
+    with tracing.TraceSession() if args.traced else contextlib.nullcontext():
+        for device in manager.devices():
+            device.launch()  # a running driver joins the session (or stays out of none)
+        _run(args)
+
+
+def _run(args) -> None:
     pids = [d.pid for d in manager.devices() if getattr(d, "pid", None) is not None]
     results = {"rounds": args.rounds, "runs": args.runs, "targets": TARGETS, "models": {},
-               "drivers": [d.name for d in manager.devices()]}
+               "drivers": [d.name for d in manager.devices()], "traced": args.traced}
     for name, model in _models().items():
         figures = measure(model, args.rounds, args.runs, pids)
         results["models"][name] = figures
@@ -158,7 +172,8 @@ def main() -> None:
         print("the chain ran as one step (one driver takes it whole): no boundary to time; "
               f"one IPC round trip (PING): {results['ipc_round_trip_us']:.1f} us")
     litert = "sample-litert" in results["drivers"]
-    write_results("partition_cost" if litert else "partition_cost_cpu_kernels", results)
+    write_results(("partition_cost" if litert else "partition_cost_cpu_kernels")
+                  + ("_traced" if args.traced else ""), results)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ from nnscope.tracing import Phase
 _GUESS_BYTES = 1 << 16
 #: Steps of a fenced execution launched ahead of the first one not known done (a driver takes a
 #: bounded number from one connection: ``service.fenced.MAX_RUNNING``).
-LAUNCH_AHEAD = 8
+LAUNCH_AHEAD = 48
 #: Seconds between two looks at the frontier step while the application waits for a later one.
 CHECK_S = 0.1
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11

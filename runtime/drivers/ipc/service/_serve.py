@@ -41,7 +41,9 @@ from nnscope.runtime.drivers.ipc.service import _guard, buffers, burst as burst_
 from nnscope.runtime.drivers.ipc.service.execute import DecodeState
 from nnscope.runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, ProtocolError
 from nnscope.runtime.drivers.ipc.wire.transport import Channel, PeerClosed
-from nnscope.runtime.hal.sync_fence import close_fds
+from nnscope.runtime.drivers.ipc.wire import _trace
+from nnscope.runtime.drivers.ipc.wire._trace import Phase
+from nnscope.runtime.hal.sync_fence import close_fds, spin
 
 #: Seconds a peer may leave its replies unread before it is dropped.
 STUCK_S = 5.0
@@ -169,19 +171,23 @@ class ServeLoop:
         self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._spare = -1
         self._last_warning = 0.0
+        self._wait_label = f"{service.label}::syncWait"
 
     def run(self) -> None:
         self.listener.setblocking(False)
         listener_fd = self.listener.fileno()
+        fenced = self.service.fenced
         self.poller.register(listener_fd, _IN)
         self.poller.register(self._wakeup, _IN)
+        self.poller.register(fenced.fileno(), _IN)
         self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         connections, serve, service = self.connections, self._serve, self.service
         monotonic = time.monotonic
         poll_due, direct = 0.0, None
         try:
             while service.running:
-                if len(connections) == 1 and not self._writing and not self._parked and monotonic() < poll_due:
+                if len(connections) == 1 and not self._writing and not self._parked and monotonic() < poll_due \
+                        and not fenced.waiting():
                     # One client: wait for its next record in recv itself; back to epoll after a
                     # quiet _DIRECT_S and at least that often (new connections, orphan check).
                     if direct is None or connections.get(direct[0]) is not direct[1]:  # fds are reused
@@ -189,18 +195,22 @@ class ServeLoop:
                     if serve(*direct) is None:
                         poll_due = 0.0
                     continue
-                events = self.poller.poll(0.2 if self._writing else 1.0)
+                events = self._poll(0.2 if self._writing else 1.0)
                 poll_due = monotonic() + _DIRECT_S
                 for fd, mask in events:
                     if fd == listener_fd:
                         self._accept_all()
                     elif fd == self._wakeup:
                         self._resume_unparked()
+                    elif fd == fenced.fileno():
+                        fenced.ready()
                     elif fd in connections:
                         if mask & _OUT:
                             self._flush(fd, connections[fd])
                         else:
                             serve(fd, connections[fd])
+                if fenced.waiting():
+                    fenced.expire()
                 if self._writing:
                     self._drop_stuck(monotonic())
                 if service.ending_bursts:
@@ -210,10 +220,27 @@ class ServeLoop:
         finally:
             for fd in list(connections):
                 self._drop(fd)
+            fenced.close()
             if self._spare >= 0:
                 os.close(self._spare)
             self.poller.close()
             os.close(self._wakeup)
+
+    def _poll(self, timeout: float) -> list:
+        """The ready fds within ``timeout`` (cut to the earliest deadline of a fenced job that
+        waits). While fenced jobs wait, the loop looks without sleeping for their watch window
+        first (a fence about to signal costs no wake-up), and its sleep is a fence wait."""
+        fenced = self.service.fenced
+        if not fenced.waiting():
+            return self.poller.poll(timeout)
+        due = fenced.due_s()
+        if due is not None:
+            timeout = min(timeout, due)
+        look = self.poller.poll
+        watch = fenced.watch_s()
+        with _trace.driver(Phase.EXECUTION, self._wait_label):
+            events = spin(lambda: look(0), min(watch, timeout)) if watch > 0 else None
+            return events or look(timeout)
 
     # ------------------------------------------------------------------ reading and writing
     def _serve(self, fd: int, connection: Connection) -> bool | None:
@@ -303,6 +330,7 @@ class ServeLoop:
             self.poller.unregister(fd)
         except OSError:
             pass
+        self.service.fenced.drop(connection)
         connection.close()
         self.budget.give(1)
         self.clients.detach(connection.client)

@@ -417,7 +417,7 @@ class ExecuteServer:
         models = connection.client.models
         prepared = models[decoded.model_id]
         run = functools.partial(self._answer, models, decoded, start)
-        if self._queues(prepared):
+        if self.queues(prepared):
             declined = self._queue(connection, MsgType.NOTIFY, message.request_id, prepared, run,
                                    "asyncExecute", decoded.deadline_ns, message.context)
             return None if declined is PARKED else _notify(connection, message.request_id, declined)
@@ -435,7 +435,7 @@ class ExecuteServer:
         return _OK
 
     # ------------------------------------------------------------------ scheduling
-    def _queues(self, prepared) -> bool:
+    def queues(self, prepared) -> bool:
         """Queued while the scheduler is busy, and a long run unless its client is alone with
         the driver: one connection, no burst, no fenced run (nothing it could keep waiting or
         that could outrank it; the hand-off to the worker thread costs two wake-ups)."""
@@ -451,7 +451,7 @@ class ExecuteServer:
         prepared = connection.client.models.get(model_id)
         if prepared is None:
             raise CodecError(f"unknown prepared model {model_id}")
-        if not self._queues(prepared):
+        if not self.queues(prepared):
             with self.service.exec_lock:
                 return run()
         return self._queue(connection, message.type, message.request_id, prepared, run, method,

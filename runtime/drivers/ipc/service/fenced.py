@@ -5,10 +5,8 @@ execute payload (``wire.execution_codec``); its fds are the ``wait_for`` fences 
 pools. The launch is checked on the serve loop: fence count against the fds sent, every fence an
 eventfd (:func:`sync_fence.is_eventfd`), no negative duration, the request decoded into a private
 ``DecodeState`` (nothing the connection frees later can unmap it) for a model of this client. Any
-problem is INVALID_ARGUMENT, and the loop serves on. The work runs on the connection's fenced worker: wait for
-every fence (bounded by the deadline), execute with the deadline cut to ``timeout_after_fence``
-after the fences signalled, keep the status and both timings, then signal the sync fence (1 ok,
-2 error). The reply, ``status u32 | callback id u32``, carries the sync fence fd (SCM_RIGHTS).
+problem is INVALID_ARGUMENT, and the loop serves on. The reply, ``status u32 | callback id
+u32``, carries the sync fence fd (SCM_RIGHTS).
 
 ``EXECUTE_FENCED_MEMO`` launches a memoized request (the partitioned plan's steps: their requests
 name the step memory by pool id, so a launch carries no pool fds): ``wait count u32 |
@@ -16,15 +14,19 @@ timeout_after_fence i64 | watch us u32`` (``wire.layouts.FENCED_MEMO``), then an
 ``EXECUTE_SYNC_MEMO`` repeat; its fds are the ``wait_for`` fences, then the sync fence to signal:
 the runtime's own eventfd, so that it can launch the next step, waiting for this one's fence,
 without waiting for this reply (``status u32 | callback id u32``, no fd). A refused launch also
-fails that fence. The memo must be this
-connection's and its model's, and not already launched and pending. ``watch us`` bounds how long
-the worker looks at a fence before it sleeps in ``poll()`` (at most :data:`MAX_WATCH_S`; never on
-one CPU, ``sync_fence.usable_cpus``).
+fails that fence. The memo must be this connection's and its model's, and not already launched
+and pending.
 
-The jobs of one connection run in launch order on one worker thread of that connection (it ends
-after :data:`IDLE_S` without work): a job waits only for fences made before it was launched, so
-launch order never deadlocks, and a waiting job holds no thread of its own. The serve loop never
-waits: it launches and replies at once.
+A launched job is an event of the serve loop, never a thread: the fence it waits for is in this
+server's epoll (:meth:`FencedServer.fileno`), which the loop polls with its connections. When
+the fence signals, the job waits for the next one, or runs as an execution does: on the loop
+when it is short or its client alone, else queued by priority (``service.scheduler``). Its
+deadline cuts to ``timeout_after_fence`` after the fences; a job whose deadline passes while it
+waits, or whose connection closes, ends with that error. The job keeps its status and both
+timings, then signals its sync fence (1 ok, ``sync_fence.FAILED`` error). The serve loop never
+waits on a fence: it may look at the epoll without sleeping for the longest ``watch us`` of the
+waiting jobs (at most :data:`MAX_WATCH_S`; never on one CPU, ``sync_fence.usable_cpus``) before
+it sleeps, and that sleep is a ``SampleDriver::syncWait`` span when traced.
 
 ``FENCED_INFO`` (``getExecutionInfo``) payload ``callback id u32``; reply ``status u32 |
 execution status u32 | launched on device, in driver u64 | fenced on device, in driver u64``
@@ -41,8 +43,8 @@ from __future__ import annotations
 
 import collections
 import os
+import select
 import struct
-import threading
 import time
 
 from nnscope import vlog
@@ -51,11 +53,11 @@ from nnscope.runtime.drivers.ipc.service._guard import PoolTable
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
 from nnscope.runtime.drivers.ipc.service.execute import DecodeState, decode_execute
+from nnscope.runtime.drivers.ipc.service.scheduler import Job
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
-from nnscope.runtime.hal.sync_fence import (ACTIVE, ERROR, fail, is_eventfd, new_fence, signal, usable_cpus,
-                                            watch)
 from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed
-from nnscope.runtime.hal.sync_fence import close_fds
+from nnscope.runtime.hal.sync_fence import (ERROR, close_fds, fail, is_eventfd, new_fence, signal, usable_cpus,
+                                            wait)
 from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, mark_failure
 from nnscope.runtime.drivers.ipc.wire.execution_codec import KNOWS_SHAPES, MEMO_HEAD
 from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH, FENCED_MEMO
@@ -66,18 +68,14 @@ from nnscope.timing import UINT64_MAX, Timing
 #: Most ``wait_for`` fences one executeFenced may carry.
 MAX_WAIT_FENCES = 16
 #: Fenced executions one connection may have launched and not done (RESOURCE_EXHAUSTED beyond).
-MAX_RUNNING = 16
+MAX_RUNNING = 64
 #: Fenced executions the whole driver may have launched and not done, and one client process.
-MAX_RUNNING_TOTAL = 64
+MAX_RUNNING_TOTAL = 256
 MAX_RUNNING_PER_CLIENT = MAX_RUNNING_TOTAL // 4
 #: Finished callbacks kept per connection for getExecutionInfo (the oldest is forgotten).
 MAX_KEPT = 64
-#: How often (seconds) a worker waiting for fences checks that its client is still connected.
-CLIENT_CHECK_S = 0.25
-#: Longest look at a fence before the worker sleeps in ``poll()`` (seconds).
+#: Longest look at the fences before the serve loop sleeps in ``epoll`` (seconds).
 MAX_WATCH_S = 0.002
-#: Seconds a connection's fenced worker waits for its next job before it ends.
-IDLE_S = 1.0
 _NONE = ErrorStatus.NONE
 _U32 = struct.Struct("<I")
 _MEMO_ID = _U32  # an execute payload's memo id, after its model id
@@ -98,10 +96,11 @@ class FencedJob:
         self.prepared, self.request, self.measure, self.deadline_ns = prepared, request, measure, deadline_ns
         self.state, self.memo, self.watch_s = state, memo, watch_s
         self.logging = service.vlog_cpuexe  # cpuexe vlog: the ordinary path logs each operation
-        self.connection = connection  # a job whose client is gone stops waiting for its fences
-        self.scheduler = service.executions.scheduler  # its exclusive(): the execution lock, by priority
+        self.connection = connection  # a job whose connection closes stops waiting for its fences
         self.waits, self.duration_ns, self.launched_ns = waits, duration_ns, launched_ns
-        self.label, self.wait_label = label, f"{service.label}::syncWait"
+        self.position = 0  # waits[position] is the fence it waits for now
+        self.fenced_ns = launched_ns  # when its last fence signalled
+        self.label = label
         self.client, self.budget = connection.client, service.budget  # the waits and fence are charged
         self.done = False
         self.status, self.message = ErrorStatus.GENERAL_FAILURE, ""
@@ -116,15 +115,28 @@ class FencedJob:
             os.close(self.fence)
             raise
 
+    def waiting_for(self) -> int | None:
+        """The fence fd it waits for now (None: all signalled)."""
+        return self.waits[self.position] if self.position < len(self.waits) else None
+
     def run(self) -> None:
-        """Wait, execute, report (on the connection's worker thread)."""
+        """Execute and report, once every fence signalled (the caller holds the execution lock)."""
+        self.conclude(self.compute())
+
+    def compute(self) -> tuple[ErrorStatus, str]:
+        """Execute; ``(status, message)``. What the scheduler runs for a queued job."""
         try:
             with _trace.adopt(self.context):
-                self.status, self.message = self._work()
+                return self._work()
         except Exception as error:  # noqa: BLE001 - a driver reports, it does not raise
-            self.status, self.message = ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}"
-        finally:
-            self.finish()
+            return ErrorStatus.GENERAL_FAILURE, f"{type(error).__name__}: {error}"
+
+    def conclude(self, outcome) -> None:
+        """Record ``(status, message)`` (an Exception: GENERAL_FAILURE), then :meth:`finish`."""
+        if isinstance(outcome, Exception):
+            outcome = ErrorStatus.GENERAL_FAILURE, f"{type(outcome).__name__}: {outcome}"
+        self.status, self.message = outcome
+        self.finish()
 
     def finish(self) -> None:
         """Give back what the run held, then signal and close the sync fence."""
@@ -151,18 +163,13 @@ class FencedJob:
         self.prepared.forget(lambda cached: cached is request)
 
     def _work(self) -> tuple[ErrorStatus, str]:
-        deadline = self.deadline_ns
-        if self.waits:
-            with _trace.driver(Phase.EXECUTION, self.wait_label):
-                failure = self._wait_all(deadline)
-            if failure is not None:
-                return failure
-        fenced_ns = time.monotonic_ns()
+        deadline, fenced_ns = self.deadline_ns, self.fenced_ns
         if self.duration_ns is not None:
             after = fenced_ns + self.duration_ns
             deadline = after if deadline is None else min(deadline, after)
-        with _trace.driver(Phase.EXECUTION, self.label), \
-                self.scheduler.exclusive(self.client, self.prepared.priority):
+        if deadline is not None and time.monotonic_ns() >= deadline:
+            return ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed before the run started"
+        with _trace.driver(Phase.EXECUTION, self.label):
             if self.memo is not None and not self.measure:  # the driver's one repeat path
                 result = self.memo.rerun(self.prepared, deadline, self.logging)
             else:
@@ -172,33 +179,6 @@ class FencedJob:
         if self.measure:
             self._time(result.timing, fenced_ns, time.monotonic_ns())
         return _NONE, ""
-
-    def _wait_all(self, deadline: int | None) -> tuple[ErrorStatus, str] | None:
-        """Wait for every fence (a span of its own when traced): None once all signalled."""
-        for position, fd in enumerate(self.waits):
-            state = self._wait(fd, deadline)
-            if state == ACTIVE:
-                return (ErrorStatus.MISSED_DEADLINE_TRANSIENT,
-                        f"deadline passed waiting for wait_for[{position}]")
-            if state == ERROR:
-                return ErrorStatus.GENERAL_FAILURE, f"wait_for[{position}] signalled an error"
-            if state is None:
-                return ErrorStatus.GENERAL_FAILURE, "the client disconnected before the fences signalled"
-        return None
-
-    def _wait(self, fd: int, deadline: int | None) -> str | None:
-        """The fence's state: ACTIVE once the deadline passed, None once the client is gone.
-        The first look may watch the fence for ``watch_s`` before it sleeps."""
-        spin = self.watch_s
-        while True:
-            left = None if deadline is None else max(0.0, (deadline - time.monotonic_ns()) / 1e9)
-            state = watch(fd, spin, CLIENT_CHECK_S if left is None else min(left, CLIENT_CHECK_S), True)
-            if state != ACTIVE or (deadline is not None and time.monotonic_ns() >= deadline):
-                return state
-            spin = 0.0
-            connection = self.connection
-            if connection.dead or connection.channel.sock.fileno() < 0:
-                return None
 
     def _time(self, timing, fenced_ns: int, end_ns: int) -> None:
         on_device = None if timing is None else timing.on_device
@@ -217,45 +197,6 @@ class FencedJob:
         return _OK + FENCED_INFO.pack(int(self.status), *values) + w.getvalue()
 
 
-class FencedWorker:
-    """The thread that runs one connection's fenced jobs in launch order; it ends after
-    :data:`IDLE_S` without a job (the next launch starts another)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self._jobs: collections.deque = collections.deque()
-        self._cond = threading.Condition()
-        self._running = False
-
-    def submit(self, job: FencedJob) -> None:
-        with self._cond:
-            self._jobs.append(job)
-            if self._running:
-                self._cond.notify()
-                return
-            self._running = True
-        try:
-            threading.Thread(target=self._serve, name=self.name, daemon=True).start()
-        except RuntimeError as error:  # no thread to be had: the queued runs fail, fences say so
-            with self._cond:
-                self._running = False
-                failed, self._jobs = list(self._jobs), collections.deque()
-            for queued in failed:
-                queued.message = f"cannot start the fenced worker: {error}"
-                queued.finish()
-
-    def _serve(self) -> None:
-        while True:
-            with self._cond:
-                if not self._jobs:
-                    self._cond.wait(IDLE_S)
-                if not self._jobs:
-                    self._running = False
-                    return
-                job = self._jobs.popleft()
-            job.run()
-
-
 class FencedServer:
     """The fenced executions of one ``DriverService``, per connection."""
 
@@ -263,7 +204,8 @@ class FencedServer:
         self.service = service
         self.label = f"{service.label}::executeFenced"
         self._jobs: dict = {}  # Connection -> OrderedDict[callback id, FencedJob]
-        self._workers: dict = {}  # Connection -> FencedWorker
+        self.poller = select.epoll()  # the fences the waiting jobs wait for (the loop polls it)
+        self._waiting: dict = {}  # fence fd -> the job waiting for it
         self._running: list = []  # jobs launched and not yet done
         self._next_id = 0
         self._may_watch = usable_cpus() > 1
@@ -282,7 +224,7 @@ class FencedServer:
             if self.service.vlog_driver:
                 vlog.log("driver", self.service.label, "executeFenced(%s): %d wait fences, callback %d",
                          self.service.device.name, len(launched.waits), callback_id)
-            self._worker(connection).submit(launched)
+            self._arm(launched)
             payload = _OK + _U32.pack(callback_id)
             if launched.reply_fd is None:
                 connection.send(REPLY | message.type, message.request_id, payload)
@@ -295,13 +237,71 @@ class FencedServer:
             connection.send(REPLY | message.type, message.request_id, launched)
         _trace.flush()
 
-    def _worker(self, connection) -> FencedWorker:
-        worker = self._workers.get(connection)
-        if worker is None:
-            for gone in [c for c in self._workers if c.dead or c.channel.sock.fileno() < 0]:
-                del self._workers[gone]
-            worker = self._workers[connection] = FencedWorker("nn-fenced")
-        return worker
+    # ------------------------------------------------------------------ the serve loop's events
+    def fileno(self) -> int:
+        """The epoll fd of the awaited fences: readable once one of them signalled."""
+        return self.poller.fileno()
+
+    def waiting(self) -> bool:
+        return bool(self._waiting)
+
+    def watch_s(self) -> float:
+        """How long the loop may watch for a fence before it sleeps: the longest window of a
+        waiting job (0 without one)."""
+        return max((job.watch_s for job in self._waiting.values()), default=0.0)
+
+    def due_s(self) -> float | None:
+        """Seconds until the earliest deadline of a waiting job (None: no deadline)."""
+        deadlines = [job.deadline_ns for job in self._waiting.values() if job.deadline_ns is not None]
+        return None if not deadlines else max(0.0, (min(deadlines) - time.monotonic_ns()) / 1e9)
+
+    def ready(self) -> None:
+        """Advance the jobs whose fence signalled: the next fence, or the run."""
+        for fd, _ in self.poller.poll(0):
+            job = self._disarm(fd)
+            state = wait(fd, 0, True)
+            if state == ERROR:
+                job.conclude((ErrorStatus.GENERAL_FAILURE, f"wait_for[{job.position}] signalled an error"))
+            else:
+                job.position += 1
+                self._arm(job)
+
+    def expire(self) -> None:
+        """Fail the waiting jobs whose deadline passed."""
+        now = time.monotonic_ns()
+        for fd, job in list(self._waiting.items()):
+            if job.deadline_ns is not None and now >= job.deadline_ns:
+                self._disarm(fd)
+                job.conclude((ErrorStatus.MISSED_DEADLINE_TRANSIENT,
+                              f"deadline passed waiting for wait_for[{job.position}]"))
+
+    def drop(self, connection) -> None:
+        """``connection`` closed: its waiting jobs end (their fences say so)."""
+        for fd, job in list(self._waiting.items()):
+            if job.connection is connection:
+                self._disarm(fd)
+                job.conclude((ErrorStatus.GENERAL_FAILURE,
+                              "the client disconnected before the fences signalled"))
+        self._jobs.pop(connection, None)
+
+    def _arm(self, job: FencedJob) -> None:
+        """Wait for the job's next fence, or run it once none is left."""
+        fd = job.waiting_for()
+        if fd is not None:
+            self._waiting[fd] = job
+            self.poller.register(fd, select.EPOLLIN)
+            return
+        job.fenced_ns = time.monotonic_ns()
+        executions = self.service.executions
+        if not executions.queues(job.prepared):
+            with self.service.exec_lock:
+                return job.run()
+        executions.scheduler.submit(Job(job.client, job.prepared.priority, job.compute, job.conclude,
+                                        job.label, job.prepared.mean_ns))
+
+    def _disarm(self, fd: int) -> FencedJob:
+        self.poller.unregister(fd)
+        return self._waiting.pop(fd)
 
     def _waits(self, connection, fds, wait_count: int, duration: int) -> None:
         """CodecError for a bad fence list or duration; HalError when there is no room."""
@@ -409,6 +409,13 @@ class FencedServer:
     def busy(self) -> bool:
         """Whether a fenced run is launched and not done yet."""
         return any(not job.done for job in self._running)
+
+    def close(self) -> None:
+        """The service ends: every waiting job ends too."""
+        for fd, job in list(self._waiting.items()):
+            self._disarm(fd)
+            job.conclude((ErrorStatus.GENERAL_FAILURE, "the driver is shutting down"))
+        self.poller.close()
 
     def _check_room(self, connection) -> None:
         """RESOURCE_EXHAUSTED beyond the running runs of one connection, of its client process
