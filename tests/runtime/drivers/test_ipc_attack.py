@@ -18,7 +18,7 @@ import pytest
 
 from nnscope.runtime.drivers.ipc.service._serve import STUCK_S
 from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from nnscope.runtime.drivers.ipc.wire.execution_codec import _HEAD_FREE, _NEW_KIND, KIND_NEW_SHM
+from nnscope.runtime.drivers.ipc.wire.execution_codec import HEAD_FREE, KIND_NEW_SHM, NEW_KIND
 from nnscope.runtime.drivers.ipc.wire.protocol import FLAG_BULK, REPLY, MsgType, pack_header
 from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.hal.device_types import Request, RequestArgument
@@ -256,10 +256,10 @@ def test_same_pool_id_twice_in_one_request_is_invalid(driver):
         sock = attacker.connect()
         model_id = prepare_add(sock)
         with SharedPool(POOL_BYTES) as pool:
-            entry = _NEW_KIND.pack(KIND_NEW_SHM, 5, 0, POOL_BYTES)
+            entry = NEW_KIND.pack(KIND_NEW_SHM, 5, 0, POOL_BYTES)
             args = struct.pack("<H", 2) + b"".join(struct.pack("<BHIII", 0, 0, o, 16, 0) for o in (0, 16)) \
                 + struct.pack("<H", 1) + struct.pack("<BHIII", 0, 1, 32, 16, 0)
-            payload = _HEAD_FREE.pack(model_id, 0, 0, -1, 0) + struct.pack("<H", 2) + entry + entry + args
+            payload = HEAD_FREE.pack(model_id, 0, 0, -1, 0) + struct.pack("<H", 2) + entry + entry + args
             reply = exchange(sock, MsgType.EXECUTE_SYNC, payload, [pool.fd, pool.fd])
         assert reply.status == INVALID, reply
 

@@ -1,6 +1,7 @@
 """A fenced execution on a driver process, traced: the driver's executeFenced server span and
-the spans its fence-waiting worker thread records (``nn-fenced``) are linked to the runtime's
-``executeFenced`` client span, so the OpenTelemetry export has one root."""
+the spans of the run it starts once the fences signalled (an event of the driver's serve loop,
+after the launch's reply) are linked to the runtime's ``executeFenced`` client span, so the
+OpenTelemetry export has one root."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,9 +44,10 @@ def test_fenced_execution_spans_form_one_tree(two_drivers):  # noqa: F811
     server = [s for s in spans if s.name == "HIDL::IPreparedModel::executeFenced::server"]
     assert len(server) == 1
     assert by_id[server[0].parent.span_id].name == "HIDL::IPreparedModel::executeFenced::client"
-    worker = [s for s in spans if s.attributes.get("thread.name") == "nn-fenced"]
-    assert worker, "the driver's fence-waiting thread records spans"
-    for span in worker:
+    runs = [s for s in spans if s.name == "[NN_LD_PE]SampleDriver::executeFenced"]
+    assert len(runs) == 2, "the launch and the run each record the driver's executeFenced"
+    assert any(s.name == "[NN_LC_PE]CpuExecutor::run" for s in spans)
+    for span in runs:
         names = []
         while span.parent is not None:
             span = by_id[span.parent.span_id]
