@@ -1,6 +1,10 @@
 """Build or extend a fleet dataset: expand the inputs, leave out what the dataset holds, parse the
 rest on the cluster, write each trace once.
 
+The embedded cluster starts its workers as new processes (multiprocessing's spawn), which import
+the caller's ``__main__``: a script that calls :func:`build` does so under
+``if __name__ == "__main__":``, as with any Dask ``LocalCluster``.
+
 Example (starts worker processes, so not run as a doctest):
     >>> build("lab.fleet", ["lab/"], pattern="{device}/{build}/{model}/*")  # doctest: +SKIP
     BuildReport(files=1010, skipped=1000, parsed=10, failed=0, duplicates=0, seconds=1.9)

@@ -80,3 +80,19 @@ def test_the_fleet_page_shows_distributions_and_the_comparison(embedded, tmp_pat
     assert "Execution · Driver (PE LD)" in text and "pixel6 / b101 / asr" in text
     assert "pixel6 / asr PE LD" in text  # the regression, in the forest plot
     assert text.count("<svg") > 20
+
+
+def test_trace_keys_record_the_driver_a_trace_shows(lab, tmp_path, capsys):
+    root, truth = lab
+    chosen = [p for device in ("pixel6", "galaxy")
+              for p in sorted(p for p in truth.traces if p.startswith(f"{device}/b100/asr/"))[:3]]
+    for path in chosen:
+        (tmp_path / "in" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / path).symlink_to(root / path)
+    dataset = str(tmp_path / "keys.fleet")
+    assert cli.main(["build", dataset, str(tmp_path / "in"), "--trace-keys", "--workers", "1",
+                     "--no-progress", "--no-summary"]) == 0
+    capsys.readouterr()
+    assert cli.main(["summary", dataset, "--by", "driver,model", "--csv"]) == 0
+    groups = {tuple(line.split(",")[:2]) for line in capsys.readouterr().out.splitlines()[1:]}
+    assert groups == {("SampleDriver", "asr"), ("", "asr")}  # galaxy runs on the CPU: no driver
