@@ -11,7 +11,7 @@ execution on), an execution is fenced, as AOSP's fenced execution of a compound 
 (``ExecutionBuilder``'s ``startComputeFenced``): each step is launched with its device's
 ``executeFenced``, waiting for the sync fence of the step before and giving its own, so the
 drivers hand over to each other and the application waits once, on the last fence. At most
-:data:`LAUNCH_AHEAD` steps are launched ahead of the first one not known done; a step on an
+:data:`LAUNCH_AHEAD` steps of one device are launched and not seen to end; a step on an
 in-process device runs here once the steps before it ended. A step that no fence shows ending
 within its device's timeout has its driver killed; a fenced run that fails in any way is followed
 by the steps one by one, without the dead drivers. Tracing changes nothing of this: each launch
@@ -55,9 +55,10 @@ from nnscope.runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, Execu
 from nnscope.tracing import Phase
 
 _GUESS_BYTES = 1 << 16
-#: Steps of a fenced execution launched ahead of the first one not known done (a driver takes a
-#: bounded number from one connection: ``service.fenced.MAX_RUNNING``).
-LAUNCH_AHEAD = 48
+#: Steps of one device a fenced execution has launched and not seen end, at most (a driver takes
+#: a bounded number from one connection: ``service.fenced.MAX_RUNNING``); beyond, the application
+#: waits until half of them ended.
+LAUNCH_AHEAD = 32
 #: Seconds between two looks at the frontier step while the application waits for a later one.
 CHECK_S = 0.1
 _EXECUTION = Phase.EXECUTION  # a module global: Enum member access is slow on Python 3.11
@@ -219,6 +220,7 @@ class _Fenced:
         self.plan, self.requests = plan, requests
         self.runs: list = []  # (step, FencedRun) in launch order
         self.ended = 0  # runs known done (a prefix of ``runs``)
+        self.launched: dict = {}  # device -> indexes in ``runs`` of its runs, oldest first
         self.results: list | None = []  # one ExecutionResult per step that ended
         self.dead: set = set()
         self.fence = None  # the sync fence the next step waits for
@@ -237,7 +239,7 @@ class _Fenced:
         return self
 
     def _launch(self, step: ExecutionStep, deadline_ns: int | None) -> bool:
-        if len(self.runs) - self.ended >= LAUNCH_AHEAD and not self._settle(len(self.runs) - LAUNCH_AHEAD + 1):
+        if not self._room(step.device):
             return False
         request, waits = self.requests[step.index], [] if self.fence is None else [self.fence]
         try:
@@ -250,6 +252,7 @@ class _Fenced:
                 self.dead.add(step.device)
             return False
         if run is not None:
+            self.launched.setdefault(step.device, []).append(len(self.runs))
             self.runs.append((step, run))
             self.fence = run.fence
             return True
@@ -259,6 +262,16 @@ class _Fenced:
             result = _fallback.execute(step.prepared, request, False, deadline_ns)
         self.fence = None
         return self._ended(step, result)
+
+    def _room(self, device) -> bool:
+        """Whether ``device`` may take one more launch: at :data:`LAUNCH_AHEAD` runs not seen to
+        end, wait until half of them ended (False when one failed)."""
+        indexes = self.launched.get(device, [])
+        while indexes and indexes[0] < self.ended:
+            indexes.pop(0)
+        if len(indexes) < LAUNCH_AHEAD:
+            return True
+        return self._settle(indexes[len(indexes) - LAUNCH_AHEAD // 2] + 1)
 
     def _ended(self, step: ExecutionStep, result: ExecutionResult, why: str | None = None) -> bool:
         vlog.log("execution", "ExecutionPlan", "step %d on %s: %s (fenced)%s", step.index, step.device.name,

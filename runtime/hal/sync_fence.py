@@ -57,6 +57,26 @@ def fail(fd: int) -> None:
         pass
 
 
+def is_fence(fd: int) -> bool:
+    """True for an fd a driver takes as a sync fence, told by one ``fstat``: an eventfd, or
+    another fd on the kernel's anonymous inode (epoll, timerfd, ...), which never polls writable
+    and so reads as failed once it signals, never as a success."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == _ANON_INODE
+
+
+def _anon_inode() -> tuple[int, int]:
+    probe = new_fence()
+    try:
+        st = os.fstat(probe)
+        return st.st_dev, st.st_ino
+    finally:
+        os.close(probe)
+
+
 def is_eventfd(fd: int) -> bool:
     """True when ``fd`` is an open eventfd of this process."""
     try:
@@ -151,6 +171,9 @@ def usable_cpus() -> int:
     except (OSError, ValueError):
         pass
     return cpus
+
+
+_ANON_INODE = _anon_inode()
 
 
 def count(fd: int) -> int | None:

@@ -20,11 +20,12 @@ from tests.support.log_capture import captured_log
 from tests.support.sent import EXECUTES
 
 TIMEOUT_S = 2.0
-#: Executions before the silence: none, the steps go one by one; after one, each step is a
-#: fenced launch in full; after two, a fenced repeat whose reply is read later. The silence is
-#: found by the launch's reply that does not come.
-WARM = {"one-by-one": 0, "fenced": 1, "fenced-repeat": 2}
-_FOUND = "no reply within {}s; driver killed"
+#: Executions before the silence, and how it is found: none, the steps go one by one (a reply
+#: that does not come); after one, each step is a fenced launch in full (its reply does not
+#: come); after two, a quiet fenced repeat (its fence does not signal).
+WARM = {"one-by-one": (0, "no reply within {}s; driver killed"),
+        "fenced": (1, "no reply within {}s; driver killed"),
+        "fenced-repeat": (2, "no fenced step ended within {}s; driver killed")}
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def test_a_silent_driver_mid_plan_falls_back_then_restarts(devices, silence, war
     compilation = Compilation(model)
     compilation.finish()
     assert [s.device.name for s in compilation.plan.steps] == ["sample-minimal", "sample-float-fast"] * 3
-    runs, found = WARM[warm], _FOUND
+    runs, found = WARM[warm]
     for _ in range(runs):  # warm: the next requests are repeats
         _run(compilation, image)
     first_pid = minimal.pid

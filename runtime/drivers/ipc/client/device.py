@@ -341,6 +341,11 @@ class RemoteDevice(Device):
             del self._awaited[request_id]
             return message
 
+    def forget_reply(self, request_id: int) -> None:
+        """No reply will come to that :meth:`send_expecting` request (its fence answered)."""
+        with self.lock:
+            self._awaited.pop(request_id, None)
+
     def receive(self, timeout_s: float):
         """The next reply (see :meth:`send_request`); None for a NOTIFY (kept for its callback)."""
         message = self._receive(self.channel, timeout_s, None, timeout_s)

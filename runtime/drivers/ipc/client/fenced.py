@@ -189,6 +189,8 @@ class FencedRun(base.FencedRun):
         self.prepared, self.request, self.copies, self.measure = prepared, request, copies, measure
         self.fence, self.callback = fence, callback
         self.pending = pending  # (request id, driver generation) of a launch reply not read yet
+        self.quiet = pending is not None and not measure  # answered by its fence (and by a reply if it fails)
+        self.generation = prepared.device.generation  # of the driver process it was launched on
         self.refused: HalError | None = None  # what that reply said, when it refused the launch
         self.timeout_s = prepared.device.timeout_s
 
@@ -210,9 +212,17 @@ class FencedRun(base.FencedRun):
         return result, (FencedTiming(info.launched, info.fenced) if self.measure else None), ""
 
     def state(self, timeout_s: float) -> str:
-        if not self._accepted():
+        if self.quiet and self.prepared.device.outdated(self.generation):  # its driver is gone
+            fail(self.fence)
+        elif not self.quiet and not self._accepted():
             return ERROR
         return wait(self.fence, timeout_s, True)
+
+    def _forget_reply(self) -> None:
+        """A quiet run that succeeded: no reply will come."""
+        if self.pending is not None:
+            self.prepared.device.forget_reply(self.pending[0])
+            self.pending = None
 
     def _accepted(self) -> bool:
         """Whether the driver took the launch (its reply read first when it is pending). A
@@ -238,9 +248,15 @@ class FencedRun(base.FencedRun):
     def result(self, state: str) -> ExecutionResult:
         """An untimed run's result once its fence is ``state`` (its status asked of the driver
         only when it failed)."""
-        if not self._accepted():
+        if self.quiet and state == DONE:  # its fence answered: no reply comes
+            self._forget_reply()
+            return ExecutionResult(ErrorStatus.NONE, self._shapes())
+        if self.quiet and self.pending is not None and self.prepared.device.outdated(self.generation):
+            self.refused = HalError(ErrorStatus.DEAD_OBJECT, "executeFenced: the driver is gone")
+            self.pending = None
+        if not self._accepted() or self.quiet:  # a quiet run that failed: the reply says why
             self.last_error = str(self.refused)
-            return ExecutionResult(self.refused.status)
+            return ExecutionResult(self.refused.status if self.refused else ErrorStatus.GENERAL_FAILURE)
         if state == DONE and not self.measure:
             copy_back(self.request, self.copies)
             return ExecutionResult(ErrorStatus.NONE, self._shapes())
@@ -265,6 +281,8 @@ class FencedRun(base.FencedRun):
         fail(self.fence)
 
     def close(self) -> None:
+        if self.quiet and self.state(0) == DONE:
+            self._forget_reply()
         self._accepted()  # its reply must not stay behind
         if self.fence >= 0:
             os.close(self.fence)

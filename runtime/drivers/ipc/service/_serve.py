@@ -197,6 +197,8 @@ class ServeLoop:
                     continue
                 events = self._poll(0.2 if self._writing else 1.0)
                 poll_due = monotonic() + _DIRECT_S
+                if fenced.waiting():  # a step whose fence signalled goes before new requests
+                    fenced.ready()
                 for fd, mask in events:
                     if fd == listener_fd:
                         self._accept_all()

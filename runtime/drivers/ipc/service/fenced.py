@@ -13,8 +13,10 @@ name the step memory by pool id, so a launch carries no pool fds): ``wait count 
 timeout_after_fence i64 | watch us u32`` (``wire.layouts.FENCED_MEMO``), then an
 ``EXECUTE_SYNC_MEMO`` repeat; its fds are the ``wait_for`` fences, then the sync fence to signal:
 the runtime's own eventfd, so that it can launch the next step, waiting for this one's fence,
-without waiting for this reply (``status u32 | callback id u32``, no fd). A refused launch also
-fails that fence. The memo must be this connection's and its model's, and not already launched
+without waiting for a reply. An untimed one is *quiet*: its fence is its answer, and it is
+answered on the socket only when it fails (the error, as any refusal); a timed one is answered
+``status u32 | callback id u32`` (no fd) for ``getExecutionInfo``. A refused launch also fails
+that fence. The memo must be this connection's and its model's, and not already launched
 and pending.
 
 A launched job is an event of the serve loop, never a thread: the fence it waits for is in this
@@ -45,6 +47,7 @@ import collections
 import os
 import select
 import struct
+import threading
 import time
 
 from nnscope import vlog
@@ -56,9 +59,9 @@ from nnscope.runtime.drivers.ipc.service.execute import DecodeState, decode_exec
 from nnscope.runtime.drivers.ipc.service.scheduler import Job
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
 from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed
-from nnscope.runtime.hal.sync_fence import (ERROR, close_fds, fail, is_eventfd, new_fence, signal, usable_cpus,
-                                            wait)
-from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, mark_failure
+from nnscope.runtime.hal.sync_fence import (ERROR, close_fds, fail, is_eventfd, is_fence, new_fence, signal,
+                                            usable_cpus, wait)
+from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
 from nnscope.runtime.drivers.ipc.wire.execution_codec import KNOWS_SHAPES, MEMO_HEAD
 from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH, FENCED_MEMO
 from nnscope.runtime.hal.errors import HalError
@@ -77,6 +80,7 @@ MAX_KEPT = 64
 #: Longest look at the fences before the serve loop sleeps in ``epoll`` (seconds).
 MAX_WATCH_S = 0.002
 _NONE = ErrorStatus.NONE
+_ALL = "all"  # the live-job count of the whole driver
 _U32 = struct.Struct("<I")
 _MEMO_ID = _U32  # an execute payload's memo id, after its model id
 _FENCED_MEMO = int(MsgType.EXECUTE_FENCED_MEMO)
@@ -103,6 +107,9 @@ class FencedJob:
         self.label = label
         self.client, self.budget = connection.client, service.budget  # the waits and fence are charged
         self.done = False
+        self.quiet = memo is not None and fence is not None and not measure  # answers by its fence
+        self.reply_to: int | None = None  # the request id a quiet launch answers if it fails
+        self.on_end = _nothing  # what the server counts when it ends
         self.status, self.message = ErrorStatus.GENERAL_FAILURE, ""
         self.launched = self.fenced = None  # Timing when measured
         self.context: bytes | None = None  # the trace context of the executeFenced call
@@ -136,6 +143,9 @@ class FencedJob:
         if isinstance(outcome, Exception):
             outcome = ErrorStatus.GENERAL_FAILURE, f"{type(outcome).__name__}: {outcome}"
         self.status, self.message = outcome
+        if self.status != _NONE and self.reply_to is not None:  # a quiet launch that failed
+            self.connection.send(REPLY | _FENCED_MEMO, self.reply_to,
+                                 error_reply(self.status, self.message[:2000]))
         self.finish()
 
     def finish(self) -> None:
@@ -150,6 +160,7 @@ class FencedJob:
         self.budget.give_for(self.client, len(self.waits) + 1)
         _trace.flush()  # before the fence: a client that saw it finds the spans written
         self.done = True
+        self.on_end()
         try:
             signal(self.fence, self.status == _NONE)
         except OSError:  # the client already failed the fence (it gave up on this run)
@@ -206,7 +217,10 @@ class FencedServer:
         self._jobs: dict = {}  # Connection -> OrderedDict[callback id, FencedJob]
         self.poller = select.epoll()  # the fences the waiting jobs wait for (the loop polls it)
         self._waiting: dict = {}  # fence fd -> the job waiting for it
-        self._running: list = []  # jobs launched and not yet done
+        self._timed: dict = {}  # the same, of the jobs with a deadline
+        self._watch = 0.0  # the longest watch window of a job waiting since none did
+        self._live = collections.Counter()  # jobs launched and not done: by connection, client, ALL
+        self._live_lock = threading.Lock()  # a queued job ends on the scheduler's thread
         self._next_id = 0
         self._may_watch = usable_cpus() > 1
 
@@ -226,7 +240,9 @@ class FencedServer:
                          self.service.device.name, len(launched.waits), callback_id)
             self._arm(launched)
             payload = _OK + _U32.pack(callback_id)
-            if launched.reply_fd is None:
+            if launched.quiet:  # its fence answers; a failure gets this reply, from conclude()
+                launched.reply_to = message.request_id
+            elif launched.reply_fd is None:
                 connection.send(REPLY | message.type, message.request_id, payload)
             else:
                 send_with_fds(connection, REPLY | message.type, message.request_id, payload,
@@ -247,13 +263,15 @@ class FencedServer:
 
     def watch_s(self) -> float:
         """How long the loop may watch for a fence before it sleeps: the longest window of a
-        waiting job (0 without one)."""
-        return max((job.watch_s for job in self._waiting.values()), default=0.0)
+        job waiting since the loop last had none (0 without one)."""
+        return self._watch if self._waiting else 0.0
 
     def due_s(self) -> float | None:
         """Seconds until the earliest deadline of a waiting job (None: no deadline)."""
-        deadlines = [job.deadline_ns for job in self._waiting.values() if job.deadline_ns is not None]
-        return None if not deadlines else max(0.0, (min(deadlines) - time.monotonic_ns()) / 1e9)
+        if not self._timed:
+            return None
+        deadline = min(job.deadline_ns for job in self._timed.values())
+        return max(0.0, (deadline - time.monotonic_ns()) / 1e9)
 
     def ready(self) -> None:
         """Advance the jobs whose fence signalled: the next fence, or the run."""
@@ -268,9 +286,11 @@ class FencedServer:
 
     def expire(self) -> None:
         """Fail the waiting jobs whose deadline passed."""
+        if not self._timed:
+            return
         now = time.monotonic_ns()
-        for fd, job in list(self._waiting.items()):
-            if job.deadline_ns is not None and now >= job.deadline_ns:
+        for fd, job in list(self._timed.items()):
+            if now >= job.deadline_ns:
                 self._disarm(fd)
                 job.conclude((ErrorStatus.MISSED_DEADLINE_TRANSIENT,
                               f"deadline passed waiting for wait_for[{job.position}]"))
@@ -288,7 +308,12 @@ class FencedServer:
         """Wait for the job's next fence, or run it once none is left."""
         fd = job.waiting_for()
         if fd is not None:
+            if not self._waiting:
+                self._watch = 0.0
             self._waiting[fd] = job
+            self._watch = max(self._watch, job.watch_s)
+            if job.deadline_ns is not None:
+                self._timed[fd] = job
             self.poller.register(fd, select.EPOLLIN)
             return
         job.fenced_ns = time.monotonic_ns()
@@ -301,6 +326,7 @@ class FencedServer:
 
     def _disarm(self, fd: int) -> FencedJob:
         self.poller.unregister(fd)
+        self._timed.pop(fd, None)
         return self._waiting.pop(fd)
 
     def _waits(self, connection, fds, wait_count: int, duration: int) -> None:
@@ -312,7 +338,7 @@ class FencedServer:
         if duration < -1:
             raise CodecError(f"negative timeout_after_fence {duration}")
         for position, fd in enumerate(fds[:wait_count]):
-            if not is_eventfd(fd):
+            if not is_fence(fd):
                 raise CodecError(f"wait_for[{position}] is not a sync fence (an eventfd)")
         self._check_room(connection)
 
@@ -357,7 +383,7 @@ class FencedServer:
             raise
         if memo is not None:
             memo.fenced = True
-        self._running.append(job)
+        self._count(job, 1)
         return job
 
     def _launch_memo(self, connection, message, start: int) -> FencedJob:
@@ -396,7 +422,7 @@ class FencedServer:
             self.service.budget.give_for(connection.client, wait_count + 1)
             raise
         memo.fenced = True
-        self._running.append(job)
+        self._count(job, 1)
         return job
 
     @staticmethod
@@ -408,7 +434,7 @@ class FencedServer:
 
     def busy(self) -> bool:
         """Whether a fenced run is launched and not done yet."""
-        return any(not job.done for job in self._running)
+        return self._live[_ALL] > 0
 
     def close(self) -> None:
         """The service ends: every waiting job ends too."""
@@ -420,15 +446,14 @@ class FencedServer:
     def _check_room(self, connection) -> None:
         """RESOURCE_EXHAUSTED beyond the running runs of one connection, of its client process
         (a fair share) or of the driver."""
-        self._running = running = [job for job in self._running if not job.done]
-        on_connection = sum(job.connection is connection for job in running)
-        of_client = sum(job.client is connection.client for job in running)
+        live = self._live
+        on_connection, of_client, in_all = live[connection], live[connection.client], live[_ALL]
         if on_connection >= MAX_RUNNING or of_client >= MAX_RUNNING_PER_CLIENT or \
-                len(running) >= MAX_RUNNING_TOTAL:
+                in_all >= MAX_RUNNING_TOTAL:
             raise HalError(ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT,
                            f"fenced executions running: {on_connection} on this connection (at most "
                            f"{MAX_RUNNING}), {of_client} of this client ({MAX_RUNNING_PER_CLIENT}), "
-                           f"{len(running)} in all ({MAX_RUNNING_TOTAL})")
+                           f"{in_all} in all ({MAX_RUNNING_TOTAL})")
 
     def info(self, connection, message, start: int) -> bytes:
         """getExecutionInfo of a callback this connection launched."""
@@ -451,13 +476,28 @@ class FencedServer:
             jobs = self._jobs[connection] = collections.OrderedDict()
         return jobs
 
+    def _count(self, job: FencedJob, step: int) -> None:
+        """Count ``job`` in (1) or out (-1) of the live jobs; it counts itself out as it ends."""
+        with self._live_lock:
+            for key in (job.connection, job.client, _ALL):
+                self._live[key] += step
+                if not self._live[key]:
+                    del self._live[key]
+        if step > 0:
+            job.on_end = lambda: self._count(job, -1)
+
     def _keep(self, connection, job: FencedJob) -> int:
         jobs = self._jobs_of(connection)
         self._next_id = callback_id = (self._next_id + 1) & 0xFFFFFFFF or 1
         jobs[callback_id] = job
-        for old_id in [i for i, old in jobs.items() if old.done][:max(0, len(jobs) - MAX_KEPT)]:
-            del jobs[old_id]
+        if len(jobs) > MAX_KEPT:
+            for old_id in [i for i, old in jobs.items() if old.done][:len(jobs) - MAX_KEPT]:
+                del jobs[old_id]
         return callback_id
+
+
+def _nothing() -> None:
+    """What a job that no server counts does as it ends."""
 
 
 def send_with_fds(connection, msg_type: int, request_id: int, payload: bytes, fds: list) -> None:
