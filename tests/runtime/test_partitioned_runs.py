@@ -22,6 +22,7 @@ from nnscope.runtime.drivers.ipc import RemoteDevice
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.drivers.ipc.wire.transport import Channel
 from nnscope.runtime.drivers.registry import SAMPLES
+from tests.support.paths import REPO
 
 STEPS = 90
 #: Device sets the chain runs on (the CPU fallback takes what none of them supports).
@@ -246,25 +247,16 @@ def test_two_threads_run_partitioned_plans_on_the_same_drivers_at_once(drivers, 
 
 
 _ONE_CPU = """
-import os, sys
-import numpy as np
+import os
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-from nnscope import tracing
-from nnscope.runtime import Compilation, Execution, manager
+import numpy as np
+from nnscope.runtime import Compilation, manager
 from nnscope.runtime.builtin_models import conv_pad_chain, sample_input
-from nnscope.runtime.drivers.cpu import CpuDevice
 from nnscope.runtime.drivers.ipc import RemoteDevice
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.drivers.ipc.wire.transport import Channel
 from nnscope.runtime.hal.sync_fence import usable_cpus
-
-def compute(compilation, image):
-    out = np.empty_like(image)
-    execution = Execution(compilation)
-    execution.set_input(0, image)
-    execution.set_output(0, out)
-    execution.compute()
-    return out
+from tests.runtime.test_partitioned_runs import _compute, _reference
 
 assert usable_cpus() == 1
 model = conv_pad_chain(6)
@@ -273,15 +265,13 @@ devices = [RemoteDevice("sample-minimal"), RemoteDevice("sample-float-fast")]
 manager.forTest_set_devices(devices)
 compilation = Compilation(model)
 compilation.finish()
-reference = Compilation.for_devices(model, [CpuDevice()])
-reference.finish()
-expected = compute(reference, image)
+expected = _reference(model, image)
 for _ in range(3):
-    compute(compilation, image)
+    _compute(compilation, image)
 sent, send = [], Channel.send
 Channel.send = lambda channel, msg_type, *rest: sent.append(msg_type) or send(channel, msg_type, *rest)
 for _ in range(10):
-    np.testing.assert_allclose(compute(compilation, image), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_compute(compilation, image), expected, rtol=1e-5, atol=1e-6)
 assert sent.count(MsgType.EXECUTE_FENCED_MEMO) == 60, sent
 assert all(step.prepared.reply_poll_s == 0 for step in compilation.plan.steps)  # no watch
 compilation.free()
@@ -294,5 +284,6 @@ print("fenced on one CPU")
 def test_a_fenced_partitioned_run_with_one_cpu_allowed():
     """With one CPU allowed (``sched_setaffinity``, inherited by the drivers), the steps still
     hand over through fences, and nobody watches a fence: the one CPU runs the steps."""
-    done = subprocess.run([sys.executable, "-c", _ONE_CPU], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _ONE_CPU], capture_output=True, text=True, timeout=300,
+                          cwd=REPO)
     assert done.returncode == 0 and done.stdout.strip() == "fenced on one CPU", done.stderr[-2000:]
