@@ -46,6 +46,8 @@ RUNTIME_EXECUTION_CALLS = ("ANeuralNetworksExecution_compute",
                            "ANeuralNetworksExecution_startCompute",
                            "ANeuralNetworksExecution_burstCompute")
 EXECUTION_SERVER_MARKS = ("IPreparedModel::", "IBurstContext::", "[NN_LD_PE]")
+#: A driver's wait for a sync fence (a fenced step waiting for the one before): not its work.
+WAIT_MARK = "::syncWait"
 #: Individual operations listed in the profile (the most expensive first).
 TOP_OPERATIONS = 40
 
@@ -203,7 +205,8 @@ def _device_spans(spans, process_of_lane, driver_processes) -> list:
     has_executor = any(name.endswith("CpuExecutor::run") for name in spans.names)
     wanted = []
     for name_id, name in enumerate(spans.names):
-        server = any(mark in name for mark in EXECUTION_SERVER_MARKS) and "::client" not in name
+        server = any(mark in name for mark in EXECUTION_SERVER_MARKS) and "::client" not in name \
+            and not name.endswith(WAIT_MARK)  # a driver waiting for a fence does no work
         cpu_run = name.endswith("CpuExecutor::run") or (
             not has_executor and "startComputeOnCpu" in name)
         if server or cpu_run:
