@@ -20,7 +20,7 @@ from nnscope.tracing.naming import Layer, Phase
 #: Loaded with the recorder on first use, so that importing only the naming contract
 #: (``tracing.naming``, as parse_systrace does) loads none of it.
 _SESSION_NAMES = ("NNSCOPE_TRACE", "NNSCOPE_TRACE_DIR", "TraceConfig", "TraceSession", "flush",
-                  "override_environment", "session_env")
+                  "on_gather", "override_environment", "session_env")
 _TRACER_NAMES = ("Scope", "adopt", "application", "context", "cpu", "driver", "enabled", "fail",
                  "full", "hidl", "ipc", "runtime", "set_process_name", "subtract", "switch",
                  "utility")

@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
@@ -74,6 +75,7 @@ class TraceConfig:
 
 _lock = threading.RLock()
 _active: list["TraceSession"] = []   # started and not stopped, outermost first
+_gather_hooks: list = []  # weak references to callables run before a session reads its children
 _config = TraceConfig()
 _contributor_dir: str | None = None  # set when this process joins a session from outside
 _program: "TraceSession | None" = None
@@ -152,6 +154,8 @@ class TraceSession:
         Returns:
             The session's trace, also returned by later :meth:`collect` calls.
         """
+        if self._data is None and self.active:
+            _before_gather()
         with _lock:
             if self._data is not None or not self.active:
                 return self.collect()
@@ -180,6 +184,7 @@ class TraceSession:
             return self._data
         if self._directory is None:
             return TraceData()
+        _before_gather()
         with _lock:
             return self._gather()
 
@@ -209,6 +214,25 @@ class TraceSession:
         threads = [t for t in (_balanced(t, self._start_ns) for t in tracks) if t.events]
         threads.sort(key=lambda t: (t.pid, t.events[0][0]))
         return TraceData({pid: processes[pid] for pid in sorted(processes)}, threads)
+
+
+def on_gather(hook) -> None:
+    """Run ``hook()`` (a bound method, held weakly) before a session reads its children's files:
+    a process whose children write their spans now and then has them write out the rest (the
+    runtime asks its driver processes)."""
+    _gather_hooks.append(weakref.WeakMethod(hook))
+
+
+def _before_gather() -> None:
+    for ref in list(_gather_hooks):
+        hook = ref()
+        if hook is None:
+            _gather_hooks.remove(ref)
+            continue
+        try:
+            hook()
+        except Exception as error:  # noqa: BLE001 - a child that cannot flush loses its last spans only
+            _log.warning("before collecting the trace: %s", error)
 
 
 def _balanced(track: ThreadTrack, since_ns: int) -> ThreadTrack:

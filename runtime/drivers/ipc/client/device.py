@@ -81,6 +81,7 @@ class RemoteDevice(Device):
         self._atexit = False
         self._connected = False  # connected to this process at least once
         self._trace_dir: str | None = None  # the trace session directory the driver writes to
+        self._gathered = False  # asked to write out its spans whenever a session is collected
         self.generation = 0  # bumped by each restart: prepared models re-prepare on the new process
         self.backoff = Backoff()
         self._shut_down = False
@@ -264,6 +265,24 @@ class RemoteDevice(Device):
             self._trace_dir = current
         except (HalError, DeadlineExpired) as error:
             _log.warning("driver %s: cannot join the trace session: %s", self.name, error)
+            return
+        if current and not self._gathered:
+            self._gathered = True
+            _trace.on_gather(self.flush_trace)
+
+    def flush_trace(self) -> None:
+        """Have the driver write out the spans it holds for the current session (it writes them
+        now and then while it serves): a session about to be collected asks."""
+        directory = self._trace_dir
+        if directory is None or directory != _trace.session_dir() or self._dead is not None \
+                or self.channel is None:
+            return
+        w = Writer()
+        w.text(directory)
+        try:
+            self.transact(MsgType.SET_TRACE_DIR, w.getvalue(), timeout_s=self.timeout_s)
+        except (HalError, DeadlineExpired) as error:
+            _log.warning("driver %s: cannot write out its trace: %s", self.name, error)
 
     def ensure_started(self) -> Channel:
         if self._dead is not None:

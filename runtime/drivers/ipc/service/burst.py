@@ -153,8 +153,7 @@ class BurstServer:
 
     def _serve(self, message: bytes) -> bytes:
         """The reply to one request frame: its repeat, else the ordinary path; traced, inside
-        the burst's server spans either way (flushed before the answer: the runtime may end
-        the session on it)."""
+        the burst's server spans either way."""
         try:
             context, message = split_trace(message)
         except CodecError as error:
@@ -165,7 +164,7 @@ class BurstServer:
         with _trace.adopt(context), _trace.hidl("IBurstContext", "executeBurst", "server"):
             with _trace.driver(Phase.EXECUTION, f"{_LABEL}::execute"):
                 reply = self._repeat(message) or self._answer(message)
-        _trace.flush()
+        _trace.flush_due()
         return reply
 
     def _answer(self, message: bytes) -> bytes:

@@ -178,14 +178,14 @@ class DriverService:
                 with _trace.driver(phase, detail):
                     payload = self.guarded(handler, connection, message, start)
                 mark_failure(payload)
-            _trace.flush()
+            _trace.flush_due()
         else:  # one check per message: no scopes to open (a handler may start a session)
             try:
                 payload = handler(connection, message, start)
             except Exception:  # noqa: BLE001 - mapped to a status by guarded
                 payload = self.guarded(_reraise)
             if _trace_enabled():
-                _trace.flush()
+                _trace.flush_due()
         if payload is not PARKED:
             connection.send(REPLY | msg_type, message.request_id, payload)
 

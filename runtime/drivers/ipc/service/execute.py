@@ -413,7 +413,7 @@ class ExecuteServer:
         connection.launched = None
         connection.send(REPLY | MsgType.EXECUTE, message.request_id, launch)
         if decoded is None:
-            return _trace.flush()
+            return _trace.flush_due()
         models = connection.client.models
         prepared = models[decoded.model_id]
         run = functools.partial(self._answer, models, decoded, start)
@@ -484,7 +484,7 @@ class ExecuteServer:
                 _notify(connection, request_id, payload)
             else:
                 connection.send(REPLY | reply_type, request_id, payload)
-                _trace.flush()
+                _trace.flush_due()
             connection.unpark()
 
         connection.parked = True
@@ -496,7 +496,7 @@ class ExecuteServer:
 def _notify(connection, request_id: int, payload: bytes) -> None:
     with _trace.hidl("IExecutionCallback", "notify", "client"):
         connection.send(MsgType.NOTIFY, request_id, payload)
-    _trace.flush()
+    _trace.flush_due()
 
 
 def with_driver_time(result: ExecutionResult, start_ns: int) -> ExecutionResult:

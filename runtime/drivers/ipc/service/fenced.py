@@ -158,7 +158,7 @@ class FencedJob:
             self.state.close()  # its PoolTable gives the pools' fds back
         self.request = self.memo = None  # a kept job must not keep its request's IBuffers alive
         self.budget.give_for(self.client, len(self.waits) + 1)
-        _trace.flush()  # before the fence: a client that saw it finds the spans written
+        _trace.flush_due()
         self.done = True
         self.on_end()
         try:
@@ -251,7 +251,7 @@ class FencedServer:
             if message.type == _FENCED_MEMO and message.fds and is_eventfd(message.fds[-1]):
                 fail(message.fds[-1])
             connection.send(REPLY | message.type, message.request_id, launched)
-        _trace.flush()
+        _trace.flush_due()
 
     # ------------------------------------------------------------------ the serve loop's events
     def fileno(self) -> int:

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import os as _os
+import time as _time
 
 from nnscope.tracing.naming import Phase
+
+#: Seconds between two writes of a driver's spans while it serves a traced session.
+FLUSH_S = 0.5
 
 try:
     from nnscope import tracing as _tracing
@@ -39,9 +43,22 @@ try:
         return _tracing.flush()
 
     def join_session(directory: str | None) -> None:
-        """Write this process's spans to the session ``directory`` from now on (None: stop)."""
+        """Write this process's spans to the session ``directory`` from now on (None: stop);
+        the directory it writes to already: write out what it holds."""
         flush()
-        _session.configure(_session.TraceConfig(directory=directory or None))
+        if (directory or None) != _session.current_config().directory:
+            _session.configure(_session.TraceConfig(directory=directory or None))
+
+    _flushed = [0.0]
+
+    def flush_due() -> None:
+        """:func:`flush` at most every :data:`FLUSH_S` seconds: a driver writes its spans now
+        and then, and all of them when the session is collected (``RemoteDevice.flush_trace``)."""
+        if _tracing.enabled() and _time.monotonic() - _flushed[0] >= FLUSH_S:
+            flush()
+            _flushed[0] = _time.monotonic()
+
+    on_gather = _tracing.on_gather
 
     def session_dir() -> str | None:
         """The session directory a child process started now would join."""
@@ -77,6 +94,12 @@ except (ImportError, AttributeError):  # tracing API not installed yet: spans ar
     def flush() -> None:  # noqa: D103
         return None
 
+    def flush_due() -> None:  # noqa: D103
+        return None
+
+    def on_gather(hook) -> None:  # noqa: D103
+        return None
+
     def enabled() -> bool:  # noqa: D103
         return False
 
@@ -89,5 +112,6 @@ except (ImportError, AttributeError):  # tracing API not installed yet: spans ar
     def session_dir():  # noqa: D103
         return None
 
-__all__ = ["Phase", "ipc", "driver", "hidl", "adopt", "context", "fail", "session_env", "flush", "enabled", "join_session",
+__all__ = ["Phase", "ipc", "driver", "hidl", "adopt", "context", "fail", "session_env", "flush", "flush_due",
+           "on_gather", "enabled", "join_session",
            "session_dir", "AVAILABLE"]
