@@ -57,8 +57,8 @@ from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import (HalModel, OperandLifetime as L, OperandType, Operation,
                                OperationType, Preference, Subgraph)
 
-__all__ = ["ExecutionStep", "Partition", "Source", "UnsupportedOperationError", "best_single_device",
-           "find_best_device_for_each_operation", "partition", "whole_model"]
+__all__ = ["ExecutionStep", "Partition", "Placement", "Source", "UnsupportedOperationError",
+           "best_single_device", "find_best_device_for_each_operation", "partition", "whole_model"]
 
 _log = logging.getLogger(__name__)
 
@@ -161,6 +161,32 @@ def whole_model(model: HalModel, device: Device, device_index: int = 0) -> Execu
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where one operation of ``model.main`` runs, and why: the partitioner's decision as data.
+
+    Attributes:
+        operation: The operation's index in ``model.main``.
+        type_name: Its operation type (``"PAD"``).
+        device: The name of the device chosen.
+        reason: One line, e.g. ``"fastest that can (execTime 0.40)"`` or ``"CPU fallback:
+            no device can; sample-minimal can't do PAD"``.
+        refused: Names of the candidate devices that cannot run it, in device order.
+    """
+
+    operation: int
+    type_name: str
+    device: str
+    reason: str
+    refused: tuple[str, ...] = ()
+
+
+def whole_placements(model: HalModel, device: Device, reason: str) -> tuple[Placement, ...]:
+    """The placements of a model run whole on ``device`` for one ``reason``."""
+    return tuple(Placement(index, operation.type.name, device.name, reason)
+                 for index, operation in enumerate(model.main.operations))
+
+
+@dataclass(frozen=True)
 class Partition:
     """The steps of a model in run order.
 
@@ -170,12 +196,14 @@ class Partition:
         operation_device: Device index of every original operation.
         cross_device_operands: Original operands produced by a step and read by a step on
             another device.
+        placements: Why each operation went where it did (empty when not recorded).
     """
 
     model: HalModel
     steps: tuple[ExecutionStep, ...]
     operation_device: tuple[int, ...] = ()
     cross_device_operands: frozenset[int] = frozenset()
+    placements: tuple[Placement, ...] = ()
 
 
 def _cost(capabilities: Capabilities, model: HalModel, operation: Operation,
@@ -281,6 +309,32 @@ def _best_for(index: int, model: HalModel, devices: Sequence[Device], support, c
     return best
 
 
+def _figure(preference: Preference) -> str:
+    return "powerUsage" if preference == Preference.LOW_POWER else "execTime"
+
+
+def _placement(index: int, model: HalModel, devices: Sequence[Device], support, capabilities,
+               preference: Preference, best: int, fallback: bool) -> Placement:
+    """Why operation ``index`` went to device ``best``: the figure that chose it, and the
+    devices that would have been better (or, for a fallback, any) but cannot run it."""
+    operation = model.main.operations[index]
+    name = operation.type.name
+    refused = tuple(d.name for i, d in enumerate(devices) if not support[i][index])
+    if fallback:
+        asked = [n for n in refused if n != devices[best].name]
+        return Placement(index, name, devices[best].name, "CPU fallback: no device can" +
+                         (f"; {', '.join(asked)} can't do {name}" if asked else ""), refused)
+    cost = _cost(capabilities[best], model, operation, preference)
+    better = [d.name for i, d in enumerate(devices)
+              if not support[i][index] and _cost(capabilities[i], model, operation, preference) < cost]
+    rivals = sum(1 for i in range(len(devices)) if support[i][index])
+    reason = "the only device that can" if rivals == 1 else \
+        f"best {_figure(preference)} ({cost:.2f}) of {rivals} that can"
+    if better:
+        reason += f"; {', '.join(better)} can't do {name}"
+    return Placement(index, name, devices[best].name, reason, refused)
+
+
 def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Device],
                                         preference: Preference, cpu_index: int | None = None,
                                         last_resort: Device | None = None) -> list[int]:
@@ -297,15 +351,22 @@ def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Devic
     Raises:
         UnsupportedOperationError: No device supports an operation and no ``cpu_index``.
     """
+    return _choose(model, devices, preference, cpu_index, last_resort)[0]
+
+
+def _choose(model: HalModel, devices: Sequence[Device], preference: Preference,
+            cpu_index: int | None, last_resort: Device | None) -> tuple[list[int], tuple[Placement, ...]]:
+    """:func:`find_best_device_for_each_operation` and the :class:`Placement` of each operation."""
     support = [_support(model, device) for device in devices]
     if last_resort is not None:
         devices = [*devices, last_resort]
         support.append([False] * len(model.main.operations))
     capabilities = [_capabilities(device, flags) for device, flags in zip(devices, support)]
-    chosen = []
+    chosen, placements = [], []
     for index, operation in enumerate(model.main.operations):
         best = _best_for(index, model, devices, support, capabilities, preference)
-        if best is None:
+        fallback = best is None
+        if fallback:
             _refuse_cpu_fallback(index, model, devices)
             if cpu_index is None:
                 raise UnsupportedOperationError(index, operation.type, [d.name for d in devices])
@@ -313,7 +374,9 @@ def find_best_device_for_each_operation(model: HalModel, devices: Sequence[Devic
         vlog.log("compilation", "ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation(%s) "
                  "= %d (%s)", operation.type.name, best, devices[best].name)
         chosen.append(best)
-    return chosen
+        placements.append(_placement(index, model, devices, support, capabilities, preference,
+                                     best, fallback))
+    return chosen, tuple(placements)
 
 
 def _group(model: HalModel, best: Sequence[int], device_count: int) -> list[tuple[int, list[int]]]:
@@ -372,7 +435,7 @@ def partition(model: HalModel, devices: Sequence[Device], preference: Preference
     """
     if not devices:
         raise BadDataError(ResultCode.BAD_DATA, "partition: no devices")
-    best = find_best_device_for_each_operation(model, devices, preference, cpu_index, last_resort)
+    best, placements = _choose(model, devices, preference, cpu_index, last_resort)
     if last_resort is not None:
         devices = [*devices, last_resort]
     graph = model.main
@@ -380,7 +443,8 @@ def partition(model: HalModel, devices: Sequence[Device], preference: Preference
         device = best[0] if best else (0 if cpu_index is None else cpu_index)
         vlog.log("compilation", "ExecutionPlan", "ModelBuilder::partitionTheWork: only one best "
                  "device: %s", devices[device].name)
-        return Partition(model, (whole_model(model, devices[device], device),), tuple(best))
+        return Partition(model, (whole_model(model, devices[device], device),), tuple(best),
+                         placements=placements)
     readers = readers_of(graph)
     steps = []
     for position, (device, operations) in enumerate(_group(model, best, len(devices))):
@@ -391,4 +455,4 @@ def partition(model: HalModel, devices: Sequence[Device], preference: Preference
                                    _sources(graph, sub.outputs), device_index=device))
         vlog.log("compilation", "ExecutionPlan", "step %d: device %d (%s), operations %s",
                  position, device, devices[device].name, operations)
-    return Partition(model, tuple(steps), tuple(best), _cross_device(steps))
+    return Partition(model, tuple(steps), tuple(best), _cross_device(steps), placements)

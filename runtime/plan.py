@@ -46,7 +46,7 @@ from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.sync_fence import watch_window_s
 from nnscope.runtime.hal.types import HalModel, Preference, Priority, is_scalar
 from nnscope.runtime.partition import (MODEL_INPUT, MODEL_OUTPUT, TEMPORARY,  # noqa: F401 (re-exported)
-                               ExecutionStep, Partition, Source)
+                               ExecutionStep, Partition, Placement, Source, whole_placements)
 from nnscope.tracing import Phase
 
 
@@ -73,6 +73,8 @@ class ExecutionPlan:
         crossing: Operands produced on one device and read by a step on another.
         fallback: The CPU device used when a step fails (None: no CPU fallback).
         preference, priority: What the steps were prepared with (for CPU stand-ins).
+        placements: Why each operation of the model runs on its step's device
+            (:class:`~runtime.partition.Placement`, in model order).
     """
 
     model: HalModel
@@ -81,6 +83,7 @@ class ExecutionPlan:
     fallback: Device | None = None
     preference: Preference = Preference.FAST_SINGLE_ANSWER
     priority: Priority = Priority.MEDIUM
+    placements: tuple[Placement, ...] = ()
     _cpu: dict = field(default_factory=dict, repr=False)  # step index / "whole" -> PreparedModel
     memories: StepMemories = field(default_factory=StepMemories, repr=False)
 
@@ -99,7 +102,7 @@ class ExecutionPlan:
                        priority: Priority = Priority.MEDIUM) -> "ExecutionPlan":
         """The plan of ``part``'s steps (not prepared yet)."""
         return cls(part.model, part.steps, part.cross_device_operands, fallback, preference,
-                   priority)
+                   priority, part.placements)
 
     @property
     def simple(self) -> bool:
@@ -163,7 +166,10 @@ def _partition(model: HalModel, devices: Sequence[Device], preference: Preferenc
         vlog.log("compilation", "ExecutionPlan", "ModelBuilder::partitionTheWork: partitioning "
                  "disabled (NN_PARTITION=0); whole model on %s", device.name)
         index = devices.index(device) if device in devices else len(devices)
-        return Partition(model, (partitioner.whole_model(model, device, index),))
+        why = "NN_PARTITION=0: the whole model on " + \
+            ("the best device that runs all of it" if best is not None else "the CPU (no device runs all of it)")
+        return Partition(model, (partitioner.whole_model(model, device, index),),
+                         placements=whole_placements(model, device, why))
     cpu_index = None if fallback is None else \
         len(devices) if last_resort is not None else devices.index(fallback)
     return partitioner.partition(model, devices, preference, cpu_index, last_resort)
@@ -187,7 +193,8 @@ def build_plan(model: HalModel, devices: Sequence[Device], preference: Preferenc
     cached, tried = _caching.whole_model_from_cache(model, devices, fallback, preference, priority,
                                                     deadline_ns, cache_dir, token)
     if cached is not None:  # one device, its cache loaded: no partitioning (AOSP single device)
-        whole = Partition(model, (partitioner.whole_model(model, devices[0]),))
+        whole = Partition(model, (partitioner.whole_model(model, devices[0]),), placements=whole_placements(
+            model, devices[0], "the whole model, from the device's compilation cache"))
         plan = ExecutionPlan.from_partition(whole, fallback, preference, priority)
         plan.steps[0].prepared = cached
         _log_plan(plan)
@@ -245,7 +252,9 @@ def _cpu_fallback_plan(failed: ExecutionPlan, error: NnError, deadline_ns) -> Ex
     vlog.log("compilation", "CompilationBuilder", "CompilationBuilder::finish with CPU fallback "
              "(%s, ResultCode %d: %s)", error.code.name, int(error.code), error.message)
     with tracing.runtime(Phase.COMPILATION, "CompilationBuilder::cpuFallback"):
-        whole = Partition(failed.model, (partitioner.whole_model(failed.model, cpu),))
+        whole = Partition(failed.model, (partitioner.whole_model(failed.model, cpu),),
+                          placements=whole_placements(failed.model, cpu, "CPU fallback of the whole "
+                                                      f"model: {error.message}"))
         plan = ExecutionPlan.from_partition(whole, cpu, failed.preference, failed.priority)
         _prepare_all(plan, deadline_ns, None, None)
     return plan

@@ -34,7 +34,7 @@ import numpy as np
 from nnscope import tracing
 from nnscope.runtime import builtin_models, graphdump
 from nnscope.runtime.burst import Burst
-from nnscope.runtime.cli import _otlp, _output_files
+from nnscope.runtime.cli import _otlp, _output_files, _per_op
 from nnscope.runtime.cli._args import count, description
 from nnscope.runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from nnscope.runtime.cli._startup import start_drivers
@@ -83,6 +83,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-summary", action="store_true", help="skip the timing summary")
     parser.add_argument("--json", action="store_true",
                         help="print only the latencies, as JSON, on stdout (the rest goes to stderr)")
+    parser.add_argument("--per-op", action="store_true",
+                        help="print each operation: device and step, median time and share over "
+                             "the benchmark executions, and why it went to that device (as "
+                             "benchmark_model --enable_op_profiling; times need a device that runs "
+                             "kernels, e.g. --device sample-all)")
     parser.add_argument("--burst", action="store_true",
                         help="run the executions as one burst (FMQ channels to each driver)")
     return parser
@@ -300,6 +305,8 @@ def main(args) -> int:
         out.write(f"latency over {stats['executions']} executions: p50 {stats['p50_ms']:.3f} ms, "
                   f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
                   f"mean {stats['mean_ms']:.3f} ms\n")
+    trace = session.collect()
+    out.write(_per_op.table(compilation, trace) if args.per_op else _per_op.hint(trace))
     for line in wrote:
         out.write(line + "\n")
     print(out.getvalue(), end="", file=sys.stderr if args.json else sys.stdout)
