@@ -14,6 +14,7 @@ y.npz`` saves what one more execution on those inputs returns (keys ``output0``,
 Example:
     $ nnscope run --executions 10 --warmup 2 --systrace run.html --dot plan.dot --svg plan.svg
     $ nnscope run model.tflite --inputs x.npz --outputs y.npz --executions 0 --warmup 0
+    $ nnscope run --device sample-all --per-op --html report.html  # per-op table and the page
     $ nnscope run --example fibonacci --dot fib.dot   # vendor extension (needs the allowlist)
     $ nnscope run --otlp http://127.0.0.1:4318 --trace t.json   # also to an OTLP collector
 """
@@ -34,7 +35,7 @@ import numpy as np
 from nnscope import tracing
 from nnscope.runtime import builtin_models, graphdump
 from nnscope.runtime.burst import Burst
-from nnscope.runtime.cli import _otlp, _output_files, _per_op
+from nnscope.runtime.cli import _html_report, _otlp, _output_files, _per_op
 from nnscope.runtime.cli._args import count, description
 from nnscope.runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from nnscope.runtime.cli._startup import start_drivers
@@ -72,6 +73,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--systrace", metavar="FILE.html", help="write systrace HTML")
     parser.add_argument("--perfetto", metavar="FILE", help="write a Perfetto protobuf trace")
     _otlp.add_argument(parser)
+    parser.add_argument("--html", metavar="FILE.html",
+                        help="write the run's dashboard page (as nnscope-dashboard TRACE --graph "
+                             "PLAN -o FILE.html: timeline, per-operation profile, latency, plan)")
     parser.add_argument("--dot", metavar="FILE.dot", help="write the compiled plan as Graphviz dot")
     parser.add_argument("--svg", metavar="FILE.svg",
                         help="render the compiled plan to SVG (needs Graphviz's dot on PATH)")
@@ -236,7 +240,7 @@ def check_outputs(args, parser: argparse.ArgumentParser) -> None:
 def _output_paths(args) -> dict[str, str | None]:
     """Every file the run writes, by flag (None: not asked for)."""
     return {"--outputs": args.outputs, "--trace": args.trace, "--systrace": args.systrace,
-            "--perfetto": args.perfetto, "--dot": args.dot, "--svg": args.svg}
+            "--perfetto": args.perfetto, "--html": args.html, "--dot": args.dot, "--svg": args.svg}
 
 
 def _trace_writer(session: tracing.TraceSession, exporter: str | None):
@@ -258,6 +262,7 @@ def _write_files(args, session: tracing.TraceSession, compilation: Compilation,
                "--trace": _trace_writer(session, None),
                "--systrace": _trace_writer(session, "systrace-html"),
                "--perfetto": _trace_writer(session, "perfetto"),
+               "--html": _html_report.writer(session, lambda path: graph_dump(compilation, path)),
                "--dot": lambda path: graph_dump(compilation, path),
                "--svg": lambda path: graphdump.render_svg(compilation, path)}
     wrote, errors, files = [], [], []
