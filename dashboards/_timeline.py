@@ -43,6 +43,12 @@ LAYER_LABELS = dict(LA="Application", LR="Runtime", LI="IPC", LD="Driver", LC="C
 ROLE_ORDER = ("application", "runtime", "driver", "CPU executor", "IPC", "other")
 #: Depth drawn per lane at most (deeper spans are drawn on the last row).
 MAX_DEPTH = 255
+#: The timeline opens on the executions when what comes before the first one (driver
+#: start-up, model building, compilation) takes more than this share of the trace; that
+#: start-up is then folded (the page's "show start-up" button unfolds it).
+FOLD_SHARE = 0.2
+#: Margin each side of the executions in the opening view, as a share of their span.
+FOLD_MARGIN = 0.02
 
 
 def b64(array: np.ndarray) -> str:
@@ -118,7 +124,31 @@ def timeline_data(spans: Spans, lanes, windows) -> dict:
                 name_phase=[phase_of(name) for name in spans.names],
                 layers=[[code, LAYER_LABELS[code]] for code in LAYER_CODES],
                 executions=[[(s - t0) * 1e6, (e - t0) * 1e6] for s, e in windows],
+                fold=fold_view((t1 - t0) * 1e6, [((s - t0) * 1e6, (e - t0) * 1e6)
+                                                  for s, e in windows]),
                 columns=columns)
+
+
+def fold_view(t1: float, executions) -> dict | None:
+    """The opening view of a timeline whose start-up dwarfs its executions:
+    ``{"start", "end"}`` around the executions (``executions``: ``(start, end)`` in
+    microseconds from the first span, which ends at ``t1``) and ``"startup"``, the time
+    before the first one, which is folded; None when the whole trace is shown.
+
+    >>> fold_view(3_000_000.0, [(2_900_000.0, 2_902_000.0), (2_990_000.0, 2_992_000.0)])
+    {'start': 2898160.0, 'end': 2993840.0, 'startup': 2900000.0, 'executions': 2}
+    >>> fold_view(3_000_000.0, [(100_000.0, 2_900_000.0)]) is None  # nothing worth folding
+    True
+    """
+    if not executions:
+        return None
+    first = min(start for start, _ in executions)
+    last = max(end for _, end in executions)
+    if first <= FOLD_SHARE * t1:
+        return None
+    margin = max((last - first) * FOLD_MARGIN, 1.0)
+    return dict(start=first - margin, end=min(last + margin, t1 * 1.01), startup=first,
+                executions=len(executions))
 
 
 def device_labels(lanes) -> list:

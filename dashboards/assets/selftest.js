@@ -89,6 +89,18 @@
       out.axisOverlapsStart = hook.axisOverlaps;
       out.rangeBefore = hook.visibleRange();
       out.rangeTextStart = document.getElementById("timeline-range").textContent;
+      out.fold = hook.fold || null;
+      if (out.fold) {  /* the opening view folds the start-up: unfold it, then fold it again */
+        var button = document.getElementById("timeline-fold");
+        out.foldNote = hook.foldNote;
+        out.foldButton = button.hidden ? null : button.textContent;
+        button.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+        out.rangeUnfolded = hook.visibleRange();
+        out.foldNoteUnfolded = hook.foldNote;
+        out.foldButtonUnfolded = button.textContent;
+        button.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+        out.rangeRefolded = hook.visibleRange();
+      }
       out.rangeAfter = hook.zoom(0.25);
       out.rangeText = document.getElementById("timeline-range").textContent;
       out.spansDrawnZoomed = hook.spansDrawn;

@@ -3,9 +3,12 @@
  * so each (lane, depth) block is searched with binary search; spans narrower than a
  * pixel are merged into one pixel column (the search skips to the next column), which
  * keeps a frame cheap at any span count. Wheel zooms around the cursor, drag pans,
- * hover shows a span, click selects it and lists its children's self-times.
+ * hover shows a span, click selects it and lists its children's self-times. When the
+ * start-up before the first execution dwarfs the executions (data.fold), the view opens on
+ * the executions with the start-up folded: a hatched edge and the axis say so, and the
+ * "show start-up" button (or a click on the fold note) unfolds it.
  * window.__nnscopeTest exposes lanes, visibleRange(), zoom(f), spansDrawn, select(i),
- * selected() and firstSpan(lane, depth). */
+ * selected(), firstSpan(lane, depth), fold, folded() and toggleFold(). */
 (function () {
   "use strict";
   var block = document.getElementById("nnscope-timeline");
@@ -57,7 +60,10 @@
   var tip = document.getElementById("timeline-tip");
   var ctx = canvas.getContext("2d");
   var span = Math.max(data.t1, 1);
-  var view0 = -span * 0.01, view1 = span * 1.01, width = 800, selected = -1;
+  var fold = data.fold || null, folded = !!fold;
+  var FOLD_EDGE = 8;
+  function home() { return folded ? [fold.start, fold.end] : [-span * 0.01, span * 1.01]; }
+  var view0 = home()[0], view1 = home()[1], width = 800, selected = -1;
   var state = {spansDrawn: 0, lanesDrawn: 0, frames: 0, axisLabels: []};
 
   function resize() {
@@ -118,6 +124,27 @@
       lastRight = x + 3 + axisCtx.measureText(label).width;
       axisCtx.fillText(label, x + 3, 12);
     }
+  }
+
+  /* The folded start-up: a hatched edge on the left of the plot and a note in the axis
+   * strip, while the view starts after the trace's start. */
+  function drawFold() {
+    state.foldNote = "";
+    if (!folded || view0 <= 0) { return; }
+    ctx.save();
+    ctx.fillStyle = "rgba(100, 116, 139, 0.35)";
+    ctx.fillRect(LEFT, 0, FOLD_EDGE, totalHeight);
+    ctx.strokeStyle = "rgba(71, 85, 105, 0.8)";
+    for (var yy = -FOLD_EDGE; yy < totalHeight; yy += 6) {
+      ctx.beginPath(); ctx.moveTo(LEFT, yy + FOLD_EDGE); ctx.lineTo(LEFT + FOLD_EDGE, yy); ctx.stroke();
+    }
+    ctx.restore();
+    state.foldNote = "◀ " + fmtTime(fold.startup) + " start-up folded";
+    axisCtx.save();
+    axisCtx.clearRect(0, 0, LEFT, AXIS_HEIGHT);
+    axisCtx.fillStyle = "#475569"; axisCtx.font = "600 11px system-ui, sans-serif";
+    axisCtx.fillText(state.foldNote, 6, 13);
+    axisCtx.restore();
   }
 
   function drawExecutions(scale) {
@@ -182,6 +209,7 @@
       state.lanesDrawn++;
     });
     drawExecutions(scale);
+    drawFold();
     if (selected >= 0) {
       var sx = LEFT + (start[selected] - view0) * scale;
       ctx.strokeStyle = "#111"; ctx.lineWidth = 2;
@@ -312,12 +340,34 @@
       tip.style.left = (event.clientX + 14) + "px"; tip.style.top = (event.clientY + 14) + "px";
     }
   });
+  var foldButton = document.getElementById("timeline-fold");
+  function foldLabel() {
+    if (!foldButton) { return; }
+    foldButton.hidden = !fold;
+    foldButton.textContent = !fold ? "" : folded ? "show start-up (" + fmtTime(fold.startup) + ")"
+                                                 : "fold start-up";
+    foldButton.setAttribute("aria-pressed", String(!folded));
+  }
+  function toggleFold() {
+    if (!fold) { return false; }
+    folded = !folded;
+    view0 = home()[0]; view1 = home()[1];
+    foldLabel();
+    draw();
+    return folded;
+  }
+  if (foldButton) { foldButton.addEventListener("click", toggleFold); }
+  axisCanvas.addEventListener("click", function (event) {
+    var rect = axisCanvas.getBoundingClientRect();
+    if (folded && event.clientX - rect.left < LEFT) { toggleFold(); }
+  });
   document.getElementById("timeline-reset").addEventListener("click", function () {
-    view0 = -span * 0.01; view1 = span * 1.01; draw();
+    view0 = home()[0]; view1 = home()[1]; draw();
   });
   window.addEventListener("resize", function () { resize(); draw(); });
 
   resize();
+  foldLabel();
   draw();
   window.__nnscopeTest = {
     page: "trace",
@@ -328,6 +378,10 @@
     get axisLabels() { return state.axisLabels.slice(); },
     get axisOverlaps() { return state.axisOverlaps; },
     visibleRange: function () { return [view0, view1]; },
+    fold: fold,
+    folded: function () { return folded; },
+    get foldNote() { return state.foldNote; },
+    toggleFold: toggleFold,
     zoom: function (factor) { zoomAt(factor, (view0 + view1) / 2); draw(); return [view0, view1]; },
     select: select,
     selected: function () {

@@ -84,6 +84,7 @@ SECTIONS = """<section class="view" id="timeline-section">
 <h2 class="view-title">Timeline</h2>
 <div class="timeline-bar"><div class="legend">{legend}</div>
 <span class="sub mono" id="timeline-range"></span>
+<button type="button" id="timeline-fold" hidden></button>
 <button type="button" id="timeline-reset">reset zoom</button></div>
 <p class="sub hint">Wheel: zoom · drag: pan · hover: span · click: select and list its
 children's self-times · dashed red lines: execution boundaries</p>

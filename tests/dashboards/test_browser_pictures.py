@@ -22,7 +22,7 @@ import pytest
 
 from nnscope import dashboards
 from nnscope import parse_systrace
-from tests.dashboards.pages import dom_tables, golden_tables
+from tests.dashboards.pages import dom_tables, golden_tables, json_block
 from tests.dashboards.test_browser import chromium
 from tests.dashboards.test_browser_views import expected_lanes
 from tests.support.paths import REPO
@@ -100,7 +100,8 @@ def test_the_systrace_export_opens_as_the_report(tmp_path, nnscope_run):
 @pytest.mark.parametrize("kind", ["report", "systrace"])
 def test_the_timeline_axis_speaks_one_unit_on_round_steps(tmp_path, run_pages, kind):
     data, _ = selftest(tmp_path, run_pages[kind])
-    assert float(data["axisLabelsStart"][0].split()[0]) == 0  # the whole trace: from its start
+    fold = data["fold"]  # the run's start-up is folded: the axis starts at the executions
+    assert fold and data["rangeBefore"] == [fold["start"], fold["end"]]
     assert data["axisOverlapsStart"] == data["axisOverlaps"] == 0  # no label runs into the next
     for labels in (data["axisLabelsStart"], data["axisLabels"]):
         unit = labels[-1][labels[-1].index(" "):]
@@ -111,6 +112,24 @@ def test_the_timeline_axis_speaks_one_unit_on_round_steps(tmp_path, run_pages, k
         assert found and len({found.group(2), found.group(4), found.group(6)}) == 1, readout
         start, end, length = (float(found.group(i)) for i in (1, 3, 5))
         assert end - start == pytest.approx(length, rel=0.01) and length > 0, readout
+
+
+@pytest.mark.parametrize("kind", ["report", "systrace"])
+def test_the_timeline_opens_on_the_executions_and_the_start_up_unfolds(tmp_path, run_pages, kind):
+    """Issue 37: 50 executions squeezed into 40 px of a 2.5 s strip. The page opens on the
+    executions, says how much start-up is folded, and its button shows the whole trace."""
+    data, dom = selftest(tmp_path, run_pages[kind])
+    timeline = json_block(run_pages[kind].read_text(encoding="utf-8"), "nnscope-timeline")
+    fold = timeline["fold"]
+    assert data["fold"] == fold and fold["startup"] > 0.2 * timeline["t1"]
+    assert data["rangeBefore"] == [fold["start"], fold["end"]] == data["rangeRefolded"]
+    seconds = f"{fold['startup'] / 1e6:.3f} s"
+    assert data["foldNote"] == f"◀ {seconds} start-up folded"
+    assert data["foldButton"] == f"show start-up ({seconds})"
+    unfolded = data["rangeUnfolded"]
+    assert unfolded[0] <= 0 and unfolded[1] >= timeline["t1"]
+    assert data["foldNoteUnfolded"] == "" and data["foldButtonUnfolded"] == "fold start-up"
+    assert 'id="timeline-fold"' in dom
 
 
 @pytest.mark.parametrize("kind", ["report", "bench"])

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from nnscope.dashboards import _graph
+from nnscope.dashboards import _graph, _timeline
 from nnscope.dashboards.report import build_report
 from nnscope.parse_systrace.readers import open_rows
 from tests.dashboards.conftest import EXECUTIONS, WARMUP
@@ -132,6 +132,25 @@ def test_latency_matches_what_nnscope_run_measured(nnscope_run, run_views):
     for label in devices:
         assert series[label]["n"] == EXECUTIONS + WARMUP
         assert series[label]["max"] <= end_to_end["max"]
+
+
+def test_the_timeline_opens_on_the_executions_with_the_start_up_folded(run_views):
+    """Driver start-up and compilation take most of a short run: the opening view is the
+    executions (with a small margin), the start-up before them folded."""
+    timeline = run_views["timeline"]
+    executions, fold = timeline["executions"], timeline["fold"]
+    assert fold is not None and fold["executions"] == len(executions) == EXECUTIONS + WARMUP
+    assert fold["startup"] == executions[0][0] > 0.2 * timeline["t1"]
+    last = max(end for _, end in executions)
+    assert fold["start"] < executions[0][0] and last < fold["end"] <= timeline["t1"] * 1.01
+    margin = (last - executions[0][0]) * 0.05
+    assert executions[0][0] - fold["start"] < margin and fold["end"] - last < margin
+
+
+def test_a_trace_whose_executions_fill_it_is_shown_whole():
+    assert _timeline.fold_view(1000.0, [(100.0, 900.0)]) is None
+    assert _timeline.fold_view(1000.0, []) is None
+    assert _timeline.fold_view(1000.0, [(300.0, 900.0)])["startup"] == 300.0
 
 
 def test_timeline_columns_decode_to_the_spans(nnscope_run, run_views):
