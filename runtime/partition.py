@@ -23,9 +23,17 @@ A CPU fallback that is not one of the candidate devices is passed as ``last_reso
 comes after them (index ``len(devices)``), is never asked what it supports and takes only
 the operations no device supports.
 
-Log lines (vlog ``compilation``, log tag ``ExecutionPlan``) follow AOSP, e.g.
-``ModelBuilder::findBestDeviceForEachOperation(ADD) = 1 (sample-float-fast)``. Callers
-open the ``ModelBuilder::partitionTheWork`` tracing scope.
+Log lines (log tag ``ExecutionPlan``): vlog ``compilation`` sums the choice up, one line per
+device per compilation naming the operations it cannot run (counts per type and model
+indexes) and one line with the operations each chosen device takes::
+
+    ModelBuilder::findBestDeviceForEachOperation: sample-minimal can't do 2 of 31 operations: RESHAPE #28, SOFTMAX #30
+    ModelBuilder::findBestDeviceForEachOperation: sample-minimal takes 29 #0-27,29; sample-float-fast takes 2 #28,30
+
+The finer vlog tag ``partition`` (on only when named, see ``vlog.FINE_TAGS``) adds AOSP's lines
+for each operation, e.g. ``ModelBuilder::findBestDeviceForEachOperation(ADD) = 1
+(sample-float-fast)`` and ``Device sample-minimal can't do operation PAD``. Callers open the
+``ModelBuilder::partitionTheWork`` tracing scope.
 
 Example:
     >>> from nnscope.runtime.builtin_models import conv_pad_chain
@@ -300,7 +308,7 @@ def _best_for(index: int, model: HalModel, devices: Sequence[Device], support, c
     best, best_cost = None, 0.0
     for device_index, device in enumerate(devices):
         if not support[device_index][index]:
-            vlog.log("compilation", "ExecutionPlan", "Device %s can't do operation %s",
+            vlog.log("partition", "ExecutionPlan", "Device %s can't do operation %s",
                      device.name, operation.type.name)
             continue
         cost = _cost(capabilities[device_index], model, operation, preference)
@@ -371,12 +379,52 @@ def _choose(model: HalModel, devices: Sequence[Device], preference: Preference,
             if cpu_index is None:
                 raise UnsupportedOperationError(index, operation.type, [d.name for d in devices])
             best = cpu_index
-        vlog.log("compilation", "ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation(%s) "
+        vlog.log("partition", "ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation(%s) "
                  "= %d (%s)", operation.type.name, best, devices[best].name)
         chosen.append(best)
         placements.append(_placement(index, model, devices, support, capabilities, preference,
                                      best, fallback))
+    if vlog.is_on("compilation"):  # the last resort is never asked what it supports
+        _log_choice(model, devices, support[:len(support) - (last_resort is not None)], chosen)
     return chosen, tuple(placements)
+
+
+def _log_choice(model: HalModel, devices: Sequence[Device], support, chosen: Sequence[int]) -> None:
+    """The ``compilation`` summary of the choice (see the module docstring)."""
+    operations = model.main.operations
+    where = "ModelBuilder::findBestDeviceForEachOperation"
+    for device, flags in zip(devices, support):
+        refused = [i for i, ok in enumerate(flags) if not ok]
+        if refused:
+            vlog.log("compilation", "ExecutionPlan", "%s: %s can't do %s", where, device.name,
+                     _operation_list(refused, operations))
+    takes = {}
+    for index, device_index in enumerate(chosen):
+        takes.setdefault(device_index, []).append(index)
+    vlog.log("compilation", "ExecutionPlan", "%s: %s", where, "; ".join(
+        f"{devices[d].name} takes {len(ops)} #{_ranges(ops)}" for d, ops in takes.items()))
+
+
+def _operation_list(indexes: Sequence[int], operations) -> str:
+    """``"2 of 31 operations: RESHAPE #28, SOFTMAX #30"``; all of them: ``"any of the 31 operations"``."""
+    if len(indexes) == len(operations):
+        return f"any of the {len(operations)} operations"
+    by_type: dict[str, list[int]] = {}
+    for index in indexes:
+        by_type.setdefault(operations[index].type.name, []).append(index)
+    parts = [f"{name}{f' x{len(ops)}' if len(ops) > 1 else ''} #{_ranges(ops)}" for name, ops in by_type.items()]
+    return f"{len(indexes)} of {len(operations)} operations: {', '.join(parts)}"
+
+
+def _ranges(indexes: Sequence[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2,5,7-8"``."""
+    runs: list[list[int]] = []
+    for index in indexes:
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _group(model: HalModel, best: Sequence[int], device_count: int) -> list[tuple[int, list[int]]]:

@@ -2,7 +2,8 @@
 
 ``NN_VLOG`` is read once, at import. It lists tags from :data:`TAGS`, separated by
 spaces, commas or colons in any mix (case ignored); ``1`` or ``all`` enables every
-tag; unset or empty disables everything. Unknown tags produce one warning naming
+tag of :data:`TAGS`; unset or empty disables everything. The finer tags of :data:`FINE_TAGS`
+(``partition``: one line per operation and device) are on only when named. Unknown tags produce one warning naming
 them and the valid tags, and the known tags still apply; the processes a program starts (its
 driver processes) inherit :data:`VLOG_WARNED` and do not repeat it.
 
@@ -33,9 +34,9 @@ from collections.abc import Iterator
 from typing import IO
 
 from nnscope.vlog import _logcat
-from nnscope.vlog._grammar import BITS, TAGS, parse, unknown_tag_message
+from nnscope.vlog._grammar import BITS, FINE_TAGS, TAGS, parse, unknown_tag_message
 
-__all__ = ["NN_VLOG", "ANDROID_LOG_TAGS", "VLOG_WARNED", "TAGS", "is_on", "log", "reload",
+__all__ = ["NN_VLOG", "ANDROID_LOG_TAGS", "VLOG_WARNED", "TAGS", "FINE_TAGS", "is_on", "log", "reload",
            "override", "configure_logging", "reset_logging"]
 
 NN_VLOG = "NN_VLOG"
@@ -66,7 +67,7 @@ _output_ready = False
 
 
 def _unknown(tag: str) -> ValueError:
-    return ValueError(f"unknown vlog tag {tag!r}; valid tags: {', '.join(TAGS)}")
+    return ValueError(f"unknown vlog tag {tag!r}; valid tags: {', '.join(TAGS + FINE_TAGS)}")
 
 
 def is_on(tag: str) -> bool:

@@ -68,8 +68,16 @@ def assert_same_as_whole(part: Partition, inputs):
 
 @pytest.fixture
 def vlog_lines():
-    """Messages logged under tag ExecutionPlan while vlog ``compilation`` is on."""
-    with captured_log("nn.ExecutionPlan", "compilation") as lines:
+    """Messages logged under tag ExecutionPlan while vlog ``compilation`` and the finer
+    ``partition`` (one line per operation) are on."""
+    with captured_log("nn.ExecutionPlan", "compilation partition") as lines:
+        yield lines
+
+
+@pytest.fixture
+def summary_lines():
+    """Messages logged under tag ExecutionPlan with ``NN_VLOG=all`` (no ``partition``)."""
+    with captured_log("nn.ExecutionPlan", "all") as lines:
         yield lines
 
 
@@ -152,8 +160,26 @@ def test_vlog_lines_for_each_operation_and_single_device(vlog_lines):
         "ModelBuilder::findBestDeviceForEachOperation(ADD) = 1 (sample-float-fast)",
         "ModelBuilder::findBestDeviceForEachOperation(MUL) = 1 (sample-float-fast)",
         "ModelBuilder::findBestDeviceForEachOperation(ADD) = 1 (sample-float-fast)",
+        "ModelBuilder::findBestDeviceForEachOperation: sample-float-fast takes 3 #0-2",
         "ModelBuilder::partitionTheWork: only one best device: sample-float-fast",
     ]
+
+
+def test_vlog_all_sums_the_choice_up_in_one_line_per_device(summary_lines):
+    """Issue 37: NN_VLOG=all printed one line per operation and device (380 of 427 lines);
+    now one line per device that cannot run something, with counts and indexes, and one line
+    of what each chosen device takes. The per-operation lines need the tag ``partition``."""
+    model, _ = chain()  # ADD, MUL, ADD
+    devices = [everything("adder", 0.5, ops={Op.ADD}), everything("muller", 0.6, ops={Op.MUL}),
+               everything("none", 0.1, ops=set()), everything("cpu")]
+    partition(model, devices, FAST)
+    assert [line for line in summary_lines if line.startswith("ModelBuilder::findBest")] == [
+        "ModelBuilder::findBestDeviceForEachOperation: adder can't do 1 of 3 operations: MUL #1",
+        "ModelBuilder::findBestDeviceForEachOperation: muller can't do 2 of 3 operations: ADD x2 #0,2",
+        "ModelBuilder::findBestDeviceForEachOperation: none can't do any of the 3 operations",
+        "ModelBuilder::findBestDeviceForEachOperation: adder takes 2 #0,2; muller takes 1 #1",
+    ]
+    assert not any("can't do operation" in line for line in summary_lines)
 
 
 def test_vlog_for_split_model_has_no_single_device_line(vlog_lines):

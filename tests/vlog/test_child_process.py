@@ -63,7 +63,7 @@ def test_a_run_warns_once_not_once_per_driver_process():
     assert "plan: step 0: " in done.stdout  # a driver process ran the model
     assert [line for line in done.stderr.splitlines() if "bogus" in line] == [
         "NN_VLOG: ignoring unknown tag(s) 'bogus'; valid tags: 1, all, model, compilation, "
-        "execution, cpuexe, manager, driver"]
+        "execution, cpuexe, manager, driver, partition"]
 
 
 def test_a_child_of_a_process_that_warned_does_not_warn_again():
