@@ -81,10 +81,10 @@ class RemoteDevice(Device):
         self._atexit = False
         self._connected = False  # connected to this process at least once
         self._trace_dir: str | None = None  # the trace session directory the driver writes to
-        self._gathered = False  # asked to write out its spans whenever a session is collected
         self.generation = 0  # bumped by each restart: prepared models re-prepare on the new process
         self.backoff = Backoff()
         self._shut_down = False
+        _trace.on_gather(self.flush_trace)  # a session about to be collected asks its driver
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -265,10 +265,6 @@ class RemoteDevice(Device):
             self._trace_dir = current
         except (HalError, DeadlineExpired) as error:
             _log.warning("driver %s: cannot join the trace session: %s", self.name, error)
-            return
-        if current and not self._gathered:
-            self._gathered = True
-            _trace.on_gather(self.flush_trace)
 
     def flush_trace(self) -> None:
         """Have the driver write out the spans it holds for the current session (it writes them
