@@ -41,7 +41,7 @@ def test_run_prints_timing_summary_and_latencies(run_output):
     assert done.returncode == 0, done.stderr
     assert "NNAPI timing summary" in done.stdout
     assert "[NN_LA_PO]mobilenet_v1_0.5_224" in done.stdout
-    assert "latency over 2 executions: p50" in done.stdout and "p99" in done.stdout
+    assert "latency over 2 executions (after 1 warm-up, not counted): p50" in done.stdout and "p99" in done.stdout
     for path in paths.values():
         assert path.stat().st_size > 0
 

@@ -60,7 +60,7 @@ def test_a_long_plan_wraps_one_step_per_piece(tmp_path):
     done = _nnscope("run", FACE, "--executions", "0", "--warmup", "0", "--no-summary",
                     env=cpu_kernel_drivers_env())  # sample-litert would take the model whole
     assert done.returncode == 0, done.stderr
-    plan = done.stdout.split("\nwrote", 1)[0].splitlines()
+    plan = done.stdout.split("\ncompilation: ", 1)[0].splitlines()  # the next line
     assert plan[0].startswith("model face_detection_short_range: 90 operations; plan: step 0: ")
     assert len(plan) > 2 and all(len(line) <= 100 for line in plan)
     steps = " ".join(line.strip() for line in plan).split("plan: ", 1)[1].split(", ")
