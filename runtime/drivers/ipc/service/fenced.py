@@ -113,7 +113,7 @@ class FencedJob:
         self.status, self.message = ErrorStatus.GENERAL_FAILURE, ""
         self.launched = self.fenced = None  # Timing when measured
         self.context: bytes | None = None  # the trace context of the executeFenced call
-        # signalled, then closed, by the worker: the client's own (the reply carries none), or a
+        # signalled, then closed, as the job ends: the client's own (the reply carries none), or a
         # new one whose copy the reply carries (closed once sent)
         self.fence = os.dup(fence) if fence is not None else new_fence()
         try:
@@ -233,7 +233,7 @@ class FencedServer:
                 launched = self.service.guarded(launch, connection, message, start)
             mark_failure(launched)
         if isinstance(launched, FencedJob):
-            launched.context = message.context  # its worker's spans belong to the same call
+            launched.context = message.context  # its run's spans belong to the same call
             callback_id = self._keep(connection, launched)
             if self.service.vlog_driver:
                 vlog.log("driver", self.service.label, "executeFenced(%s): %d wait fences, callback %d",

@@ -12,8 +12,8 @@ CPU executor writes outputs only after its last operation, so a rerun needs no s
 that could go stale, and the work lost is at most what ran before the higher-priority arrival.
 
 Each job runs under the service's execution lock, and its ``done`` callback gets the reply payload
-on the worker thread. Runs outside the queue (a burst's frames on its listener thread, a fenced
-execution on its own thread) take that lock through :meth:`Scheduler.exclusive`, ranked as
+on the worker thread (a fenced step queued here too, once its fences signalled). Runs outside
+the queue (a burst's frames on its listener thread) take that lock through :meth:`Scheduler.exclusive`, ranked as
 executions of their client: a lower-priority execution of the same client that runs is asked to
 yield and none starts meanwhile, and a higher-priority one of the same client goes first. While
 nothing runs or waits, ``exclusive`` is the bare lock (a burst's hot path stays one acquire).
