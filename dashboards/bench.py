@@ -31,7 +31,7 @@ import json
 import math
 import os
 
-from nnscope.dashboards._stats import distribution
+from nnscope.dashboards._stats import distributions
 
 SCHEMA = "nnscope-bench"
 VERSIONS = (1,)
@@ -132,9 +132,9 @@ def bench_view(data: dict, file_name: str = "") -> dict:
     models = {}
     for result in data.get("results", []):
         samples = (result.get("latency_ms") or {}).get("samples") or []
-        entry = models.setdefault(result["model"], [])
+        entry = models.setdefault(result["model"], {})
         if samples:
-            entry.append(dict(label=result["device"], **distribution(samples)))
+            entry[result["device"]] = samples
     stress = [dict(case=str(c.get("case", "")), model=str(c.get("model", "")),
                    device=str(c.get("device", "")), outcome=c["outcome"],
                    seconds=_figure(c.get("seconds")), detail=str(c.get("detail") or ""))
@@ -144,6 +144,6 @@ def bench_view(data: dict, file_name: str = "") -> dict:
                 created=data.get("created"), host=data.get("host", {}),
                 settings=data.get("settings", {}),
                 results=[result_row(r) for r in data.get("results", [])],
-                models=[dict(model=name, distributions=dists)
-                        for name, dists in models.items()],
+                models=[dict(model=name, distributions=distributions(series))
+                        for name, series in models.items()],
                 stress=stress, stress_counts=counts)

@@ -1,11 +1,18 @@
 /* nnscope dashboard charts shared by the trace and bench pages: latency CDF and histogram
- * as inline SVG, a figure-table helper and the DOM/SVG element builders. Defines
+ * as inline SVG, a figure-table helper and the DOM/SVG element builders. Series are told
+ * apart by colour (a categorical palette whose neighbours differ in hue and lightness) and
+ * by dash pattern. The histograms of one figure share their x-range and bins (the CDF's
+ * x-range too) and their count axis, so that they compare side by side. Defines
  * window.nnscopeCharts (loaded before the other scripts). */
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
-  var PALETTE = ["#3559e0", "#10b981", "#ef4444", "#f59e0b", "#8b5cf6", "#0ea5e9", "#db2777",
-                 "#65a30d", "#64748b", "#b45309"];
+  var PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                 "#7f7f7f", "#bcbd22", "#17becf"];
+  /* Stroke dash of series i: solid, dashed, dotted, in turn (neighbours never share one). */
+  var DASHES = ["", "7 4", "2 3"];
+  function color(i) { return PALETTE[i % PALETTE.length]; }
+  function dash(i) { return DASHES[i % DASHES.length]; }
 
   function svg(tag, attrs, text) {
     var node = document.createElementNS(SVG, tag);
@@ -70,18 +77,27 @@
     return {root: root, left: left, right: right, top: top, bottom: bottom, xmax: xend};
   }
 
-  /* CDF lines, one per distribution ({label, cdf: [[ms, fraction]...]}). */
-  function cdf(dists, width, height) {
-    var xmax = Math.max.apply(null, dists.map(function (d) { return d.n ? d.max : 0; }).concat([1e-9]));
-    var f = frame(width, height, xmax, "latency CDF");
+  /* The largest sample of all distributions (the x-range they share). */
+  function largest(dists) {
+    return Math.max.apply(null, dists.map(function (d) { return d.n ? d.max : 0; }).concat([1e-9]));
+  }
+
+  /* A y-axis title, rotated, left of the plot area. */
+  function yTitle(f, text) {
+    var middle = (f.top + f.bottom) / 2;
+    f.root.appendChild(svg("text", {x: 10, y: middle, "text-anchor": "middle", "class": "axis-title",
+                                    transform: "rotate(-90 10 " + middle + ")"}, text));
+  }
+
+  /* CDF lines, one per distribution ({label, cdf: [[ms, fraction]...]}), up to xmax. */
+  function cdf(dists, width, height, xmax) {
+    var f = frame(width, height, xmax || largest(dists), "latency CDF");
     xmax = f.xmax;
     ["0", "0.5", "1"].forEach(function (q) {
       var yq = f.bottom - (f.bottom - f.top) * parseFloat(q);
       f.root.appendChild(svg("text", {x: f.left - 6, y: yq + 3, "text-anchor": "end", "class": "ytick"}, q));
     });
-    var middle = (f.top + f.bottom) / 2;
-    f.root.appendChild(svg("text", {x: 10, y: middle, "text-anchor": "middle", "class": "axis-title",
-                                    transform: "rotate(-90 10 " + middle + ")"}, "fraction ≤ x"));
+    yTitle(f, "fraction ≤ x");
     dists.forEach(function (d, i) {
       if (!d.n) { return; }
       var points = d.cdf.map(function (p) {
@@ -90,7 +106,7 @@
       });
       var first = (f.left + (f.right - f.left) * d.cdf[0][0] / xmax).toFixed(1) + "," + f.bottom;
       var line = svg("polyline", {points: [first].concat(points).join(" "), fill: "none",
-                                  stroke: PALETTE[i % PALETTE.length], "stroke-width": 2,
+                                  stroke: color(i), "stroke-width": 2, "stroke-dasharray": dash(i),
                                   "class": "series", "data-label": d.label});
       line.appendChild(svg("title", {}, d.label + ": median " + ms(d.median) + " ms"));
       f.root.appendChild(line);
@@ -98,16 +114,33 @@
     return f.root;
   }
 
-  /* Histogram bars of one distribution ({hist: {edges, counts}}). */
-  function histogram(d, color, width, height) {
-    var f = frame(width, height, d.n ? d.max : 1, "latency histogram " + d.label, d.label);
-    var xmax = f.xmax, peak = Math.max.apply(null, d.hist.counts.concat([1]));
+  /* The largest bin count of all distributions. */
+  function peakCount(dists) {
+    return Math.max.apply(null, dists.map(function (d) {
+      return Math.max.apply(null, d.hist.counts.concat([1]));
+    }));
+  }
+
+  /* Histogram bars of one distribution ({hist: {edges, counts}}) with a count axis; xmax
+   * and peak (the largest count) default to its own, a figure passes its shared ones. */
+  function histogram(d, fill, width, height, xmax, peak) {
+    var f = frame(width, height, xmax || (d.n ? d.max : 1), "latency histogram " + d.label, d.label);
+    xmax = f.xmax;
+    var ystep = Math.max(1, niceStep(peak || peakCount([d]), 3));
+    var ymax = Math.max(ystep, Math.ceil((peak || peakCount([d])) / ystep - 1e-9) * ystep);
+    for (var k = 0; k * ystep <= ymax + 1e-9; k++) {
+      var yk = f.bottom - (f.bottom - f.top) * k * ystep / ymax;
+      f.root.appendChild(svg("line", {x1: f.left - 3, y1: yk, x2: f.left, y2: yk, "class": "axis"}));
+      f.root.appendChild(svg("text", {x: f.left - 6, y: yk + 3, "text-anchor": "end", "class": "ytick"},
+                             tickLabel(k * ystep, ystep)));
+    }
+    yTitle(f, "executions");
     d.hist.counts.forEach(function (count, i) {
       var x0 = f.left + (f.right - f.left) * d.hist.edges[i] / xmax;
       var x1 = f.left + (f.right - f.left) * d.hist.edges[i + 1] / xmax;
-      var h = (f.bottom - f.top) * count / peak;
+      var h = (f.bottom - f.top) * count / ymax;
       var bar = svg("rect", {x: x0, y: f.bottom - h, width: Math.max(x1 - x0 - 1, 1), height: h,
-                             fill: color, "class": "bar"});
+                             fill: fill, "class": "bar"});
       bar.appendChild(svg("title", {}, count + " in " + ms(d.hist.edges[i]) + "–" +
                                         ms(d.hist.edges[i + 1]) + " ms"));
       f.root.appendChild(bar);
@@ -115,11 +148,13 @@
     return f.root;
   }
 
+  /* One entry per series: its line (colour and dash) and label. */
   function legend(dists) {
     return el("div", {"class": "legend"}, dists.map(function (d, i) {
-      var sw = el("span", {"class": "swatch"});
-      sw.style.background = PALETTE[i % PALETTE.length];
-      return el("span", {}, [sw, d.label + " (n=" + d.n + ")"]);
+      var sample = svg("svg", {"class": "line-swatch", width: 26, height: 10});
+      sample.appendChild(svg("line", {x1: 1, y1: 5, x2: 25, y2: 5, stroke: color(i), "stroke-width": 2.5,
+                                      "stroke-dasharray": dash(i)}));
+      return el("span", {"data-label": d.label}, [sample, d.label + " (n=" + d.n + ")"]);
     }));
   }
 
@@ -138,14 +173,18 @@
     return table;
   }
 
-  /* A CDF of all distributions plus one histogram each; returns the figure. */
+  /* A CDF of all distributions, then one histogram each, on one x-range and count axis,
+   * in rows of equal plots; returns the figure. */
   function distributionFigure(dists, width) {
-    var figure = el("div", {"class": "dist"});
+    var figure = el("div", {"class": "dist"}), xmax = largest(dists), peak = peakCount(dists);
     figure.appendChild(legend(dists));
-    var row = el("div", {"class": "plots"});
-    row.appendChild(cdf(dists, Math.min(width, 560), 250));
+    figure.appendChild(el("div", {"class": "plots"}, [cdf(dists, Math.min(width, 1120), 260, xmax)]));
+    var shown = dists.filter(function (d) { return d.n; }).length;
+    var columns = Math.max(1, Math.min(shown, Math.floor((width + 12) / 352)));
+    var each = Math.min(Math.floor((width + 12) / columns) - 12, 560);
+    var row = el("div", {"class": "plots hists"});
     dists.forEach(function (d, i) {
-      if (d.n) { row.appendChild(histogram(d, PALETTE[i % PALETTE.length], 300, 180)); }
+      if (d.n) { row.appendChild(histogram(d, color(i), each, 170, xmax, peak)); }
     });
     figure.appendChild(row);
     return figure;
@@ -153,5 +192,5 @@
 
   window.nnscopeCharts = {el: el, svg: svg, ms: ms, niceStep: niceStep, tickLabel: tickLabel, cdf: cdf, histogram: histogram,
                           statsTable: statsTable, distributionFigure: distributionFigure,
-                          palette: PALETTE};
+                          palette: PALETTE, dashes: DASHES};
 }());

@@ -27,7 +27,13 @@
     return all(document, "svg.plot").map(function (plot) {
       var edge = box(plot), texts = all(plot, "text"), bars = all(plot, "rect.bar").map(box);
       var found = {label: plot.getAttribute("aria-label"), clipped: [], overlaps: [], overBars: [],
+                   figure: all(document, ".dist").indexOf(plot.closest(".dist")),
                    ticks: all(plot, "text.tick").map(function (t) { return t.textContent; }),
+                   yticks: all(plot, "text.ytick").map(function (t) { return t.textContent; }),
+                   series: all(plot, ".series").map(function (line) {
+                     return {label: line.getAttribute("data-label"), stroke: line.getAttribute("stroke"),
+                             dash: line.getAttribute("stroke-dasharray") || ""};
+                   }),
                    axisTitles: all(plot, "text.axis-title").map(function (t) { return t.textContent; })};
       texts.forEach(function (t, i) {
         var a = box(t);

@@ -47,6 +47,9 @@ def test_view_distributions_follow_the_samples(bench):
         assert shown["median"] == pytest.approx(result["latency_ms"]["median"])
         assert shown["max"] == samples.max() and shown["cdf"][-1] == [samples.max(), 1.0]
         assert sum(shown["hist"]["counts"]) == len(samples)
+    for model in view["models"]:  # one model's histograms share their bins
+        edges = [d["hist"]["edges"] for d in model["distributions"]]
+        assert len(edges) >= 2 and all(e == edges[0] for e in edges)
     assert view["stress_counts"] == {"SUCCESS": 1, "FAILURE": 1, "HANG": 1, "CRASH": 1}
 
 

@@ -147,6 +147,67 @@ def test_latency_charts_have_round_ticks_and_nothing_clipped_or_overlapping(tmp_
             assert "fraction ≤ x" in plot["axisTitles"]
 
 
+@pytest.mark.parametrize("kind", ["report", "bench"])
+def test_histograms_share_the_x_range_and_have_a_count_axis(tmp_path, run_pages, bench_page, kind):
+    """Issue 37: histograms without a y-axis, each on its own x-range, cannot be compared."""
+    data, _ = selftest(tmp_path, run_pages["report"] if kind == "report" else bench_page[0])
+    figures = {}
+    for plot in data["plotChecks"]:
+        figures.setdefault(plot["figure"], []).append(plot)
+    assert figures and -1 not in figures
+    for plots in figures.values():
+        cdf = [plot for plot in plots if plot["label"] == "latency CDF"]
+        histograms = [plot for plot in plots if plot["label"].startswith("latency histogram ")]
+        assert len(cdf) == 1 and len(histograms) == len(cdf[0]["series"]) >= 1
+        for plot in histograms:
+            assert plot["ticks"] == cdf[0]["ticks"]  # one x-range for the whole figure
+            assert plot["yticks"] == histograms[0]["yticks"] and plot["yticks"][0] == "0"
+            assert_round_steps(plot["yticks"])
+            assert "executions" in plot["axisTitles"]
+
+
+def _lab(color: str) -> tuple:
+    """CIE L*a*b* (D65) of ``#rrggbb``."""
+    linear = [(c / 255) for c in bytes.fromhex(color[1:])]
+    linear = [((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92 for c in linear]
+    matrix = ((0.4124, 0.3576, 0.1805), (0.2126, 0.7152, 0.0722), (0.0193, 0.1192, 0.9505))
+    xyz = [sum(m * c for m, c in zip(row, linear)) / white
+           for row, white in zip(matrix, (0.95047, 1.0, 1.08883))]
+    f = [t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+@needs_litert
+def test_bench_cdf_series_are_told_apart_by_colour_and_dash(tmp_path, pages_for_palette):
+    """Issue 37: sample-litert and all looked alike. Series differ by colour (CIE76 distance
+    of at least 25 between any two of the first eight) and neighbours also by dash."""
+    data, _ = selftest(tmp_path, pages_for_palette)
+    series = next(p for p in data["plotChecks"] if p["label"] == "latency CDF")["series"]
+    assert len(series) >= 6 and {"sample-litert", "all"} <= {s["label"] for s in series}
+    assert len({(s["stroke"], s["dash"]) for s in series}) == len(series)
+    for a, b in zip(series, series[1:]):
+        assert a["dash"] != b["dash"], (a, b)
+    colours = [s["stroke"] for s in series[:8]]
+    for i, a in enumerate(colours):
+        for b in colours[i + 1:]:
+            assert math.dist(_lab(a), _lab(b)) >= 25, (a, b)
+    litert, everything = (next(s for s in series if s["label"] == name) for name in ("sample-litert", "all"))
+    assert litert["dash"] != everything["dash"] and litert["stroke"] != everything["stroke"]
+
+
+@pytest.fixture(scope="module")
+def pages_for_palette(tmp_path_factory):
+    """The bench page of six devices measured now, in the order ``nnscope bench`` lists
+    the devices that run the face detector (sample-litert and all last)."""
+    from tests.dashboards.bench_data import measure_bench
+    report = measure_bench(devices=("nnapi-reference", "sample-all", "sample-float-fast",
+                                    "sample-float-slow", "sample-litert", "all"),
+                           executions=3, hang_timeout=0.5)
+    out = tmp_path_factory.mktemp("palette") / "bench.html"
+    dashboards.write_bench_report(report, out)
+    return out
+
+
 @pytest.mark.parametrize("kind", ["report", "systrace", "bench"])
 def test_pages_fit_1400_px(tmp_path, run_pages, bench_page, kind):
     data, _ = selftest(tmp_path, bench_page[0] if kind == "bench" else run_pages[kind])

@@ -153,6 +153,17 @@ def test_a_trace_whose_executions_fill_it_is_shown_whole():
     assert _timeline.fold_view(1000.0, [(300.0, 900.0)])["startup"] == 300.0
 
 
+def test_latency_histograms_share_their_bins(run_views):
+    """The histograms of one figure have the same bins, from the smallest sample of all to
+    the largest, so that they compare side by side."""
+    dists = run_views["latency"]
+    edges = dists[0]["hist"]["edges"]
+    assert len(dists) >= 2 and all(d["hist"]["edges"] == edges for d in dists)
+    assert edges[0] == min(d["min"] for d in dists)
+    assert edges[-1] == pytest.approx(max(d["max"] for d in dists))
+    assert all(sum(d["hist"]["counts"]) == d["n"] for d in dists)
+
+
 def test_timeline_columns_decode_to_the_spans(nnscope_run, run_views):
     import base64
     timeline = run_views["timeline"]
