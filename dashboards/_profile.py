@@ -48,7 +48,8 @@ RUNTIME_EXECUTION_CALLS = ("ANeuralNetworksExecution_compute",
 EXECUTION_SERVER_MARKS = ("IPreparedModel::", "IBurstContext::", "[NN_LD_PE]")
 #: A driver's wait for a sync fence (a fenced step waiting for the one before): not its work.
 WAIT_MARK = "::syncWait"
-#: Individual operations listed in the profile (the most expensive first).
+#: Individual operations the page shows before "show all" (every one is listed, the most
+#: expensive first).
 TOP_OPERATIONS = 40
 
 
@@ -149,8 +150,10 @@ def step_positions(spans, ops, windows) -> list:
     return result
 
 
-def profile(ops, positions, link=None) -> dict:
-    """Operation types and individual operations ranked by time (ms), with shares."""
+def profile(ops, positions, link=None, devices=None) -> dict:
+    """Operation types and every individual operation ranked by time (ms), with shares;
+    each operation's ``device`` is its plan step's (``devices``: ``{step: device}``), None
+    when the plan is not known."""
     total = sum(op[1] for op in ops) or 1.0
     types, single = {}, {}
     for op, (step, position) in zip(ops, positions):
@@ -166,7 +169,7 @@ def profile(ops, positions, link=None) -> dict:
     for (step, position, kernel), (n, t, first, named) in single.items():
         graph_op = named if named is not None else (link or {}).get((step, position, kernel))
         op_rows.append(dict(name=kernel, step=step, position=position, graph_op=graph_op,
-                            count=n, total_ms=t * 1e3, mean_ms=t * 1e3 / n, share=t / total,
+                            device=(devices or {}).get(step), count=n, total_ms=t * 1e3, mean_ms=t * 1e3 / n, share=t / total,
                             first_span=first))
     type_rows.sort(key=lambda row: -row["total_ms"])
     op_rows.sort(key=lambda row: -row["total_ms"])
@@ -175,7 +178,7 @@ def profile(ops, positions, link=None) -> dict:
         if row["graph_op"] is not None:
             links.setdefault(str(row["graph_op"]), row["first_span"])
     return dict(total_ms=total * 1e3 if ops else 0.0, operations=len(ops), graph_links=links,
-                types=type_rows, ops=op_rows[:TOP_OPERATIONS], ops_listed=len(op_rows))
+                types=type_rows, ops=op_rows, ops_listed=len(op_rows), ops_shown=TOP_OPERATIONS)
 
 
 def device_latencies(spans, windows, process_of_lane, roles) -> dict:

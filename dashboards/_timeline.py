@@ -220,8 +220,13 @@ def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_n
     graph, link = graph_data(graph_path, [(s, k, op[2]) for op, (s, k) in zip(ops, positions)], spans)
     process_of_lane = device_labels(lanes)
     roles = {index: lane["role"] for index, lane in enumerate(lanes)}
+    ranked = _profile.profile(ops, positions, link,
+                              {step["step"]: step["device"] for step in graph["steps"]})
+    for row in ranked["ops"]:  # no plan: the process that ran the kernel
+        if row["device"] is None:
+            row["device"] = process_of_lane[int(spans.lane[row["first_span"]])]
     return dict(timeline=timeline_data(spans, lanes, windows),
-                profile=_profile.profile(ops, positions, link),
+                profile=ranked,
                 profile_note=profile_note(graph["steps"]) if not ops else "",
                 latency=distributions(
                     _profile.device_latencies(spans, windows, process_of_lane, roles)),

@@ -78,6 +78,21 @@
     });
     return out;
   }
+  /* The individual-operations table: its rows, how many show, and the same after a click
+   * on its "show all" button (clicked back afterwards). */
+  function profileRows() {
+    var rows = all(document, "table.profile.ops tbody tr"), more = document.getElementById("profile-more");
+    function visible() { return rows.filter(function (tr) { return !tr.hidden; }).length; }
+    var found = {all: rows.length, visible: visible(), button: more ? more.textContent : null,
+                 devices: rows.map(function (tr) { return tr.querySelector("td.device").textContent; })};
+    if (more) {
+      more.click();
+      found.visibleAfter = visible();
+      found.buttonAfter = more.textContent;
+      more.click();
+    }
+    return found;
+  }
   function frameTime(h) {
     var start = performance.now();
     for (var i = 0; i < 5; i++) { h.draw(); }
@@ -118,6 +133,7 @@
       out.axisOverlaps = hook.axisOverlaps;
       out.graphClick = clickGraphNode(hook);
     }
+    out.profileRows = profileRows();
     out.plotChecks = plots();
     out.overflow = overflow();
     out.rowHeights = rowHeights();

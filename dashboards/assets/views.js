@@ -21,9 +21,9 @@
     return td;
   }
 
-  function table(columns, rows) {
+  function table(columns, rows, extraClass) {
     var body = el("tbody", {}, rows);
-    return el("table", {"class": "mini profile"}, [
+    return el("table", {"class": "mini profile" + (extraClass ? " " + extraClass : "")}, [
       el("thead", {}, [el("tr", {}, columns.map(function (c) { return el("th", {}, [c]); }))]),
       body]);
   }
@@ -47,18 +47,36 @@
                              el("td", {}, [C.ms(row.total_ms)]), el("td", {}, [C.ms(row.mean_ms)]),
                              shareCell(row.share)]);
       })));
-    box.appendChild(el("h3", {}, ["Individual operations (" + p.ops.length + " of " +
-                                  p.ops_listed + ", click to show in the timeline)"]));
-    box.appendChild(table(["graph op", "kernel", "step", "position", "count", "total ms",
-                           "mean ms", "share"],
-      p.ops.map(function (row) {
-        var tr = el("tr", {"class": "link", "data-span": row.first_span}, [
-          el("td", {}, [opLabel(row)]), el("td", {}, [row.name]), el("td", {}, [String(row.step)]),
-          el("td", {}, [String(row.position)]), el("td", {}, [String(row.count)]),
-          el("td", {}, [C.ms(row.total_ms)]), el("td", {}, [C.ms(row.mean_ms)]), shareCell(row.share)]);
-        tr.addEventListener("click", function () { selectSpan(row.first_span); });
-        return tr;
-      })));
+    var shown = Math.min(p.ops_shown || p.ops.length, p.ops.length);
+    box.appendChild(el("h3", {}, ["Individual operations (all " + p.ops.length +
+                                  ", the most expensive first; click to show in the timeline)"]));
+    var rows = p.ops.map(function (row, i) {
+      var tr = el("tr", {"class": "link", "data-span": row.first_span}, [
+        el("td", {}, [opLabel(row)]), el("td", {"class": "kernel"}, [row.name]),
+        el("td", {"class": "device"}, [row.device || "—"]), el("td", {}, [String(row.step)]),
+        el("td", {}, [String(row.position)]), el("td", {}, [String(row.count)]),
+        el("td", {}, [C.ms(row.total_ms)]), el("td", {}, [C.ms(row.mean_ms)]), shareCell(row.share)]);
+      if (i >= shown) { tr.hidden = true; tr.classList.add("more"); }
+      tr.addEventListener("click", function () { selectSpan(row.first_span); });
+      return tr;
+    });
+    box.appendChild(table(["graph op", "kernel", "device", "step", "position", "count", "total ms",
+                           "mean ms", "share"], rows, "ops"));
+    if (shown < rows.length) {
+      var more = el("button", {type: "button", id: "profile-more", "class": "more-rows"});
+      var folded = true;
+      var label = function () {
+        more.textContent = folded ? "show all " + rows.length + " operations (" +
+          (rows.length - shown) + " more)" : "show the top " + shown + " only";
+      };
+      more.addEventListener("click", function () {
+        folded = !folded;
+        rows.slice(shown).forEach(function (tr) { tr.hidden = folded; });
+        label();
+      });
+      label();
+      box.appendChild(more);
+    }
   }
 
   function renderLatency() {

@@ -147,6 +147,24 @@ def test_latency_charts_have_round_ticks_and_nothing_clipped_or_overlapping(tmp_
             assert "fraction ≤ x" in plot["axisTitles"]
 
 
+def test_every_operation_is_listed_with_its_device_beyond_the_first_rows(tmp_path, nnscope_run,
+                                                                         monkeypatch):
+    """Issue 37: all operations, with a device column; beyond the first rows they are
+    folded under a "show all" button (here after 10, so that the 31-operation model folds)."""
+    from nnscope.dashboards import _profile
+    monkeypatch.setattr(_profile, "TOP_OPERATIONS", 10)
+    page = tmp_path / "report.html"
+    dashboards.write_report(nnscope_run.trace, page, graph_path=nnscope_run.dot)
+    data, dom = selftest(tmp_path, page)
+    rows, total = data["profileRows"], sum(n for _, _, n in nnscope_run.plan)
+    assert rows["all"] == total > 10 and rows["visible"] == 10 and rows["visibleAfter"] == total
+    assert rows["button"] == f"show all {total} operations ({total - 10} more)"
+    assert rows["buttonAfter"] == "show the top 10 only"
+    assert set(rows["devices"]) == {device for _, device, _ in nnscope_run.plan}
+    head = re.search(r'<table class="mini profile ops"><thead><tr>(.*?)</tr>', dom).group(1)
+    assert re.findall(r"<th>([^<]*)</th>", head)[:3] == ["graph op", "kernel", "device"]
+
+
 @pytest.mark.parametrize("kind", ["report", "bench"])
 def test_histograms_share_the_x_range_and_have_a_count_axis(tmp_path, run_pages, bench_page, kind):
     """Issue 37: histograms without a y-axis, each on its own x-range, cannot be compared."""

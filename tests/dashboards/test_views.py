@@ -77,6 +77,26 @@ def test_profile_counts_every_kernel_span(nnscope_run, run_views):
         assert row["mean_ms"] * row["count"] == pytest.approx(row["total_ms"])
 
 
+def test_the_profile_lists_every_operation_with_its_device(nnscope_run, run_views):
+    """Issue 37: the table listed the top 40 of 90 operations, without their device. Every
+    operation is listed, the most expensive first, with the device of its plan step."""
+    profile = run_views["profile"]
+    devices = {step: device for step, device, _ in nnscope_run.plan}
+    steps = {s["step"]: {index for index, _ in s["ops"]} for s in _graph.plan_steps(nnscope_run.dot.read_text())}
+    assert len(profile["ops"]) == profile["ops_listed"] == sum(n for _, _, n in nnscope_run.plan)
+    assert sorted(row["graph_op"] for row in profile["ops"]) == list(range(profile["ops_listed"]))
+    for row in profile["ops"]:
+        assert row["device"] == devices[row["step"]] and row["graph_op"] in steps[row["step"]]
+    totals = [row["total_ms"] for row in profile["ops"]]
+    assert totals == sorted(totals, reverse=True) and profile["ops_shown"] == 40
+
+
+def test_without_a_plan_an_operation_s_device_is_the_process_that_ran_it(nnscope_run, monkeypatch):
+    monkeypatch.setattr(_graph, "trace_plan_steps", lambda details: [])
+    profile = build_report(nnscope_run.trace)["views"]["profile"]
+    assert {row["device"] for row in profile["ops"]} == {f"{d}-driver" for _, d, _ in nnscope_run.plan}
+
+
 def test_operations_link_to_the_graph(nnscope_run, run_views):
     steps = _graph.plan_steps(nnscope_run.dot.read_text())
     assert [(s["step"], s["device"], len(s["ops"])) for s in steps] == nnscope_run.plan
