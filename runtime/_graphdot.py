@@ -17,6 +17,15 @@ Layout rules, chosen so a whole network reads top to bottom, a few hundred point
 * For a plan, each step is a cluster (``step <n>: <device>``) holding its operations, their
   weights and the tensors internal to the step; operations take their device's colour, a
   tensor that crosses devices is drawn red, and the graph's title carries a legend.
+* Tensors the model names (a .tflite's ``input``, ``regressors``...: ``names`` maps operand
+  index to name) carry the name first in their label: ``input #0 FLOAT32 [1,128,128,3]``.
+* A long network wraps into side-by-side columns (borderless clusters labelled ``column
+  k of n``) of about :data:`OPS_PER_COLUMN` operations in run order, each cut where the
+  fewest tensors cross it (with several plan steps, only between steps). The first
+  operations of the columns share a rank, so every column starts at the top. A tensor read
+  in a later column is drawn there again as a dashed connector (``#36 FLOAT32 [..] (from
+  column 1)``) instead of an edge across the picture. A 90-operation model is six columns
+  about 2,800 pixels tall instead of one column 10,000 pixels tall.
 """
 from __future__ import annotations
 
@@ -33,6 +42,8 @@ from nnscope.runtime.ops.executor import read_constant
 
 #: Constant tensors with at most this many elements are printed in the operation's label.
 INLINE_ELEMENTS = 8
+#: Operations per column before a long network wraps into the next column.
+OPS_PER_COLUMN = 15
 _VALUE_CHARS = 32
 _PARAMS_PER_LINE = 3
 #: Device colours: (operation fill, cluster background).
@@ -65,25 +76,43 @@ class _Facts:
     readers: dict = field(default_factory=dict)
     weight_home: dict = field(default_factory=dict)  # constant operand -> op whose node shows it
     colours: dict = field(default_factory=dict)  # device name -> (fill, background)
+    names: dict = field(default_factory=dict)  # operand index -> the model's tensor name
+    column: dict = field(default_factory=dict)  # op index -> column of the layout
+    connectors: dict = field(default_factory=dict)  # (tensor, column) -> its first reader there
 
     @property
     def graph(self):
         return self.hal.main
 
 
-def model_dot(hal: HalModel, name: str, steps=(), crossing=frozenset()) -> str:
-    """Dot text of ``hal``; with ``steps`` (plan steps) one cluster per step."""
+def model_dot(hal: HalModel, name: str, steps=(), crossing=frozenset(), names=None) -> str:
+    """Dot text of ``hal``; with ``steps`` (plan steps) one cluster per step; ``names``
+    (``{operand index: tensor name}``) labels the tensors the model names."""
     facts = _facts(hal, tuple(steps), frozenset(crossing))
+    facts.names = {int(index): str(text) for index, text in (names or {}).items() if text}
+    facts.column = _columns(facts)
+    facts.connectors = _connectors(facts)
     out = io.StringIO()
     out.write(f"digraph {_quote(name)} {{\n{_GRAPH_HEAD}")
     out.write(f"  label=<{_title(facts, name)}>;\n")
-    for step in facts.steps:
-        _write_step(out, facts, step)
-    if not facts.steps:
-        for index in range(len(facts.graph.operations)):
-            _write_operation(out, facts, index, "  ")
-    for index in _loose_tensors(facts):
-        _write_tensor(out, facts, index, "  ")
+    loose = _loose_tensors(facts)
+    _write_column_heads(out, facts)
+    if len(facts.steps) == 1:  # its columns are inside its cluster
+        _write_step(out, facts, facts.steps[0])
+        for index in loose:
+            _write_tensor(out, facts, index, "  ")
+    else:  # a column holds whole steps, or the operations of a model without a plan
+        for column in sorted(set(facts.column.values()) or {0}):
+            pad = _open_column(out, facts, column, "  ")
+            for step in facts.steps:
+                if facts.column.get(step.operations[0], 0) == column:
+                    _write_step(out, facts, step, pad)
+            if not facts.steps:
+                _write_nodes(out, facts, column, pad)
+            for index in loose:
+                if _tensor_column(facts, index) == column:
+                    _write_tensor(out, facts, index, pad)
+            _close_column(out, facts, pad)
     _write_edges(out, facts)
     out.write("}\n")
     return out.getvalue()
@@ -104,6 +133,88 @@ def _facts(hal: HalModel, steps: tuple, crossing: frozenset) -> _Facts:
             if _kind(hal, operand_index) == "weight":
                 facts.weight_home.setdefault(operand_index, op_index)
     return facts
+
+
+def run_order(facts: _Facts) -> list[int]:
+    """The operations in run order: a plan's steps in turn, else a topological order of the
+    graph (the lowest index first among the ready ones)."""
+    if facts.steps:
+        return [op for step in facts.steps for op in step.operations]
+    operations = facts.graph.operations
+    waiting = [sum(1 for i in set(op.inputs) if i in facts.producer) for op in operations]
+    ready, order = [i for i, count in enumerate(waiting) if not count], []
+    while ready:
+        ready.sort()
+        op_index = ready.pop(0)
+        order.append(op_index)
+        for index in set(operations[op_index].outputs):
+            for reader in set(facts.readers.get(index, [])):
+                waiting[reader] -= 1
+                if not waiting[reader]:
+                    ready.append(reader)
+    return order + [i for i in range(len(operations)) if i not in set(order)]
+
+
+def _columns(facts: _Facts) -> dict[int, int]:
+    """The layout column of each operation: run order cut into columns of about
+    :data:`OPS_PER_COLUMN` operations, each cut where the fewest tensors cross it (within a
+    third of a column of the even cut); with several plan steps, only between steps."""
+    order = run_order(facts)
+    count = max(1, math.ceil(len(order) / OPS_PER_COLUMN))
+    if count == 1:
+        return {op: 0 for op in order}
+    per = len(order) / count
+    if len(facts.steps) > 1:
+        allowed, at = set(), 0
+        for step in facts.steps:
+            at += len(step.operations)
+            allowed.add(at)
+    else:
+        allowed = set(range(1, len(order)))
+    live = _live_counts(facts, order)
+    cuts, last = [], 0
+    for k in range(1, count):
+        window = [c for c in allowed if last < c < len(order) and abs(c - k * per) <= per / 3]
+        if not window:
+            continue
+        cut = min(window, key=lambda c: (live[c], abs(c - k * per)))
+        cuts.append(cut)
+        last = cut
+    return {op: sum(position >= cut for cut in cuts) for position, op in enumerate(order)}
+
+
+def _live_counts(facts: _Facts, order: list) -> list:
+    """``live[c]``: how many tensors made by the first ``c`` operations of ``order`` are
+    read by the rest (the edges a column cut before position ``c`` crosses)."""
+    position = {op: at for at, op in enumerate(order)}
+    live = [0] * (len(order) + 1)
+    for index, producer in facts.producer.items():
+        if _kind(facts.hal, index) != "tensor" or producer not in position:
+            continue
+        last = max((position.get(r, -1) for r in facts.readers.get(index, [])), default=-1)
+        for cut in range(position[producer] + 1, last + 1):
+            live[cut] += 1
+    return live
+
+
+def _connectors(facts: _Facts) -> dict:
+    """``{(tensor, column): first reader}`` for each tensor read in a later column than its
+    own: there it is drawn again, as a connector at its first reader, instead of an edge
+    across the picture."""
+    found = {}
+    for op in run_order(facts):
+        column = facts.column.get(op, 0)
+        for index in facts.graph.operations[op].inputs:
+            if _kind(facts.hal, index) == "tensor" and _tensor_column(facts, index) != column:
+                found.setdefault((index, column), op)
+    return found
+
+
+def _tensor_column(facts: _Facts, index: int) -> int:
+    """A tensor's column: its producer's, else (a model input) its first reader's."""
+    if index in facts.producer:
+        return facts.column.get(facts.producer[index], 0)
+    return min((facts.column.get(r, 0) for r in facts.readers.get(index, [])), default=0)
 
 
 def _kind(hal: HalModel, index: int) -> str:
@@ -138,18 +249,52 @@ def _loose_tensors(facts: _Facts) -> list[int]:
 
 
 # ------------------------------------------------------------------ nodes
-def _write_step(out: io.StringIO, facts: _Facts, step) -> None:
-    fill, background = facts.colours[step.device.name]
-    out.write(f"  subgraph cluster_step{step.index} {{\n")
-    out.write(f"    label=<<b>{_esc(f'step {step.index}: {step.device.name}')}</b>>; "
-              f"labeljust=l; fontsize=11;\n")
-    out.write(f'    style="rounded"; color={_quote(fill)}; bgcolor={_quote(background)}; penwidth=2;\n')
-    for op_index in step.operations:
-        _write_operation(out, facts, op_index, "    ")
+def _open_column(out: io.StringIO, facts: _Facts, column: int, pad: str) -> str:
+    """Open the borderless cluster of ``column`` when the layout has several; the padding
+    inside it."""
+    count = len(set(facts.column.values()))
+    if count < 2:
+        return pad
+    out.write(f'{pad}subgraph cluster_column{column} {{\n{pad}  label=<<i>column {column + 1} of {count}</i>>; '
+              f'labeljust=l; fontsize=10; fontcolor="#495057"; peripheries=0; margin=4;\n')
+    return pad + "  "
+
+
+def _close_column(out: io.StringIO, facts: _Facts, pad: str) -> None:
+    if len(set(facts.column.values())) >= 2:
+        out.write(f"{pad[:-2]}}}\n")
+
+
+def _write_nodes(out: io.StringIO, facts: _Facts, column: int, pad: str, step=None) -> None:
+    """The operations of ``column`` (of ``step``, if given), their connectors and (in a step)
+    the tensors internal to the step."""
+    ops = [op for op in (step.operations if step is not None else range(len(facts.graph.operations)))
+           if facts.column.get(op, 0) == column]
+    for op_index in ops:
+        _write_operation(out, facts, op_index, pad)
+    _write_connectors(out, facts, set(ops), pad)
+    if step is None:
+        return
     for index in range(len(facts.graph.operands)):
-        if _kind(facts.hal, index) == "tensor" and _internal_step(facts, index) is step:
-            _write_tensor(out, facts, index, "    ")
-    out.write("  }\n")
+        if _kind(facts.hal, index) == "tensor" and _internal_step(facts, index) is step \
+                and _tensor_column(facts, index) == column:
+            _write_tensor(out, facts, index, pad)
+
+
+def _write_step(out: io.StringIO, facts: _Facts, step, pad: str = "  ") -> None:
+    """The cluster of one plan step; a step alone in its plan holds the layout's columns."""
+    fill, background = facts.colours[step.device.name]
+    out.write(f"{pad}subgraph cluster_step{step.index} {{\n")
+    out.write(f"{pad}  label=<<b>{_esc(f'step {step.index}: {step.device.name}')}</b>>; "
+              f"labeljust=l; fontsize=11;\n")
+    out.write(f'{pad}  style="rounded"; color={_quote(fill)}; bgcolor={_quote(background)}; penwidth=2;\n')
+    columns = sorted({facts.column.get(op, 0) for op in step.operations})
+    for column in columns:
+        inner = _open_column(out, facts, column, pad + "  ") if len(facts.steps) == 1 else pad + "  "
+        _write_nodes(out, facts, column, inner, step)
+        if len(facts.steps) == 1:
+            _close_column(out, facts, inner)
+    out.write(f"{pad}}}\n")
 
 
 def _write_operation(out: io.StringIO, facts: _Facts, op_index: int, pad: str) -> None:
@@ -179,25 +324,67 @@ def _write_tensor(out: io.StringIO, facts: _Facts, index: int, pad: str) -> None
     operand = facts.graph.operands[index]
     style = _TENSOR_STYLE.get(operand.lifetime, "shape=ellipse")
     text = _operand_text(operand, index)
+    if index in facts.names:
+        text = f"{facts.names[index]} {text}"
     if index in facts.crossing:
         text += "\ncrosses devices"
         style += f', color="{_CROSSING}", fontcolor="{_CROSSING}", penwidth=2.5'
     out.write(f'{pad}d{index} [label={_quote(text)}, {style}, fontsize=9, margin="0.02,0.01"];\n')
 
 
+def _write_connectors(out: io.StringIO, facts: _Facts, ops: set, pad: str) -> None:
+    """The connectors whose first reader is one of ``ops``: ``#36 FLOAT32 [..] (column 1)``."""
+    for (index, column), reader in facts.connectors.items():
+        if reader not in ops:
+            continue
+        text = _operand_text(facts.graph.operands[index], index).split("\n")[0]
+        if index in facts.names:
+            text = f"{facts.names[index]} {text}"
+        text += f"\n(from column {_tensor_column(facts, index) + 1})"
+        colour = _CROSSING if index in facts.crossing else "#495057"
+        out.write(f"{pad}c{index}_{column} [label={_quote(text)}, shape=cds, style=dashed, "
+                  f'color="{colour}", fontcolor="{colour}", fontsize=8, margin="0.04,0.01"];\n')
+
+
 def _write_edges(out: io.StringIO, facts: _Facts) -> None:
     for op_index, op in enumerate(facts.graph.operations):
+        column = facts.column.get(op_index, 0)
         for index in op.inputs:
             kind = _kind(facts.hal, index)
             if kind == "tensor":
                 red = f' [color="{_CROSSING}", penwidth=2]' if index in facts.crossing else ""
-                out.write(f"  d{index} -> o{op_index}{red};\n")
+                source = f"c{index}_{column}" if (index, column) in facts.connectors else f"d{index}"
+                out.write(f"  {source} -> o{op_index}{red};\n")
             elif kind == "weight" and facts.weight_home[index] != op_index:  # shared weights
                 home = facts.weight_home[index]
-                out.write(f'  o{home}:w{index} -> o{op_index} [color="{_WEIGHT_LINE}", style=dashed];\n')
+                loose = ", constraint=false" if facts.column.get(home, 0) != column else ""
+                out.write(f'  o{home}:w{index} -> o{op_index} [color="{_WEIGHT_LINE}", '
+                          f'style=dashed{loose}];\n')
         for index in op.outputs:
             red = f' [color="{_CROSSING}", penwidth=2]' if index in facts.crossing else ""
             out.write(f"  o{op_index} -> d{index}{red};\n")
+
+
+def _write_column_heads(out: io.StringIO, facts: _Facts) -> None:
+    """The first operation of every column on one rank, left to right in column order; an
+    operation whose tensor inputs all come from earlier columns stays below the operation
+    before it in its column (an invisible edge), instead of rising to the column's top.
+
+    Graphviz's dot does not keep sibling clusters in a given left-to-right order (flat
+    edges, ``ordering=out`` and anchor nodes were tried, on graphviz 2.43): so each column
+    says which it is, and each connector which column its tensor comes from."""
+    heads, previous = {}, {}
+    for op in run_order(facts):
+        column = facts.column.get(op, 0)
+        heads.setdefault(column, op)
+        inputs = [i for i in facts.graph.operations[op].inputs
+                  if _kind(facts.hal, i) == "tensor" and i in facts.producer]
+        if column in previous and not any(_tensor_column(facts, i) == column for i in inputs):
+            out.write(f"  o{previous[column]} -> o{op} [style=invis];\n")
+        previous[column] = op
+    if len(heads) < 2:
+        return
+    out.write(f"  {{ rank=same; {'; '.join(f'o{heads[column]}' for column in sorted(heads))}; }}\n")
 
 
 # ------------------------------------------------------------------ text

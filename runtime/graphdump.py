@@ -7,7 +7,10 @@ model inputs (``invhouse``, blue), outputs (``house``, green) and temporaries (e
 tensor nodes labelled with index, type, dimensions and quantization. For a compilation, each
 plan step is a cluster ``step <n>: <device>`` holding its operations and internal tensors,
 coloured by device, with a legend in the title; tensors crossing devices are drawn red.
-The layout rules live in ``runtime._graphdot``.
+Tensors named by the model's file (``input_names``/``output_names``, as
+``runtime.tflite.load_tflite`` returns them) carry their names: ``input #0 FLOAT32
+[1,128,128,3]``. A long network wraps into columns. The layout rules live in
+``runtime._graphdot``.
 
 ``NN_GRAPHDUMP=DIR`` makes every finished compilation write its dot into ``DIR``.
 
@@ -65,31 +68,49 @@ _counter = itertools.count()
 _log = logging.getLogger("nn.GraphDump")
 
 
-def to_dot(model_or_compilation) -> str:
+def to_dot(model_or_compilation, input_names=(), output_names=()) -> str:
     """The dot text of a finished :class:`Model` or :class:`Compilation`.
 
     A compilation (anything with ``model`` and ``plan``) is drawn with one cluster per plan
-    step once finished, and as its model before.
+    step once finished, and as its model before. ``input_names`` and ``output_names`` name
+    the model's inputs and outputs in order (an empty or missing name leaves it unnamed).
     """
     plan = getattr(model_or_compilation, "plan", None)
     model = getattr(model_or_compilation, "model", model_or_compilation)
+    hal = model.to_hal()
+    names = tensor_names(hal, input_names, output_names)
     if plan is None:
-        return model_dot(model.to_hal(), model.name)
-    return model_dot(model.to_hal(), model.name, plan.steps, plan.crossing)
+        return model_dot(hal, model.name, names=names)
+    return model_dot(hal, model.name, plan.steps, plan.crossing, names=names)
 
 
-def graph_dump(model_or_compilation, file=None) -> str:
+def tensor_names(hal, input_names=(), output_names=()) -> dict:
+    """``{operand index: name}`` of the model's inputs and outputs, named in order.
+
+    >>> from nnscope.runtime.builtin_models import tiny_add
+    >>> tensor_names(tiny_add().to_hal(), ["a", "b"], ["sum"])
+    {0: 'a', 1: 'b', 3: 'sum'}
+    """
+    pairs = list(zip(hal.main.input_indexes, input_names or ())) + \
+        list(zip(hal.main.output_indexes, output_names or ()))
+    return {int(index): str(name) for index, name in pairs if name}
+
+
+def graph_dump(model_or_compilation, file=None, input_names=(), output_names=()) -> str:
     """Write the Graphviz dot of a model or compilation and return it.
 
     Args:
         model_or_compilation: A finished Model, or a Compilation (clusters per plan step).
         file: A path or a text file object. None writes into the ``NN_GRAPHDUMP`` directory
             when it is set, else to VLOG (tags ``compilation``/``model``, log tag GraphDump).
+        input_names: The model's input tensor names, in input order (a .tflite's, as
+            ``load_tflite`` returns them); shown in the tensors' labels.
+        output_names: The same for the outputs.
 
     Raises:
         NnError: BAD_STATE for a model that is not finished.
     """
-    text = to_dot(model_or_compilation)
+    text = to_dot(model_or_compilation, input_names, output_names)
     if file is not None:
         if hasattr(file, "write"):
             file.write(text)

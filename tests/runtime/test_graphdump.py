@@ -24,6 +24,8 @@ from tests.support.programs import require_program
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"
 MAX_WIDTH_PT = 1500
+#: The face detector's plan was one column 7,800 pt (10,400 px) tall; wrapped, at most this.
+MAX_HEIGHT_PT = 3600
 
 
 class Layout:
@@ -102,9 +104,8 @@ def _constant_kind(graph, index) -> str | None:
     return "small" if operand.element_count() <= INLINE_ELEMENTS else "weight"
 
 
-def test_plan_is_narrow_tall_and_names_every_operation_and_device(plan):
+def test_plan_names_every_operation_and_device(plan):
     compilation, layout = plan
-    assert layout.width <= MAX_WIDTH_PT and layout.height > layout.width
     graph = compilation.plan.model.main
     texts = set(layout.all_texts())
     for index, op in enumerate(graph.operations):
@@ -118,7 +119,64 @@ def test_plan_is_narrow_tall_and_names_every_operation_and_device(plan):
     colours = {s.device.name: layout.clusters[f"cluster_step{s.index}"]["color"]
                for s in compilation.plan.steps}
     assert len(set(colours.values())) == len(colours)  # one colour per device
-    assert len(layout.clusters) == len(compilation.plan.steps) and texts
+    steps = [name for name in layout.clusters if name.startswith("cluster_step")]
+    assert len(steps) == len(compilation.plan.steps) and texts
+
+
+def _columns(layout) -> dict:
+    """``{column cluster: its node names}``."""
+    return {name: layout.cluster_nodes(name) for name in layout.clusters
+            if name.startswith("cluster_column")}
+
+
+def _assert_wrapped(layout, columns: int) -> None:
+    """Issue 37: the face detector was one column 10,000 px tall. It wraps into columns
+    (labelled ``column k of n``), each starting at the top, none joined to another by an
+    edge (a tensor read in a later column is a connector there), and is at most
+    :data:`MAX_HEIGHT_PT` tall."""
+    found = _columns(layout)
+    assert len(found) == columns, sorted(found)
+    assert layout.height <= MAX_HEIGHT_PT and layout.height < 1.5 * layout.width
+    assert {layout.cluster_label(name) for name in found} == \
+        {f"column {k} of {columns}" for k in range(1, columns + 1)}
+    column_of = {node: name for name, nodes in found.items() for node in nodes}
+    firsts = [min((n for n in nodes if n.startswith("o")), key=lambda n: int(n[1:]))
+              for nodes in found.values()]
+    assert len({layout.y[n] for n in firsts}) == 1  # every column starts at the top
+    for tail, head in layout.edges:
+        if tail in column_of and head in column_of:
+            assert column_of[tail] == column_of[head], (tail, head)
+    connectors = [n for n in layout.nodes if n.startswith("c")]
+    assert connectors and all("(from column " in " ".join(layout.texts(n)) for n in connectors)
+
+
+def test_a_long_plan_wraps_into_columns_between_steps(plan):
+    compilation, layout = plan
+    if len(compilation.plan.model.main.operations) < 60:
+        pytest.skip("mobilenet's plan is one 28-operation step and three PADs: steps are not split")
+    _assert_wrapped(layout, 5)
+
+
+def test_a_one_step_plan_wraps_into_columns_and_names_the_model_s_tensors():
+    """The face detector on sample-all (one step of 90 operations): six columns inside the
+    step's cluster; the input and outputs carry their .tflite names."""
+    hal, inputs, outputs = load_tflite(str(FACE))
+    assert (inputs, outputs) == (["input"], ["regressors", "classificators"])
+    model = Model.from_hal(hal, name="face_detection_short_range")
+    compilation = Compilation.for_devices(model, [create_driver("sample-all")])
+    compilation.finish()
+    try:
+        text = graphdump.to_dot(compilation, inputs, outputs)
+        layout = Layout(text)
+        assert graph_dump(compilation, io.StringIO(), inputs, outputs) == text
+    finally:
+        compilation.free()
+    _assert_wrapped(layout, 6)
+    assert set(_columns(layout)) <= {c for c in layout.clusters if c != "cluster_step0"}
+    labels = {" ".join(layout.texts(f"d{index}")) for index in (*hal.main.input_indexes, *hal.main.output_indexes)}
+    assert labels == {"input #0 FLOAT32 [1,128,128,3]", "classificators #182 FLOAT32 [1,896,1]",
+                      "regressors #183 FLOAT32 [1,896,16]"}
+    assert graphdump.tensor_names(hal, ["", None], ["a"]) == {hal.main.output_indexes[0]: "a"}
 
 
 def test_plan_data_flows_down(plan):
