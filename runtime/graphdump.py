@@ -129,8 +129,9 @@ def dot_program() -> str | None:
     return shutil.which("dot")
 
 
-def render_svg(model_or_compilation, path) -> None:
-    """Render the graph of a model or compilation to an SVG file with Graphviz's ``dot``.
+def render_svg(model_or_compilation, path, input_names=(), output_names=()) -> None:
+    """Render the graph of a model or compilation to an SVG file with Graphviz's ``dot``
+    (tensor names as :func:`to_dot` takes them).
 
     Raises:
         FileNotFoundError: ``dot`` is not on PATH (the message says to install Graphviz).
@@ -139,7 +140,7 @@ def render_svg(model_or_compilation, path) -> None:
     program = dot_program()
     if program is None:
         raise FileNotFoundError(MISSING_DOT)
-    done = subprocess.run([program, "-Tsvg", "-o", str(path)], input=to_dot(model_or_compilation),
+    done = subprocess.run([program, "-Tsvg", "-o", str(path)], input=to_dot(model_or_compilation, input_names, output_names),
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         first = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]

@@ -97,12 +97,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args) -> tuple[Model, list[np.ndarray], list[str], list | None]:
-    """The model, its inputs (sample data or ``--inputs``), its output names and, for an
-    ``--example``, its output buffers."""
+def _load(args) -> tuple[Model, list[np.ndarray], tuple[list, list], list | None]:
+    """The model, its inputs (sample data or ``--inputs``), its input and output tensor names
+    (a .tflite's; else empty) and, for an ``--example``, its output buffers."""
     if args.example:
         model, inputs, outputs = EXAMPLES[args.example]()
-        return model, inputs, [], outputs
+        return model, inputs, ([], []), outputs
     if args.model is None:
         model, input_names, output_names = builtin_models.mobilenet(), [], []
     else:
@@ -110,10 +110,10 @@ def _load(args) -> tuple[Model, list[np.ndarray], list[str], list | None]:
         hal, input_names, output_names = load_tflite(args.model)
         model = Model.from_hal(hal, name=Path(args.model).stem)
     if args.inputs is None:
-        return model, builtin_models.sample_input(model), output_names, None
+        return model, builtin_models.sample_input(model), (input_names, output_names), None
     operands = [model.operands[index] for index in model.inputs]
     names = input_names or [None] * len(operands)
-    return model, read_inputs(args.inputs, operands, names), output_names, None
+    return model, read_inputs(args.inputs, operands, names), (input_names, output_names), None
 
 
 def _outputs(model: Model) -> list[np.ndarray]:
@@ -148,7 +148,7 @@ def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, l
     label = args.example or (Path(args.model).stem if args.model else "mobilenet_v1_0.5_224")
     with tracing.application(Phase.OVERALL, label):
         with tracing.application(Phase.PREPARATION, "build model"):
-            model, inputs, output_names, outputs = _load(args)
+            model, inputs, names, outputs = _load(args)
         with tracing.application(Phase.COMPILATION, "compile"):
             devices = [get_device(name) for name in args.device] if args.device else None
             compilation = Compilation(model, devices)
@@ -172,10 +172,10 @@ def _profile(args, session: tracing.TraceSession) -> tuple[Model, Compilation, l
         saved = None
         if args.outputs:
             with tracing.application(Phase.EXECUTION, "outputs"):
-                saved = compute_arrays(compilation, inputs), output_names
+                saved = compute_arrays(compilation, inputs), names[1]
         with tracing.application(Phase.TERMINATION, "shutdown drivers"):
             manager.shutdown()  # inside the run: the drivers' last spans join its trace
-    return model, compilation, latencies, saved, times
+    return model, compilation, latencies, saved, times, names
 
 
 def _warm_compile(model: Model, compilation: Compilation, args) -> float:
@@ -273,16 +273,16 @@ def _trace_writer(session: tracing.TraceSession, exporter: str | None):
 
 
 def _write_files(args, session: tracing.TraceSession, compilation: Compilation,
-                 saved: tuple | None) -> tuple[list[str], list[str], list[str]]:
+                 saved: tuple | None, names: tuple = ((), ())) -> tuple[list[str], list[str], list[str]]:
     """Write every requested file (a failure goes to a temporary file, see ``_output_files``):
     the ``wrote`` lines, the error lines and the files written where asked."""
     writers = {"--outputs": lambda path: write_outputs(path, saved[0]),
                "--trace": _trace_writer(session, None),
                "--systrace": _trace_writer(session, "systrace-html"),
                "--perfetto": _trace_writer(session, "perfetto"),
-               "--html": _html_report.writer(session, lambda path: graph_dump(compilation, path)),
-               "--dot": lambda path: graph_dump(compilation, path),
-               "--svg": lambda path: graphdump.render_svg(compilation, path)}
+               "--html": _html_report.writer(session, lambda path: graph_dump(compilation, path, *names)),
+               "--dot": lambda path: graph_dump(compilation, path, *names),
+               "--svg": lambda path: graphdump.render_svg(compilation, path, *names)}
     wrote, errors, files = [], [], []
     for flag, path in _output_paths(args).items():
         if path is None:
@@ -314,11 +314,11 @@ def main(args) -> int:
     session = tracing.TraceSession()
     session.start()
     try:
-        model, compilation, latencies, saved, compile_ms = _profile(args, session)
+        model, compilation, latencies, saved, compile_ms, names = _profile(args, session)
     finally:
         manager.shutdown()  # after a failed run (a no-op after a normal one)
         session.stop()
-    wrote, errors, files = _write_files(args, session, compilation, saved)
+    wrote, errors, files = _write_files(args, session, compilation, saved, names)
     stats = percentiles(latencies)
     stats.update(warmup_executions=args.warmup, **{k: round(v, 3) for k, v in compile_ms.items()})
     out = io.StringIO()

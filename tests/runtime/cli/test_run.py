@@ -146,3 +146,12 @@ def test_int8_image_model_matches_litert(tmp_path, devices):
     with np.load(outputs) as saved:
         # Softmax probabilities in steps of 1/256: at most one step apart.
         assert np.abs(saved["output0"] - expected).max() <= 1 / 256 + 1e-7
+
+
+def test_the_dot_of_a_tflite_run_names_its_tensors(tmp_path):
+    """``run --dot`` labels the model's inputs and outputs with the .tflite's tensor names."""
+    dot = tmp_path / "plan.dot"
+    assert main(["run", str(FACE), "--device", "sample-all", "--executions", "1", "--warmup", "0",
+                 "--dot", str(dot), "--no-summary"]) == 0
+    text = dot.read_text()
+    assert all(f"{name} #" in text for name in ("input", "regressors", "classificators")), text[:2000]
