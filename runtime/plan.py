@@ -31,7 +31,6 @@ Example:
 from __future__ import annotations
 
 import enum
-import os
 from dataclasses import dataclass, field
 from typing import Sequence
 

@@ -10,10 +10,10 @@ other pollable fd is a foreign fence with AOSP's ``syncWait`` rules (POLLIN: sig
 POLLERR/POLLNVAL: an error). The runtime's Events (``runtime._fenced``), the driver's fenced
 runs and the runtime's fenced plan steps all use these functions.
 
-:func:`watch` is the one bounded watch before a sleep: it looks at a fence without sleeping for
-at most ``spin_s`` (yielding the CPU to anything else runnable), then sleeps in ``poll()``. A
-watch only pays with a second CPU (:func:`usable_cpus`): on one, it holds off the very work it
-waits for.
+:func:`spin` is the one bounded look before a sleep: it looks without sleeping for at most a
+window (yielding the CPU to anything else runnable); the caller then sleeps in ``poll()``. A
+look only pays with a second CPU (:func:`usable_cpus`, :func:`watch_window_s`): on one, it holds
+off the very work it waits for.
 
 Example:
     >>> fd = new_fence()
@@ -109,21 +109,6 @@ def _outcome(fd: int, revents: int, eventfd: bool | None) -> str:
     poller = select.poll()
     poller.register(fd, _OUT)
     return DONE if poller.poll(0) else ERROR
-
-
-def watch(fd: int, spin_s: float, timeout: float | None, eventfd: bool | None = None) -> str:
-    """:func:`wait`, after looking at ``fd`` without sleeping for at most ``spin_s`` seconds
-    (:func:`spin`): a fence about to signal costs no wake-up."""
-    if spin_s > 0:
-        poller = select.poll()
-        poller.register(fd, _IN)
-        look = poller.poll
-        events = spin(lambda: look(0), spin_s if timeout is None else min(spin_s, timeout))
-        if events:
-            return _outcome(fd, events[0][1], eventfd)
-        if timeout is not None:
-            timeout = max(0.0, timeout - spin_s)
-    return wait(fd, timeout, eventfd)
 
 
 def spin(look, seconds: float):

@@ -256,29 +256,28 @@ class RemoteDevice(Device):
         driver that does not answer within its timeout is killed and reported (logged here,
         DEAD_OBJECT on its next call)."""
         current = _trace.session_dir()
-        if current == self._trace_dir:
-            return
-        w = Writer()
-        w.text(current or "")
-        try:
-            self.transact(MsgType.SET_TRACE_DIR, w.getvalue(), timeout_s=self.timeout_s)
+        if current != self._trace_dir and self._set_trace_dir(current, "join the trace session"):
             self._trace_dir = current
-        except (HalError, DeadlineExpired) as error:
-            _log.warning("driver %s: cannot join the trace session: %s", self.name, error)
 
     def flush_trace(self) -> None:
         """Have the driver write out the spans it holds for the current session (it writes them
         now and then while it serves): a session about to be collected asks."""
         directory = self._trace_dir
-        if directory is None or directory != _trace.session_dir() or self._dead is not None \
-                or self.channel is None:
-            return
+        if directory is not None and directory == _trace.session_dir() and self._dead is None \
+                and self.channel is not None:
+            self._set_trace_dir(directory, "write out its trace")
+
+    def _set_trace_dir(self, directory: str | None, what: str) -> bool:
+        """SET_TRACE_DIR (the driver writes out what it holds, then writes to ``directory``);
+        False, logged, when the driver does not answer."""
         w = Writer()
-        w.text(directory)
+        w.text(directory or "")
         try:
             self.transact(MsgType.SET_TRACE_DIR, w.getvalue(), timeout_s=self.timeout_s)
         except (HalError, DeadlineExpired) as error:
-            _log.warning("driver %s: cannot write out its trace: %s", self.name, error)
+            _log.warning("driver %s: cannot %s: %s", self.name, what, error)
+            return False
+        return True
 
     def ensure_started(self) -> Channel:
         if self._dead is not None:

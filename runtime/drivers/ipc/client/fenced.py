@@ -30,14 +30,12 @@ from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.client._reply import DeadlineExpired, check_status
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from nnscope.runtime.hal.shared_memory import is_shared, pool_bytes
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError
 from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
-from nnscope.runtime.hal.shared_memory import SharedPool
 from nnscope.runtime.drivers import base
-from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, ERROR, fail, is_eventfd, new_fence, wait
-from nnscope.runtime.hal.sync_fence import close_fds
+from nnscope.runtime.hal.shared_memory import SharedPool, is_shared, pool_bytes
+from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, ERROR, close_fds, fail, is_eventfd, new_fence, wait
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus

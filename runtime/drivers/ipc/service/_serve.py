@@ -177,9 +177,10 @@ class ServeLoop:
         self.listener.setblocking(False)
         listener_fd = self.listener.fileno()
         fenced = self.service.fenced
+        fenced_fd = fenced.fileno()
         self.poller.register(listener_fd, _IN)
         self.poller.register(self._wakeup, _IN)
-        self.poller.register(fenced.fileno(), _IN)
+        self.poller.register(fenced_fd, _IN)
         self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         connections, serve, service = self.connections, self._serve, self.service
         monotonic = time.monotonic
@@ -197,15 +198,13 @@ class ServeLoop:
                     continue
                 events = self._poll(0.2 if self._writing else 1.0)
                 poll_due = monotonic() + _DIRECT_S
-                if fenced.waiting():  # a step whose fence signalled goes before new requests
+                if any(fd == fenced_fd for fd, _ in events):  # a step whose fence signalled first
                     fenced.ready()
                 for fd, mask in events:
                     if fd == listener_fd:
                         self._accept_all()
                     elif fd == self._wakeup:
                         self._resume_unparked()
-                    elif fd == fenced.fileno():
-                        fenced.ready()
                     elif fd in connections:
                         if mask & _OUT:
                             self._flush(fd, connections[fd])
@@ -231,7 +230,8 @@ class ServeLoop:
     def _poll(self, timeout: float) -> list:
         """The ready fds within ``timeout`` (cut to the earliest deadline of a fenced job that
         waits). While fenced jobs wait, the loop looks without sleeping for their watch window
-        first (a fence about to signal costs no wake-up), and its sleep is a fence wait."""
+        first (a fence about to signal costs no wake-up); the look and the sleep are a fence
+        wait (``SampleDriver::syncWait``)."""
         fenced = self.service.fenced
         if not fenced.waiting():
             return self.poller.poll(timeout)

@@ -276,11 +276,10 @@ class FencedServer:
     def ready(self) -> None:
         """Advance the jobs whose fence signalled: the next fence, or the run."""
         for fd, _ in self.poller.poll(0):
-            job = self._disarm(fd)
-            state = wait(fd, 0, True)
-            if state == ERROR:
-                job.conclude((ErrorStatus.GENERAL_FAILURE, f"wait_for[{job.position}] signalled an error"))
+            if wait(fd, 0, True) == ERROR:
+                self._end(fd, ErrorStatus.GENERAL_FAILURE, "wait_for[{}] signalled an error")
             else:
+                job = self._disarm(fd)
                 job.position += 1
                 self._arm(job)
 
@@ -291,17 +290,13 @@ class FencedServer:
         now = time.monotonic_ns()
         for fd, job in list(self._timed.items()):
             if now >= job.deadline_ns:
-                self._disarm(fd)
-                job.conclude((ErrorStatus.MISSED_DEADLINE_TRANSIENT,
-                              f"deadline passed waiting for wait_for[{job.position}]"))
+                self._end(fd, ErrorStatus.MISSED_DEADLINE_TRANSIENT, "deadline passed waiting for wait_for[{}]")
 
     def drop(self, connection) -> None:
         """``connection`` closed: its waiting jobs end (their fences say so)."""
         for fd, job in list(self._waiting.items()):
             if job.connection is connection:
-                self._disarm(fd)
-                job.conclude((ErrorStatus.GENERAL_FAILURE,
-                              "the client disconnected before the fences signalled"))
+                self._end(fd, ErrorStatus.GENERAL_FAILURE, "the client disconnected before the fences signalled")
         self._jobs.pop(connection, None)
 
     def _arm(self, job: FencedJob) -> None:
@@ -323,6 +318,11 @@ class FencedServer:
                 return job.run()
         executions.scheduler.submit(Job(job.client, job.prepared.priority, job.compute, job.conclude,
                                         job.label, job.prepared.mean_ns))
+
+    def _end(self, fd: int, status: ErrorStatus, why: str) -> None:
+        """End the job waiting for ``fd`` with ``status``; ``why`` may name its fence (``{}``)."""
+        job = self._disarm(fd)
+        job.conclude((status, why.format(job.position)))
 
     def _disarm(self, fd: int) -> FencedJob:
         self.poller.unregister(fd)
@@ -438,9 +438,8 @@ class FencedServer:
 
     def close(self) -> None:
         """The service ends: every waiting job ends too."""
-        for fd, job in list(self._waiting.items()):
-            self._disarm(fd)
-            job.conclude((ErrorStatus.GENERAL_FAILURE, "the driver is shutting down"))
+        for fd in list(self._waiting):
+            self._end(fd, ErrorStatus.GENERAL_FAILURE, "the driver is shutting down")
         self.poller.close()
 
     def _check_room(self, connection) -> None:
