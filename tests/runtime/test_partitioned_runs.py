@@ -129,9 +129,7 @@ def test_300_executions_hold_fds_and_memory_flat(drivers, chain, monkeypatch):
     compilation = Compilation(model)
     compilation.finish()
     pids = [os.getpid(), *(drivers[name].pid for name in names)]
-    sent, send = [], Channel.send
-    monkeypatch.setattr(Channel, "send", lambda channel, msg_type, *rest: sent.append(msg_type) or send(
-        channel, msg_type, *rest))
+    sent = _sent(monkeypatch)
     try:
         for _ in range(20):  # warm-up: caches, step memory, numpy's allocator
             _compute(compilation, image)
