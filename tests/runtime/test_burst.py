@@ -21,6 +21,7 @@ from nnscope.runtime.drivers.ipc import RemoteDevice
 from nnscope.runtime.drivers.ipc.client.burst import BurstController
 from tests.runtime.helpers import add_execution, add_model, mixed_expected, mixed_model
 from tests.support.log_capture import captured_log
+from tests.support.stopped import stop_process
 
 
 @pytest.fixture
@@ -208,7 +209,7 @@ def test_hung_driver_does_not_hang_the_burst(devices):
         burst = Burst(compilation)
         victim.timeout_s = 1.0  # once set up: a loaded machine may take longer to start and prepare
         ones = np.ones((1, 4), np.float32)
-        os.kill(victim.pid, signal.SIGSTOP)
+        stop_process(victim.pid)
         out = np.zeros((1, 4), np.float32)
         with captured_log("nn", "execution,manager") as lines:
             waiter = threading.Thread(

@@ -20,6 +20,7 @@ from nnscope.runtime.hal.device_types import Request, RequestArgument
 from nnscope.runtime.hal.types import ErrorStatus
 from nnscope.runtime.manager import cpu_device
 from tests.support.log_capture import captured_log
+from tests.support.stopped import stop_process
 
 MISSED = {ResultCode.MISSED_DEADLINE_TRANSIENT, ResultCode.MISSED_DEADLINE_PERSISTENT}
 TIMEOUTS = {"none": 0, "passed": 1, "short": 1_000_000, "generous": 60_000_000_000}
@@ -137,7 +138,7 @@ def test_a_hung_driver_returns_control_by_the_deadline():
         execution, _ = _execution(compilation, sample_input(model))
         timeout_ns = 1_000_000_000
         execution.set_timeout(timeout_ns)
-        os.kill(device.pid, signal.SIGSTOP)
+        stop_process(device.pid)
         with pytest.raises(NnError) as error:
             execution.compute()
         # ended by the deadline, not by the device's 60 s timeout: that one gives DEAD_OBJECT

@@ -4,8 +4,6 @@ execution runs on the restarted driver. The silence comes from real processes: a
 never reaches the driver, or a driver stopped with SIGSTOP."""
 from __future__ import annotations
 
-import os
-import signal
 import time
 
 import numpy as np
@@ -15,9 +13,9 @@ from nnscope.runtime import Compilation, Execution, NnError, ResultCode, manager
 from nnscope.runtime.builtin_models import conv_pad_chain, sample_input
 from nnscope.runtime.drivers.cpu import CpuDevice
 from nnscope.runtime.drivers.ipc import RemoteDevice
-from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from tests.support.log_capture import captured_log
 from tests.support.sent import EXECUTES
+from tests.support.stopped import stop_process
 
 TIMEOUT_S = 2.0
 #: Executions before the silence, and how it is found: none, the steps go one by one (a reply
@@ -54,7 +52,7 @@ def _swallow_next_execute(device: RemoteDevice) -> None:
 
 
 def _stop(device: RemoteDevice) -> None:
-    os.kill(device.pid, signal.SIGSTOP)
+    stop_process(device.pid)
 
 
 def _run(compilation, image):

@@ -14,7 +14,6 @@ be held: ``tests/runtime/drivers/test_scheduler.py``.)
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
@@ -28,6 +27,7 @@ from nnscope.runtime.drivers.ipc.wire.protocol import MsgType
 from nnscope.runtime.hal.types import Priority
 from nnscope.runtime.manager import cpu_device
 from tests.support.sent import SentHook
+from tests.support.stopped import stop_process
 
 LOWS = 4
 
@@ -86,7 +86,7 @@ class _Stopped:
         self._hook, self._threads, self._lock = SentHook(monkeypatch), [], threading.Lock()
 
     def __enter__(self):
-        os.kill(self.pid, signal.SIGSTOP)
+        stop_process(self.pid)
         return self
 
     def send(self, name: str, call) -> None:

@@ -18,6 +18,7 @@ from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request
 from tests.support.sent import SentHook
+from tests.support.stopped import stop_process
 
 
 #: How the client words a DEAD_OBJECT that came from its timeout (``RemoteDevice``).
@@ -72,7 +73,7 @@ def test_kill_during_a_stream_of_executions(fresh_device):
 def test_pending_async_execution_sees_dead_object(fresh_device, monkeypatch):
     device = fresh_device(timeout_s=60.0)
     prepared, request = _prepared(device, (512, 512))
-    os.kill(device.pid, signal.SIGSTOP)  # nothing is processed until we kill it
+    stop_process(device.pid)  # nothing is processed until we kill it
     try:
         results = []  # launch + wait run in a thread; the driver answers neither before dying
         thread, sent = SentHook(monkeypatch).start(lambda: results.append(_capture(prepared, request)))
@@ -89,7 +90,7 @@ def test_hung_driver_times_out_as_dead_object(fresh_device):
     device = fresh_device(timeout_s=30.0)
     prepared, request = _prepared(device)
     device.timeout_s = 0.5  # after preparing: a loaded machine may take longer to start up
-    os.kill(device.pid, signal.SIGSTOP)
+    stop_process(device.pid)
     start = time.monotonic()
     with pytest.raises(HalError) as error:
         prepared.execute(request)
@@ -103,7 +104,7 @@ def test_hung_driver_times_out_as_dead_object(fresh_device):
 def test_deadline_bounds_the_wait_on_a_hung_driver(fresh_device):
     device = fresh_device(timeout_s=30.0)
     prepared, request = _prepared(device)
-    os.kill(device.pid, signal.SIGSTOP)
+    stop_process(device.pid)
     try:
         result = prepared.execute(request, deadline_ns=time.monotonic_ns() + 200_000_000)
         assert result.status == ErrorStatus.MISSED_DEADLINE_TRANSIENT  # a timeout is DEAD_OBJECT

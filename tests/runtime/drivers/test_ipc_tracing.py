@@ -5,6 +5,7 @@ import numpy as np
 from nnscope import tracing
 from nnscope.runtime.drivers.ipc import RemoteDevice
 from tests.runtime.drivers._hal import add_model, make_request
+from tests.support.stopped import stop_process
 
 
 def test_driver_spans_join_the_session_with_hidl_marks():
@@ -101,8 +102,6 @@ def test_a_driver_spawned_but_not_yet_connected_joins_a_session_started_meanwhil
 def test_a_driver_that_does_not_answer_the_session_join_is_reported(caplog):
     """No silent give-up: a stopped driver is killed after its timeout, the failed join is
     logged under VersionedInterfaces and the next call says DEAD_OBJECT."""
-    import os  # noqa: PLC0415
-    import signal  # noqa: PLC0415
 
     import pytest  # noqa: PLC0415
 
@@ -112,7 +111,7 @@ def test_a_driver_that_does_not_answer_the_session_join_is_reported(caplog):
     device = RemoteDevice("sample-float-fast", timeout_s=0.5)
     try:
         device.capabilities()  # running, outside any session
-        os.kill(device.pid, signal.SIGSTOP)
+        stop_process(device.pid)
         with tracing.TraceSession(), caplog.at_level("WARNING", logger="nn.VersionedInterfaces"):
             device.launch()  # joins the session: no answer
         assert any("cannot join the trace session" in r.getMessage() for r in caplog.records)
