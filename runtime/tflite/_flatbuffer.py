@@ -52,6 +52,7 @@ class _Operator:
     outputs: tuple[int, ...]
     options: str | None
     fields: tuple[tuple[str, object], ...]
+    custom_options: bytes | None = None
 
 
 class FlatbufferGraph:
@@ -60,7 +61,7 @@ class FlatbufferGraph:
     def __init__(self) -> None:
         self.tensors: list[_Tensor] = []
         self.buffers: list[bytes] = [b""]  # buffer 0: the empty buffer of non-constants
-        self.codes: dict[int, int] = {}  # BuiltinOperator -> index in operator_codes
+        self.codes: dict[int | str, int] = {}  # BuiltinOperator or custom name -> its index
         self.operators: list[_Operator] = []
         self.inputs: list[int] = []
         self.outputs: list[int] = []
@@ -82,6 +83,12 @@ class FlatbufferGraph:
         index = self.codes.setdefault(code, len(self.codes))
         self.operators.append(_Operator(index, tuple(inputs), tuple(outputs), options,
                                         tuple(fields.items())))
+
+    def custom(self, name: str, inputs, outputs, options: bytes = b"") -> None:
+        """A custom operator ``name`` (its code's ``custom_code``) with raw ``options``."""
+        index = self.codes.setdefault(name, len(self.codes))
+        self.operators.append(_Operator(index, tuple(inputs), tuple(outputs), None, (),
+                                        bytes(options)))
 
     # ------------------------------------------------------------------ serialisation
     def serialize(self) -> bytes:
@@ -165,6 +172,7 @@ def _operator(b: flatbuffers.Builder, op: _Operator) -> int:
     inputs = _numbers(b, op.inputs, np.int32)
     outputs = _numbers(b, op.outputs, np.int32)
     options = None if op.options is None else _options(b, op.options, op.fields)
+    custom = None if op.custom_options is None else b.CreateByteVector(op.custom_options)
     tflite.OperatorStart(b)
     tflite.OperatorAddOpcodeIndex(b, op.code)
     tflite.OperatorAddInputs(b, inputs)
@@ -172,10 +180,20 @@ def _operator(b: flatbuffers.Builder, op: _Operator) -> int:
     if options is not None:
         tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, op.options))
         tflite.OperatorAddBuiltinOptions(b, options)
+    if custom is not None:
+        tflite.OperatorAddCustomOptions(b, custom)
     return tflite.OperatorEnd(b)
 
 
-def _code(b: flatbuffers.Builder, code: int) -> int:
+def _code(b: flatbuffers.Builder, code: int | str) -> int:
+    if isinstance(code, str):
+        name = b.CreateString(code)
+        tflite.OperatorCodeStart(b)
+        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, tflite.BuiltinOperator.CUSTOM)
+        tflite.OperatorCodeAddBuiltinCode(b, tflite.BuiltinOperator.CUSTOM)
+        tflite.OperatorCodeAddCustomCode(b, name)
+        tflite.OperatorCodeAddVersion(b, 1)
+        return tflite.OperatorCodeEnd(b)
     tflite.OperatorCodeStart(b)
     tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
     tflite.OperatorCodeAddBuiltinCode(b, code)

@@ -199,11 +199,11 @@ class _Walk:
         kind = next((slot for slot, f in fields.items() if f.name == field.name + "Type"), None)
         offset = self.read("<H", vtable + kind, "a vtable") if kind is not None and kind + 2 <= vsize else 0
         number = self.read("<B", pos + offset, "a union type") if offset else 0
-        return _members(field.table).get(number)
+        return union_members(field.table).get(number)
 
 
 @functools.cache
-def _members(enum: str) -> dict[int, str]:
+def union_members(enum: str) -> dict[int, str]:
     """A union enum's values -> the table classes they name (NONE and unknown ones left out)."""
     return {value: name for name, value in vars(getattr(tflite, enum)).items()
             if not name.startswith("_") and name != "NONE" and hasattr(tflite, name)}

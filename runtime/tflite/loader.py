@@ -21,8 +21,9 @@ Example:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-from nnscope.runtime.hal.types import HalModel
+from nnscope.runtime.hal.types import HalModel, OperationType
 from nnscope.runtime.ops import registry
 from nnscope.runtime.ops.registry import OpValidationError
 from nnscope.runtime.tflite._builder import GraphBuilder
@@ -88,6 +89,44 @@ def convert_tflite(data: bytes, label: str = "<bytes>") -> tuple[HalModel, list[
         raise UnsupportedOperator(f"{label}: a model input or output, {error}, has no NNAPI "
                                   "form") from None
     return model, _names(graph, graph.inputs), _names(graph, graph.outputs)
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """What one TFLite operator becomes in NNAPI: its operations with their operand types, or
+    ``problem`` (why it has no NNAPI form, as :class:`UnsupportedOperator` words it)."""
+
+    operations: tuple[OperationType, ...] = ()
+    operand_types: tuple[frozenset, ...] = ()
+    problem: str | None = None
+
+
+def lower_operators(graph: TfliteGraph) -> list[Lowering]:
+    """Each operator of ``graph`` converted as :func:`convert_tflite` converts it, in one pass:
+    the NNAPI operations it becomes (none for a folded constant, several for a lowered
+    operator) or why it has none. A file too corrupt for its operators raises as there."""
+    builder, result = GraphBuilder(graph), []
+    for index, operator in enumerate(graph.operators):
+        if operator.name not in CONVERTERS:
+            result.append(Lowering(problem="no NNAPI form"))
+            continue
+        first = len(builder.operations)
+        try:
+            builder.fold_hybrid_weights(operator.inputs)
+            CONVERTERS[operator.name](builder, operator)
+            _validate(builder, first)
+        except UnsupportedOperator as error:
+            del builder.operations[first:]
+            result.append(Lowering(problem=str(error)))
+            continue
+        except (IndexError, KeyError, AttributeError) as error:
+            raise TfliteFormatError(f"operator {index} ({operator.label}) lacks an input, "
+                                    f"dimension or option ({type(error).__name__}: {error})") from None
+        emitted = builder.operations[first:]
+        result.append(Lowering(tuple(op.type for op in emitted),
+                               tuple(frozenset(builder.operands[i].type for i in (*op.inputs, *op.outputs))
+                                     for op in emitted)))
+    return result
 
 
 def _validate(builder: GraphBuilder, first: int) -> None:
