@@ -13,14 +13,14 @@ import argparse
 import sys
 
 from nnscope.runtime.api import NnError
-from nnscope.runtime.cli import _otlp, bench, cts, devices, run
+from nnscope.runtime.cli import _otlp, bench, cts, delegation, devices, run
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nnscope", description="Profiling-first NNAPI runtime: run models and trace every layer.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run, devices, cts, bench):
+    for module in (run, devices, cts, bench, delegation):
         command = module.add_parser(commands)
         command.set_defaults(handler=module.main, command_parser=command)
     return parser

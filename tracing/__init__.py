@@ -22,7 +22,7 @@ from nnscope.tracing.naming import Layer, Phase
 _SESSION_NAMES = ("NNSCOPE_TRACE", "NNSCOPE_TRACE_DIR", "TraceConfig", "TraceSession", "flush",
                   "on_gather", "override_environment", "session_env")
 _TRACER_NAMES = ("Scope", "adopt", "application", "context", "cpu", "driver", "enabled", "fail",
-                 "full", "hidl", "ipc", "runtime", "set_process_name", "subtract", "switch",
+                 "full", "hidl", "ipc", "named", "runtime", "set_process_name", "subtract", "switch",
                  "utility")
 
 __all__ = ["Layer", "Phase", *_SESSION_NAMES, *_TRACER_NAMES]

@@ -179,6 +179,13 @@ def full(layer: Layer, phase: Phase, detail: str = "") -> Scope:
     return _scope(_layer_tags(_PLAIN, layer)[phase], detail)
 
 
+def named(name: str) -> Scope:
+    """Scope ``name`` with no NNTRACE tag: another library's own span, such as TFLite's
+    operator spans (``CONV_2D``, ``TfLiteNnapiDelegate``); it stays out of the NNAPI analysis
+    (``parse_systrace`` reads only tagged spans) but shows in every exported trace."""
+    return _scope("", name)
+
+
 def subtract(layer: Layer, phase: Phase, detail: str = "") -> Scope:
     """Scope ``[SUB][NN_<layer>_<phase>]detail``: time that belongs to another layer."""
     return _scope(_layer_tags(_SUB, layer)[phase], detail)

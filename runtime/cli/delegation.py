@@ -1,0 +1,92 @@
+"""``nnscope delegation``: which operators of a .tflite model the TFLite NNAPI delegate takes.
+
+One row per operator: its index and TFLite operator, the partition and devices it went to or
+why it stayed on LiteRT's CPU kernels (the delegate's categories: unsupported operator, input
+or output type, rank, operand value or quantization; a missing required operand; a later
+Android version; a hybrid operator; not supported by the chosen devices; over the partition
+limit), a note where nnscope lowers it into several NNAPI operations, and the measured time of
+each CPU operator (median over ``--executions``; 0 skips running). It ends with the summary
+``N of M operators delegated, in K partitions, X % of the time in NNAPI``.
+
+Example:
+    $ nnscope delegation model.tflite
+    $ nnscope delegation model.tflite --feature-level 28 --max-partitions 1 --json
+    $ nnscope delegation model.tflite --device nnapi-reference --executions 0
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from nnscope.runtime.cli._args import count, description
+from nnscope.runtime.delegate import DEFAULT_MAX_PARTITIONS, FEATURE_LEVELS
+from nnscope.runtime.delegate.delegated import DelegatedModel
+from nnscope.runtime.delegate.report import render, report
+from nnscope.runtime import manager
+
+
+def add_delegate_options(parser) -> None:
+    """``--feature-level`` and ``--max-partitions``, shared with ``run`` and ``bench``."""
+    parser.add_argument("--feature-level", type=int, choices=FEATURE_LEVELS, metavar="LEVEL",
+                        help="NNAPI feature level (Android API level) 27..30 the delegate "
+                             "validates against (default: the lowest of the devices in use)")
+    parser.add_argument("--max-partitions", type=int, default=DEFAULT_MAX_PARTITIONS, metavar="N",
+                        help="most delegated partitions, the largest kept; <= 0: no limit "
+                             "(default: %(default)s, as the delegate)")
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser("delegation", help="which operators the NNAPI delegate takes, and why not",
+                                   description=description(__doc__))
+    parser.add_argument("model", metavar="MODEL.tflite", help="a .tflite file")
+    parser.add_argument("--device", action="append", metavar="NAME",
+                        help="delegate to this device only (repeatable); operators it cannot run "
+                             "stay on the CPU, as getSupportedOperations says")
+    add_delegate_options(parser)
+    parser.add_argument("--executions", type=count, default=10, metavar="N",
+                        help="executions timed for the report (after one warm-up; 0: do not run; "
+                             "default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def sample_inputs(model: DelegatedModel, seed: int = 0) -> list[np.ndarray]:
+    """Seeded sample data of each input's shape and type (floats in [-1, 1], small integers)."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for shape, dtype in model.input_specs():
+        if dtype.kind == "f":
+            arrays.append(rng.uniform(-1, 1, shape).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.integers(0, 2, shape).astype(dtype))
+        else:
+            arrays.append(rng.integers(0, 4, shape).astype(dtype))
+    return arrays
+
+
+def load(path: str, args) -> DelegatedModel:
+    """The model of ``path`` split as the delegate splits it, with the command's options."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such model file")
+    devices = [manager.get_device(name) for name in args.device] if args.device else None
+    return DelegatedModel(Path(path).read_bytes(), devices, args.feature_level,
+                          args.max_partitions, label=path)
+
+
+def main(args) -> int:
+    model = load(args.model, args)
+    try:
+        times: list = []
+        if args.executions:
+            inputs = sample_inputs(model)
+            model.run(inputs)  # warm-up
+            for _ in range(args.executions):
+                model.run(inputs, times)
+        data = report(model.delegation, model.step_devices(), times)
+    finally:
+        model.free()
+        manager.shutdown()
+    print(json.dumps(data, indent=1) if args.json else render(data))
+    return 0

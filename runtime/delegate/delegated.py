@@ -1,0 +1,247 @@
+"""Run a .tflite model split as the TFLite NNAPI delegate splits it.
+
+:class:`DelegatedModel` decides once where each operator goes (``delegation.decide``), then
+builds, once, a kernel per step:
+
+* a delegated partition becomes an NNAPI model (the partition sliced out of the .tflite and
+  loaded by ``runtime.tflite``), compiled for the chosen devices (all of them by default), so
+  NNAPI's own partitioning across devices still happens inside it;
+* an operator left to the CPU becomes a one-operator .tflite slice (with the constant-only
+  operators feeding it) on a LiteRT interpreter in this process, built once and reused.
+
+An execution runs the steps in order. Tensors live in one table keyed by their .tflite index;
+each crossing between NNAPI and LiteRT is one copy (into the interpreter, or into NNAPI's
+request; NNAPI writes a partition's outputs straight into the buffers the table holds).
+
+Traces look as TFLite's on a device: each CPU operator is a span named by its TFLite
+operator (``CONV_2D``, or a custom operator's name), each partition one ``TfLiteNnapiDelegate``
+span with the NNAPI spans of its execution inside, from the runtime down to the drivers.
+
+Example:
+    >>> import numpy as np
+    >>> from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph
+    >>> g = FlatbufferGraph()
+    >>> x, y, z = (g.tensor(n, (1, 4), "FLOAT32") for n in "xyz")
+    >>> g.operator("RELU", [x], [y]); g.operator("GELU", [y], [z])
+    >>> g.inputs, g.outputs = [x], [z]
+    >>> from nnscope.runtime.manager import get_device
+    >>> model = DelegatedModel(g.serialize(), devices=[get_device("nnapi-reference")])
+    >>> model.delegation.summary()
+    '1 of 2 operators delegated, in 1 partition'
+    >>> [round(float(v), 3) for v in model.run([np.array([[-1, 0, 1, 2]], np.float32)])[0][0]]
+    [0.0, 0.0, 0.841, 1.954]
+    >>> model.free()
+"""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+
+from nnscope import tracing
+from nnscope.runtime.compilation import Compilation
+from nnscope.runtime.delegate.delegation import (DEFAULT_MAX_PARTITIONS, CpuOperator, Delegation,
+                                                 Partition, decide)
+from nnscope.runtime.delegate.validate import FEATURE_LEVELS
+from nnscope.runtime.execution import Execution
+from nnscope.runtime.hal.types import numpy_dtype
+from nnscope.runtime.manager import devices as all_devices
+from nnscope.runtime.model import Model
+from nnscope.runtime.tflite import UnsupportedOperator, convert_tflite
+from nnscope.runtime.tflite._reader import TfliteGraph, element_dtype, read_graph
+
+#: The span of a delegated partition, as TFLite names the NNAPI delegate's kernel.
+DELEGATE_KERNEL_SPAN = "TfLiteNnapiDelegate"
+
+__all__ = ["DELEGATE_KERNEL_SPAN", "DelegatedModel", "default_feature_level"]
+
+
+def default_feature_level(devices: Sequence | None) -> int:
+    """The feature level of the devices in use: the lowest, within 27..30."""
+    levels = [d.feature_level for d in (devices or all_devices())]
+    return max(FEATURE_LEVELS[0], min([FEATURE_LEVELS[-1], *levels]))
+
+
+class _NnapiKernel:
+    """A partition: its NNAPI model compiled once, and the output buffers NNAPI writes."""
+
+    def __init__(self, step: Partition, data: bytes, devices, preference: int | None) -> None:
+        self.step = step
+        hal, _, _ = convert_tflite(step.slice(data), f"partition {step.number}")
+        self.model = Model.from_hal(hal, name=f"partition {step.number}")
+        self.compilation = Compilation(self.model, list(devices) if devices else None)
+        if preference is not None:
+            self.compilation.set_preference(preference)
+        self.compilation.finish()
+        self.input_dtypes = [numpy_dtype(self.model.operands[i].type) for i in self.model.inputs]
+        self.buffers = [np.zeros(tuple(d or 1 for d in self.model.operands[i].dimensions),
+                                 numpy_dtype(self.model.operands[i].type))
+                        for i in self.model.outputs]
+
+    def run(self, tensors: dict) -> None:
+        with tracing.named(DELEGATE_KERNEL_SPAN):
+            execution = Execution(self.compilation)
+            for position, tensor in enumerate(self.step.inputs):
+                execution.set_input(position, _as(tensors[tensor], self.input_dtypes[position]))
+            for position, buffer in enumerate(self.buffers):
+                execution.set_output(position, buffer)
+            execution.start_compute().wait()
+            execution.free()
+        tensors.update(zip(self.step.outputs, self.buffers))
+
+    def device_names(self) -> list[str]:
+        """The devices NNAPI chose for this partition, in plan order."""
+        return list(dict.fromkeys(step.device.name for step in self.compilation.plan.steps))
+
+    def free(self) -> None:
+        self.compilation.free()
+
+
+class _CpuKernel:
+    """One operator on LiteRT's CPU kernels: its slice's interpreter, built once."""
+
+    def __init__(self, step: CpuOperator, data: bytes, graph: TfliteGraph, label: str) -> None:
+        from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415 - the litert extra
+
+        self.step = step
+        operator = graph.operators[step.operators[0]]
+        self.span = operator.name.removeprefix("CUSTOM:")
+        try:
+            self.interpreter = Interpreter(model_content=step.slice(data), num_threads=1)
+            self.interpreter.allocate_tensors()
+        except (RuntimeError, ValueError) as error:
+            raise UnsupportedOperator(f"{label}: operator {step.operators[0]} ({operator.label}) "
+                                      f"does not run on LiteRT either: "
+                                      f"{_first_line(error)}") from None
+        details = self.interpreter.get_input_details()
+        self.inputs = [(d["index"], d["dtype"]) for d in details]
+        self.outputs = [d["index"] for d in self.interpreter.get_output_details()]
+
+    def run(self, tensors: dict) -> None:
+        interpreter = self.interpreter
+        with tracing.named(self.span):
+            for (index, dtype), tensor in zip(self.inputs, self.step.inputs):
+                interpreter.set_tensor(index, _as(tensors[tensor], dtype))
+            interpreter.invoke()
+        for index, tensor in zip(self.outputs, self.step.outputs):
+            tensors[tensor] = interpreter.get_tensor(index)
+
+    def free(self) -> None:
+        self.interpreter = None
+
+
+def _as(array: np.ndarray, dtype) -> np.ndarray:
+    """``array`` as ``dtype`` (an INT64 tensor is INT32 in NNAPI), copied only when it differs."""
+    return array if array.dtype == dtype else np.asarray(array, dtype)
+
+
+def _first_line(error: Exception) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    unresolved = [line for line in lines if "unresolved custom op" in line]
+    return (unresolved or lines or [type(error).__name__])[0]
+
+
+class DelegatedModel:
+    """A .tflite model run the NNAPI delegate's way; build once, :meth:`run` many times.
+
+    Args:
+        data: the .tflite flatbuffer.
+        devices: the NNAPI devices of the partitions (None: all, NNAPI's CPU fallback on; when
+            named, operators they cannot run stay on the CPU, as ``getSupportedOperations`` says).
+        feature_level: 27..30 (None: :func:`default_feature_level` of the devices).
+        max_partitions: the delegate's limit (<= 0: none).
+        preference: the partitions' execution preference (``Preference``), None for the default.
+
+    Raises:
+        TfliteFormatError: a truncated or corrupt flatbuffer (one line).
+        UnsupportedOperator: an operator neither NNAPI nor LiteRT runs (one line naming it).
+        NnError: a partition that does not compile.
+    """
+
+    def __init__(self, data: bytes, devices: Sequence | None = None, feature_level: int | None = None,
+                 max_partitions: int = DEFAULT_MAX_PARTITIONS, preference: int | None = None,
+                 label: str = "<bytes>") -> None:
+        self.graph = _read(data, label)
+        self.devices = list(devices) if devices else None
+        level = feature_level or default_feature_level(self.devices)
+        supported = _device_check(self.devices) if self.devices else None
+        self.delegation: Delegation = decide(data, level, max_partitions, supported, self.graph)
+        self.kernels = []
+        try:
+            for step in self.delegation.steps:
+                self.kernels.append(_NnapiKernel(step, data, self.devices, preference)
+                                    if isinstance(step, Partition) else
+                                    _CpuKernel(step, data, self.graph, label))
+        except BaseException:
+            self.free()
+            raise
+
+    @property
+    def input_names(self) -> list[str]:
+        return [self.graph.tensors[i].name for i in self.graph.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [self.graph.tensors[i].name for i in self.graph.outputs]
+
+    def input_specs(self) -> list[tuple[tuple[int, ...], np.dtype]]:
+        """(shape, dtype) of each model input."""
+        return [(t.shape, element_dtype(t.type_name)) for t in
+                (self.graph.tensors[i] for i in self.graph.inputs)]
+
+    def run(self, inputs: Sequence[np.ndarray], times: list | None = None) -> list[np.ndarray]:
+        """One execution: the model's outputs for ``inputs`` (in model input order). With
+        ``times``, appends each step's nanoseconds (one list per execution, in step order)."""
+        tensors = dict(zip(self.graph.inputs, inputs))
+        if times is None:
+            for kernel in self.kernels:
+                kernel.run(tensors)
+        else:
+            times.append(_timed(self.kernels, tensors))
+        return [np.array(tensors[i], element_dtype(self.graph.tensors[i].type_name))
+                for i in self.graph.outputs]
+
+    def step_devices(self) -> list[list[str]]:
+        """Per step, the NNAPI devices that run it ([] for a CPU operator on LiteRT)."""
+        return [k.device_names() if isinstance(k, _NnapiKernel) else [] for k in self.kernels]
+
+    def free(self) -> None:
+        for kernel in self.kernels:
+            kernel.free()
+        self.kernels = []
+
+
+def _timed(kernels, tensors: dict) -> list[int]:
+    """Run ``kernels`` as :meth:`DelegatedModel.run` does, with each one's nanoseconds."""
+    times = []
+    for kernel in kernels:
+        start = time.perf_counter_ns()
+        kernel.run(tensors)
+        times.append(time.perf_counter_ns() - start)
+    return times
+
+
+def _read(data: bytes, label: str) -> TfliteGraph:
+    from nnscope.runtime.tflite import TfliteFormatError  # noqa: PLC0415
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise TfliteFormatError(f"{label}: not a TFLite flatbuffer (no TFL3 identifier)")
+    try:
+        return read_graph(data)
+    except ValueError as error:
+        raise type(error)(f"{label}: {error}") from None
+
+
+def _device_check(devices: Sequence):
+    """``supported(slice)``: whether ``devices`` run every NNAPI operation of a slice."""
+    def supported(sliced: bytes) -> bool:
+        try:
+            hal, _, _ = convert_tflite(sliced)
+        except ValueError:
+            return False
+        model = Model.from_hal(hal)
+        try:
+            return all(model.get_supported_operations_for_devices(devices))
+        finally:
+            model.free()
+    return supported
