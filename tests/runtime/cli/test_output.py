@@ -70,9 +70,10 @@ def test_a_long_plan_wraps_one_step_per_piece(tmp_path):
 
 def test_devices_prints_a_header_row():
     done = _nnscope("devices")
-    header, legend, *rows = done.stdout.splitlines()
+    header, legend, source, *rows = done.stdout.splitlines()
     assert header.split() == ["device", "type", "version", "level", "float32", "float16", "quant8", "extensions"]
     assert legend.startswith("(float32, float16, quant8: execTime relative to the CPU")
+    assert source.startswith("(drivers not started: ")
     cells = {row.split()[0]: row.split() for row in rows}
     assert cells["nnapi-reference"][1:7] == ["CPU", "1.3", "30", "1.00", "1.00", "1.00"]
     assert cells["sample-quant"][4:6] == ["-", "-"]

@@ -1,4 +1,4 @@
-"""Driver start-up is not silent (issue 37): ``nnscope run`` and ``nnscope devices`` say on a
+"""Driver start-up is not silent (issue 37): ``nnscope run`` and ``nnscope devices --start`` say on a
 terminal, in one line, that driver processes are starting when that takes
 ``$NNSCOPE_STARTUP_NOTE_S`` seconds; piped output gets nothing. Real processes on a
 pseudo-terminal."""
@@ -41,7 +41,7 @@ def _on_a_terminal(*args, env) -> str:
     return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
-@pytest.mark.parametrize("command", [RUN, ["devices"]], ids=["run", "devices"])
+@pytest.mark.parametrize("command", [RUN, ["devices", "--start"]], ids=["run", "devices"])
 def test_a_slow_start_is_said_once_on_a_terminal(command):
     lines = _on_a_terminal(*command, env=_env("0")).splitlines()
     assert lines.count(NOTE) == 1, lines
