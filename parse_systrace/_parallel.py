@@ -8,7 +8,8 @@ second half. The *split row* is the second run-starting row from the reader's bl
 end a run). The parent feeds the rows before it, the child the rows from it on (reading
 the blocks before ``skip`` only to find where its first block starts); the child sends
 its runs, orphan and dropped counts back as JSON through a pipe (no pickle) and the
-parent emits them after its own, in file order.
+parent emits them after its own, in file order. A process allowed one CPU (a fleet
+worker pinned to its core, ``taskset -c 0``) stays serial: the child would only add its reading.
 
 Pass 2 depends on pass 1 only through its result (tracked threads in order, their
 processes, driver processes), which the first block nearly always shows already. So
@@ -61,7 +62,7 @@ def plan(source) -> Optional["Split"]:
     """
     target = getattr(source, "_target", None)
     if (getattr(source, "format", None) not in _FORMATS or not forks_safely()
-            or not isinstance(target, (str, bytes, os.PathLike))):
+            or usable_cpus() < 2 or not isinstance(target, (str, bytes, os.PathLike))):
         return None
     from nnscope.parse_systrace.readers.systrace import CHUNK
     try:
@@ -76,6 +77,14 @@ def plan(source) -> Optional["Split"]:
     return Split(max(1, round(size * PARENT_SHARE / CHUNK)),
                  lambda skip, checked: source.raw_batches(checked=checked, skip=skip),
                  lambda start, stop: source.tracking_rows(checked=False, blocks=(start, stop)))
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (one: the split would only add the child's reading)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def forks_safely() -> bool:
