@@ -48,7 +48,7 @@ from nnscope.runtime._step_memory import StepMemory
 from nnscope.runtime.extensions import operand_byte_size
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.shared_memory import ibuffer_token, pool_bytes
-from nnscope.runtime.hal.sync_fence import ACTIVE
+from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, nap, spin
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from nnscope.runtime.hal.types import ErrorStatus
 from nnscope.runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
@@ -228,8 +228,9 @@ class _Fenced:
     def run(self, deadline_ns: int | None) -> _Fenced:
         """Launch and wait for every step; ``results`` is None unless all succeeded."""
         try:
+            started_ns = time.monotonic_ns()
             ok = all(self._launch(step, deadline_ns) for step in self.plan.steps) \
-                and self._settle(len(self.runs))
+                and self._settle(len(self.runs), started_ns)
             if not ok:
                 self.results = None
                 self._drain()
@@ -283,19 +284,26 @@ class _Fenced:
         self.results.append(result)
         return True
 
-    def _settle(self, count: int) -> bool:
+    def _settle(self, count: int, started_ns: int | None = None) -> bool:
         """Wait until the first ``count`` runs ended; False when one failed or its driver
         stopped answering (its process is killed). The last of them is waited for first: one
         wake-up when all goes well; the first not ended has its device's timeout from when the
-        one before it ended."""
+        one before it ended. ``started_ns``: when the execution launched its first step, for
+        the wait of a whole execution, which sleeps through the part it is expected to take and
+        looks without sleeping around its expected end."""
         since = time.monotonic()
         with tracing.runtime(_EXECUTION, "syncWait"):
+            if started_ns is not None and count and self.plan.watch_s > 0:
+                self._look_around(self.runs[count - 1][1], started_ns)
+            last, last_done = self.runs[count - 1][1], False
             while self.ended < count:
                 step, run = self.runs[self.ended]
                 left = since + run.timeout_s - time.monotonic()
-                state = self.runs[count - 1][1].state(max(0.0, min(CHECK_S, left)))
-                if state == ACTIVE or self.ended < count - 1:
-                    state = run.state(0)
+                if not last_done:  # once the last ended well, so did every run before it
+                    state = last.state(max(0.0, min(CHECK_S, left)))
+                    last_done = state == DONE
+                    if not last_done and self.ended < count - 1:
+                        state = run.state(0)
                 if state == ACTIVE:
                     if left <= 0:
                         self._silent(step, run)
@@ -305,7 +313,17 @@ class _Fenced:
                 since = time.monotonic()
                 if not self._ended(step, run.result(state), run.last_error):
                     return False
+        if started_ns is not None and count == len(self.plan.steps):
+            self.plan.fenced_wait.learn(time.monotonic_ns() - started_ns)
         return True
+
+    def _look_around(self, last, started_ns: int) -> None:
+        """Sleep until a little before the expected end of the execution (or its last fence),
+        then look for the last fence without sleeping until a while after that end."""
+        first, until = self.plan.fenced_wait.window(started_ns, int(self.plan.watch_s * 1e9))
+        if nap(last.fence, (first - time.monotonic_ns()) / 1e9):
+            return
+        spin(lambda: last.state(0) != ACTIVE, (until - time.monotonic_ns()) / 1e9)
 
     def _silent(self, step: ExecutionStep, run) -> None:
         why = f"no fenced step ended within {run.timeout_s:g}s"

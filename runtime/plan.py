@@ -42,7 +42,7 @@ from nnscope.runtime.api import NnError, from_hal_error
 from nnscope.runtime.drivers.base import Device, PreparedModel
 from nnscope.runtime.extensions import has_extension_operation
 from nnscope.runtime.hal.errors import HalError
-from nnscope.runtime.hal.sync_fence import watch_window_s
+from nnscope.runtime.hal.sync_fence import ExpectedWait, watch_window_s
 from nnscope.runtime.hal.types import HalModel, Preference, Priority, is_scalar
 from nnscope.runtime.partition import (MODEL_INPUT, MODEL_OUTPUT, TEMPORARY,  # noqa: F401 (re-exported)
                                ExecutionStep, Partition, Placement, Source, whole_placements)
@@ -94,6 +94,9 @@ class ExecutionPlan:
         #: Every tensor a step reads from another step has a fixed shape: step requests are reused.
         self.static_boundaries = all(_fixed(graph.operands[o]) for o in read)
         self._devices = tuple(step.device for step in self.steps)
+        #: How long a fenced execution waits for its last fence, and how long the application
+        #: looks for it without sleeping around then (``runtime._steps``; set when prepared).
+        self.fenced_wait, self.watch_s = ExpectedWait(), 0.0
 
     @classmethod
     def from_partition(cls, part: Partition, fallback: Device | None = None,
@@ -234,7 +237,7 @@ def _prepare_cpu_standins(plan: ExecutionPlan) -> None:
 def _prepare_all(plan: ExecutionPlan, deadline_ns, cache_dir, token, try_cache: bool = True) -> None:
     body = "ExecutionPlan::SimpleBody::finish" if plan.simple else "ExecutionPlan::CompoundBody::finish"
     with tracing.runtime(Phase.COMPILATION, body):
-        window = 0.0 if plan.simple else step_polling_window_s(plan.preference)
+        window = plan.watch_s = 0.0 if plan.simple else step_polling_window_s(plan.preference)
         try:
             for step in plan.steps:
                 step.prepared = _prepare(step, plan.preference, plan.priority, deadline_ns,

@@ -124,6 +124,50 @@ def spin(look, seconds: float):
         pause()
 
 
+class ExpectedWait:
+    """How long one recurring wait lasts (a running mean of the last ones), so that the next
+    such wait sleeps through most of it and watches only around its expected end, as Linux's
+    hybrid polling of block devices sleeps before it polls. A partitioned plan's steps are
+    launched back to back, so the wait of one step for the fence before it, and the
+    application's wait for the last fence, repeat from one execution to the next."""
+
+    __slots__ = ("mean_ns",)
+
+    def __init__(self) -> None:
+        self.mean_ns = 0  # nothing learned yet
+
+    def learn(self, waited_ns: int) -> None:
+        self.mean_ns = waited_ns if self.mean_ns == 0 else (3 * self.mean_ns + waited_ns) // 4
+
+    def window(self, since_ns: int, watch_ns: int) -> tuple[int, int]:
+        """``(from, until)``: when a wait that began at ``since_ns`` should look without
+        sleeping: from its expected end less a lead (an eighth of it, at least
+        :data:`WATCH_LEAD_NS`) until ``watch_ns`` after that end; from ``since_ns`` while
+        nothing was learned. Before ``from`` and after ``until`` the waiter sleeps in ``poll``."""
+        mean = self.mean_ns
+        lead = max(WATCH_LEAD_NS, mean >> 4)
+        return since_ns + max(0, mean - lead), since_ns + mean + watch_ns
+
+
+#: The least a waiter starts looking before the expected end of its wait (nanoseconds).
+WATCH_LEAD_NS = 100_000
+
+
+def nap(fd: int, seconds: float) -> bool:
+    """Sleep up to ``seconds`` (to the microsecond: ``select``, where ``poll`` and ``epoll``
+    count milliseconds) or until ``fd`` is readable; whether it is."""
+    if seconds <= 0:
+        return False
+    if fd < _SELECT_FDS:
+        return bool(select.select((fd,), (), (), seconds)[0])
+    poller = select.poll()
+    poller.register(fd, _IN)
+    return bool(poller.poll(int(seconds * 1000)))  # whole milliseconds, never longer
+
+
+_SELECT_FDS = 1024  # FD_SETSIZE
+
+
 def watch_window_s(variable: str, default_us: int, most_us: int, low_power: bool = False) -> float:
     """How long to watch before sleeping, in seconds: environment ``variable`` in microseconds
     (``default_us`` when unset or not a number, at most ``most_us``); none with low power, nor

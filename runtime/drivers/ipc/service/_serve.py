@@ -43,7 +43,7 @@ from nnscope.runtime.drivers.ipc.wire.protocol import MAX_INLINE_PAYLOAD, Protoc
 from nnscope.runtime.drivers.ipc.wire.transport import Channel, PeerClosed
 from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
-from nnscope.runtime.hal.sync_fence import close_fds, spin
+from nnscope.runtime.hal.sync_fence import close_fds, nap, spin
 
 #: Seconds a peer may leave its replies unread before it is dropped.
 STUCK_S = 5.0
@@ -229,20 +229,38 @@ class ServeLoop:
 
     def _poll(self, timeout: float) -> list:
         """The ready fds within ``timeout`` (cut to the earliest deadline of a fenced job that
-        waits). While fenced jobs wait, the loop looks without sleeping for their watch window
-        first (a fence about to signal costs no wake-up); the look and the sleep are a fence
-        wait (``SampleDriver::syncWait``)."""
+        waits). While fenced jobs wait, the loop looks without sleeping for a while, and again
+        around the time their fences are expected to signal (a fence signalling then costs no
+        wake-up); the looks and sleeps are a fence wait (``SampleDriver::syncWait``)."""
         fenced = self.service.fenced
         if not fenced.waiting():
             return self.poller.poll(timeout)
         due = fenced.due_s()
         if due is not None:
             timeout = min(timeout, due)
-        look = self.poller.poll
-        watch = fenced.watch_s()
         with _trace.driver(Phase.EXECUTION, self._wait_label):
-            events = spin(lambda: look(0), min(watch, timeout)) if watch > 0 else None
+            return self._look_around(fenced, timeout)
+
+    def _look_around(self, fenced, timeout: float) -> list:
+        """Look without sleeping for the jobs' watch window first (right after an event the
+        next fence often follows), then sleep until their look window, look through it, and
+        sleep the rest of ``timeout``. No look while this driver's scheduler runs a job: it
+        would take the CPU and the GIL from that job."""
+        look, clock = self.poller.poll, time.monotonic_ns
+        watch = 0.0 if self.service.executions.scheduler.busy() else fenced.watch_s()
+        if watch <= 0:
+            return look(timeout)
+        events = spin(lambda: look(0), min(watch, timeout))
+        window = None if events else fenced.look_window(clock())
+        if window is None:
             return events or look(timeout)
+        ahead = (window[0] - clock()) / 1e9
+        if ahead >= timeout:
+            return look(timeout)
+        if nap(self.poller.fileno(), ahead):
+            return look(0)
+        events = spin(lambda: look(0), min(timeout, (window[1] - clock()) / 1e9))
+        return events or look(timeout)
 
     # ------------------------------------------------------------------ reading and writing
     def _serve(self, fd: int, connection: Connection) -> bool | None:

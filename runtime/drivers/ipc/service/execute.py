@@ -60,6 +60,7 @@ from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType
 from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
 from nnscope.runtime.hal.device_types import ExecutionResult, Request, RequestArgument
 from nnscope.runtime.hal.shared_memory import MappingError, map_fd
+from nnscope.runtime.hal.sync_fence import ExpectedWait
 from nnscope.runtime.hal.types import ErrorStatus
 
 #: Most dimensions one request argument may list.
@@ -169,7 +170,7 @@ class ExecuteMemo:
     of the request once an untimed run succeeded (outputs written in place, see ``bound_run``)."""
 
     __slots__ = ("model_id", "request", "inline", "inline_size", "outputs", "out_views", "shapes", "bound",
-                 "bound_result", "fenced")
+                 "bound_result", "fenced", "expected")
 
     def __init__(self, model_id: int, request: Request, inline: list, outputs: list) -> None:
         self.model_id = model_id
@@ -184,6 +185,7 @@ class ExecuteMemo:
         self.bound = None
         self.bound_result = None  # the result a successful bound run stands for
         self.fenced = False  # launched by an executeFenced that has not finished (service.fenced)
+        self.expected = ExpectedWait()  # how long its fenced launches wait for their fences
 
     def rerun(self, prepared, deadline_ns: int | None, logging: bool) -> ExecutionResult:
         """Run the request again, untimed: through the prepared model's bound run while it holds
@@ -437,15 +439,15 @@ class ExecuteServer:
     # ------------------------------------------------------------------ scheduling
     def queues(self, prepared) -> bool:
         """Queued while the scheduler is busy, and a long run unless its client is alone with
-        the driver: one connection, no burst, no fenced run (nothing it could keep waiting or
-        that could outrank it; the hand-off to the worker thread costs two wake-ups)."""
+        the driver: one connection, no burst (nothing it could keep waiting or that could
+        outrank it; the hand-off to the worker thread costs two wake-ups). The client's own
+        fenced runs that wait meanwhile are the later steps of its plans: they wait for this run."""
         return self.scheduler.busy() or (prepared.mean_ns > INLINE_NS and not self.alone())
 
     def alone(self) -> bool:
         service = self.service
         loop = service.loop
-        return loop is not None and len(loop.connections) == 1 and not service.bursts_open \
-            and not service.fenced.busy()
+        return loop is not None and len(loop.connections) == 1 and not service.bursts_open
 
     def _now_or_queued(self, connection, message, model_id: int, run, method: str, deadline_ns):
         prepared = connection.client.models.get(model_id)

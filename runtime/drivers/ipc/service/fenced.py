@@ -59,8 +59,8 @@ from nnscope.runtime.drivers.ipc.service.execute import DecodeState, decode_exec
 from nnscope.runtime.drivers.ipc.service.scheduler import Job
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
 from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed
-from nnscope.runtime.hal.sync_fence import (ERROR, close_fds, fail, is_eventfd, is_fence, new_fence, signal,
-                                            usable_cpus, wait)
+from nnscope.runtime.hal.sync_fence import (ERROR, ExpectedWait, close_fds, fail, is_eventfd, is_fence, new_fence,
+                                            signal, usable_cpus, wait)
 from nnscope.runtime.drivers.ipc.wire.status import OK as _OK, error_reply, mark_failure
 from nnscope.runtime.drivers.ipc.wire.execution_codec import KNOWS_SHAPES, MEMO_HEAD
 from nnscope.runtime.drivers.ipc.wire.layouts import FENCED_INFO, FENCED_LAUNCH, FENCED_MEMO
@@ -103,6 +103,7 @@ class FencedJob:
         self.connection = connection  # a job whose connection closes stops waiting for its fences
         self.waits, self.duration_ns, self.launched_ns = waits, duration_ns, launched_ns
         self.position = 0  # waits[position] is the fence it waits for now
+        self.look = None  # (from ns, until ns) the loop may look for its fences without sleeping
         self.fenced_ns = launched_ns  # when its last fence signalled
         self.label = label
         self.client, self.budget = connection.client, service.budget  # the waits and fence are charged
@@ -218,7 +219,6 @@ class FencedServer:
         self.poller = select.epoll()  # the fences the waiting jobs wait for (the loop polls it)
         self._waiting: dict = {}  # fence fd -> the job waiting for it
         self._timed: dict = {}  # the same, of the jobs with a deadline
-        self._watch = 0.0  # the longest watch window of a job waiting since none did
         self._live = collections.Counter()  # jobs launched and not done: by connection, client, ALL
         self._live_lock = threading.Lock()  # a queued job ends on the scheduler's thread
         self._next_id = 0
@@ -234,7 +234,7 @@ class FencedServer:
             mark_failure(launched)
         if isinstance(launched, FencedJob):
             launched.context = message.context  # its run's spans belong to the same call
-            callback_id = self._keep(connection, launched)
+            callback_id = 0 if launched.quiet else self._keep(connection, launched)  # none asks a quiet one
             if self.service.vlog_driver:
                 vlog.log("driver", self.service.label, "executeFenced(%s): %d wait fences, callback %d",
                          self.service.device.name, len(launched.waits), callback_id)
@@ -262,9 +262,17 @@ class FencedServer:
         return bool(self._waiting)
 
     def watch_s(self) -> float:
-        """How long the loop may watch for a fence before it sleeps: the longest window of a
-        job waiting since the loop last had none (0 without one)."""
-        return self._watch if self._waiting else 0.0
+        """How long the loop may look for a fence before it sleeps: the longest watch window of
+        the waiting jobs (0 without one)."""
+        return max((job.watch_s for job in self._waiting.values()), default=0.0)
+
+    def look_window(self, now_ns: int) -> tuple[int, int] | None:
+        """``(from, until)`` in monotonic ns: when the loop should look for the fences without
+        sleeping, the union of the windows of the waiting jobs not past yet (None: sleep)."""
+        windows = [job.look for job in self._waiting.values() if job.look is not None and job.look[1] > now_ns]
+        if not windows:
+            return None
+        return min(w[0] for w in windows), max(w[1] for w in windows)
 
     def due_s(self) -> float | None:
         """Seconds until the earliest deadline of a waiting job (None: no deadline)."""
@@ -303,15 +311,17 @@ class FencedServer:
         """Wait for the job's next fence, or run it once none is left."""
         fd = job.waiting_for()
         if fd is not None:
-            if not self._waiting:
-                self._watch = 0.0
+            if job.position == 0 and job.watch_s > 0:
+                expected = job.memo.expected if job.memo is not None else ExpectedWait()
+                job.look = expected.window(job.launched_ns, int(job.watch_s * 1e9))
             self._waiting[fd] = job
-            self._watch = max(self._watch, job.watch_s)
             if job.deadline_ns is not None:
                 self._timed[fd] = job
             self.poller.register(fd, select.EPOLLIN)
             return
         job.fenced_ns = time.monotonic_ns()
+        if job.waits and job.memo is not None:
+            job.memo.expected.learn(job.fenced_ns - job.launched_ns)
         executions = self.service.executions
         if not executions.queues(job.prepared):
             with self.service.exec_lock:

@@ -1,0 +1,70 @@
+"""runtime.hal.sync_fence: a recurring wait learned, and the microsecond nap before a look."""
+from __future__ import annotations
+
+import os
+import threading
+
+from nnscope.runtime.hal.sync_fence import WATCH_LEAD_NS, ExpectedWait, nap, new_fence, signal
+
+
+def test_nothing_learned_looks_from_the_start():
+    assert ExpectedWait().window(1_000, 200) == (1_000, 1_200)
+
+
+def test_a_learned_wait_looks_from_a_lead_before_its_end_to_the_watch_after_it():
+    expected = ExpectedWait()
+    expected.learn(10_000_000)
+    lead = max(WATCH_LEAD_NS, 10_000_000 >> 4)
+    assert expected.window(0, 200_000) == (10_000_000 - lead, 10_200_000)
+
+
+def test_a_short_wait_looks_at_once():
+    expected = ExpectedWait()
+    expected.learn(WATCH_LEAD_NS // 2)
+    assert expected.window(5, 0)[0] == 5
+
+
+def test_the_mean_follows_the_waits():
+    expected = ExpectedWait()
+    for waited in (4_000, 8_000, 8_000, 8_000, 8_000, 8_000, 8_000, 8_000, 8_000):
+        expected.learn(waited)
+    assert 7_500 < expected.mean_ns <= 8_000
+
+
+def test_nap_wakes_when_the_fence_signals():
+    fd = new_fence()
+    started = threading.Event()
+
+    def signal_later():
+        started.wait()
+        signal(fd, ok=True)
+
+    thread = threading.Thread(target=signal_later)
+    thread.start()
+    try:
+        started.set()
+        assert nap(fd, 60.0)  # returns on the signal: a bound only
+    finally:
+        thread.join()
+        os.close(fd)
+
+
+def test_nap_on_a_quiet_fence_times_out_unsignalled():
+    fd = new_fence()
+    try:
+        assert not nap(fd, 0.0005)
+        assert not nap(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def test_nap_on_a_high_fd_uses_poll():
+    fd = new_fence()
+    high = os.dup2(fd, 1500) if os.sysconf("SC_OPEN_MAX") > 1500 else fd
+    try:
+        signal(fd, ok=True)
+        assert nap(high, 1.0)
+    finally:
+        os.close(fd)
+        if high != fd:
+            os.close(high)
