@@ -7,7 +7,9 @@ builds, once, a kernel per step:
   loaded by ``runtime.tflite``), compiled for the chosen devices (all of them by default), so
   NNAPI's own partitioning across devices still happens inside it;
 * an operator left to the CPU becomes a one-operator .tflite slice (with the constant-only
-  operators feeding it) on a LiteRT interpreter in this process, built once and reused.
+  operators feeding it) on a LiteRT interpreter in this process, built once and reused
+  (``drivers.litert_engine``, as ``sample-litert`` builds its own: XNNPACK for float operators,
+  LiteRT's builtin kernels for quantized ones).
 
 An execution runs the steps in order. Tensors live in one table keyed by their .tflite index;
 each crossing between NNAPI and LiteRT is one copy (into the interpreter, or into NNAPI's
@@ -26,6 +28,7 @@ Example:
     >>> g.inputs, g.outputs = [x], [z]
     >>> from nnscope.runtime.manager import get_device
     >>> model = DelegatedModel(g.serialize(), devices=[get_device("nnapi-reference")])
+    >>> model.compile()
     >>> model.delegation.summary()
     '1 of 2 operators delegated, in 1 partition'
     >>> [round(float(v), 3) for v in model.run([np.array([[-1, 0, 1, 2]], np.float32)])[0][0]]
@@ -40,16 +43,19 @@ from typing import Sequence
 import numpy as np
 
 from nnscope import tracing
+from nnscope.runtime.api import NnError, ResultCode
 from nnscope.runtime.compilation import Compilation
 from nnscope.runtime.delegate.delegation import (DEFAULT_MAX_PARTITIONS, CpuOperator, Delegation,
                                                  Partition, decide)
 from nnscope.runtime.delegate.validate import FEATURE_LEVELS
+from nnscope.runtime.drivers.litert_engine import LiteRtEngine
 from nnscope.runtime.execution import Execution
 from nnscope.runtime.hal.types import numpy_dtype
 from nnscope.runtime.manager import devices as all_devices
 from nnscope.runtime.model import Model
 from nnscope.runtime.tflite import UnsupportedOperator, convert_tflite
 from nnscope.runtime.tflite._reader import TfliteGraph, element_dtype, read_graph
+from nnscope.runtime.tflite._writer import Translation
 
 #: The span of a delegated partition, as TFLite names the NNAPI delegate's kernel.
 DELEGATE_KERNEL_SPAN = "TfLiteNnapiDelegate"
@@ -66,18 +72,21 @@ def default_feature_level(devices: Sequence | None) -> int:
 class _NnapiKernel:
     """A partition: its NNAPI model compiled once, and the output buffers NNAPI writes."""
 
-    def __init__(self, step: Partition, data: bytes, devices, preference: int | None) -> None:
+    def __init__(self, step: Partition, data: bytes) -> None:
         self.step = step
         hal, _, _ = convert_tflite(step.slice(data), f"partition {step.number}")
         self.model = Model.from_hal(hal, name=f"partition {step.number}")
-        self.compilation = Compilation(self.model, list(devices) if devices else None)
-        if preference is not None:
-            self.compilation.set_preference(preference)
-        self.compilation.finish()
+        self.compilation: Compilation | None = None
         self.input_dtypes = [numpy_dtype(self.model.operands[i].type) for i in self.model.inputs]
         self.buffers = [np.zeros(tuple(d or 1 for d in self.model.operands[i].dimensions),
                                  numpy_dtype(self.model.operands[i].type))
                         for i in self.model.outputs]
+
+    def compile(self, devices, preference: int | None) -> None:
+        self.compilation = Compilation(self.model, list(devices) if devices else None)
+        if preference is not None:
+            self.compilation.set_preference(preference)
+        self.compilation.finish()
 
     def run(self, tensors: dict) -> None:
         with tracing.named(DELEGATE_KERNEL_SPAN):
@@ -95,40 +104,40 @@ class _NnapiKernel:
         return list(dict.fromkeys(step.device.name for step in self.compilation.plan.steps))
 
     def free(self) -> None:
-        self.compilation.free()
+        if self.compilation is not None:
+            self.compilation.free()
 
 
 class _CpuKernel:
     """One operator on LiteRT's CPU kernels: its slice's interpreter, built once."""
 
     def __init__(self, step: CpuOperator, data: bytes, graph: TfliteGraph, label: str) -> None:
-        from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415 - the litert extra
-
         self.step = step
         operator = graph.operators[step.operators[0]]
         self.span = operator.name.removeprefix("CUSTOM:")
+        quantized = any(graph.tensors[t].scales for t in (*step.inputs, *step.outputs))
         try:
-            self.interpreter = Interpreter(model_content=step.slice(data), num_threads=1)
-            self.interpreter.allocate_tensors()
+            self.engine = LiteRtEngine(Translation(step.slice(data), (), (), quantized), threads=1)
         except (RuntimeError, ValueError) as error:
             raise UnsupportedOperator(f"{label}: operator {step.operators[0]} ({operator.label}) "
                                       f"does not run on LiteRT either: "
                                       f"{_first_line(error)}") from None
-        details = self.interpreter.get_input_details()
-        self.inputs = [(d["index"], d["dtype"]) for d in details]
-        self.outputs = [d["index"] for d in self.interpreter.get_output_details()]
+        details = self.engine.interpreter.get_input_details()
+        self.dtypes = [d["dtype"] for d in details]
 
     def run(self, tensors: dict) -> None:
-        interpreter = self.interpreter
+        engine = self.engine
         with tracing.named(self.span):
-            for (index, dtype), tensor in zip(self.inputs, self.step.inputs):
-                interpreter.set_tensor(index, _as(tensors[tensor], dtype))
-            interpreter.invoke()
-        for index, tensor in zip(self.outputs, self.step.outputs):
-            tensors[tensor] = interpreter.get_tensor(index)
+            engine.load([_as(tensors[t], dtype) for t, dtype in zip(self.step.inputs, self.dtypes)])
+            engine.interpreter.invoke()
+        for index, tensor in zip(engine.outputs, self.step.outputs):
+            tensors[tensor] = engine.interpreter.get_tensor(index)
+
+    def compile(self, devices, preference: int | None) -> None:
+        """Nothing to do: the interpreter was built with the slice."""
 
     def free(self) -> None:
-        self.interpreter = None
+        self.engine = None
 
 
 def _as(array: np.ndarray, dtype) -> np.ndarray:
@@ -143,7 +152,9 @@ def _first_line(error: Exception) -> str:
 
 
 class DelegatedModel:
-    """A .tflite model run the NNAPI delegate's way; build once, :meth:`run` many times.
+    """A .tflite model run the NNAPI delegate's way: build, :meth:`compile` once, :meth:`run`
+    many times. Building validates, partitions, makes each partition's NNAPI model and each
+    CPU operator's LiteRT interpreter (the delegate's Prepare); compiling is NNAPI's.
 
     Args:
         data: the .tflite flatbuffer.
@@ -151,31 +162,38 @@ class DelegatedModel:
             named, operators they cannot run stay on the CPU, as ``getSupportedOperations`` says).
         feature_level: 27..30 (None: :func:`default_feature_level` of the devices).
         max_partitions: the delegate's limit (<= 0: none).
-        preference: the partitions' execution preference (``Preference``), None for the default.
 
     Raises:
         TfliteFormatError: a truncated or corrupt flatbuffer (one line).
         UnsupportedOperator: an operator neither NNAPI nor LiteRT runs (one line naming it).
-        NnError: a partition that does not compile.
     """
 
     def __init__(self, data: bytes, devices: Sequence | None = None, feature_level: int | None = None,
-                 max_partitions: int = DEFAULT_MAX_PARTITIONS, preference: int | None = None,
-                 label: str = "<bytes>") -> None:
+                 max_partitions: int = DEFAULT_MAX_PARTITIONS, label: str = "<bytes>") -> None:
         self.graph = _read(data, label)
         self.devices = list(devices) if devices else None
+        self.compiled = False
         level = feature_level or default_feature_level(self.devices)
         supported = _device_check(self.devices) if self.devices else None
         self.delegation: Delegation = decide(data, level, max_partitions, supported, self.graph)
         self.kernels = []
         try:
             for step in self.delegation.steps:
-                self.kernels.append(_NnapiKernel(step, data, self.devices, preference)
-                                    if isinstance(step, Partition) else
+                self.kernels.append(_NnapiKernel(step, data) if isinstance(step, Partition) else
                                     _CpuKernel(step, data, self.graph, label))
         except BaseException:
             self.free()
             raise
+
+    def compile(self, preference: int | None = None) -> None:
+        """Compile every partition for the devices (once; ``preference``: a ``Preference``).
+
+        Raises:
+            NnError: a partition that does not compile.
+        """
+        for kernel in self.kernels:
+            kernel.compile(self.devices, preference)
+        self.compiled = True
 
     @property
     def input_names(self) -> list[str]:
@@ -192,7 +210,13 @@ class DelegatedModel:
 
     def run(self, inputs: Sequence[np.ndarray], times: list | None = None) -> list[np.ndarray]:
         """One execution: the model's outputs for ``inputs`` (in model input order). With
-        ``times``, appends each step's nanoseconds (one list per execution, in step order)."""
+        ``times``, appends each step's nanoseconds (one list per execution, in step order).
+
+        Raises:
+            NnError: BAD_STATE before :meth:`compile`.
+        """
+        if not self.compiled:
+            raise NnError(ResultCode.BAD_STATE, "DelegatedModel.run: compile() it first")
         tensors = dict(zip(self.graph.inputs, inputs))
         if times is None:
             for kernel in self.kernels:

@@ -205,8 +205,7 @@ def _conv_2d(c: _Check) -> None:
         filt = c.tensor(1)
         c.expect(filt is None or len(filt.scales) <= 1, Category.UNSUPPORTED_QUANTIZATION_TYPE,
                  "per-channel quantized filter needs Android 10 (API 29)")
-    c.expect(len(c.op.inputs) == 3 and c.op.inputs[2] >= 0, Category.MISSING_REQUIRED_OPERAND,
-             "CONV_2D without a bias")
+    c.expect(len(c.op.inputs) == 3, Category.MISSING_REQUIRED_OPERAND, "CONV_2D without a bias")
     if c.option("DilationWFactor", 1) != 1 or c.option("DilationHFactor", 1) != 1:
         c.expect(c.level >= 29, Category.UNSUPPORTED_OPERAND_VALUE,
                  "dilated CONV_2D needs Android 10 (API 29)")

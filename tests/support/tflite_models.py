@@ -1,0 +1,241 @@
+"""Tiny .tflite models built for the delegate tests, with the runtime's flatbuffer builder.
+
+``CATEGORY_MODELS`` maps each NNAPI delegate validation category to a one-operator model (and
+the feature level at which the delegate's rules give that category for it) that LiteRT runs;
+``conv_gelu_conv`` puts a builtin with no NNAPI form at level 30 in the middle of a delegable
+chain; ``with_custom`` does the same with MediaPipe's ``Convolution2DTransposeBias`` (LiteRT
+resolves it); ``relu_chains`` makes delegated partitions of 1, 2, 3 and 4 operators split by
+GELUs, for the partition limit.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnscope.runtime.delegate import Category
+from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph, Quant
+
+RNG = np.random.default_rng(36)
+
+
+def _f32(g: FlatbufferGraph, name: str, shape, data=None) -> int:
+    payload = None if data is None else np.asarray(data, np.float32).tobytes()
+    return g.tensor(name, shape, "FLOAT32", payload)
+
+
+def _conv(g: FlatbufferGraph, x: int, shape_in, channels: int, name: str, bias: bool = True) -> int:
+    cin = shape_in[-1]
+    w = _f32(g, f"{name}_w", (channels, 3, 3, cin), RNG.standard_normal((channels, 3, 3, cin)) * 0.3)
+    inputs = [x, w]
+    if bias:
+        inputs.append(_f32(g, f"{name}_b", (channels,), RNG.standard_normal(channels) * 0.1))
+    y = _f32(g, name, (*shape_in[:-1], channels))
+    g.operator("CONV_2D", inputs, [y], "Conv2DOptions", Padding=0, StrideW=1, StrideH=1,
+               DilationWFactor=1, DilationHFactor=1)
+    return y
+
+
+def _finish(g: FlatbufferGraph, inputs, outputs) -> bytes:
+    g.inputs, g.outputs = list(inputs), list(outputs)
+    return g.serialize()
+
+
+def conv_gelu_conv(size: int = 16, channels: int = 8) -> bytes:
+    """CONV_2D -> GELU (no NNAPI form at level 30) -> CONV_2D, float32 [1,size,size,3]."""
+    g = FlatbufferGraph()
+    shape = (1, size, size, 3)
+    x = _f32(g, "input", shape)
+    a = _conv(g, x, shape, channels, "conv0")
+    b = _f32(g, "gelu", (1, size, size, channels))
+    g.operator("GELU", [a], [b])
+    y = _conv(g, b, (1, size, size, channels), channels, "conv1")
+    return _finish(g, [x], [y])
+
+
+def conv_relu_conv(size: int = 16, channels: int = 8) -> bytes:
+    """:func:`conv_gelu_conv` with a RELU (delegated) in the middle: all on NNAPI."""
+    g = FlatbufferGraph()
+    shape = (1, size, size, 3)
+    x = _f32(g, "input", shape)
+    a = _conv(g, x, shape, channels, "conv0")
+    b = _f32(g, "relu", (1, size, size, channels))
+    g.operator("RELU", [a], [b])
+    y = _conv(g, b, (1, size, size, channels), channels, "conv1")
+    return _finish(g, [x], [y])
+
+
+def with_custom() -> bytes:
+    """CONV_2D -> Convolution2DTransposeBias (a custom operator LiteRT runs) -> RELU."""
+    g = FlatbufferGraph()
+    x = _f32(g, "input", (1, 4, 4, 2))
+    a = _conv(g, x, (1, 4, 4, 2), 2, "conv0")
+    w = _f32(g, "up_w", (3, 2, 2, 2), RNG.standard_normal((3, 2, 2, 2)) * 0.3)
+    bias = _f32(g, "up_b", (3,), [0.1, -0.2, 0.3])
+    b = _f32(g, "up", (1, 8, 8, 3))
+    g.custom("Convolution2DTransposeBias", [a, w, bias], [b], struct.pack("<iii", 1, 2, 2))
+    y = _f32(g, "output", (1, 8, 8, 3))
+    g.operator("RELU", [b], [y])
+    return _finish(g, [x], [y])
+
+
+def with_unknown_custom(name: str = "NoSuchOp") -> bytes:
+    """RELU -> a custom operator nothing knows."""
+    g = FlatbufferGraph()
+    x, y, z = (_f32(g, n, (1, 4)) for n in ("input", "relu", "output"))
+    g.operator("RELU", [x], [y])
+    g.custom(name, [y], [z])
+    return _finish(g, [x], [z])
+
+
+def relu_chains(lengths=(1, 2, 3, 4)) -> bytes:
+    """Chains of RELUs of the given lengths, one GELU between each two: one delegated
+    partition per chain."""
+    g = FlatbufferGraph()
+    x = current = _f32(g, "input", (1, 8))
+    for number, length in enumerate(lengths):
+        if number:
+            nxt = _f32(g, f"gelu{number}", (1, 8))
+            g.operator("GELU", [current], [nxt])
+            current = nxt
+        for k in range(length):
+            nxt = _f32(g, f"relu{number}_{k}", (1, 8))
+            g.operator("RELU" if k % 2 == 0 else "RELU6", [current], [nxt])
+            current = nxt
+    return _finish(g, [x], [current])
+
+
+# --------------------------------------------------------------------------- one per category
+@dataclass(frozen=True)
+class CategoryModel:
+    """A one-operator model whose operator the delegate refuses with ``category`` at
+    ``level`` (and, when ``accepted_at`` is given, takes at that level)."""
+
+    data: bytes
+    level: int
+    category: Category
+    feed: tuple
+    accepted_at: int | None = None
+    #: What NNAPI computes once it takes the operator, when LiteRT's CPU kernel computes
+    #: otherwise (a hybrid layer: LiteRT quantizes the activations, the delegate dequantizes
+    #: the weights); None: LiteRT's outputs.
+    delegated_reference: tuple | None = None
+
+
+def _unary(op: str, shape, type_name: str = "FLOAT32", out_type: str | None = None,
+           options=None, out_shape=None, extra=(), **fields) -> bytes:
+    g = FlatbufferGraph()
+    x = g.tensor("x", shape, type_name)
+    consts = [g.tensor(f"c{i}", np.asarray(v).shape, t, np.asarray(v).tobytes()) for i, (v, t) in enumerate(extra)]
+    y = g.tensor("y", out_shape or shape, out_type or type_name)
+    g.operator(op, [x, *consts], [y], options, **fields)
+    return _finish(g, [x], [y])
+
+
+def _div_int32() -> CategoryModel:
+    g = FlatbufferGraph()
+    x, d, y = g.tensor("x", (1, 4), "INT32"), g.tensor("d", (1, 4), "INT32"), g.tensor("y", (1, 4), "INT32")
+    g.operator("DIV", [x, d], [y], "DivOptions", FusedActivationFunction=0)
+    feed = (np.array([[7, -9, 12, 5]], np.int32), np.array([[2, 4, 5, 1]], np.int32))
+    return CategoryModel(_finish(g, [x, d], [y]), 30, Category.UNSUPPORTED_INPUT_TYPE, feed)
+
+
+def _arg_max_int64() -> CategoryModel:
+    data = _unary("ARG_MAX", (2, 5), out_type="INT64", options="ArgMaxOptions", out_shape=(2,),
+                  extra=[(np.array([1], np.int32), "INT32")], OutputType=4)
+    return CategoryModel(data, 30, Category.UNSUPPORTED_OUTPUT_TYPE,
+                         (RNG.standard_normal((2, 5)).astype(np.float32),))
+
+
+def _concat_rank5() -> CategoryModel:
+    g = FlatbufferGraph()
+    a, b = g.tensor("a", (1, 2, 2, 2, 2), "FLOAT32"), g.tensor("b", (1, 2, 2, 2, 2), "FLOAT32")
+    y = g.tensor("y", (1, 2, 2, 2, 4), "FLOAT32")
+    g.operator("CONCATENATION", [a, b], [y], "ConcatenationOptions", Axis=4, FusedActivationFunction=0)
+    feed = tuple(RNG.standard_normal((1, 2, 2, 2, 2)).astype(np.float32) for _ in range(2))
+    return CategoryModel(_finish(g, [a, b], [y]), 30, Category.UNSUPPORTED_OPERAND_RANK, feed)
+
+
+def _batch_to_space_crops() -> CategoryModel:
+    data = _unary("BATCH_TO_SPACE_ND", (4, 2, 2, 1), out_shape=(1, 3, 3, 1),
+                  extra=[(np.array([2, 2], np.int32), "INT32"),
+                         (np.array([[0, 1], [0, 1]], np.int32), "INT32")])
+    return CategoryModel(data, 30, Category.UNSUPPORTED_OPERAND_VALUE,
+                         (RNG.standard_normal((4, 2, 2, 1)).astype(np.float32),))
+
+
+def _conv_int8_per_channel() -> CategoryModel:
+    g = FlatbufferGraph()
+    x = g.tensor("x", (1, 4, 4, 2), "INT8", quant=Quant((0.1,), (0,)))
+    w = g.tensor("w", (3, 1, 1, 2), "INT8", RNG.integers(-20, 20, (3, 1, 1, 2)).astype(np.int8).tobytes(),
+                 quant=Quant((0.01, 0.02, 0.03), (0, 0, 0), 0))
+    b = g.tensor("b", (3,), "INT32", np.array([5, -5, 0], np.int32).tobytes(),
+                 quant=Quant((0.001, 0.002, 0.003), (0, 0, 0), 0))
+    y = g.tensor("y", (1, 4, 4, 3), "INT8", quant=Quant((0.05,), (0,)))
+    g.operator("CONV_2D", [x, w, b], [y], "Conv2DOptions", Padding=1, StrideW=1, StrideH=1,
+               DilationWFactor=1, DilationHFactor=1)
+    feed = (RNG.integers(-100, 100, (1, 4, 4, 2)).astype(np.int8),)
+    return CategoryModel(_finish(g, [x], [y]), 28, Category.UNSUPPORTED_QUANTIZATION_TYPE, feed, 30)
+
+
+def _conv_without_bias() -> CategoryModel:
+    g = FlatbufferGraph()
+    x = _f32(g, "x", (1, 5, 5, 2))
+    _conv(g, x, (1, 5, 5, 2), 3, "y", bias=False)
+    return CategoryModel(_finish(g, [x], [2]), 30, Category.MISSING_REQUIRED_OPERAND,
+                         (RNG.standard_normal((1, 5, 5, 2)).astype(np.float32),))
+
+
+def _abs() -> CategoryModel:
+    return CategoryModel(_unary("ABS", (1, 6)), 28, Category.UNSUPPORTED_ANDROID_VERSION,
+                         (RNG.standard_normal((1, 6)).astype(np.float32),), 29)
+
+
+def _hybrid_fully_connected() -> CategoryModel:
+    g = FlatbufferGraph()
+    x = _f32(g, "x", (1, 4))
+    weights = RNG.integers(-100, 100, (3, 4)).astype(np.int8)
+    w = g.tensor("w", (3, 4), "INT8", weights.tobytes(), quant=Quant((0.02,), (0,)))
+    bias = np.array([0.1, 0.2, -0.3], np.float32)
+    b = _f32(g, "b", (3,), bias)
+    y = _f32(g, "y", (1, 3))
+    g.operator("FULLY_CONNECTED", [x, w, b], [y], "FullyConnectedOptions", FusedActivationFunction=0)
+    feed = RNG.standard_normal((1, 4)).astype(np.float32)
+    dequantized = (feed @ (weights.astype(np.float32) * np.float32(0.02)).T + bias).astype(np.float32)
+    return CategoryModel(_finish(g, [x], [y]), 28, Category.UNSUPPORTED_HYBRID_OPERATOR,
+                         (feed,), 29, (dequantized,))
+
+
+def _gelu() -> CategoryModel:
+    return CategoryModel(_unary("GELU", (1, 6)), 30, Category.UNSUPPORTED_OPERATOR,
+                         (RNG.standard_normal((1, 6)).astype(np.float32),))
+
+
+def category_models() -> dict[str, CategoryModel]:
+    """One model per delegate validation category, by a short name."""
+    return {"unsupported_operator": _gelu(), "input_type": _div_int32(),
+            "output_type": _arg_max_int64(), "rank": _concat_rank5(),
+            "operand_value": _batch_to_space_crops(), "quantization": _conv_int8_per_channel(),
+            "missing_operand": _conv_without_bias(), "android_version": _abs(),
+            "hybrid": _hybrid_fully_connected()}
+
+
+def squared_difference() -> bytes:
+    """SQUARED_DIFFERENCE: lowered by the loader into SUB then MUL."""
+    g = FlatbufferGraph()
+    a, b, y = (_f32(g, n, (1, 4)) for n in "aby")
+    g.operator("SQUARED_DIFFERENCE", [a, b], [y])
+    return _finish(g, [a, b], [y])
+
+
+def litert_outputs(data: bytes, feed) -> list[np.ndarray]:
+    """LiteRT's own outputs for the whole model (the oracle)."""
+    from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
+
+    interpreter = Interpreter(model_content=data, num_threads=1)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), feed):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
