@@ -4,9 +4,10 @@ writing it as JSON and as the HTML report, and the terminal summary of it.
 :func:`problems` lists every way a document breaks the schema (empty: valid); :func:`read_bench`
 loads a file and raises ``ValueError`` naming the first problems; :func:`write_json` writes a
 document and reads it back. :func:`render_html` makes the report page with
-``python -m nnscope.dashboards``. :func:`summary` is one table of results and one of stress
-outcomes: "rel err" is the largest output error relative to the reference output's range;
-"accurate" says whether it is within the threshold of its output type (``_bench_run``).
+``python -m nnscope.dashboards``. :func:`summary` fits in 100 columns: a latency table and an
+accuracy table, each model a heading over its devices, then the stress cases. "rel err" is the
+largest output error relative to the reference output's range; "accurate" says whether it is
+within the threshold of its output type (``_bench_run``).
 
 Example:
     >>> problems({"schema": "nnscope-bench", "version": 1})[:1]
@@ -14,15 +15,22 @@ Example:
     >>> result = {"model": "tiny_add", "device": "nnapi-reference", "status": "ok", "error": None,
     ...           "compile_ms": 0.17, "latency_ms": {"median": 0.073, "p90": 0.095, "p99": 0.1, "mean": 0.08,
     ...                                              "std": 0.013, "samples": [0.07] * 5},
-    ...           "accuracy": {"max_abs_error": 0.0, "relative_error": 0.0, "threshold": 0.0001,
-    ...                        "within_tolerance": True},
+    ...           "accuracy": {"reference": "nnapi-reference", "max_abs_error": 0.0, "relative_error": 0.0,
+    ...                        "threshold": 0.0001, "within_tolerance": True},
     ...           "operations": {"total": 1, "on_device": 1, "share": 1.0}}
-    >>> header, rule, row = summary({"results": [result], "stress": []}).splitlines()
-    >>> def cells(line):  # columns are at least two spaces apart
-    ...     return [cell.strip() for cell in line.split("  ") if cell.strip()]
-    >>> cells(header)[:5], cells(row)[:5], cells(row)[-2:]
-    (['model', 'device', 'status', 'compile ms', 'median ms'], ['tiny_add', 'nnapi-reference', 'ok', '0.17', '0.073'],
-     ['yes (<= 0.0001)', '1/1'])
+    >>> print(summary({"results": [result], "stress": []}), end="")
+    Latency (ms; n: benchmark executions, warm-up not counted; compile ms: one compilation)
+      device           status  compile ms  median ms  p90 ms  p99 ms  mean ms  std ms  n
+      ---------------  ------  ----------  ---------  ------  ------  -------  ------  -
+    tiny_add (1 operation)
+      nnapi-reference  ok            0.17      0.073   0.095     0.1     0.08   0.013  5
+    <BLANKLINE>
+    Accuracy against the reference outputs (rel err: of the output's range), operations on the device
+      device           max abs err  rel err  accurate         ops on device
+      ---------------  -----------  -------  ---------------  -------------
+    tiny_add (1 operation; reference: nnapi-reference)
+      nnapi-reference            0        0  yes (<= 0.0001)            1/1
+    <BLANKLINE>
 """
 from __future__ import annotations
 
@@ -159,25 +167,48 @@ def render_html(json_path: str, html_path: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- summary
-_RESULT_HEADERS = ("model", "device", "status", "compile ms", "median ms", "p90 ms", "p99 ms",
-                   "mean ms", "std ms", "n", "max abs err", "rel err", "accurate", "ops on device")
-_STRESS_HEADERS = ("case", "model", "device", "outcome", "seconds", "detail")
+#: The summary fits in this many columns: two tables with the model as a heading line, long
+#: error lines and stress details wrapped.
+WIDTH = 100
+_LATENCY_HEADERS = ("device", "status", "compile ms", "median ms", "p90 ms", "p99 ms", "mean ms",
+                    "std ms", "n")
+_ACCURACY_HEADERS = ("device", "max abs err", "rel err", "accurate", "ops on device")
+_STRESS_HEADERS = ("case", "device", "outcome", "seconds", "detail")
+_LATENCY_TITLE = "Latency (ms; n: benchmark executions, warm-up not counted; compile ms: one compilation)"
+_ACCURACY_TITLE = "Accuracy against the reference outputs (rel err: of the output's range), operations on the device"
+_STRESS_TITLE = "Stress cases"
+_INDENT = "  "
+#: Stress details wrap at this width (the other stress columns take the rest of :data:`WIDTH`).
+_DETAIL_WIDTH = 50
 
 
-def _result_row(result: dict) -> list:
-    latency, accuracy, operations = result["latency_ms"], result["accuracy"], result["operations"]
+def _number(value, digits: int = 3) -> str:
+    return "" if value == "" or value is None else f"{value:.{digits}g}"
+
+
+def _latency_rows(result: dict) -> list[list]:
+    latency = result["latency_ms"]
+    row = [result["device"], result["status"], _number(result["compile_ms"])]
+    if not latency:
+        return [row + [""] * 6]
+    return [row + [_number(latency[k]) for k in _LATENCY] + [str(len(latency["samples"]))]]
+
+
+def _accuracy_rows(result: dict) -> list[list]:
+    accuracy, operations = result["accuracy"], result["operations"]
     ops = f"{operations['on_device']}/{operations['total']}" if operations else ""
-    row = [result["model"], result["device"], result["status"], result["compile_ms"]]
-    if latency:
-        row += [latency[k] for k in ("median", "p90", "p99", "mean", "std")]
-        row += [len(latency["samples"])]
-    else:
-        row += [""] * 6
-    if accuracy:
-        row += [accuracy["max_abs_error"], accuracy.get("relative_error", ""), _verdict(accuracy)]
-    else:
-        row += [""] * 3
-    return row + [ops]
+    if not accuracy:
+        return [[result["device"], "", "", result["status"], ops]]
+    return [[result["device"], _number(accuracy["max_abs_error"]),
+             _number(accuracy.get("relative_error", "")), _verdict(accuracy), ops]]
+
+
+def _stress_rows(case: dict) -> list[list]:
+    """The case's row, its detail wrapped onto rows of its own beneath."""
+    import textwrap  # noqa: PLC0415
+    first, *more = textwrap.wrap(case["detail"], _DETAIL_WIDTH) or [""]
+    return [[case["case"], case["device"], case["outcome"], f"{case['seconds']:.2f}", first],
+            *([""] * 4 + [line] for line in more)]
 
 
 def _verdict(accuracy: dict) -> str:
@@ -187,20 +218,60 @@ def _verdict(accuracy: dict) -> str:
     return word if limit is None else f"{word} ({'<=' if word == 'yes' else '>'} {limit:.2g})"
 
 
+def _heading(model: str, rows: list[dict], with_reference: bool) -> str:
+    """``face_detection_short_range (90 operations; reference: litert)``."""
+    totals = [r["operations"]["total"] for r in rows if r.get("operations")][:1]
+    facts = [f"{n} operation{'' if n == 1 else 's'}" for n in totals]
+    if with_reference:
+        facts += [f"reference: {r['accuracy']['reference']}" for r in rows if r.get("accuracy")][:1]
+    return model + (f" ({'; '.join(facts)})" if facts else "")
+
+
+def _table(headers, cells: list[list[str]]) -> list[str]:
+    """Header, rule and rows, two spaces apart; a column of figures is right-aligned."""
+    columns = list(zip(headers, *cells))
+    widths = [max(map(len, column)) for column in columns]
+    right = [all(not c or c[0].isdigit() for c in column[1:]) for column in columns]
+
+    def line(row) -> str:
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)).rstrip()
+    return [line(headers), "  ".join("-" * w for w in widths), *map(line, cells)]
+
+
+def _grouped(items: list[dict], make_rows, headers, with_reference: bool = False) -> str:
+    """One table of ``items`` (model-major), indented under one heading line per model."""
+    rows = [make_rows(item) for item in items]
+    table = [_INDENT + line for line in _table(headers, [row for group in rows for row in group])]
+    lines, body = table[:2], iter(table[2:])
+    for model in dict.fromkeys(item["model"] for item in items):
+        mine = [(item, group) for item, group in zip(items, rows) if item["model"] == model]
+        lines.append(_heading(model, [item for item, _ in mine], with_reference))
+        lines += [next(body) for _, group in mine for _ in group]
+    return "\n".join(lines) + "\n"
+
+
 def _errors(results: list[dict]) -> str:
+    import textwrap  # noqa: PLC0415
     lines = [f"{r['model']} on {r['device']}: {r['status']}: {r['error']}"
              for r in results if r["error"]]
-    return "".join(line + "\n" for line in lines)
+    return "".join(textwrap.fill(line, WIDTH, subsequent_indent=_INDENT * 2) + "\n" for line in lines)
+
+
+def _model_major(items: list[dict]) -> list[dict]:
+    """``items`` with each model's together, models in order of first appearance."""
+    models = dict.fromkeys(item["model"] for item in items)
+    return [item for model in models for item in items if item["model"] == model]
 
 
 def summary(document: dict) -> str:
-    """The tables (and one line per unsupported or failed run)."""
-    from tabulate import tabulate  # noqa: PLC0415 - only when there is a summary to print
-    results = document["results"]
-    text = tabulate([_result_row(r) for r in results], headers=_RESULT_HEADERS, floatfmt=".4g")
+    """The results in at most :data:`WIDTH` columns: two tables (latency; accuracy and operations)
+    with each model a heading over its devices, one line per unsupported or failed run, and the
+    stress cases."""
+    results = _model_major(document["results"])
+    text = _LATENCY_TITLE + "\n" + _grouped(results, _latency_rows, _LATENCY_HEADERS) + "\n"
+    text += _ACCURACY_TITLE + "\n" + _grouped(results, _accuracy_rows, _ACCURACY_HEADERS, True)
     text += "\n" + _errors(results)
     if document["stress"]:
-        rows = [[s[k] for k in ("case", "model", "device", "outcome", "seconds", "detail")]
-                for s in document["stress"]]
-        text += "\n" + tabulate(rows, headers=_STRESS_HEADERS, floatfmt=".2f") + "\n"
+        stress = _model_major(document["stress"])
+        text += "\n" + _STRESS_TITLE + "\n" + _grouped(stress, _stress_rows, _STRESS_HEADERS)
     return text

@@ -155,7 +155,7 @@ def test_duration_times_executions_for_that_long(tmp_path, capsys):
     assert document["settings"]["duration_s"] == 0.3
     assert len(samples) > 3 and 250 < sum(samples) < 600
     out, err = capsys.readouterr()
-    assert "tiny_add  nnapi-reference" in out and "median ms" in out
+    assert "\ntiny_add (1 operation)\n  nnapi-reference  ok" in out and "median ms" in out
     assert err == ""  # no progress bar when stdout is not a terminal
 
 
@@ -228,10 +228,43 @@ def test_html_report_is_the_dashboard_of_the_json(tmp_path):
 def test_the_summary_shows_the_error_and_the_threshold_it_was_held_to(document):
     from nnscope.runtime.cli._bench_report import summary  # noqa: PLC0415
     lines = summary(document).splitlines()
-    headers = re.split(r"\s{2,}", lines[0].strip())
-    assert headers[-4:] == ["max abs err", "rel err", "accurate", "ops on device"]
-    face = [line for line in lines if line.startswith("face_detection_short_range  sample-all")]
-    assert len(face) == 1 and "yes (<= 0.0001)" in face[0] and "90/90" in face[0]
+    accuracy = lines.index(next(line for line in lines if line.startswith("Accuracy against")))
+    headers = re.split(r"\s{2,}", lines[accuracy + 1].strip())
+    assert headers == ["device", "max abs err", "rel err", "accurate", "ops on device"]
+    face = lines.index(next(line for line in lines[accuracy:] if line.startswith("face_detection_short_range")))
+    assert lines[face].endswith("(90 operations; reference: litert)" if litert_available()
+                                else "(90 operations; reference: nnapi-reference)")
+    [row] = [line for line in lines[face:] if line.startswith("  sample-all ")]
+    assert "yes (<= 0.0001)" in row and row.endswith("90/90")
+
+
+def _row(table: str, model: str, device: str) -> list[str]:
+    """The cells of ``device``'s row under ``model``'s heading line in ``table``."""
+    lines = table.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{model} ("))
+    section = lines[start + 1:]
+    section = section[:next((i for i, line in enumerate(section) if not line.startswith("  ")), None)]
+    [row] = [line.split() for line in section if line.split()[:1] == [device]]
+    return row
+
+
+def test_the_summary_fits_in_100_columns_with_every_figure(document):
+    """Issue 37: the table was about 170 columns wide. Every result's figures are still there,
+    under its model's heading, in the latency table and in the accuracy table."""
+    from nnscope.runtime.cli._bench_report import summary  # noqa: PLC0415
+    text = summary(document)
+    assert max(map(len, text.splitlines())) <= 100
+    latency, accuracy = text.split("\n\nAccuracy against", 1)
+    for result in document["results"]:
+        model, device = result["model"], result["device"]
+        cells = _row(latency, model, device)
+        assert cells[1] == result["status"]
+        if result["status"] == "ok":
+            assert cells[2:] == [f"{result['compile_ms']:.3g}"] + [
+                f"{result['latency_ms'][k]:.3g}" for k in ("median", "p90", "p99", "mean", "std")] + [
+                str(len(result["latency_ms"]["samples"]))]
+        operations = result["operations"]
+        assert _row(accuracy, model, device)[-1] == f"{operations['on_device']}/{operations['total']}"
 
 
 def test_a_wrong_output_fails_the_model_level_criterion():
