@@ -19,9 +19,9 @@ How to read it: per case, the median over rounds of the per-round median latenci
 and traced, with their ranges over rounds, and ``traced / untraced``, the median of the
 per-round ratios (range beside it; 1.00x means tracing costs nothing measurable). Targets:
 partitioned at most 1.05x, one device at most 1.03x. A ratio whose range straddles its target
-says the machine was too noisy to tell; run again with more ``--rounds``. Today a traced
-partitioned run does not chain its steps (``runtime/_steps.py``: tracing on takes the step by
-step path), so its ratio includes that change of path, not only the cost of the spans.
+says the machine was too noisy to tell; run again with more ``--rounds``. Traced or not, a
+partitioned run takes the same path (``runtime/_steps.py``: its steps fenced from the second
+execution on), so the ratio is the cost of the spans alone.
 
 Usage:
     python benchmarks/observer_effect.py [--rounds N] [--computes N] [--warmup N] [--json PATH]

@@ -167,6 +167,9 @@ def _sent(monkeypatch) -> list:
     return sent
 
 
+TRACED_RUNS = 3
+
+
 def test_a_traced_partitioned_run_takes_the_same_fenced_path_and_shows_each_step(drivers, monkeypatch):
     """Tracing adds spans and never switches the path: traced or not, every step is a fenced
     repeat; the trace shows each step on its driver, the kernels of its bound run, and where
@@ -187,10 +190,10 @@ def test_a_traced_partitioned_run_takes_the_same_fenced_path_and_shows_each_step
         with tracing.TraceSession() as session:
             for name in names:
                 drivers[name].launch()  # the running drivers join the session
-            traced = _compute(compilation, image)
+            traced = [_compute(compilation, image) for _ in range(TRACED_RUNS)][-1]
         for name in names:
             drivers[name].launch()  # and leave it
-        assert sent.count(MsgType.EXECUTE_FENCED_MEMO) == 6 and MsgType.EXECUTE_SYNC_MEMO not in sent
+        assert sent.count(MsgType.EXECUTE_FENCED_MEMO) == 6 * TRACED_RUNS and MsgType.EXECUTE_SYNC_MEMO not in sent
         np.testing.assert_array_equal(traced, untraced)
         np.testing.assert_allclose(traced, _reference(model, image), rtol=1e-5, atol=1e-6)
     finally:
@@ -200,12 +203,14 @@ def test_a_traced_partitioned_run_takes_the_same_fenced_path_and_shows_each_step
 
     def named(name):
         return [span for span in spans if span.name == name]
-    assert len(named("[NN_LR_PE]StepExecutor::computeFenced")) == 6
+    assert len(named("[NN_LR_PE]StepExecutor::computeFenced")) == 6 * TRACED_RUNS
     assert named("[NN_LR_PE]syncWait")  # the application's wait for the last fence
     assert {span.pid for span in named("[NN_LD_PE]SampleDriver::executeFenced")} == pids
-    assert {span.pid for span in named("[NN_LD_PE]SampleDriver::syncWait")} == pids  # waits for a fence
+    # a driver's wait for a fence (one that was not signalled when it looked): each driver's
+    # steps wait for the other's, though a loaded machine may have one look late at times
+    assert {span.pid for span in named("[NN_LD_PE]SampleDriver::syncWait")} == pids
     assert {span.pid for span in named("[NN_LC_PE]CpuExecutor::run")} == pids  # bound runs, traced
-    assert len(named("[NN_LC_PE]CpuExecutor::run")) == 6
+    assert len(named("[NN_LC_PE]CpuExecutor::run")) == 6 * TRACED_RUNS
 
 
 def test_two_threads_run_partitioned_plans_on_the_same_drivers_at_once(drivers, monkeypatch):

@@ -231,10 +231,14 @@ class ServeLoop:
         """The ready fds within ``timeout`` (cut to the earliest deadline of a fenced job that
         waits). While fenced jobs wait, the loop looks without sleeping for a while, and again
         around the time their fences are expected to signal (a fence signalling then costs no
-        wake-up); the looks and sleeps are a fence wait (``SampleDriver::syncWait``)."""
+        wake-up); the looks and sleeps are a fence wait (``SampleDriver::syncWait``), unless
+        something was ready at once."""
         fenced = self.service.fenced
         if not fenced.waiting():
             return self.poller.poll(timeout)
+        events = self.poller.poll(0)
+        if events:  # no wait: no span
+            return events
         due = fenced.due_s()
         if due is not None:
             timeout = min(timeout, due)
