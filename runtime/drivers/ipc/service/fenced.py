@@ -26,9 +26,12 @@ when it is short or its client alone, else queued by priority (``service.schedul
 deadline cuts to ``timeout_after_fence`` after the fences; a job whose deadline passes while it
 waits, or whose connection closes, ends with that error. The job keeps its status and both
 timings, then signals its sync fence (1 ok, ``sync_fence.FAILED`` error). The serve loop never
-waits on a fence: it may look at the epoll without sleeping for the longest ``watch us`` of the
-waiting jobs (at most :data:`MAX_WATCH_S`; never on one CPU, ``sync_fence.usable_cpus``) before
-it sleeps, and that sleep is a ``SampleDriver::syncWait`` span when traced.
+waits on a fence: after an event it may look at the epoll without sleeping for the longest
+``watch us`` of the waiting jobs (at most :data:`MAX_WATCH_S`; never on one CPU,
+``sync_fence.usable_cpus``), then it sleeps until a little before a job's fence is expected
+(its memo's ``sync_fence.ExpectedWait``: launches of a plan's steps come back to back, so the
+wait of each repeats from one execution to the next) and looks through that window; a pass
+that waited is a ``SampleDriver::syncWait`` span when traced.
 
 ``FENCED_INFO`` (``getExecutionInfo``) payload ``callback id u32``; reply ``status u32 |
 execution status u32 | launched on device, in driver u64 | fenced on device, in driver u64``
