@@ -6,7 +6,10 @@ re-reads the rows, feeds each tracked thread's marks to its :class:`ThreadState`
 yields a :class:`~parse_systrace.summary.RunSummary` each time a run ends (at the next
 ``[NN_LA_PO]`` mark and at the end of the file), then drops that run's trees.
 :mod:`._parallel` feeds its half of the rows through the same steps: :func:`raw_rows`,
-:func:`feed_one` (the loop for one session) and :func:`emit`.
+:func:`feed_one` (the loop for one session) and :func:`emit`. Pass 1's result nearly always
+shows in the first block of rows already, so a plain systrace/ftrace file is first read once:
+pass 2 on the result :func:`guess` gives for that block, each row checked against it
+(:func:`speculate`); a row against it starts over with pass 1.
 
 Example:
     >>> rows = [(1.0, 5, 5, "[NN_LA_PO]m", 1), (1.5, 5, 5, "[NN_LR_PC]c", 2),
@@ -19,7 +22,7 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import count
+from itertools import count, islice
 from typing import Callable, Iterator, Optional
 
 from nnscope.parse_systrace import _tree
@@ -70,6 +73,32 @@ def scan(rows: Iterator[tuple]) -> Scan:
 def is_runtime(name: str) -> bool:
     """Whether a begin mark's name shows the NNAPI runtime (pass 1's ``seen_runtime``)."""
     return "[NN" in name and "NN_LR" in name
+
+
+def guess(block: tuple) -> Scan:
+    """Pass 1's result over the distinct begin rows ``(tid, tgid, name)`` of one raw
+    block ``(first_line, rows)``, in first-seen order: the same as over all its rows
+    unless a thread's process id changes back (then any guess fails its checks)."""
+    first, rows = block
+    if first is None:  # parsed line by line: (where, row) pairs
+        rows = [row for _, row in rows]
+    distinct = dict.fromkeys((tid, tgid, name) for tid, tgid, _, kind, name in rows if kind)
+    return scan((None, int(tid), int(tgid), _text(name), None) for tid, tgid, name in distinct)
+
+
+def _text(name) -> str:
+    return name.decode("utf-8", "replace") if type(name) is bytes else name
+
+
+def then(first: list, rest: Iterator) -> Iterator:
+    """The item of ``first`` if any (taken out of it: not kept alive), then ``rest``."""
+    if first:
+        yield first.pop()
+    yield from rest
+
+
+def ignore(text: str) -> None:
+    """Warnings of work whose result may be dropped (given again when it is used)."""
 
 
 class GuessWrong(Exception):
@@ -211,7 +240,8 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
     ``unchecked`` (optional, ignored with ``detail``): ``(tracking, raw)`` with
     ``checked=False``, tried first with runs and warnings held back; on any error all is
     redone checked (streamed), so the output is exactly that of the checked passes.
-    ``split`` (optional, a :class:`._parallel.Split`): that attempt runs on two processes.
+    ``split`` (optional, a :class:`._parallel.Split`): that attempt runs on two processes;
+    else it first tries pass 2 alone on a guessed pass 1 result (:func:`speculate`).
     """
     options = dict(tolerant=tolerant, per_process=per_process, detail=detail)
     if unchecked is None or detail:
@@ -219,7 +249,8 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
         return
     events: list = []  # warnings (str) and runs, in order
     try:
-        for run in _runs(batches, *unchecked, events.append, **options, split=split):
+        for run in _runs(batches, *unchecked, events.append, **options, split=split,
+                         guess_from=raw):
             events.append(run)
     except Exception:  # noqa: BLE001 - redone checked, which shows the error as usual
         yield from _runs(batches, tracking, raw, warn, **options)
@@ -232,7 +263,7 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
 
 
 def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
-          detail: bool, split=None) -> Iterator[RunSummary]:
+          detail: bool, split=None, guess_from=None) -> Iterator[RunSummary]:
     make = partial(sessions_of, tolerant=tolerant, per_process=per_process, detail=detail)
     collecting = gc.isenabled()
     if not detail:
@@ -242,6 +273,8 @@ def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
             found = yield from split.speculate(make, warn)
             if found is None:
                 return
+        elif guess_from is not None and (yield from speculate(guess_from(), make, warn)):
+            return
         elif tracking is None:
             found = scan(row for batch in batches() for row in batch)
         else:
@@ -349,9 +382,40 @@ def feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
             stack.append(node)
 
 
+def speculate(raw: Iterator, make_sessions, warn):
+    """Pass 2 alone, on pass 1's result guessed from the first of the ``raw`` blocks and
+    checked row by row (see :attr:`Session.guessed`): a generator that yields the runs and
+    returns True, or yields nothing and returns False when the guess gives no single session
+    or a row contradicts it (the caller then runs pass 1). Saves pass 1's reading of the
+    file (``benchmarks/parse_systrace_speed.py``); the runs are held until the last row."""
+    try:
+        first = list(islice(raw, 1))
+        found = guess(first[0]) if first else Scan()
+        sessions = make_sessions(found, ignore)
+        if len(sessions) != 1 or not found.tracked:
+            return False
+        sessions[0].guessed = True
+        runs = list(feed_one(raw_rows(then(first, raw)), sessions, ignore))
+        runs.append(sessions[0].finish())
+    except GuessWrong:
+        return False
+    finally:
+        raw.close()
+    found.seen_runtime = sessions[0].seen_runtime()
+    make_sessions(found, warn)  # only for its warnings
+    for run in runs:
+        yield from emit(run, warn)
+    _warn_dropped(sessions, warn)
+    return True
+
+
 def _finish(sessions: list, warn) -> Iterator[RunSummary]:
     for session in sessions:
         yield from emit(session.finish(), warn)
+    _warn_dropped(sessions, warn)
+
+
+def _warn_dropped(sessions: list, warn) -> None:
     orphans = sum(t.orphans for s in sessions for t in s.threads.values())
     dropped = orphans + sum(s.dropped for s in sessions)
     if dropped:

@@ -199,7 +199,7 @@ def runs(split: tuple, make_sessions, warn):
         if session is not None:
             child, pid = pid, 0  # reaped by _parent_half
             try:
-                done, result = _parent_half(session, _then(first, parent_raw), skip,
+                done, result = _parent_half(session, _engine.then(first, parent_raw), skip,
                                             child, read)
             except _engine.GuessWrong:
                 pass
@@ -233,8 +233,8 @@ def _send_guess(outbox: int, parent_raw, make_sessions) -> tuple:
     ``([first block], guess, its guessed session or None)``."""
     with os.fdopen(outbox, "wb") as pipe:
         first = list(itertools.islice(parent_raw, 1))
-        guess = _scan_block(first[0]) if first else _engine.Scan()
-        sessions = make_sessions(guess, _ignore)
+        guess = _engine.guess(first[0]) if first else _engine.Scan()
+        sessions = make_sessions(guess, _engine.ignore)
         usable = len(sessions) == 1 and bool(guess.tracked)
         pipe.write(json.dumps([list(guess.tracked.items()), sorted(guess.drivers)]
                               if usable else None).encode())
@@ -253,32 +253,9 @@ def _guessed_child(raw, inbox: int, make_sessions) -> dict:
         return {"wrong": True}
     tracked, drivers = guess
     found = _engine.Scan(dict(map(tuple, tracked)), set(drivers))
-    session = make_sessions(found, _ignore)[0]
+    session = make_sessions(found, _engine.ignore)[0]
     session.guessed = True
-    return _child(_then(first, raw), session)
-
-
-def _scan_block(block: tuple) -> _engine.Scan:
-    """Pass 1's result over the distinct begin rows ``(tid, tgid, name)`` of one raw
-    block ``(first_line, rows)``, in first-seen order: the same as over all its rows
-    unless a thread's process id changes back (then any guess fails its checks)."""
-    first, rows = block
-    if first is None:  # parsed line by line: (where, row) pairs
-        rows = [row for _, row in rows]
-    distinct = dict.fromkeys((tid, tgid, name) for tid, tgid, _, kind, name in rows if kind)
-    return _engine.scan((None, int(tid), int(tgid), _text(name), None)
-                        for tid, tgid, name in distinct)
-
-
-def _then(first: list, rest: Iterator) -> Iterator:
-    """The item of ``first`` if any (taken out of it: not kept alive), then ``rest``."""
-    if first:
-        yield first.pop()
-    yield from rest
-
-
-def _text(name) -> str:
-    return name.decode("utf-8", "replace") if type(name) is bytes else name
+    return _child(_engine.then(first, raw), session)
 
 
 def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
@@ -302,7 +279,7 @@ def _parent_half(session, parent_raw, skip: int, pid: int, read: int) -> tuple:
     try:
         found: list = []
         blocks = _parent_blocks(parent_raw, skip, session, found)
-        done = list(_engine.feed_one(blocks, [session], _ignore))
+        done = list(_engine.feed_one(blocks, [session], _engine.ignore))
         done.append(session.finish())
         child, pid = pid, 0
         result = _receive(child, read)
@@ -328,17 +305,13 @@ def _emit(done: list, result: dict, session, warn) -> Iterator[RunSummary]:
              f"({orphans} E marks without a B)\n")
 
 
-def _ignore(text: str) -> None:
-    """Warnings of work whose result may be dropped (given again when it is used)."""
-
-
 def _child(raw, session) -> dict:
     """The child's result: the runs from the split row on, orphan and dropped counts,
     whether a mark shows the runtime, or only ``wrong`` (a guessed session's guess)."""
     started: list = []
     blocks = _child_blocks(raw, session, started)
     try:
-        found = list(_engine.feed_one(blocks, [session], _ignore))
+        found = list(_engine.feed_one(blocks, [session], _engine.ignore))
     except _engine.GuessWrong:
         return {"wrong": True}
     if started:

@@ -23,7 +23,7 @@ def _one_thread_as_the_cli(monkeypatch):
     monkeypatch.setattr(_parallel, "forks_safely", lambda: True)
 
 
-def _generate(tmp_path, seed, fmt, runs=5):
+def generate_trace(tmp_path, seed, fmt, runs=5):
     out = tmp_path / f"{seed}.{fmt}"
     subprocess.run([sys.executable, str(GEN_SYSTRACE), "--seed", str(seed), "--scenario",
                     "mixed", "--format", fmt, "--runs", str(runs), "--execs", "4",
@@ -42,7 +42,7 @@ def _outputs(path, flags, capsys, monkeypatch, parallel, chunk):
 @pytest.mark.parametrize("fmt", ["html", "text", "oldtext"])
 @pytest.mark.parametrize("chunk", [4096, 1 << 15])
 def test_split_output_equals_serial(tmp_path, capsys, monkeypatch, fmt, chunk):
-    path = _generate(tmp_path, 41, fmt)
+    path = generate_trace(tmp_path, 41, fmt)
     calls = []
     runs = _parallel.runs
     monkeypatch.setattr(_parallel, "runs", lambda *a: calls.append(1) or runs(*a))
@@ -54,7 +54,7 @@ def test_split_output_equals_serial(tmp_path, capsys, monkeypatch, fmt, chunk):
 
 
 def test_rows_before_the_first_run_stay_in_it(tmp_path, capsys, monkeypatch):
-    lines = _generate(tmp_path, 42, "text", runs=3).read_bytes().splitlines(keepends=True)
+    lines = generate_trace(tmp_path, 42, "text", runs=3).read_bytes().splitlines(keepends=True)
     first = next(i for i, line in enumerate(lines) if b"[NN_LA_PO]" in line)
     pair = [line for line in lines[first:] if b"]ANeuralNetworksModel_create" in line][:1]
     pair.append(lines[lines.index(pair[0]) + 1])
@@ -67,7 +67,7 @@ def test_rows_before_the_first_run_stay_in_it(tmp_path, capsys, monkeypatch):
 
 
 def test_a_failing_child_falls_back_to_the_serial_passes(tmp_path, capsys, monkeypatch):
-    path = _generate(tmp_path, 43, "html")
+    path = generate_trace(tmp_path, 43, "html")
     serial = _outputs(path, ["--json"], capsys, monkeypatch, False, 4096)
     monkeypatch.setattr(_parallel, "_plain", lambda value: 1 / 0)  # the child fails
     assert _outputs(path, ["--json"], capsys, monkeypatch, True, 4096) == serial
@@ -78,7 +78,7 @@ def test_small_gzip_and_file_objects_stay_serial(tmp_path):
     import io
 
     from nnscope.parse_systrace.readers import open_rows
-    path = _generate(tmp_path, 44, "html")
+    path = generate_trace(tmp_path, 44, "html")
     assert _parallel.plan(open_rows(path)) is None  # below MIN_BYTES
     packed = tmp_path / "trace.html.gz"
     packed.write_bytes(gzip.compress(path.read_bytes()))
@@ -109,7 +109,7 @@ def _record_guesses(monkeypatch) -> list:
 @pytest.mark.parametrize("chunk, guessed", [(1 << 15, True), (1024, False)])
 def test_a_guessed_first_pass_is_used_only_when_checked_right(tmp_path, capsys, monkeypatch,
                                                                chunk, guessed, fmt):
-    path = _generate(tmp_path, 45, fmt)
+    path = generate_trace(tmp_path, 45, fmt)
     outcomes = _record_guesses(monkeypatch)
     for flags in (["--json"], ["--tolerant"]):
         serial = _outputs(path, flags, capsys, monkeypatch, False, chunk)
@@ -117,7 +117,7 @@ def test_a_guessed_first_pass_is_used_only_when_checked_right(tmp_path, capsys, 
     assert outcomes == [guessed, guessed]
 
 
-def _insert_pair(lines: list, at: int, task: bytes, tgid: bytes, name: bytes) -> list:
+def insert_pair(lines: list, at: int, task: bytes, tgid: bytes, name: bytes) -> list:
     """``lines`` with a B/E pair of ``task`` (``name-tid``) in process ``tgid`` put before
     line ``at``, at that line's timestamp."""
     stamp = lines[at].split(b": tracing_mark_write")[0].split()[-1]
@@ -128,14 +128,14 @@ def _insert_pair(lines: list, at: int, task: bytes, tgid: bytes, name: bytes) ->
 @pytest.mark.parametrize("share", [0.25, 0.75])  # in the parent's rows, in the child's
 @pytest.mark.parametrize("kind", ["new thread", "other process", "driver mark"])
 def test_rows_that_break_the_guess_are_caught(tmp_path, capsys, monkeypatch, share, kind):
-    lines = _generate(tmp_path, 45, "text").read_bytes().splitlines(keepends=True)
+    lines = generate_trace(tmp_path, 45, "text").read_bytes().splitlines(keepends=True)
     first = next(line for line in lines if b"[NN_LA_PO]" in line)
     task, tgid = first.split()[0], first.split()[1].strip(b"()")  # the app's main thread
     pair = {"new thread": (b"extra-31999", b"31999", b"[NN_LR_PP]late"),
             "other process": (task, b"31998", b"[NN_LR_PP]moved"),
             "driver mark": (task, tgid, b"HIDL::IDevice::getVersionString::server")}
     path = tmp_path / "broken.txt"
-    path.write_bytes(b"".join(_insert_pair(lines, int(len(lines) * share), *pair[kind])))
+    path.write_bytes(b"".join(insert_pair(lines, int(len(lines) * share), *pair[kind])))
     outcomes = _record_guesses(monkeypatch)
     serial = _outputs(path, ["--json"], capsys, monkeypatch, False, 1 << 15)
     open_fds = len(os.listdir("/proc/self/fd"))
@@ -145,9 +145,9 @@ def test_rows_that_break_the_guess_are_caught(tmp_path, capsys, monkeypatch, sha
 
 
 def test_a_first_block_without_nn_marks_gives_no_guess(tmp_path, capsys, monkeypatch):
-    lines = _generate(tmp_path, 46, "text").read_bytes().splitlines(keepends=True)
+    lines = generate_trace(tmp_path, 46, "text").read_bytes().splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if b"tracing_mark_write" in line)
-    pair = _insert_pair(lines[at:at + 1], 0, b"ui-999", b"999", b"draw")[:2]
+    pair = insert_pair(lines[at:at + 1], 0, b"ui-999", b"999", b"draw")[:2]
     path = tmp_path / "late_nn.txt"  # a UI thread's own marks fill the first 4096 bytes
     path.write_bytes(b"".join(lines[:at] + pair * 200 + lines[at:]))
     outcomes = _record_guesses(monkeypatch)
@@ -163,7 +163,7 @@ def test_a_process_with_other_threads_does_not_split(tmp_path, monkeypatch):
     from nnscope.parse_systrace.readers import open_rows  # noqa: PLC0415
     monkeypatch.undo()  # the real guard
     monkeypatch.setattr(_parallel, "MIN_BYTES", 0)
-    path = _generate(tmp_path, 47, "html")
+    path = generate_trace(tmp_path, 47, "html")
     release = threading.Event()
     other = threading.Thread(target=release.wait, daemon=True)
     other.start()
