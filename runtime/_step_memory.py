@@ -40,6 +40,7 @@ class StepMemory:
         self._slots: dict[Hashable, tuple[int, int]] = {}
         self.requests: dict = {}   # step index -> Request (valid while the layout holds)
         self.signature = None      # the model arguments ``requests`` were built for
+        self.fenced_result = None  # (steps' output shapes, result) of the last fenced run
         self._retired: list[SharedPool] = []
 
     def slot(self, key: Hashable) -> tuple[int, int]:

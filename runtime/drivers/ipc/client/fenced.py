@@ -248,7 +248,7 @@ class FencedRun(base.FencedRun):
         only when it failed)."""
         if self.quiet and state == DONE:  # its fence answered: no reply comes
             self._forget_reply()
-            return ExecutionResult(ErrorStatus.NONE, self._shapes())
+            return self._succeeded()
         if self.quiet and self.pending is not None and self.prepared.device.outdated(self.generation):
             self.refused = HalError(ErrorStatus.DEAD_OBJECT, "executeFenced: the driver is gone")
             self.pending = None
@@ -257,7 +257,7 @@ class FencedRun(base.FencedRun):
             return ExecutionResult(self.refused.status if self.refused else ErrorStatus.GENERAL_FAILURE)
         if state == DONE and not self.measure:
             copy_back(self.request, self.copies)
-            return ExecutionResult(ErrorStatus.NONE, self._shapes())
+            return self._succeeded()
         try:
             info = self.callback.get_execution_info()
         except HalError as error:
@@ -279,7 +279,7 @@ class FencedRun(base.FencedRun):
         fail(self.fence)
 
     def close(self) -> None:
-        if self.quiet and self.state(0) == DONE:
+        if self.quiet and self.pending is not None and self.state(0) == DONE:
             self._forget_reply()
         self._accepted()  # its reply must not stay behind
         if self.fence >= 0:
@@ -308,9 +308,21 @@ class FencedRun(base.FencedRun):
 
     def _shapes(self) -> tuple:
         """The output shapes (fully specified for a fenced run: the runtime checked them)."""
-        graph = self.prepared.model.main
-        return tuple(OutputShape(tuple(arg.dimensions or graph.operands[index].dimensions))
-                     for arg, index in zip(self.request.outputs, graph.output_indexes))
+        return self._succeeded().output_shapes
+
+    def _succeeded(self) -> ExecutionResult:
+        """An untimed success with its output shapes; the same result again for the request its
+        prepared model's last fenced run had (a plan's step repeats its request)."""
+        prepared, request = self.prepared, self.request
+        last = prepared.fenced_success
+        if last is not None and last[0] is request:
+            return last[1]
+        graph = prepared.model.main
+        result = ExecutionResult(ErrorStatus.NONE, tuple(
+            OutputShape(tuple(arg.dimensions or graph.operands[index].dimensions))
+            for arg, index in zip(request.outputs, graph.output_indexes)))
+        prepared.fenced_success = (request, result)
+        return result
 
 
 def send_repeat(prepared, request: Request, payload: bytes, fences: list, measure: bool) -> FencedRun:

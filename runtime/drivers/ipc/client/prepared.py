@@ -58,6 +58,7 @@ class RemotePreparedModel(PreparedModel):
         self.generation = device.generation
         self.staging: list = []  # per pool position: SharedPool standing in for a large buffer
         self._memo = EncodeMemo()  # the last request's encoding, for repeated executions
+        self.fenced_success = None  # (request, untimed success) of its last fenced run (client.fenced)
         self._released = False
         self._reply_s = 0.0  # moving average of a repeat's round trip (with a polling window)
 
