@@ -141,16 +141,18 @@ class ExpectedWait:
 
     def window(self, since_ns: int, watch_ns: int) -> tuple[int, int]:
         """``(from, until)``: when a wait that began at ``since_ns`` should look without
-        sleeping: from its expected end less a lead (an eighth of it, at least
-        :data:`WATCH_LEAD_NS`) until ``watch_ns`` after that end; from ``since_ns`` while
-        nothing was learned. Before ``from`` and after ``until`` the waiter sleeps in ``poll``."""
+        sleeping: from its expected end less a lead (a sixteenth of it, from
+        :data:`WATCH_LEAD_NS` to :data:`MAX_WATCH_LEAD_NS`) until ``watch_ns`` after that end;
+        from ``since_ns`` while nothing was learned. Before ``from`` and after ``until`` the
+        waiter sleeps in ``poll``."""
         mean = self.mean_ns
-        lead = max(WATCH_LEAD_NS, mean >> 4)
+        lead = min(MAX_WATCH_LEAD_NS, max(WATCH_LEAD_NS, mean >> 4))
         return since_ns + max(0, mean - lead), since_ns + mean + watch_ns
 
 
-#: The least a waiter starts looking before the expected end of its wait (nanoseconds).
-WATCH_LEAD_NS = 100_000
+#: The least and the most a waiter starts looking before the expected end of its wait (ns): a
+#: long wait (a client's fence signalled after seconds) never buys a long look.
+WATCH_LEAD_NS, MAX_WATCH_LEAD_NS = 100_000, 1_000_000
 
 
 def nap(fd: int, seconds: float) -> bool:

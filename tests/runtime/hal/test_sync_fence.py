@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import threading
 
-from nnscope.runtime.hal.sync_fence import WATCH_LEAD_NS, ExpectedWait, nap, new_fence, signal
+from nnscope.runtime.hal.sync_fence import MAX_WATCH_LEAD_NS, WATCH_LEAD_NS, ExpectedWait, nap, new_fence, signal
 
 
 def test_nothing_learned_looks_from_the_start():
@@ -16,6 +16,13 @@ def test_a_learned_wait_looks_from_a_lead_before_its_end_to_the_watch_after_it()
     expected.learn(10_000_000)
     lead = max(WATCH_LEAD_NS, 10_000_000 >> 4)
     assert expected.window(0, 200_000) == (10_000_000 - lead, 10_200_000)
+
+
+def test_a_long_wait_buys_no_long_look():
+    expected = ExpectedWait()
+    expected.learn(60_000_000_000)  # a fence a client signals after a minute
+    first, until = expected.window(0, 2_000_000)
+    assert until - first == MAX_WATCH_LEAD_NS + 2_000_000
 
 
 def test_a_short_wait_looks_at_once():
