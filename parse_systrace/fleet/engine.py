@@ -1,16 +1,19 @@
-"""The fleet's engine: Dask (``distributed``), one task per trace, results written as they come.
+"""The fleet's engine: Dask (``distributed``), a task per few traces, results written as they come.
 
 :func:`cluster` gives a ``distributed.Client``: by default of an embedded ``LocalCluster``
 sized to the machine (one worker process per CPU this process may use, one thread each, so a
 task parses on one core; tasks are not held back: :data:`SATURATION`), or of an existing cluster (``--scheduler tcp://HOST:PORT``; its
 workers need ``pip install 'nnscope[fleet]'`` and the traces on a path they can read).
 
-:func:`run` submits :func:`.task.parse_trace` for every file and hands each result to the
-caller as it completes (the caller writes it: :class:`.dataset.Writer`), releasing the task
-at once, so neither the client nor the cluster holds more than the tasks in flight. A worker
-that dies has its tasks run again elsewhere by the scheduler; a task whose workers keep dying
-(``distributed.scheduler.allowed-failures``) becomes an error row without a modification
-time, so the next build tries that file again. A progress bar (stderr, when it is a terminal)
+:func:`run` submits :func:`.task.parse_traces` for consecutive batches of the files (:func:`batches`:
+up to :data:`BATCH_BYTES` each, so the scheduler, the client and the workers' event loops handle a
+message per batch, not per trace) and hands each trace's result to the caller as its batch
+completes (the caller writes it: :class:`.dataset.Writer`), releasing the task at once, so neither
+the client nor the cluster holds more than the tasks in flight. A worker that dies has its tasks
+run again elsewhere by the scheduler; a batch whose workers keep dying
+(``distributed.scheduler.allowed-failures``) is submitted again one trace per task, and a trace
+whose task still fails becomes an error row without a modification time, so the next build tries
+that file again. A progress bar (stderr, when it is a terminal)
 shows traces done, failed and remaining.
 
 Example (starts worker processes, so not run as a doctest):
@@ -23,11 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sys
 from typing import Callable, Iterator, Optional
 
-from nnscope.parse_systrace.fleet.task import parse_trace
+from nnscope.parse_systrace.fleet.task import parse_traces
 
 
 #: The scheduler setting that holds tasks back until a worker thread is free (Dask's "root task
@@ -40,6 +44,12 @@ SATURATION = "distributed.scheduler.worker-saturation"
 #: The workers' statistical profiler (a stack sample every 10 ms): the embedded cluster turns it
 #: off, which makes a worker's parse about 8 % faster (``benchmarks/fleet.py``).
 PROFILE = "distributed.worker.profile.enabled"
+#: Bytes of trace files per task (a larger file is a task of its own): a trace takes tens of ms,
+#: the engine's round trip for a task about a ms of the client's, the scheduler's and a worker's
+#: time, on the same CPUs (``benchmarks/fleet.py`` measures the engine's cost).
+BATCH_BYTES = 8 << 20
+#: Tasks per worker thread at least, so that the last batches spread over the workers.
+TASKS_PER_THREAD = 4
 
 
 def default_workers() -> int:
@@ -87,31 +97,91 @@ def run(files: list, add: Callable[[dict, object], object], *, scheduler: Option
     from distributed import as_completed
     from tqdm import tqdm
 
-    counts = {"done": 0, "failed": 0}
+    counts = {"done": 0, "failed": 0, "total": len(files)}
     if not files:
-        return counts
+        return {"done": 0, "failed": 0}
     with cluster(scheduler, workers) as client, tqdm(
             total=len(files), unit="trace", file=sys.stderr, dynamic_ncols=True,
             disable=(not sys.stderr.isatty()) if progress is None else not progress) as bar:
-        futures = client.map(parse_trace, [file.path for file in files], tolerant=tolerant,
-                             driver_key=driver_key, pure=False, retries=1)
-        owner = {future.key: file for future, file in zip(futures, files)}
-        completed = as_completed(futures, with_results=True, raise_errors=False)
-        del futures
-        for future, result in completed:
-            file = owner.pop(future.key)
-            if future.status != "finished":
-                result = engine_error(file.path, future.exception())
-            future.release()
-            add(result, file)
-            counts["done"] += 1
-            counts["failed"] += bool(result.get("error"))
-            bar.update(1)
-            bar.set_postfix(done=counts["done"] - counts["failed"], failed=counts["failed"],
-                            remaining=len(files) - counts["done"], refresh=False)
-            if on_result is not None:
-                on_result(dict(counts, remaining=len(files) - counts["done"]))
-    return counts
+        tasks = _Tasks(client, tolerant=tolerant, driver_key=driver_key)
+        completed = as_completed(tasks.submit(batches(files, worker_threads(client))),
+                                 with_results=True, raise_errors=False)
+        for future, results in completed:
+            for result, file in tasks.results(future, results, completed.add):
+                add(result, file)
+                _count(counts, result, bar, on_result)
+    return {"done": counts["done"], "failed": counts["failed"]}
+
+
+class _Tasks:
+    """The batches submitted to the cluster, by task key."""
+
+    def __init__(self, client, **options) -> None:
+        self.client, self.options, self.owner = client, options, {}
+
+    def submit(self, groups: list) -> list:
+        """Futures of :func:`.task.parse_traces` for each group of files."""
+        futures = self.client.map(parse_traces, [[file.path for file in group] for group in groups],
+                                  **self.options, pure=False, retries=1)
+        self.owner.update((future.key, group) for future, group in zip(futures, groups))
+        return futures
+
+    def results(self, future, results, resubmitted: Callable) -> list:
+        """``[(result, file), ...]`` of a completed task (released); a failed batch is given to
+        ``resubmitted`` again one trace per task (no result yet), a failed single trace is an
+        error row."""
+        group = self.owner.pop(future.key)
+        if future.status != "finished":
+            if len(group) > 1:
+                future.release()
+                for retry in self.submit([[file] for file in group]):
+                    resubmitted(retry)
+                return []
+            results = [engine_error(group[0].path, future.exception())]
+        future.release()
+        return list(zip(results, group))
+
+
+def _count(counts: dict, result: dict, bar, on_result) -> None:
+    counts["done"] += 1
+    counts["failed"] += bool(result.get("error"))
+    remaining = counts["total"] - counts["done"]
+    bar.update(1)
+    bar.set_postfix(done=counts["done"] - counts["failed"], failed=counts["failed"],
+                    remaining=remaining, refresh=False)
+    if on_result is not None:
+        on_result({"done": counts["done"], "failed": counts["failed"], "remaining": remaining})
+
+
+def worker_threads(client) -> int:
+    """The worker threads of the cluster (at least 1)."""
+    return max(1, sum(client.nthreads().values()))
+
+
+def batches(files: list, threads: int) -> list:
+    """``files`` in consecutive groups of up to :data:`BATCH_BYTES` (a larger file alone), and of
+    at most as many files as gives each of ``threads`` :data:`TASKS_PER_THREAD` tasks."""
+    most = max(1, math.ceil(len(files) / (threads * TASKS_PER_THREAD)))
+    groups: list = []
+    group: list = []
+    size = 0
+    for file in files:
+        length = _size(file.path)
+        if group and (len(group) == most or size + length > BATCH_BYTES):
+            groups.append(group)
+            group, size = [], 0
+        group.append(file)
+        size += length
+    if group:
+        groups.append(group)
+    return groups
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:  # the task makes it an error row
+        return 0
 
 
 def engine_error(path: str, error: BaseException) -> dict:

@@ -1,7 +1,7 @@
 """One trace of a fleet: its content hash, its runs and phase times as rows, or one error.
 
-:func:`parse_trace` is the task every fleet worker runs, once per file. It summarises the
-file with :func:`parse_systrace.iter_summaries`, the engine of the ``parse_systrace``
+:func:`parse_trace` is what every fleet worker runs, once per file (a task runs it for each
+file of a small batch: :func:`parse_traces`). It summarises the file with :func:`parse_systrace.iter_summaries`, the engine of the ``parse_systrace``
 command, so its figures are those of ``parse_systrace --json`` on the same file (the
 ``times`` and ``self_times`` of every complete run, NaN as None). It never raises: a file that
 cannot be read, that is not a trace, or that holds no complete NNAPI run gives an
@@ -87,6 +87,11 @@ def parse_trace(path: str, *, tolerant: bool = False, driver_key: bool = False) 
         add_phase_rows(result["phases"], result["trace_id"], index, run)
     result["parse_s"] = time.perf_counter() - start
     return result
+
+
+def parse_traces(paths: list, *, tolerant: bool = False, driver_key: bool = False) -> list:
+    """The fleet's task: :func:`parse_trace` of each of ``paths``, in order (never raises)."""
+    return [parse_trace(path, tolerant=tolerant, driver_key=driver_key) for path in paths]
 
 
 def one_line(error: BaseException) -> str:

@@ -1,0 +1,63 @@
+"""How the engine cuts the files into tasks, and what it makes of a failed task (no cluster)."""
+from __future__ import annotations
+
+from nnscope.parse_systrace.fleet import engine
+from nnscope.parse_systrace.fleet.inputs import InputFile
+
+
+def _files(tmp_path, sizes: list) -> list:
+    files = []
+    for index, size in enumerate(sizes):
+        path = tmp_path / f"{index}.txt"
+        path.write_bytes(b"x" * size)
+        files.append(InputFile(str(path)))
+    return files
+
+
+def test_batches_are_consecutive_and_bounded_in_bytes_and_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(engine, "BATCH_BYTES", 100)
+    files = _files(tmp_path, [40, 40, 40, 150, 10, 10, 10, 10, 10, 10, 10, 10])
+    groups = engine.batches(files + [InputFile(str(tmp_path / "missing"))], threads=1)
+    assert [file for group in groups for file in group] == files + [InputFile(str(tmp_path / "missing"))]
+    assert [len(group) for group in groups] == [2, 1, 1, 4, 4, 1]  # <= 100 bytes, <= 13 / 4 files
+
+
+def test_every_thread_gets_tasks_even_of_small_files(tmp_path):
+    groups = engine.batches(_files(tmp_path, [10] * 16), threads=2)
+    assert len(groups) == 2 * engine.TASKS_PER_THREAD
+
+
+class _Future:
+    def __init__(self, key, status="finished", error=None):
+        self.key, self.status, self.error, self.released = key, status, error, False
+
+    def exception(self):
+        return self.error
+
+    def release(self):
+        self.released = True
+
+
+class _Client:
+    def __init__(self):
+        self.submitted = []
+
+    def map(self, function, groups, **options):
+        self.submitted.extend(groups)
+        return [_Future(f"task-{len(self.submitted)}-{index}") for index, _ in enumerate(groups)]
+
+
+def test_a_failed_batch_is_tried_again_one_trace_per_task(tmp_path):
+    client, files = _Client(), _files(tmp_path, [1, 1])
+    tasks = engine._Tasks(client, tolerant=False, driver_key=False)
+    (batch,) = tasks.submit([files])
+    failed, again = _Future(batch.key, "error", RuntimeError("worker died")), []
+    assert tasks.results(failed, None, again.append) == [] and failed.released
+    assert client.submitted[1:] == [[files[0].path], [files[1].path]] and len(again) == 2
+    lost = _Future(again[0].key, "error", RuntimeError("worker died\nagain"))
+    ((result, file),) = tasks.results(lost, None, again.append)
+    assert file == files[0] and len(again) == 2
+    assert result["error"] == "not parsed: RuntimeError: worker died again"
+    assert result["mtime_ns"] is None  # tried again by the next build
+    done = _Future(again[1].key)
+    assert tasks.results(done, [{"error": None}], again.append) == [({"error": None}, files[1])]
