@@ -2,7 +2,8 @@
 
 Each test's HAL model becomes ``Model.from_hal``, is compiled (for ``--device`` or all
 devices) and executed with ``compute_arrays``; the harness judges the outputs. Prints the
-per-operation pass/fail/skip table; the last line is ``N passed, M failed, K skipped``. With
+pass/fail/skip table of the tests by the operation they test (each test in one row, so the rows
+add up to the ``total`` row); the last line is ``N passed, M failed, K skipped``. With
 ``--device``, a test whose model that device does not fully support is skipped, with the reason
 (AOSP's generated tests skip it too), and the exit status is 0 when nothing that ran failed.
 

@@ -5,8 +5,10 @@ the CpuExecutor directly). A test whose operations are not all in ``supported`` 
 op registry, so every registered family takes part) is SKIPPED, and so is one whose backend
 raises :class:`Unsupported` (the chosen device cannot run the model, as AOSP's generated tests
 skip a model the device under test does not fully support). An ``expectFailure`` test
-passes when the backend raises. Each test is counted once in the totals and once under every
-operation type it uses (as ``index.json`` does, dummy ``ADD``s of ``*_as_internal`` included).
+passes when the backend raises. Each test is counted once, in the totals and in the row of the
+operation it tests (:func:`tested_operations`: not under the helpers AOSP's generator adds, such
+as the dummy ``ADD``s of ``*_as_internal``), so the rows add up to the totals; ``index.json`` and
+each result's ``operations`` list every operation type a test uses.
 
 Example:
     >>> from nnscope.runtime.cts import harness, loader
@@ -52,6 +54,8 @@ class TestResult:
     status: str
     operations: tuple[str, ...]
     message: str = ""
+    #: The operation the test tests (:func:`tested_operations`); its row in the table.
+    tested: str = ""
 
 
 @dataclass
@@ -64,10 +68,11 @@ class Report:
         return collections.Counter(r.status for r in self.results)
 
     def per_operation(self) -> dict[str, collections.Counter]:
+        """Counts by status per tested operation: each test once, so the rows add up to
+        :meth:`counts`."""
         table: dict[str, collections.Counter] = {}
         for result in self.results:
-            for op in result.operations:
-                table.setdefault(op, collections.Counter())[result.status] += 1
+            table.setdefault(result.tested, collections.Counter())[result.status] += 1
         return dict(sorted(table.items()))
 
     @property
@@ -120,23 +125,42 @@ def feed_inputs(test: CtsTest) -> list[np.ndarray | None]:
     return [None if value.size == 0 else value for value in test.inputs]
 
 
+def tested_operations(tests: Sequence[CtsTest]) -> list[str]:
+    """The operation each test of one spec file tests: the one operation type the main model of
+    every test of the spec uses, else the test's last operation (AOSP's generator puts its helpers
+    first: the dummy ``ADD``s of ``*_as_internal``, the ``BOX_WITH_NMS_LIMIT`` and ``ROI_ALIGN``
+    that feed a ``*_zero_sized`` test's operation)."""
+    kinds = [frozenset(op.type for op in test.model.main.operations) for test in tests]
+    common = frozenset.intersection(*kinds) if kinds else frozenset()
+    if len(common) == 1:
+        return [next(iter(common)).name] * len(tests)
+    return [_last_operation(test) for test in tests]
+
+
+def _last_operation(test: CtsTest) -> str:
+    operations = test.model.main.operations
+    return operations[-1].type.name if operations else "(no operation)"
+
+
 def run_test(test: CtsTest, backend: Backend = cpu_backend,
              supported: Iterable[OperationType] | None = None,
-             unknown_output_shapes: bool = False) -> TestResult:
+             unknown_output_shapes: bool = False, tested: str | None = None) -> TestResult:
     """Run one test and judge it; with ``unknown_output_shapes``, a test that has a dynamic
     variant runs with its outputs' shapes unknown, any other in its static form (as AOSP, which
-    runs those in its other suites), its message starting with :data:`STATIC_FORM`."""
+    runs those in its other suites), its message starting with :data:`STATIC_FORM`. ``tested``
+    is the operation it tests (default: its last operation; see :func:`tested_operations`)."""
     supported = registry.supported_types() if supported is None else frozenset(supported)
     ops = tuple(sorted(op.name for op in test.operations))
+    tested = _last_operation(test) if tested is None else tested
     missing = sorted(op.name for op in test.operations - supported)
     if missing:
-        return TestResult(test.name, test.spec, SKIPPED, ops, f"unsupported: {', '.join(missing)}")
+        return TestResult(test.name, test.spec, SKIPPED, ops, f"unsupported: {', '.join(missing)}", tested)
     dynamic = unknown_output_shapes and has_dynamic_variant(test)
     status, message = _judge(test, backend, with_unknown_output_shapes(test.model) if dynamic
                              else test.model)
     if unknown_output_shapes and not dynamic:
         message = f"{STATIC_FORM}; {message}" if message else STATIC_FORM
-    return TestResult(test.name, test.spec, status, ops, message)
+    return TestResult(test.name, test.spec, status, ops, message, tested)
 
 
 #: Message prefix of a test run in its static form by a ``--dynamic-output-shapes`` run.
@@ -181,17 +205,24 @@ def run_vectors(paths: Iterable[str | Path] | None, backend: Backend | None = No
     supported = registry.supported_types() if supported is None else frozenset(supported)
     report = Report()
     for path in vector_files(paths):
-        for test in load_file(path):
+        tests = load_file(path)
+        for test, tested in zip(tests, tested_operations(tests)):
             if _selected(test, wanted):
                 report.results.append(run_test(test, backend or cpu_backend, supported,
-                                               unknown_output_shapes))
+                                               unknown_output_shapes, tested))
     return report
 
 
+#: What the table's rows count, printed above it.
+TABLE_NOTE = "each test counts once, under the operation it tests (not its helpers, e.g. *_as_internal's ADDs)"
+
+
 def format_table(report: Report) -> str:
-    """Per-operation counts as fixed-width text, then the summary line."""
-    lines = [f"{'operation':<32}{'passed':>8}{'failed':>8}{'skipped':>9}"]
-    for op, counts in report.per_operation().items():
-        lines.append(f"{op:<32}{counts[PASSED]:>8}{counts[FAILED]:>8}{counts[SKIPPED]:>9}")
-    lines.append(report.summary())
+    """What the rows count, the tests per tested operation as fixed-width text, their total
+    row, then the summary line."""
+    def row(name: str, counts) -> str:
+        return f"{name:<32}{counts[PASSED]:>8}{counts[FAILED]:>8}{counts[SKIPPED]:>9}"
+    lines = [TABLE_NOTE, f"{'operation tested':<32}{'passed':>8}{'failed':>8}{'skipped':>9}"]
+    lines += [row(op, counts) for op, counts in report.per_operation().items()]
+    lines += [row("total", report.counts()), report.summary()]
     return "\n".join(lines)

@@ -57,7 +57,7 @@ def test_help_describes_the_command_in_plain_text(command):
 
 
 def test_a_long_plan_wraps_one_step_per_piece(tmp_path):
-    done = _nnscope("run", FACE, "--executions", "0", "--warmup", "0", "--no-summary",
+    done = _nnscope("run", FACE, "--whole-model", "--executions", "0", "--warmup", "0", "--no-summary",
                     env=cpu_kernel_drivers_env())  # sample-litert would take the model whole
     assert done.returncode == 0, done.stderr
     plan = done.stdout.split("\ncompilation: ", 1)[0].splitlines()  # the next line
@@ -89,9 +89,10 @@ def test_cts_skips_what_the_chosen_device_cannot_do_and_says_why():
     done = _nnscope("cts", "--device", "sample-quant", f"{VECTORS}/add.json.gz", f"{VECTORS}/add_quant8.json.gz")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[1].split() == ["ADD", "2", "0", "2"]
-    assert lines[2] == "2 passed, 0 failed, 2 skipped"
-    assert lines[3] == "skipped 2: sample-quant does not support ADD"
+    assert lines[2].split() == ["ADD", "2", "0", "2"]
+    assert lines[3].split() == ["total", "2", "0", "2"]
+    assert lines[4] == "2 passed, 0 failed, 2 skipped"
+    assert lines[5] == "skipped 2: sample-quant does not support ADD"
 
 
 def test_cts_json_gives_each_skipped_test_its_reason():

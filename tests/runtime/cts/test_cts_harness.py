@@ -85,8 +85,31 @@ def test_multinomial_frequencies():
 def test_run_vectors_reference_backend():
     report = harness.run_vectors([ROOT / "V1_0/add.json.gz", ROOT / "V1_1/pad.json.gz"])
     assert report.summary() == "6 passed, 0 failed, 0 skipped"
-    assert report.per_operation()["PAD"] == {"passed": 4}
-    assert report.per_operation()["ADD"] == {"passed": 4}  # add + 2 pad *_as_internal dummies
+    assert report.per_operation()["PAD"] == {"passed": 4}  # 2 of them with *_as_internal dummy ADDs
+    assert report.per_operation()["ADD"] == {"passed": 2}  # add's own tests only
+
+
+def test_the_rows_count_each_test_once_and_add_up_to_the_totals():
+    """Issue 37: ``cts --dynamic-output-shapes`` on resize_bilinear_v1_2 printed rows adding up
+    to 156 (ADD 36, BOX_WITH_NMS_LIMIT 16, RESIZE_BILINEAR 88, ROI_ALIGN 16) over a footer of 88
+    passed: a test counted under every operation its model uses."""
+    report = harness.run_vectors([ROOT / "V1_2/resize_bilinear_v1_2.json.gz"], unknown_output_shapes=True)
+    assert report.summary() == "88 passed, 0 failed, 0 skipped"
+    assert report.per_operation() == {"RESIZE_BILINEAR": {"passed": 88}}
+    assert any("ADD" in r.operations for r in report.results)  # each result still lists what it uses
+    note, header, *rows, total, footer = harness.format_table(report).splitlines()
+    assert note == harness.TABLE_NOTE and header.split()[:2] == ["operation", "tested"]
+    assert rows == [f"{'RESIZE_BILINEAR':<32}{88:>8}{0:>8}{0:>9}"]
+    assert total.split() == ["total", "88", "0", "0"] and footer == report.summary()
+
+
+def test_a_spec_without_one_common_operation_counts_each_test_under_its_last():
+    tests = loader.load_file(ROOT / "V1_3/rank.json.gz")
+    tested = harness.tested_operations(tests)
+    assert set(tested) == {"RANK"}  # rank_internal_output (RANK then FILL) too: every test has RANK
+    tests = loader.load_file(ROOT / "V1_3/pad_quant8_signed.json.gz")  # PAD and PAD_V2 tests
+    assert harness.tested_operations(tests) == [t.model.main.operations[-1].type.name for t in tests]
+    assert {"PAD", "PAD_V2"} <= set(harness.tested_operations(tests))
 
 
 def test_unregistered_operations_are_skipped(monkeypatch):
