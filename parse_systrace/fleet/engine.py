@@ -2,7 +2,8 @@
 
 :func:`cluster` gives a ``distributed.Client``: by default of an embedded ``LocalCluster``
 sized to the machine (one worker process per CPU this process may use, one thread each, so a
-task parses on one core; tasks are not held back: :data:`SATURATION`), or of an existing cluster (``--scheduler tcp://HOST:PORT``; its
+task parses on one core; tasks are not held back: :data:`SATURATION`; glibc keeps its memory
+settings: :data:`MALLOC_TRIM`), or of an existing cluster (``--scheduler tcp://HOST:PORT``; its
 workers need ``pip install 'nnscope[fleet]'`` and the traces on a path they can read).
 
 :func:`run` submits :func:`.task.parse_traces` for consecutive batches of the files (:func:`batches`:
@@ -44,6 +45,13 @@ SATURATION = "distributed.scheduler.worker-saturation"
 #: The workers' statistical profiler (a stack sample every 10 ms): the embedded cluster turns it
 #: off, which makes a worker's parse about 8 % faster (``benchmarks/fleet.py``).
 PROFILE = "distributed.worker.profile.enabled"
+#: The glibc trim threshold ``distributed`` gives its worker processes (64 kB: freed memory goes back
+#: to the OS at once, and large allocations are no longer reused): a worker's parse then page-faults
+#: its buffers in again for every trace (about 10x the page faults and 10 % more CPU than the same
+#: parse in the client). The embedded cluster unsets it (None), leaving glibc's adaptive default;
+#: the workers' RSS stays bounded (``benchmarks/fleet.py`` samples it). An existing cluster keeps
+#: its own setting.
+MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 #: Bytes of trace files per task (a larger file is a task of its own): a trace takes tens of ms,
 #: the engine's round trip for a task about a ms of the client's, the scheduler's and a worker's
 #: time, on the same CPUs (``benchmarks/fleet.py`` measures the engine's cost).
@@ -73,7 +81,8 @@ def cluster(scheduler: Optional[str] = None, workers: Optional[int] = None,
         return
     import dask
 
-    with dask.config.set({SATURATION: float("inf"), PROFILE: False}), LocalCluster(
+    settings = {SATURATION: float("inf"), PROFILE: False, MALLOC_TRIM: None}
+    with dask.config.set(settings), LocalCluster(
             n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
             dashboard_address=None, host="127.0.0.1", silence_logs=logging.ERROR) as local, \
             Client(local) as client:

@@ -1,5 +1,7 @@
-"""How the engine cuts the files into tasks, and what it makes of a failed task (no cluster)."""
+"""How the engine cuts the files into tasks, what it makes of a failed task, how it starts workers."""
 from __future__ import annotations
+
+import os
 
 from nnscope.parse_systrace.fleet import engine
 from nnscope.parse_systrace.fleet.inputs import InputFile
@@ -61,3 +63,8 @@ def test_a_failed_batch_is_tried_again_one_trace_per_task(tmp_path):
     assert result["mtime_ns"] is None  # tried again by the next build
     done = _Future(again[1].key)
     assert tasks.results(done, [{"error": None}], again.append) == [({"error": None}, files[1])]
+
+
+def test_embedded_workers_keep_the_memory_settings_of_glibc():
+    with engine.cluster(workers=1) as client:
+        assert list(client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_").values()) == [None]
