@@ -3,6 +3,8 @@ directory is then first on ``sys.path``)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -71,3 +73,26 @@ def compiled(model, device: str = "all"):
         compilation = Compilation.for_devices(model, [manager.get_device(device)])
     compilation.finish()
     return compilation
+
+
+def add_fifo_option(parser) -> None:
+    """``--fifo``: measure under ``SCHED_FIFO`` (see :func:`use_fifo`)."""
+    parser.add_argument("--fifo", action="store_true",
+                        help="run this process and the drivers it starts under SCHED_FIFO priority 1, "
+                             "so that other processes' load on a shared machine does not stand between "
+                             "a fence and its waiter (needs root or CAP_SYS_NICE; the figures are then "
+                             "those of an otherwise idle machine)")
+
+
+def use_fifo(asked: bool) -> bool:
+    """Switch this process (and the drivers it starts later, which inherit it) to SCHED_FIFO
+    priority 1 when ``asked``; False, with a line on stderr, when not permitted."""
+    if not asked:
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except PermissionError:
+        print("--fifo: not permitted (root or CAP_SYS_NICE); measuring under the normal scheduler",
+              file=sys.stderr)
+        return False
+    return True

@@ -25,7 +25,10 @@ execution on), so the ratio is the cost of the spans alone.
 
 Usage:
     python benchmarks/observer_effect.py [--rounds N] [--computes N] [--warmup N] [--json PATH]
-                                         [--check]
+                                         [--check] [--fifo]
+
+``--fifo`` measures under ``SCHED_FIFO`` (root or CAP_SYS_NICE): on a machine shared with other
+work, the figures of an otherwise idle one.
 
 Prints one line per case with PASS/FAIL against its target, writes
 ``benchmarks/results/observer_effect.json`` (or ``--json PATH``) and prints the same JSON object
@@ -49,7 +52,8 @@ from nnscope import tracing  # noqa: E402
 from nnscope.runtime import manager  # noqa: E402
 from nnscope.runtime.builtin_models import mobilenet, sample_input  # noqa: E402
 
-from _common import CPU_KERNEL_DRIVERS, compiled, face_detector, reusable_execution, write_results  # noqa: E402
+from _common import (CPU_KERNEL_DRIVERS, add_fifo_option, compiled, face_detector, reusable_execution,  # noqa: E402
+                     use_fifo, write_results)
 
 TARGETS = {"partitioned": 1.05, "one_device": 1.03}
 PLACEMENTS = ("all", "sample-all", "nnapi-reference")
@@ -155,10 +159,12 @@ def main() -> int:
     parser.add_argument("--json", metavar="PATH", help="write the JSON here "
                         "(default benchmarks/results/observer_effect.json)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    add_fifo_option(parser)
     args = parser.parse_args()
+    fifo = use_fifo(args.fifo)
     os.environ["NNSCOPE_DRIVERS"] = CPU_KERNEL_DRIVERS  # before the runtime discovers its devices
     manager.start_devices(manager.devices())  # every driver process running before any timing
-    results = {"rounds": args.rounds, "computes": args.computes, "warmup": args.warmup,
+    results = {"rounds": args.rounds, "computes": args.computes, "warmup": args.warmup, "fifo": fifo,
                "targets": TARGETS, "drivers": [d.name for d in manager.devices()], "cases": {}}
     start = time.perf_counter()
     for model in (mobilenet(), face_detector()):

@@ -24,9 +24,12 @@ whole, so run it once more with ``NNSCOPE_DRIVERS`` naming the CPU-kernel driver
 cost of a partitioned plan's boundaries.
 
 Usage:
-    python benchmarks/partition_cost.py [--rounds N] [--runs N] [--traced]
+    python benchmarks/partition_cost.py [--rounds N] [--runs N] [--traced] [--fifo]
 
-``--traced`` measures everything inside a ``TraceSession`` that every driver joins.
+``--traced`` measures everything inside a ``TraceSession`` that every driver joins. ``--fifo``
+measures under ``SCHED_FIFO`` (root or CAP_SYS_NICE): on a machine shared with other work, the
+figures of an otherwise idle one (other processes' load otherwise stands between a fence
+signalling and the driver that waits for it, 24 times an execution for the face detector).
 
 Prints human-readable lines, writes ``benchmarks/results/partition_cost.json`` and prints the
 same JSON object as the last line.
@@ -51,7 +54,7 @@ from nnscope.runtime.builtin_models import conv_pad_chain, mobilenet, sample_inp
 from nnscope.runtime.drivers.ipc.wire.protocol import MsgType  # noqa: E402
 from nnscope.runtime.tflite import load_tflite  # noqa: E402
 
-from _common import reusable_execution, write_results  # noqa: E402
+from _common import add_fifo_option, reusable_execution, use_fifo, write_results  # noqa: E402
 
 FACE = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "face_detection_short_range.tflite"
 TARGETS = {"mobilenet": 1.1, "face_detection_short_range": 1.5}
@@ -139,7 +142,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--traced", action="store_true",
                         help="measure inside a TraceSession that every driver joins")
+    add_fifo_option(parser)
     args = parser.parse_args()
+    args.fifo = use_fifo(args.fifo)
     manager.start_devices(manager.devices())
     with tracing.TraceSession() if args.traced else contextlib.nullcontext():
         for device in manager.devices():
@@ -150,7 +155,7 @@ def main() -> None:
 def _run(args) -> None:
     pids = [d.pid for d in manager.devices() if getattr(d, "pid", None) is not None]
     results = {"rounds": args.rounds, "runs": args.runs, "targets": TARGETS, "models": {},
-               "drivers": [d.name for d in manager.devices()], "traced": args.traced}
+               "drivers": [d.name for d in manager.devices()], "traced": args.traced, "fifo": args.fifo}
     for name, model in _models().items():
         figures = measure(model, args.rounds, args.runs, pids)
         results["models"][name] = figures
