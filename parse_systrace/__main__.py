@@ -2,7 +2,9 @@
 
 Prints the established tool's tables (or JSON) on stdout, its warnings on stderr, and
 reports unreadable input as one line ``parse_systrace: error: <file>:<where>: <reason>``
-with exit status 2.
+with exit status 2. A partial trace (a run cut off, "Incomplete trace, not able to print all
+statistics" as the established tool warns) prints what is complete and exits 3 unless
+``--partial`` accepts partial traces (exit 0), as ``nnscope-dashboard`` does.
 
 Beyond the established tool (see ``EPILOG``): other trace formats, newer HAL names, a
 tolerant mode, per-process summaries, and Runtime/Execution counting synchronous
@@ -30,7 +32,13 @@ Compatible with the AOSP systrace_parser's output. Where we go beyond it: Chrome
 Perfetto input; newer HAL names (execute_1_3, executeSynchronously, executeFenced, burst);
 --tolerant and --per-process; and Runtime/Execution also counts the synchronous
 ANeuralNetworksExecution_compute and ANeuralNetworksExecution_burstCompute calls, which the
-established tool leaves out (its Runtime self-time then goes negative)."""
+established tool leaves out (its Runtime self-time then goes negative).
+
+exit status: 0 done; 1 stdout closed; 2 bad usage or unreadable trace; 3 the trace is partial (a
+run cut off: "Incomplete trace"; the complete runs are printed): --partial accepts partial
+traces and exits 0."""
+#: Exit status of a partial trace without ``--partial`` (2 is an unreadable one).
+PARTIAL_EXIT = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="drop orphan rows (trace starting mid-call) instead of failing")
     parser.add_argument("--per-process", action="store_true",
                         help="print one summary per client process")
+    parser.add_argument("--partial", action="store_true",
+                        help="accept a partial trace (runs cut off): exit 0 instead of 3")
     parser.add_argument("filename")
     return parser
 
@@ -60,13 +70,14 @@ def main(argv=None) -> int:
         return fleet_main(argv[1:])
     args = build_parser().parse_args(argv)
     out, err = sys.stdout, sys.stderr
-    printed = 0
+    printed = cut = 0
     try:
         runs = iter_summaries(args.filename, tolerant=args.tolerant,
                               per_process=args.per_process, detail=args.print_detail,
                               warn=err.write)
         for run in runs:
             if not run.complete:
+                cut += 1
                 continue
             if args.json:
                 out.write((",\n" if printed else "[\n") + json_object(
@@ -84,7 +95,7 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 1
-    return 0
+    return PARTIAL_EXIT if cut and not args.partial else 0
 
 
 if __name__ == "__main__":

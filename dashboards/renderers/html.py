@@ -139,6 +139,20 @@ def _plural(count: int, word: str, plural: str = "") -> str:
     return f"{count:,} {word if count == 1 else plural or word + 's'}"
 
 
+def partial_banner(meta: dict) -> str:
+    """Above everything, when runs were cut off: the page is of a partial trace, and what its
+    figures cover ('' for a complete trace)."""
+    cut = meta["incomplete_runs"]
+    if not cut:
+        return ""
+    covers = (f"every timing figure covers the {_plural(meta['runs'], 'complete run')} only"
+              if meta["runs"] else "no run is complete, so the page has no timing tables")
+    return (f'<p class="partial" data-partial role="alert"><b>Partial trace:</b> '
+            f'{_plural(cut, "run")} of {cut + meta["runs"]} {"was" if cut == 1 else "were"} cut off '
+            f'(a thread was still inside an NNAPI scope when the trace ended) and left out of the '
+            f'timing tables; {covers}.</p>')
+
+
 def header(meta: dict) -> str:
     """The page header: file name, format, runs, span counts and parse_systrace's notes."""
     runs = _plural(meta["runs"], "run")
@@ -151,8 +165,8 @@ def header(meta: dict) -> str:
                   f"{_plural(meta['threads'], 'thread')}")]
     items = "".join(f"<li>{f'<b>{html.escape(k)}</b> ' if k else ''}{html.escape(v)}</li>"
                     for k, v in facts)
-    notes = "".join(f'<p class="note" data-note>{html.escape(note)}</p>'
-                    for note in meta["notes"])
+    notes = partial_banner(meta) + "".join(f'<p class="note" data-note>{html.escape(note)}</p>'
+                                           for note in meta["notes"])
     return (f'<header class="report"><div><h1>NNAPI timing report</h1>'
             f'<p class="sub mono" id="trace-file">{html.escape(meta["file"])}</p>'
             f'<ul class="facts">{items}</ul></div>'

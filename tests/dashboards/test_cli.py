@@ -92,3 +92,45 @@ def test_a_bench_report_takes_no_graph(tmp_path, capsys):
     assert main([str(bench), "--graph", str(graph), "-o", str(tmp_path / "out.html")]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and "--graph: a bench report has no partition graph" in lines[0], lines
+
+
+def _half(tmp_path, fraction: float = 0.75):
+    """The first ``fraction`` of the synthetic two-run trace: one run complete, one cut off."""
+    lines = SYNTHETIC.read_bytes().splitlines(keepends=True)
+    trace = tmp_path / "half.html"
+    trace.write_bytes(b"".join(lines[:int(len(lines) * fraction)]))
+    return trace
+
+
+def test_a_half_trace_gets_a_page_marked_partial_and_exit_3(tmp_path, capsys):
+    """Issue 37: a half systrace built a page, exit 0, after parse_systrace's "Incomplete
+    trace". The page is written and says at the top that it is partial and what it covers; the
+    command exits 3 with one line, unless ``--partial`` accepts partial traces."""
+    page = tmp_path / "half.report.html"
+    assert main([str(_half(tmp_path)), "-o", str(page)]) == 3
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(page)
+    [line] = captured.err.splitlines()
+    assert line.startswith("nnscope-dashboard: ") and "partial trace: 1 run cut off" in line
+    assert "--partial" in line
+    html = page.read_text()
+    banner = html.split('<p class="partial" data-partial role="alert">', 1)[1].split("</p>", 1)[0]
+    assert banner == ("<b>Partial trace:</b> 1 run of 2 was cut off (a thread was still inside an "
+                      "NNAPI scope when the trace ended) and left out of the timing tables; every "
+                      "timing figure covers the 1 complete run only.")
+    assert main([str(_half(tmp_path)), "--partial", "-o", str(page)]) == 0
+    assert capsys.readouterr().err == "" and html == page.read_text()
+
+
+def test_a_trace_with_no_complete_run_says_the_page_has_no_figures(tmp_path, capsys):
+    assert main([str(_half(tmp_path, 0.5)), "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["meta"]["incomplete_runs"] == 1
+    page = tmp_path / "p.html"
+    assert main([str(_half(tmp_path, 0.5)), "--partial", "-o", str(page)]) == 0
+    assert "no run is complete, so the page has no timing tables." in page.read_text()
+
+
+def test_a_complete_trace_has_no_partial_banner(tmp_path, capsys):
+    page = tmp_path / "whole.html"
+    assert main([str(SYNTHETIC), "-o", str(page)]) == 0
+    assert "data-partial" not in page.read_text() and capsys.readouterr().err == ""

@@ -78,3 +78,24 @@ def test_headerless_ftrace_text_larger_than_a_read_block_reads_from_line_one(tmp
     expected = _run(["--json", trace], capsys)
     assert _run(["--json", headerless], capsys) == expected
     assert expected[0] == 0 and expected[1].count('"starting_mark": "B|') == 4
+
+
+def test_a_half_trace_exits_3_unless_partial_traces_are_accepted(tmp_path, capsys):
+    """Issue 37: a half systrace exited 0 after "Incomplete trace". It still prints the complete
+    runs as the established tool does, and exits 3; ``--partial`` accepts it (exit 0)."""
+    lines = _generate(tmp_path, 7).read_bytes().splitlines(keepends=True)
+    half = tmp_path / "half.html"
+    half.write_bytes(b"".join(lines[:len(lines) * 3 // 4]))
+    status, out, err = _run([str(half)], capsys)
+    assert status == 3 and "Incomplete trace, not able to print all statistics" in err
+    assert out.count("NNAPI timing summary") == 1  # the complete run
+    assert _run(["--partial", str(half)], capsys) == (0, out, err)
+    whole = _run([str(_generate(tmp_path, 7))], capsys)
+    assert whole[0] == 0 and "Incomplete" not in whole[2]
+
+
+def test_help_documents_the_exit_statuses_and_partial(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--partial" in text and "3 the trace is partial" in text

@@ -48,5 +48,6 @@ def test_originals_match_their_golden_summaries():
     for fixture in FIXTURES:
         golden = SYSTRACE_FIXTURES / fixture.replace(".html", ".default.txt").replace(
             "-plain.txt", "-plain.default.txt").replace("-old.txt", "-old.default.txt")
-        status, stdout, _ = original(fixture)[1]
-        assert status == 0 and stdout == golden.read_text(), fixture
+        status, stdout, stderr = original(fixture)[1]
+        assert status == (3 if "Incomplete trace" in stderr else 0), fixture  # 3: a partial trace
+        assert stdout == golden.read_text(), fixture
