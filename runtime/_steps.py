@@ -14,8 +14,11 @@ drivers hand over to each other and the application waits once, on the last fenc
 :data:`LAUNCH_AHEAD` steps of one device are launched and not seen to end; a step on an
 in-process device runs here once the steps before it ended. A step that no fence shows ending
 within its device's timeout has its driver killed; a fenced run that fails in any way is followed
-by the steps one by one, without the dead drivers. Tracing changes nothing of this: each launch
-is a ``StepExecutor::computeFenced`` span and each wait a ``syncWait`` span.
+by the steps one by one, without the dead drivers. ``startComputeWithDependencies`` takes the
+same path (:func:`launch`): every step is launched at the call, the first waiting for a fence of
+the application's own that :class:`Launched` signals once the dependencies signalled and the
+inputs are copied in. Tracing changes nothing of this: each launch is a
+``StepExecutor::computeFenced`` span and each wait a ``syncWait`` span.
 A step that fails on its driver (also a dead driver process) is redone on the CPU, then the
 whole model (see ``runtime._fallback``).
 
@@ -39,6 +42,7 @@ Example:
 """
 from __future__ import annotations
 
+import os
 import time
 
 from nnscope import tracing
@@ -48,7 +52,7 @@ from nnscope.runtime._step_memory import StepMemory
 from nnscope.runtime.extensions import operand_byte_size
 from nnscope.runtime.hal.errors import HalError
 from nnscope.runtime.hal.shared_memory import ibuffer_token, pool_bytes
-from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, nap, spin
+from nnscope.runtime.hal.sync_fence import ACTIVE, DONE, fail, nap, new_fence, signal, spin
 from nnscope.runtime.hal.device_types import ExecutionResult, OutputShape, Request, RequestArgument
 from nnscope.runtime.hal.types import ErrorStatus
 from nnscope.runtime.plan import MODEL_INPUT, MODEL_OUTPUT, ExecutionPlan, ExecutionStep, Source
@@ -67,13 +71,17 @@ _DEAD = ExecutionResult(ErrorStatus.DEAD_OBJECT)
 
 
 def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: int | None,
-             prepared_of=None) -> tuple[ExecutionResult, ExecutionStep | None]:
+             prepared_of=None, launched: Launched | None = None) -> tuple[ExecutionResult, ExecutionStep | None]:
     """Run every step; return the result and the failing step (None on success).
 
     ``prepared_of(step)`` is what executes a step (default: its prepared model; a burst gives
     its controllers). A simple plan's only step is the execution itself: it gets no
     ``StepExecutor::compute`` span of its own (it would coincide with the caller's
-    ``ANeuralNetworksExecution_compute``); each step of a compound plan does."""
+    ``ANeuralNetworksExecution_compute``); each step of a compound plan does. ``launched``:
+    the steps :func:`launch` started for this request, waiting for its inputs."""
+    if launched is not None:
+        result, failed = launched.run(deadline_ns)
+        return _after_compound(plan, request, measure, deadline_ns, result, failed)
     if plan.simple:
         step = plan.steps[0]
         prepared = step.prepared if prepared_of is None else prepared_of(step)
@@ -82,10 +90,75 @@ def run_plan(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: 
             return result, None
         return _after_failure(plan, request, measure, deadline_ns, result)
     result, failed = _run_compound(plan, request, deadline_ns, prepared_of or _own_prepared)
+    return _after_compound(plan, request, measure, deadline_ns, result, failed)
+
+
+def _after_compound(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: int | None,
+                    result: ExecutionResult, failed: ExecutionStep | None) -> tuple:
+    """A compound plan's result, the whole model redone on the CPU when a step failed for good
+    and fallback is allowed."""
     if failed is not None and _fallback.allowed(plan, failed, result):
         result = _fallback.full(plan, request, measure, deadline_ns) or result
         failed = None if result.status == ErrorStatus.NONE else failed
     return result, failed
+
+
+def launch(plan: ExecutionPlan, request: Request, deadline_ns: int | None) -> Launched | None:
+    """``startComputeWithDependencies`` of a compound plan, at the call (AOSP's
+    ``computeFenced``): when its steps repeat (static shapes, from the second execution on)
+    every step is launched at once with its device's executeFenced, as :func:`run_plan` would,
+    the first waiting for a fence of the application's own instead of the inputs, which
+    :meth:`Launched.run` copies once the dependencies signalled. None (nothing launched) when
+    the plan runs step by step: simple, or its step requests not built yet."""
+    if plan.simple:
+        return None
+    memory = plan.memories.take()
+    try:
+        arguments = _Arguments(plan, memory, request)
+        if memory.signature is None or len(memory.requests) != len(plan.steps):
+            plan.memories.give_back(memory, plan.forget_pool)
+            return None
+        ready = new_fence()
+    except BaseException:
+        plan.memories.give_back(memory, plan.forget_pool)
+        raise
+    fenced = _Fenced(plan, memory.requests)
+    fenced.fence = ready
+    fenced.launch(deadline_ns, may_wait=False)  # up to an in-process step, or a device's window
+    return Launched(plan, memory, arguments, fenced, ready)
+
+
+class Launched:
+    """A compound plan's steps launched by :func:`launch`, the first waiting for ``ready``."""
+
+    def __init__(self, plan: ExecutionPlan, memory: StepMemory, arguments: _Arguments, fenced: _Fenced,
+                 ready: int):
+        self.plan, self.memory, self.arguments, self.fenced, self.ready = plan, memory, arguments, fenced, ready
+
+    def run(self, deadline_ns: int | None) -> tuple[ExecutionResult, ExecutionStep | None]:
+        """(Once the dependencies signalled.) Copy the inputs in, let the first step go, launch
+        what is left, wait for the last fence and copy the outputs out; after a failure the
+        steps one by one, as :func:`run_plan`."""
+        try:
+            self.arguments.copy_inputs()
+            signal(self.ready, True)
+            fenced = self.fenced.finish(deadline_ns)
+            return _conclude(self.plan, self.memory, self.arguments, fenced, deadline_ns, _own_prepared)
+        finally:
+            self._release()
+
+    def cancel(self) -> None:
+        """A dependency failed: the launched steps end (their first fence fails), unrun."""
+        fail(self.ready)
+        self.fenced.failed = True  # nothing more is launched
+        self.fenced.finish(None)
+        self._release()
+
+    def _release(self) -> None:
+        if self.ready >= 0:
+            os.close(self.ready)
+            self.ready = -1
+            self.plan.memories.give_back(self.memory, self.plan.forget_pool)
 
 
 def _after_failure(plan: ExecutionPlan, request: Request, measure: bool, deadline_ns: int | None,
@@ -200,16 +273,23 @@ def _run_compound(plan: ExecutionPlan, request: Request, deadline_ns: int | None
         if prepared_of is _own_prepared and memory.signature is not None \
                 and len(memory.requests) == len(plan.steps):
             fenced = _Fenced(plan, memory.requests).run(deadline_ns)
-        if fenced is not None and fenced.results is not None:
-            result, failed = _fenced_result(plan, memory, arguments, fenced.results), None
-        else:
-            dead = set(fenced.dead) if fenced is not None else set()
-            result, failed = _run_steps(plan, arguments, deadline_ns, prepared_of, dead)
-        if result.status == _NONE:
-            arguments.copy_outputs()
-        return result, failed
+        return _conclude(plan, memory, arguments, fenced, deadline_ns, prepared_of)
     finally:
         plan.memories.give_back(memory, plan.forget_pool)
+
+
+def _conclude(plan: ExecutionPlan, memory: StepMemory, arguments: _Arguments, fenced: _Fenced | None,
+              deadline_ns: int | None, prepared_of) -> tuple[ExecutionResult, ExecutionStep | None]:
+    """After the fenced run (None: none): its result, or the steps one by one without the
+    drivers that died; the outputs copied out on success."""
+    if fenced is not None and fenced.results is not None:
+        result, failed = _fenced_result(plan, memory, arguments, fenced.results), None
+    else:
+        dead = set(fenced.dead) if fenced is not None else set()
+        result, failed = _run_steps(plan, arguments, deadline_ns, prepared_of, dead)
+    if result.status == _NONE:
+        arguments.copy_outputs()
+    return result, failed
 
 
 class _Fenced:
@@ -224,14 +304,33 @@ class _Fenced:
         self.results: list | None = []  # one ExecutionResult per step that ended
         self.dead: set = set()
         self.fence = None  # the sync fence the next step waits for
+        self.next = 0  # the index of the next step to launch
+        self.failed = False  # a launch failed: what was launched ends, then the steps one by one
 
     def run(self, deadline_ns: int | None) -> _Fenced:
         """Launch and wait for every step; ``results`` is None unless all succeeded."""
+        started_ns = time.monotonic_ns()
+        self.launch(deadline_ns)
+        return self.finish(deadline_ns, started_ns)
+
+    def launch(self, deadline_ns: int | None, may_wait: bool = True) -> None:
+        """Launch the steps not launched yet, in order. Without ``may_wait`` it stops before a
+        step that would have to wait for others to end first: one on an in-process device, or
+        one whose device has :data:`LAUNCH_AHEAD` runs not seen to end."""
+        steps = self.plan.steps
+        while not self.failed and self.next < len(steps):
+            launched = self._launch(steps[self.next], deadline_ns, may_wait)
+            if launched is None:
+                return
+            self.failed = not launched
+            self.next += 1
+
+    def finish(self, deadline_ns: int | None, started_ns: int | None = None) -> _Fenced:
+        """Launch the rest and wait for every run (``started_ns``: when the first was launched,
+        for the wait's expected length); ``results`` is None unless all succeeded."""
         try:
-            started_ns = time.monotonic_ns()
-            ok = all(self._launch(step, deadline_ns) for step in self.plan.steps) \
-                and self._settle(len(self.runs), started_ns)
-            if not ok:
+            self.launch(deadline_ns)
+            if self.failed or not self._settle(len(self.runs), started_ns):
                 self.results = None
                 self._drain()
         finally:
@@ -239,7 +338,11 @@ class _Fenced:
                 run.close()
         return self
 
-    def _launch(self, step: ExecutionStep, deadline_ns: int | None) -> bool:
+    def _launch(self, step: ExecutionStep, deadline_ns: int | None, may_wait: bool = True) -> bool | None:
+        """Launch ``step`` (True), or run it here when its device runs in-process; False when
+        it failed, None when it would have to wait and ``may_wait`` is False."""
+        if not may_wait and self._full(step.device):
+            return None
         if not self._room(step.device):
             return False
         request, waits = self.requests[step.index], [] if self.fence is None else [self.fence]
@@ -257,12 +360,18 @@ class _Fenced:
             self.runs.append((step, run))
             self.fence = run.fence
             return True
+        if not may_wait:
+            return None
         if not self._settle(len(self.runs)):  # an in-process model runs here, after the others
             return False
         with tracing.runtime(_EXECUTION, "StepExecutor::compute"):
             result = _fallback.execute(step.prepared, request, False, deadline_ns)
         self.fence = None
         return self._ended(step, result)
+
+    def _full(self, device) -> bool:
+        """Whether ``device`` has :data:`LAUNCH_AHEAD` runs not seen to end."""
+        return sum(index >= self.ended for index in self.launched.get(device, ())) >= LAUNCH_AHEAD
 
     def _room(self, device) -> bool:
         """Whether ``device`` may take one more launch: at :data:`LAUNCH_AHEAD` runs not seen to
@@ -296,7 +405,7 @@ class _Fenced:
         with tracing.runtime(_EXECUTION, "syncWait"):
             if started_ns is not None and count and self.plan.watch_s > 0:
                 self._look_around(self.runs[count - 1][1], started_ns)
-            last, last_done = self.runs[count - 1][1], False
+            last, last_done = (self.runs[count - 1][1] if count else None), False
             while self.ended < count:
                 step, run = self.runs[self.ended]
                 left = since + run.timeout_s - time.monotonic()

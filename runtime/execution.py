@@ -286,7 +286,9 @@ class Execution:
         as start_compute; UNEXPECTED_NULL/BAD_DATA for bad events; OP_FAILED for one already failed;
         BAD_DATA for an unspecified output shape (NeuralNetworks.h) and for a duration unless on one
         device. ``wait()`` raises OP_FAILED if a dependency fails, MISSED_DEADLINE_TRANSIENT when
-        time runs out. A single step runs through its device's executeFenced (runtime._fenced_remote)."""
+        time runs out. A single step runs through its device's executeFenced (runtime._fenced_remote);
+        a compound plan whose steps repeat has every step launched fenced at the call, waiting for
+        its inputs, which a relay copies in once the dependencies signalled (runtime._steps.launch)."""
         call = "startComputeWithDependencies"
         deps = _fenced.dependencies(events, call, Event)
         if checks.duration(duration_ns, call):
@@ -294,7 +296,14 @@ class Execution:
         request = self._start(call)
         _fenced.check_outputs_specified(self._out_operands, request.outputs, call, self._state.cancel)
         deadline = deadline_after(self._timeout_ns)
-        in_process = functools.partial(self._run_fenced, request, deps, duration_ns, deadline)
+        try:
+            launched = _steps.launch(self._plan, request, deadline)  # a compound plan's steps, fenced
+        except BaseException:
+            self._state.cancel()
+            raise
+        in_process = functools.partial(self._run_fenced, request, deps, duration_ns, deadline, launched)
+        if launched is not None:
+            return Event.start(in_process, name="nn-fenced-relay", fenced=True)
         event = _fenced_remote.start(self._plan, request, deps, self._measure, duration_ns, deadline,
                                      in_process, self._fenced_done)  # the device's executeFenced
         return event or Event.start(in_process, fenced=True)
@@ -303,10 +312,18 @@ class Execution:
         self._result, self._fenced_timing = result, fenced_timing
         self._state.complete()
 
-    def _run_fenced(self, request: Request, dependencies, duration_ns: int, deadline: int | None) -> None:
-        waited = _fenced.wait_for(dependencies, self._state.complete)
+    def _run_fenced(self, request: Request, dependencies, duration_ns: int, deadline: int | None,
+                    launched=None) -> None:
+        """The fenced execution once its dependencies signalled (``launched``: its compound
+        plan's steps, launched at the call and waiting for the inputs)."""
         try:
-            self._run(request, _fenced.earlier(deadline, deadline_after(duration_ns)))
+            waited = _fenced.wait_for(dependencies, self._state.complete)
+        except BaseException:
+            if launched is not None:
+                launched.cancel()
+            raise
+        try:
+            self._run(request, _fenced.earlier(deadline, deadline_after(duration_ns)), launched=launched)
         finally:
             self._fenced_timing = _fenced.fenced_timing(self._result and self._result.timing, waited)
 
@@ -321,14 +338,20 @@ class Execution:
         self._result = self._fenced_timing = None
         return request
 
-    def _run(self, request: Request, deadline: int | None = None, prepared_of=None) -> None:
+    def _run(self, request: Request, deadline: int | None = None, prepared_of=None, launched=None) -> None:
         ran = False  # refused before running (an uninitialised input): output memories keep their state
         try:
             if self._described:
-                memory_desc.check_inputs(self._pools, self._described, len(self._in_operands))
+                try:
+                    memory_desc.check_inputs(self._pools, self._described, len(self._in_operands))
+                except BaseException:
+                    if launched is not None:
+                        launched.cancel()
+                    raise
             ran = True
             deadline = deadline or deadline_after(self._timeout_ns)
-            result, failed = _steps.run_plan(self._plan, request, self._measure, deadline, prepared_of)
+            result, failed = _steps.run_plan(self._plan, request, self._measure, deadline, prepared_of,
+                                             launched)
             self._result = result
             if result.status != _NONE:
                 raise self._error(result, failed)
