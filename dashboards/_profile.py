@@ -9,6 +9,9 @@
   the runs inside one execution (the plan's step).
 - **Executions:** the application's innermost ``[NN_LA_PE]`` spans, or, without any, the
   runtime's execution calls (``ANeuralNetworksExecution_compute`` and friends).
+- **Benchmark executions:** when the application marks a warm-up (``[NN_LA_PWU]``) and a
+  benchmark (``[NN_LA_PBM]``), the latency counts only the executions inside the benchmark, as
+  ``nnscope run``'s latency line does (:func:`benchmark_executions`).
 - **Per device:** in each execution, the time of the top-level execution spans of each
   driver process, and of the executor runs in the runtime's own process (CPU fallback).
 
@@ -119,6 +122,19 @@ def executions(spans) -> list:
         chosen = [i for i in np.flatnonzero(np.isin(spans.name, list(calls))).tolist()]
     pairs = sorted((float(spans.start[i]), float(spans.end[i])) for i in chosen)
     return pairs
+
+
+def benchmark_executions(spans, windows) -> tuple[list, int]:
+    """The executions of ``windows`` inside the application's benchmark spans (``[NN_LA_PBM]``)
+    and how many were left out as warm-up; all of them (and 0) when the trace marks no
+    benchmark."""
+    marked = [i for i, name in enumerate(spans.names) if name.startswith("[NN_LA_PBM]")]
+    index = np.flatnonzero(np.isin(spans.name, marked)) if marked else []
+    phases = [(float(spans.start[i]), float(spans.end[i])) for i in index]
+    if not phases:
+        return list(windows), 0
+    inside = [w for w in windows if any(start <= w[0] and w[1] <= end for start, end in phases)]
+    return inside, len(windows) - len(inside)
 
 
 def _innermost(spans, name_ids) -> list:

@@ -21,7 +21,7 @@ Example:
     >>> spans = collect_spans(open_rows(trace))
     >>> views = trace_views(trace, "chrome_json", spans)
     >>> sorted(views)
-    ['graph', 'latency', 'profile', 'profile_note', 'timeline']
+    ['graph', 'latency', 'latency_counts', 'profile', 'profile_note', 'timeline']
     >>> [lane["label"] for lane in views["timeline"]["lanes"]][:1]  # process name (pid) · thread name (tid)
     ['... (...) · MainThread (...)']
     >>> tmp.cleanup()
@@ -225,9 +225,11 @@ def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_n
     for row in ranked["ops"]:  # no plan: the process that ran the kernel
         if row["device"] is None:
             row["device"] = process_of_lane[int(spans.lane[row["first_span"]])]
+    measured, warmup = _profile.benchmark_executions(spans, windows)
     return dict(timeline=timeline_data(spans, lanes, windows),
                 profile=ranked,
                 profile_note=profile_note(graph["steps"]) if not ops else "",
                 latency=distributions(
-                    _profile.device_latencies(spans, windows, process_of_lane, roles)),
+                    _profile.device_latencies(spans, measured, process_of_lane, roles)),
+                latency_counts=dict(executions=len(measured), warmup=warmup),
                 graph=graph)

@@ -113,6 +113,12 @@ def chart_series(run: dict) -> list:
     return series
 
 
+def phases_sum(series: list) -> str:
+    """The sum of the phase bars' totals, as their labels round (two decimals): what "Where did
+    the time go" adds up to, time on several threads at once counted on each."""
+    return f"{sum(bar['total'] or 0.0 for bar in series):.2f}"
+
+
 def execution_series(run: dict) -> list:
     """Per-execution self-time by layer: one bar, or warmup and benchmark bars."""
     counts, self_times = run["execution_counts"], run["self_times"]
@@ -143,6 +149,7 @@ def run_view(run: dict, variants: dict, index: int) -> dict:
                 ms_per_execution=cell(per_exec["self"]["LT_PE"])["t"],
                 tables={}, per_execution={}, warmup_benchmark={},
                 chart=chart_series(run), execution_chart=execution_series(run))
+    view["chart_sum"] = phases_sum(view["chart"])
     for mode, _ in MODES:
         total = mode == "total"
         view["tables"][mode] = all_phases_table(run, inputs[mode], total)

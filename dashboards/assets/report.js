@@ -118,9 +118,10 @@
     var total = run.tables.self.rows[run.tables.self.rows.length - 1].cells;
     return el("div", {"class": "cards"}, [
       card(execs, run.both ? "executions (warmup + benchmark)" : "executions"),
-      card(run.ms_per_execution + " ms", run.both ? "per benchmark execution" : "per execution"),
+      card(run.ms_per_execution + " ms", run.both ? "per benchmark execution (mean of " + counts.PBM + ")"
+                                                 : "per execution (mean of " + counts.PO + ")"),
       card(total[2].t + " ms", "compilation (self, all layers)"),
-      card(total[total.length - 1].t + " ms", "total wall-clock (self-times)")]);
+      card(total[total.length - 1].t + " ms", "total wall-clock (the run's Total column)")]);
   }
 
   function tables(run, key, kind) {
@@ -136,6 +137,11 @@
       cards(run),
       el("div", {"class": "grid2"}, [
         el("div", {}, [el("h3", {}, ["Where did the time go (self-times by phase)"]),
+                       el("p", {"class": "sub chart-sum", "data-sum": run.chart_sum}, [
+                         "The phases add up to " + run.chart_sum + " ms, time on several threads " +
+                         "at once counted on each; the run's wall-clock is " +
+                         run.tables.self.rows[run.tables.self.rows.length - 1].cells.slice(-1)[0].t +
+                         " ms."]),
                        chart(run.chart, "phases", "self-time per phase and layer")]),
         el("div", {}, [el("h3", {}, ["Execution, ms per execution"]),
                        chart(run.execution_chart, "execution", "execution time per layer")])]),

@@ -86,8 +86,14 @@
       box.appendChild(el("p", {"class": "note"}, ["No executions in this trace."]));
       return;
     }
-    box.appendChild(el("p", {"class": "sub"}, [
-      "Per execution: the end-to-end time of each execution, and the time each device " +
+    var counts = views.latency_counts || {executions: dists[0].n, warmup: 0};
+    var which = counts.warmup ?
+      "Per benchmark execution (" + counts.executions + "; the " + counts.warmup +
+        (counts.warmup === 1 ? " warm-up execution is" : " warm-up executions are") +
+        " not counted, as in nnscope run's latency line)" :
+      "Per execution (" + counts.executions + ")";
+    box.appendChild(el("p", {"class": "sub", id: "latency-counts"}, [
+      which + ": the end-to-end time of each execution, and the time each device " +
       "(driver process, or the CPU fallback in the runtime's process) spent on it."]));
     box.appendChild(C.distributionFigure(dists, box.clientWidth || 900));
     box.appendChild(C.statsTable(dists, "series (ms)"));

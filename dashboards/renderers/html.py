@@ -115,7 +115,7 @@ def views_json(views: dict) -> str:
     """The profile, latency and graph facts (the SVG itself is in the page body)."""
     graph = {key: value for key, value in views["graph"].items() if key != "svg"}
     data = dict(profile=views["profile"], profile_note=views.get("profile_note", ""),
-                latency=views["latency"], graph=graph)
+                latency=views["latency"], latency_counts=views.get("latency_counts"), graph=graph)
     return script_json(json.dumps(data, separators=(",", ":"), allow_nan=False))
 
 

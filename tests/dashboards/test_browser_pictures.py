@@ -267,3 +267,42 @@ def test_a_run_on_the_default_devices_says_why_its_profile_is_empty(tmp_path):
     assert "its plan ran the model's 31 operations as one step on sample-litert" in text, text
     assert "nnscope run [MODEL] --device sample-all" in text and "--device nnapi-reference" in text
     assert data["overflow"]["cards"] == [], data["overflow"]
+
+
+def _text(dom: str, pattern: str) -> str:
+    """The text of the first element matching ``pattern`` (a regex up to its opening tag's end)."""
+    found = re.search(pattern + r"(.*?)</(?:p|div|td|h3)>", dom, re.S)
+    assert found, pattern
+    return html.unescape(re.sub(r"<[^>]+>", "", found.group(1))).strip()
+
+
+def test_every_per_execution_figure_counts_the_benchmark_as_the_cli_does(tmp_path, run_pages,
+                                                                        nnscope_run):
+    """Issue 37: the latency table said n=55 (warm-up included) where the CLI said "over 50
+    executions", and the page's per-execution figures disagreed. At 1400 px, in Chromium: the
+    latency counts the benchmark executions the CLI counts, its median and mean are the CLI's
+    p50 and mean, the headline card is the mean of the same executions as the per-execution
+    table, and "Where did the time go" says what its bars add up to."""
+    cli = nnscope_run.latencies
+    _, dom = selftest(tmp_path, run_pages["report"])
+    assert _text(dom, r'<p class="sub" id="latency-counts">').startswith(
+        f"Per benchmark execution ({cli['executions']}; the {cli['warmup_executions']} warm-up "
+        f"execution{' is' if cli['warmup_executions'] == 1 else 's are'} not counted")
+    stats = re.search(r'<table class="mini stats">(.*?)</table>', dom, re.S).group(1)
+    rows = [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", stats.split("<tbody>", 1)[1], re.S)]
+    assert rows and all(int(row[1]) == cli["executions"] for row in rows)  # every series: n=5, not 6
+    [end_to_end] = [row for row in rows if row[0] == "execution (end to end)"]
+    for cell, key in ((end_to_end[2], "p50_ms"), (end_to_end[5], "mean_ms")):  # the same executions:
+        assert abs(float(cell) - cli[key]) <= 0.05 * cli[key], (cell, key, cli)  # span vs app clock
+    card = _text(dom, r'<div class="label">per benchmark execution \(mean of ')
+    assert card == f"{cli['executions']})"
+    value = re.search(r'<div class="value">([0-9.]+) ms</div><div class="label">per benchmark', dom).group(1)
+    per_execution = dom_tables(dom)[("per-execution", "self")][0]
+    assert dict(per_execution)["Total"][-2] == value  # the Benchmark, per execution table's Total
+    total_row = dict(dom_tables(dom)[("all", "self")][0])["Total"]
+    main = [total_row[i].rstrip("*") for i in (0, 1, 2, 6, 7)]  # Init., Prep., Compilation, Ex. total, Term.
+    phases = sum(float(cell) for cell in main if cell not in ("-", "n/a"))
+    claim = re.search(r'class="sub chart-sum" data-sum="([0-9.]+)">(.*?)</p>', dom, re.S)
+    assert float(claim.group(1)) == pytest.approx(phases, abs=0.026)  # 5 cells rounded
+    assert f"the run's wall-clock is {total_row[-1].rstrip('*')} ms" in html.unescape(claim.group(2))
