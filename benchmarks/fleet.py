@@ -7,18 +7,22 @@ Then, each build in a fresh helper process on the embedded engine (``engine.clus
 measures:
 
 - the sum of the one-trace times of :func:`parse_systrace.summarize` on the same files, in one
-  process (what the workers would do with no engine at all), before and after the builds;
+  process (what the workers would do with no engine at all), before each round's builds and once
+  more after them; the best is the reference;
 - a fresh build with 1 and with 2 workers: wall seconds (cluster start apart), traces/s,
-  MB/s, and the engine's cost: the build's time over (sum of one-trace times / workers);
+  MB/s, and the engine's cost: the build's time over (reference / workers); and in CPU seconds
+  (workers, and the client with the embedded scheduler) over the one-trace parses' CPU seconds,
+  a figure the other load of a shared machine changes less;
 - an incremental re-run that adds 10 new traces, against the first 2-worker build;
 - the resident memory of the client and of each worker at 25, 50, 75 and 100 % of a build
   (bounded: flat while the number of traces done grows), and their peaks.
 
 Prints one line per figure, writes ``benchmarks/results/fleet.json`` and prints it as a final
-JSON line. The machines here are shared: figures vary with the other load.
+JSON line. The machines here are shared: figures vary with the other load, so ``--repeat N`` runs
+N rounds (one-trace times, 1 worker, 2 workers, side by side) and keeps the best of each.
 
 Example:
-    $ python benchmarks/fleet.py --lab /tmp/lab
+    $ python benchmarks/fleet.py --lab /tmp/lab --repeat 2
     $ python benchmarks/fleet.py --traces-per-group 20 --execs 20   # a quick, small run
 """
 from __future__ import annotations
@@ -42,6 +46,11 @@ PATTERN = "{device}/{build}/{model}/*"
 def _rss_mb() -> float:
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _peak_mb() -> float:
@@ -69,14 +78,14 @@ def measure_serial(folder: Path) -> dict:
     """Sum of the one-trace summarize() times, in this process."""
     from nnscope.parse_systrace import summarize
 
-    total, size, files = 0.0, 0, files_of(folder)
+    total, size, files, cpu = 0.0, 0, files_of(folder), _cpu_s()
     for path in files:
         start = time.perf_counter()
         summarize(str(path))
         total += time.perf_counter() - start
         size += path.stat().st_size
     return {"files": len(files), "mb": round(size / 1e6, 1), "seconds_sum": round(total, 3),
-            "peak_rss_mb": round(_peak_mb(), 1)}
+            "cpu_s": round(_cpu_s() - cpu, 3), "peak_rss_mb": round(_peak_mb(), 1)}
 
 
 def measure_build(dataset: Path, workers: int, inputs: list[str], total: int) -> dict:
@@ -93,15 +102,37 @@ def measure_build(dataset: Path, workers: int, inputs: list[str], total: int) ->
                 samples.append(dict(done=counts["done"], client_mb=round(_rss_mb(), 1),
                                     workers_mb=sorted(round(v, 1) for v in client.run(_rss_mb).values())))
 
+        cpu, workers_cpu = _cpu_s(), client.run(_cpu_s)
         report = build(dataset, inputs, pattern=PATTERN, scheduler=client.scheduler.address,
                        progress=False, on_result=sample)
+        cpu_s = {"client": round(_cpu_s() - cpu, 3), "workers": round(sum(
+            now - workers_cpu[worker] for worker, now in client.run(_cpu_s).items()), 3)}
         samples.append(dict(done=report.files - report.skipped, client_mb=round(_rss_mb(), 1),
                             workers_mb=sorted(round(v, 1) for v in client.run(_rss_mb).values())))
         peaks = sorted(round(v, 1) for v in client.run(_peak_mb).values())
     return {"workers": workers, "cluster_start_s": round(started, 3), "seconds": report.seconds,
             "parsed": report.parsed, "skipped": report.skipped, "failed": report.failed,
             "rss_samples": samples, "client_peak_rss_mb": round(_peak_mb(), 1),
-            "worker_peak_rss_mb": peaks}
+            "worker_peak_rss_mb": peaks, "cpu_s": cpu_s}
+
+
+def _serial(folder: str) -> dict:
+    serial = _helper("--serial", folder)
+    print(f"lab: {serial['files']} traces, {serial['mb']} MB; one-trace summarize() times sum to "
+          f"{serial['seconds_sum']:.1f} s (one process)")
+    return serial
+
+
+def _build(scratch: Path, workers: int, serial: dict, folder: str) -> dict:
+    dataset = scratch / f"w{workers}.fleet"
+    shutil.rmtree(dataset, ignore_errors=True)
+    built = _helper("--build", str(dataset), str(workers), str(serial["files"]), folder)
+    built["traces_per_s"] = round(built["parsed"] / built["seconds"], 1)
+    built["mb_per_s"] = round(serial["mb"] / built["seconds"], 1)
+    print(f"{workers} worker(s): {built['seconds']:.1f} s (+{built['cluster_start_s']:.1f} s cluster "
+          f"start), {built['traces_per_s']} traces/s, {built['mb_per_s']} MB/s, client peak RSS "
+          f"{built['client_peak_rss_mb']} MB, worker peaks {built['worker_peak_rss_mb']} MB")
+    return built
 
 
 def _helper(*args: str) -> dict:
@@ -121,12 +152,13 @@ def main() -> int:
     parser.add_argument("--lab", help="keep (and reuse) the generated lab in this folder")
     parser.add_argument("--traces-per-group", type=int, default=112)
     parser.add_argument("--execs", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds; the best of each is kept")
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="fleet-bench-")
     lab = Path(args.lab) if args.lab else Path(scratch) / "lab"
     try:
         generate(lab, args.traces_per_group, args.execs)
-        result = run(lab, Path(scratch))
+        result = run(lab, Path(scratch), args.repeat)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -135,31 +167,33 @@ def main() -> int:
     return 0
 
 
-def run(lab: Path, scratch: Path) -> dict:
+def run(lab: Path, scratch: Path, repeat: int = 1) -> dict:
     main_folder, late = str(lab / "main"), str(lab / "late")
-    serial = _helper("--serial", main_folder)
-    print(f"lab: {serial['files']} traces, {serial['mb']} MB; one-trace summarize() times sum to "
-          f"{serial['seconds_sum']:.1f} s (one process)")
-    result = {"lab": serial, "builds": {}, "load_average_before": os.getloadavg()[0]}
-    builds = result["builds"]
-    for workers in (1, 2):
-        dataset = scratch / f"w{workers}.fleet"
-        shutil.rmtree(dataset, ignore_errors=True)
-        built = _helper("--build", str(dataset), str(workers), str(serial["files"]), main_folder)
-        built["traces_per_s"] = round(built["parsed"] / built["seconds"], 1)
-        built["mb_per_s"] = round(serial["mb"] / built["seconds"], 1)
-        builds[workers] = built
-        print(f"{workers} worker(s): {built['seconds']:.1f} s (+{built['cluster_start_s']:.1f} s cluster "
-              f"start), {built['traces_per_s']} traces/s, {built['mb_per_s']} MB/s, client peak RSS "
-              f"{built['client_peak_rss_mb']} MB, worker peaks {built['worker_peak_rss_mb']} MB")
-    again = _helper("--serial", main_folder)  # the load of a shared machine drifts: time it twice
-    result["serial_seconds"] = [serial["seconds_sum"], again["seconds_sum"]]
-    reference = sum(result["serial_seconds"]) / 2
-    print(f"one-trace times again: {again['seconds_sum']:.1f} s; engine cost against their mean "
-          f"{reference:.1f} s (target <= 1.15):")
+    result = {"builds": {}, "load_average_before": os.getloadavg()[0], "repeat": repeat}
+    builds, serials = result["builds"], []
+    for _ in range(repeat):  # side by side: each round times the one-trace parses and both builds
+        serials.append(_serial(main_folder))
+        for workers in (1, 2):
+            built = _build(scratch, workers, serials[0], main_folder)
+            if workers not in builds or built["seconds"] < builds[workers]["seconds"]:
+                builds[workers] = built
+    serials.append(_serial(main_folder))  # the load of a shared machine drifts: once more after
+    result["lab"] = min(serials, key=lambda serial: serial["seconds_sum"])
+    result["serial_seconds"] = [serial["seconds_sum"] for serial in serials]
+    reference = result["lab"]["seconds_sum"]
+    print(f"one-trace times, best of {len(serials)}: {reference:.1f} s; engine cost against them, "
+          f"best of {repeat} builds (target <= 1.15):")
     for workers, built in builds.items():
         built["engine_cost"] = round(built["seconds"] / (reference / workers), 3)
-        print(f"  {workers} worker(s): {built['engine_cost']}x")
+        print(f"  {workers} worker(s): {built['seconds']:.1f} s, {built['engine_cost']}x")
+    serial_cpu = min(serial["cpu_s"] for serial in serials)
+    print(f"CPU seconds (what the other load of a shared machine changes least): one-trace parses "
+          f"{serial_cpu:.1f} s, best of {len(serials)}; the builds' CPU over them:")
+    for workers, built in builds.items():
+        spent = built["cpu_s"]
+        built["engine_cpu_cost"] = round((spent["workers"] + spent["client"]) / serial_cpu, 3)
+        print(f"  {workers} worker(s): workers {spent['workers']:.1f} s + client and scheduler "
+              f"{spent['client']:.1f} s = {built['engine_cpu_cost']}x")
     result["speedup_2_over_1"] = round(result["builds"][1]["seconds"] / result["builds"][2]["seconds"], 2)
     print(f"2 workers over 1: {result['speedup_2_over_1']}x (target >= 1.7)")
     rerun = _helper("--build", str(scratch / "w2.fleet"), "2", "10", main_folder, late)
