@@ -24,8 +24,10 @@ Layout rules, chosen so a whole network reads top to bottom, a few hundred point
   fewest tensors cross it (with several plan steps, only between steps). The first
   operations of the columns share a rank, so every column starts at the top. A tensor read
   in a later column is drawn there again as a dashed connector (``#36 FLOAT32 [..] (from
-  column 1)``) instead of an edge across the picture. A 90-operation model is six columns
-  about 2,800 pixels tall instead of one column 10,000 pixels tall.
+  column 1)``) instead of an edge across the picture, so no edge joins two columns and they
+  stand left to right in order (see :func:`_declaration_order`); with one plan step the
+  model's inputs top the first column and its outputs end the last. A 90-operation model is
+  six columns about 2,800 pixels tall instead of one column 10,000 pixels tall.
 """
 from __future__ import annotations
 
@@ -97,12 +99,12 @@ def model_dot(hal: HalModel, name: str, steps=(), crossing=frozenset(), names=No
     out.write(f"  label=<{_title(facts, name)}>;\n")
     loose = _loose_tensors(facts)
     _write_column_heads(out, facts)
-    if len(facts.steps) == 1:  # its columns are inside its cluster
-        _write_step(out, facts, facts.steps[0])
-        for index in loose:
+    if len(facts.steps) == 1:  # its columns are inside its cluster, with the loose tensors
+        _write_step(out, facts, facts.steps[0], loose=loose)
+        for index in loose if _column_count(facts) < 2 else ():
             _write_tensor(out, facts, index, "  ")
     else:  # a column holds whole steps, or the operations of a model without a plan
-        for column in sorted(set(facts.column.values()) or {0}):
+        for column in _declaration_order(set(facts.column.values()) or {0}):
             pad = _open_column(out, facts, column, "  ")
             for step in facts.steps:
                 if facts.column.get(step.operations[0], 0) == column:
@@ -249,6 +251,21 @@ def _loose_tensors(facts: _Facts) -> list[int]:
 
 
 # ------------------------------------------------------------------ nodes
+def _column_count(facts: _Facts) -> int:
+    return len(set(facts.column.values()))
+
+
+def _declaration_order(columns) -> list[int]:
+    """The columns in the order their clusters are written: the last first. Graphviz's dot
+    prepends each node to its node list and places sibling clusters that no edge joins in that
+    list's order, so the cluster written last is laid out leftmost (graphviz 2.43: flat edges,
+    ``ordering=out`` and anchor nodes did not hold the order). No edge joins two columns: a
+    tensor read in a later column is a connector there, and with one plan step the model's
+    inputs and outputs are drawn in their columns (a node outside would pull its column
+    beside it); tests/runtime/test_graphdump.py checks the order of the drawn columns."""
+    return sorted(columns, reverse=True)
+
+
 def _open_column(out: io.StringIO, facts: _Facts, column: int, pad: str) -> str:
     """Open the borderless cluster of ``column`` when the layout has several; the padding
     inside it."""
@@ -281,18 +298,23 @@ def _write_nodes(out: io.StringIO, facts: _Facts, column: int, pad: str, step=No
             _write_tensor(out, facts, index, pad)
 
 
-def _write_step(out: io.StringIO, facts: _Facts, step, pad: str = "  ") -> None:
-    """The cluster of one plan step; a step alone in its plan holds the layout's columns."""
+def _write_step(out: io.StringIO, facts: _Facts, step, pad: str = "  ", loose=()) -> None:
+    """The cluster of one plan step; a step alone in its plan holds the layout's columns and,
+    when there are several, the ``loose`` tensors (model inputs and outputs) of each."""
     fill, background = facts.colours[step.device.name]
     out.write(f"{pad}subgraph cluster_step{step.index} {{\n")
     out.write(f"{pad}  label=<<b>{_esc(f'step {step.index}: {step.device.name}')}</b>>; "
               f"labeljust=l; fontsize=11;\n")
     out.write(f'{pad}  style="rounded"; color={_quote(fill)}; bgcolor={_quote(background)}; penwidth=2;\n')
-    columns = sorted({facts.column.get(op, 0) for op in step.operations})
-    for column in columns:
-        inner = _open_column(out, facts, column, pad + "  ") if len(facts.steps) == 1 else pad + "  "
+    alone = len(facts.steps) == 1
+    for column in _declaration_order({facts.column.get(op, 0) for op in step.operations}):
+        inner = _open_column(out, facts, column, pad + "  ") if alone else pad + "  "
         _write_nodes(out, facts, column, inner, step)
-        if len(facts.steps) == 1:
+        if alone and _column_count(facts) >= 2:
+            for index in loose:
+                if _tensor_column(facts, index) == column:
+                    _write_tensor(out, facts, index, inner)
+        if alone:
             _close_column(out, facts, inner)
     out.write(f"{pad}}}\n")
 
@@ -368,11 +390,10 @@ def _write_edges(out: io.StringIO, facts: _Facts) -> None:
 def _write_column_heads(out: io.StringIO, facts: _Facts) -> None:
     """The first operation of every column on one rank, left to right in column order; an
     operation whose tensor inputs all come from earlier columns stays below the operation
-    before it in its column (an invisible edge), instead of rising to the column's top.
-
-    Graphviz's dot does not keep sibling clusters in a given left-to-right order (flat
-    edges, ``ordering=out`` and anchor nodes were tried, on graphviz 2.43): so each column
-    says which it is, and each connector which column its tensor comes from."""
+    before it in its column (an invisible edge), instead of rising to the column's top. The
+    columns' left-to-right order comes from the order they are written in
+    (:func:`_declaration_order`); each column also says which it is, and each connector which
+    column its tensor comes from."""
     heads, previous = {}, {}
     for op in run_order(facts):
         column = facts.column.get(op, 0)

@@ -148,6 +148,11 @@ def _assert_wrapped(layout, columns: int) -> None:
             assert column_of[tail] == column_of[head], (tail, head)
     connectors = [n for n in layout.nodes if n.startswith("c")]
     assert connectors and all("(from column " in " ".join(layout.texts(n)) for n in connectors)
+    boxes = {layout.cluster_label(name): [float(v) for v in layout.clusters[name]["bb"].split(",")]
+             for name in found}
+    left_to_right = sorted(boxes, key=lambda label: boxes[label][0])
+    assert left_to_right == [f"column {k} of {columns}" for k in range(1, columns + 1)]  # issue 37
+    assert all(boxes[a][2] <= boxes[b][0] for a, b in zip(left_to_right, left_to_right[1:]))
 
 
 def test_a_long_plan_wraps_into_columns_between_steps(plan):
@@ -176,6 +181,9 @@ def test_a_one_step_plan_wraps_into_columns_and_names_the_model_s_tensors():
     labels = {" ".join(layout.texts(f"d{index}")) for index in (*hal.main.input_indexes, *hal.main.output_indexes)}
     assert labels == {"input #0 FLOAT32 [1,128,128,3]", "classificators #182 FLOAT32 [1,896,1]",
                       "regressors #183 FLOAT32 [1,896,16]"}
+    column = {node: layout.cluster_label(name) for name, nodes in _columns(layout).items() for node in nodes}
+    assert column[f"d{hal.main.input_indexes[0]}"] == "column 1 of 6"  # the input tops the first column
+    assert {column[f"d{index}"] for index in hal.main.output_indexes} == {"column 6 of 6"}
     assert graphdump.tensor_names(hal, ["", None], ["a"]) == {hal.main.output_indexes[0]: "a"}
 
 
