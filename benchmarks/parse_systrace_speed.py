@@ -18,12 +18,14 @@ Each round runs every variant once, in turn, and the best of ``--repeat`` rounds
 seconds, MB/s and peak RSS per variant and the speed-ups over the AOSP parser (targets of
 issue 35: at least 10x on one core, 20x on two), writes
 ``benchmarks/results/parse_systrace_speed.json`` and prints it as a final JSON line.
-``--baseline DIR`` also times the ``parse_systrace`` package found in DIR (e.g. ``git archive
-HEAD~1 parse_systrace | tar -x -C DIR``) on one and two cores in the same rounds.
+``--baseline DIR`` also times, on one and two cores in the same rounds, an older checkout whose
+``DIR/nnscope`` holds its ``parse_systrace`` and ``tracing`` (``mkdir -p DIR/nnscope && touch
+DIR/nnscope/__init__.py && git archive REV parse_systrace tracing | tar -x -C DIR/nnscope``), run
+as ``python -m nnscope.parse_systrace`` with ``PYTHONPATH=DIR`` (ahead of the installed package).
 
 Example:
     $ python benchmarks/parse_systrace_speed.py --aosp /tmp/aosp/nn/tools/systrace_parser --repeat 3
-    $ python benchmarks/parse_systrace_speed.py --repeat 5 --baseline /tmp/old_ps
+    $ python benchmarks/parse_systrace_speed.py --repeat 5 --baseline /tmp/old
 """
 from __future__ import annotations
 
@@ -52,26 +54,29 @@ def generate(directory: str) -> Path:
 
 
 def variants(aosp, baseline) -> dict:
-    """name -> (command, working directory, CPUs allowed) of everything timed in a round."""
+    """name -> (command, working directory, CPUs allowed, PYTHONPATH or None) of everything timed
+    in a round."""
     cpus = sorted(os.sched_getaffinity(0))
     one, two = cpus[:1], cpus[:2]
+    ours = [sys.executable, "-m", "nnscope.parse_systrace"]
     found = {}
     if aosp is not None:
-        found["aosp"] = ([sys.executable, "parse_systrace.py"], Path(aosp), one)
+        found["aosp"] = ([sys.executable, "parse_systrace.py"], Path(aosp), one, None)
     if baseline is not None:
-        found["baseline one core"] = ([sys.executable, "-m", "parse_systrace"], Path(baseline), one)
-        found["baseline two cores"] = ([sys.executable, "-m", "parse_systrace"], Path(baseline), two)
-    found["one core"] = ([sys.executable, "-m", "nnscope.parse_systrace"], REPO, one)
+        found["baseline one core"] = (ours, REPO, one, str(Path(baseline).resolve()))
+        found["baseline two cores"] = (ours, REPO, two, str(Path(baseline).resolve()))
+    found["one core"] = (ours, REPO, one, None)
     if len(two) == 2:
-        found["two cores"] = ([sys.executable, "-m", "nnscope.parse_systrace"], REPO, two)
+        found["two cores"] = (ours, REPO, two, None)
     return found
 
 
-def measure(trace: Path, command: list, directory: Path, cpus: list) -> dict:
+def measure(trace: Path, command: list, directory: Path, cpus: list, path=None) -> dict:
     """Run the measurement in a fresh helper process, so no earlier child's RSS is seen."""
+    env = dict(os.environ, PYTHONPATH=path) if path else None
     done = subprocess.run([sys.executable, __file__, "--measure", str(trace), str(directory),
                            ",".join(map(str, cpus)), *command], stdout=subprocess.PIPE,
-                          check=True, cwd=REPO)
+                          check=True, cwd=REPO, env=env)
     return json.loads(done.stdout)
 
 
@@ -94,8 +99,8 @@ def best_of(trace: Path, repeat: int, timed: dict) -> dict:
     """Best (fastest) result of each variant over ``repeat`` rounds, each round all in turn."""
     best: dict = {}
     for _ in range(repeat):
-        for name, (command, directory, cpus) in timed.items():
-            result = measure(trace, command, directory, cpus)
+        for name, (command, directory, cpus, path) in timed.items():
+            result = measure(trace, command, directory, cpus, path)
             if name not in best or result["seconds"] < best[name]["seconds"]:
                 best[name] = result
     return best
@@ -132,7 +137,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1, help="best of N rounds (default 1)")
     parser.add_argument("--aosp", help="folder of AOSP's systrace_parser (parse_systrace.py)")
-    parser.add_argument("--baseline", help="directory holding an older parse_systrace package")
+    parser.add_argument("--baseline", help="folder whose nnscope/ holds an older parse_systrace and tracing")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         trace = generate(directory)
@@ -142,6 +147,10 @@ def main() -> int:
     ratios = speedups(best)
     for name, ratio in ratios.items():
         print(f"{name} over the AOSP parser: {ratio['speedup']:.1f}x (target >= {ratio['target']:.0f}x)")
+    for name in ("one core", "two cores"):
+        if f"baseline {name}" in best and name in best:
+            print(f"{name} over the baseline: "
+                  f"{best[f'baseline {name}']['seconds'] / best[name]['seconds']:.2f}x")
     result = dict(best, repeat=args.repeat, generator_args=GEN_ARGS, speedup_over_aosp=ratios,
                   load_average=os.getloadavg()[0])
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
