@@ -78,6 +78,7 @@ def load(path: str, args) -> DelegatedModel:
 def main(args) -> int:
     model = load(args.model, args)
     try:
+        model.compile()
         times: list = []
         if args.executions:
             inputs = sample_inputs(model)

@@ -11,9 +11,15 @@ always recorded: it is exported to the requested files and, as systrace text, su
 input tensor names; an .npy for a one-input model) instead of sample data, and ``--outputs
 y.npz`` saves what one more execution on those inputs returns (keys ``output0``, ...).
 
+A .tflite runs as the TFLite NNAPI delegate runs it on a phone (``_delegate_run``): its
+delegated partitions on NNAPI, every other operator on LiteRT's CPU kernels, the summary line
+saying how much went where; ``--whole-model`` translates it into one NNAPI model instead.
+
 Example:
     $ nnscope run --executions 10 --warmup 2 --systrace run.html --dot plan.dot --svg plan.svg
     $ nnscope run model.tflite --inputs x.npz --outputs y.npz --executions 0 --warmup 0
+    $ nnscope run model.tflite --feature-level 28 --per-op   # as the NNAPI delegate on Android 9
+    $ nnscope run model.tflite --whole-model --dot plan.dot  # one NNAPI model, no LiteRT
     $ nnscope run --device sample-all --per-op --html report.html  # per-op table and the page
     $ nnscope run --example fibonacci --dot fib.dot   # vendor extension (needs the allowlist)
     $ nnscope run --otlp http://127.0.0.1:4318 --trace t.json   # also to an OTLP collector
@@ -35,10 +41,11 @@ import numpy as np
 from nnscope import tracing
 from nnscope.runtime import builtin_models, graphdump
 from nnscope.runtime.burst import Burst
-from nnscope.runtime.cli import _html_report, _otlp, _output_files, _per_op
+from nnscope.runtime.cli import _delegate_run, _html_report, _otlp, _output_files, _per_op
 from nnscope.runtime.cli._args import count, description
 from nnscope.runtime.cli._backend import compute_arrays, read_inputs, write_outputs
 from nnscope.runtime.cli._startup import start_drivers
+from nnscope.runtime.cli.delegation import add_delegate_options
 from nnscope.runtime.compilation import Compilation
 from nnscope.runtime.extension_models import EXAMPLES
 from nnscope.runtime.execution import Execution
@@ -94,7 +101,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                              "kernels, e.g. --device sample-all)")
     parser.add_argument("--burst", action="store_true",
                         help="run the executions as one burst (FMQ channels to each driver)")
+    parser.add_argument("--whole-model", action="store_true",
+                        help="translate the whole .tflite into one NNAPI model (refused if an "
+                             "operator has no NNAPI form) instead of the delegate mode: "
+                             "partitions on NNAPI, the rest on LiteRT's CPU kernels")
+    add_delegate_options(parser)
     return parser
+
+
+def delegate_mode(args) -> bool:
+    """A .tflite runs as the TFLite NNAPI delegate runs it unless ``--whole-model``."""
+    return args.model is not None and not args.whole_model
 
 
 def _load(args) -> tuple[Model, list[np.ndarray], tuple[list, list], list | None]:
@@ -231,6 +248,10 @@ def check_outputs(args, parser: argparse.ArgumentParser) -> None:
     with ``--example``, or two flags that write one file, before running (usage error, exit 2)."""
     if args.example and args.model:
         parser.error("give a MODEL file or --example, not both")
+    if delegate_mode(args) and _delegate_run.refused_flags(args):
+        parser.error(f"{', '.join(_delegate_run.refused_flags(args))} needs --whole-model: it "
+                     f"draws or drives one NNAPI compilation of the whole model, and a .tflite "
+                     f"runs as the NNAPI delegate runs it by default")
     _otlp.check(args, parser)
     if args.svg and not args.svg.lower().endswith(".svg"):
         parser.error(f"--svg: {args.svg} does not end in .svg; for another format write --dot "
@@ -314,6 +335,8 @@ def main(args) -> int:
     session = tracing.TraceSession()
     session.start()
     try:
+        if delegate_mode(args):
+            return _main_delegated(args, session)
         model, compilation, latencies, saved, compile_ms, names = _profile(args, session)
     finally:
         manager.shutdown()  # after a failed run (a no-op after a normal one)
@@ -328,10 +351,7 @@ def main(args) -> int:
     if not args.json:
         out.write(compile_line(compile_ms))
     if latencies and not args.json:
-        warmup = f" (after {args.warmup} warm-up, not counted)" if args.warmup else ""
-        out.write(f"latency over {stats['executions']} executions{warmup}: p50 {stats['p50_ms']:.3f} ms, "
-                  f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
-                  f"mean {stats['mean_ms']:.3f} ms\n")
+        out.write(_latency_line(stats, args.warmup))
     trace = session.collect()
     out.write(_per_op.table(compilation, trace) if args.per_op else _per_op.hint(trace))
     for line in wrote:
@@ -343,6 +363,46 @@ def main(args) -> int:
         print(line, file=sys.stderr)
     _otlp.send(session.collect(), args.otlp, files)
     return 1 if errors else 0
+
+
+def _main_delegated(args, session: tracing.TraceSession) -> int:
+    """``main`` for a .tflite in delegate mode (``_delegate_run``); the session stops after."""
+    try:
+        run = _delegate_run.profile(args, PREFERENCES[args.preference])
+    finally:
+        manager.shutdown()
+        session.stop()
+    wrote, errors, files = _write_files(args, session, None, run.saved,
+                                        (run.model.input_names, run.model.output_names))
+    stats = percentiles(run.latencies)
+    stats.update(warmup_executions=args.warmup, **{k: round(v, 3) for k, v in run.times.items()},
+                 delegation=run.data)
+    out = io.StringIO()
+    out.write(_delegate_run.delegation_line(run))
+    if not args.no_summary:
+        out.write(timing_summary(session.collect()))
+    if not args.json:
+        out.write(compile_line(run.times))
+    if run.latencies and not args.json:
+        out.write(_latency_line(stats, args.warmup))
+    if args.per_op:
+        out.write(_delegate_run.per_op_table(run))
+    for line in wrote:
+        out.write(line + "\n")
+    print(out.getvalue(), end="", file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(stats))
+    for line in errors:
+        print(line, file=sys.stderr)
+    _otlp.send(session.collect(), args.otlp, files)
+    return 1 if errors else 0
+
+
+def _latency_line(stats: dict, warmup: int) -> str:
+    note = f" (after {warmup} warm-up, not counted)" if warmup else ""
+    return (f"latency over {stats['executions']} executions{note}: p50 {stats['p50_ms']:.3f} ms, "
+            f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
+            f"mean {stats['mean_ms']:.3f} ms\n")
 
 
 def compile_line(times: dict[str, float], width: int = 100) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 from nnscope.runtime.delegate import Category
 from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph, Quant
 
-RNG = np.random.default_rng(36)
+RNG = np.random.default_rng(36)  # feeds; every builder seeds its own weights (same bytes each call)
 
 
 def _f32(g: FlatbufferGraph, name: str, shape, data=None) -> int:
@@ -26,11 +26,11 @@ def _f32(g: FlatbufferGraph, name: str, shape, data=None) -> int:
 
 
 def _conv(g: FlatbufferGraph, x: int, shape_in, channels: int, name: str, bias: bool = True) -> int:
-    cin = shape_in[-1]
-    w = _f32(g, f"{name}_w", (channels, 3, 3, cin), RNG.standard_normal((channels, 3, 3, cin)) * 0.3)
+    cin, rng = shape_in[-1], np.random.default_rng(len(g.tensors))
+    w = _f32(g, f"{name}_w", (channels, 3, 3, cin), rng.standard_normal((channels, 3, 3, cin)) * 0.3)
     inputs = [x, w]
     if bias:
-        inputs.append(_f32(g, f"{name}_b", (channels,), RNG.standard_normal(channels) * 0.1))
+        inputs.append(_f32(g, f"{name}_b", (channels,), rng.standard_normal(channels) * 0.1))
     y = _f32(g, name, (*shape_in[:-1], channels))
     g.operator("CONV_2D", inputs, [y], "Conv2DOptions", Padding=0, StrideW=1, StrideH=1,
                DilationWFactor=1, DilationHFactor=1)
@@ -71,7 +71,7 @@ def with_custom() -> bytes:
     g = FlatbufferGraph()
     x = _f32(g, "input", (1, 4, 4, 2))
     a = _conv(g, x, (1, 4, 4, 2), 2, "conv0")
-    w = _f32(g, "up_w", (3, 2, 2, 2), RNG.standard_normal((3, 2, 2, 2)) * 0.3)
+    w = _f32(g, "up_w", (3, 2, 2, 2), np.random.default_rng(5).standard_normal((3, 2, 2, 2)) * 0.3)
     bias = _f32(g, "up_b", (3,), [0.1, -0.2, 0.3])
     b = _f32(g, "up", (1, 8, 8, 3))
     g.custom("Convolution2DTransposeBias", [a, w, bias], [b], struct.pack("<iii", 1, 2, 2))

@@ -116,9 +116,13 @@ def test_operator_without_nnapi_form_exits_1_naming_it(tmp_path):
            (BUILTIN.LOGISTIC, [2], [3], 0, None), ("foo", [3], [4], 0, None)]
     path = tmp_path / "m.tflite"
     path.write_bytes(build(tensors, ops, [0], [4]))
-    done = _nnscope("run", path)
+    done = _nnscope("run", path, "--whole-model")
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"nnscope: error: {path}: operator 3 (CUSTOM 'foo') has no NNAPI form\n"
+    done = _nnscope("run", path)  # delegate mode: LiteRT would run it, but knows no 'foo'
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (f"nnscope: error: {path}: operator 3 (CUSTOM 'foo') does not run on "
+                           f"LiteRT either: Encountered unresolved custom op: foo.\n")
 
 
 def test_integer_inputs_convert_only_when_they_fit(tmp_path):
@@ -151,7 +155,7 @@ def test_int8_image_model_matches_litert(tmp_path, devices):
 def test_the_dot_of_a_tflite_run_names_its_tensors(tmp_path):
     """``run --dot`` labels the model's inputs and outputs with the .tflite's tensor names."""
     dot = tmp_path / "plan.dot"
-    assert main(["run", str(FACE), "--device", "sample-all", "--executions", "1", "--warmup", "0",
-                 "--dot", str(dot), "--no-summary"]) == 0
+    assert main(["run", str(FACE), "--whole-model", "--device", "sample-all", "--executions", "1",
+                 "--warmup", "0", "--dot", str(dot), "--no-summary"]) == 0
     text = dot.read_text()
     assert all(f"{name} #" in text for name in ("input", "regressors", "classificators")), text[:2000]
