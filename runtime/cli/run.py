@@ -344,25 +344,10 @@ def main(args) -> int:
     wrote, errors, files = _write_files(args, session, compilation, saved, names)
     stats = percentiles(latencies)
     stats.update(warmup_executions=args.warmup, **{k: round(v, 3) for k, v in compile_ms.items()})
-    out = io.StringIO()
-    out.write(plan_line(model, compilation))
-    if not args.no_summary:
-        out.write(timing_summary(session.collect()))
-    if not args.json:
-        out.write(compile_line(compile_ms))
-    if latencies and not args.json:
-        out.write(_latency_line(stats, args.warmup))
     trace = session.collect()
-    out.write(_per_op.table(compilation, trace) if args.per_op else _per_op.hint(trace))
-    for line in wrote:
-        out.write(line + "\n")
-    print(out.getvalue(), end="", file=sys.stderr if args.json else sys.stdout)
-    if args.json:
-        print(json.dumps(stats))
-    for line in errors:
-        print(line, file=sys.stderr)
-    _otlp.send(session.collect(), args.otlp, files)
-    return 1 if errors else 0
+    per_op = _per_op.table(compilation, trace) if args.per_op else _per_op.hint(trace)
+    return _report(args, session, plan_line(model, compilation), compile_ms, stats, per_op,
+                   (wrote, errors, files))
 
 
 def _main_delegated(args, session: tracing.TraceSession) -> int:
@@ -377,16 +362,25 @@ def _main_delegated(args, session: tracing.TraceSession) -> int:
     stats = percentiles(run.latencies)
     stats.update(warmup_executions=args.warmup, **{k: round(v, 3) for k, v in run.times.items()},
                  delegation=run.data)
+    per_op = _delegate_run.per_op_table(run) if args.per_op else ""
+    return _report(args, session, _delegate_run.delegation_line(run), run.times, stats, per_op,
+                   (wrote, errors, files))
+
+
+def _report(args, session: tracing.TraceSession, headline: str, compile_ms: dict, stats: dict,
+            per_op: str, written: tuple) -> int:
+    """Print a run's report (to stderr with ``--json``, which prints ``stats``), the files'
+    errors, send the trace to OTLP; the exit status (1 when a file could not be written)."""
+    wrote, errors, files = written
     out = io.StringIO()
-    out.write(_delegate_run.delegation_line(run))
+    out.write(headline)
     if not args.no_summary:
         out.write(timing_summary(session.collect()))
     if not args.json:
-        out.write(compile_line(run.times))
-    if run.latencies and not args.json:
+        out.write(compile_line(compile_ms))
+    if stats.get("executions") and not args.json:
         out.write(_latency_line(stats, args.warmup))
-    if args.per_op:
-        out.write(_delegate_run.per_op_table(run))
+    out.write(per_op)
     for line in wrote:
         out.write(line + "\n")
     print(out.getvalue(), end="", file=sys.stderr if args.json else sys.stdout)
