@@ -193,5 +193,8 @@ def test_run_a_tflite_model(capsys):
     from tests.support.paths import MODEL_FIXTURES
     path = MODEL_FIXTURES / "face_detection_short_range.tflite"
     assert main(["run", str(path), "--executions", "1", "--warmup", "0", "--no-summary"]) == 0
+    out = capsys.readouterr().out  # by default as the NNAPI delegate runs it
+    assert out.startswith("delegate mode (feature level") and "latency over 1 executions" in out
+    assert main(["run", str(path), "--whole-model", "--executions", "1", "--warmup", "0", "--no-summary"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("model face_detection_short_range:") and "latency over 1 executions" in out
