@@ -127,7 +127,8 @@
     var f = frame(width, height, xmax || (d.n ? d.max : 1), "latency histogram " + d.label, d.label);
     xmax = f.xmax;
     var ystep = Math.max(1, niceStep(peak || peakCount([d]), 3));
-    var ymax = Math.max(ystep, Math.ceil((peak || peakCount([d])) / ystep - 1e-9) * ystep);
+    /* At least two steps, so that a peak of one still reads on a scale (0, 1, 2). */
+    var ymax = Math.max(2 * ystep, Math.ceil((peak || peakCount([d])) / ystep - 1e-9) * ystep);
     for (var k = 0; k * ystep <= ymax + 1e-9; k++) {
       var yk = f.bottom - (f.bottom - f.top) * k * ystep / ymax;
       f.root.appendChild(svg("line", {x1: f.left - 3, y1: yk, x2: f.left, y2: yk, "class": "axis"}));
