@@ -394,7 +394,8 @@ def _report(args, session: tracing.TraceSession, headline: str, compile_ms: dict
 
 def _latency_line(stats: dict, warmup: int) -> str:
     note = f" (after {warmup} warm-up, not counted)" if warmup else ""
-    return (f"latency over {stats['executions']} executions{note}: p50 {stats['p50_ms']:.3f} ms, "
+    count = stats["executions"]
+    return (f"latency over {count} execution{'s' if count != 1 else ''}{note}: p50 {stats['p50_ms']:.3f} ms, "
             f"p90 {stats['p90_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms, "
             f"mean {stats['mean_ms']:.3f} ms\n")
 

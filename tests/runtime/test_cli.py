@@ -194,7 +194,7 @@ def test_run_a_tflite_model(capsys):
     path = MODEL_FIXTURES / "face_detection_short_range.tflite"
     assert main(["run", str(path), "--executions", "1", "--warmup", "0", "--no-summary"]) == 0
     out = capsys.readouterr().out  # by default as the NNAPI delegate runs it
-    assert out.startswith("delegate mode (feature level") and "latency over 1 executions" in out
+    assert out.startswith("delegate mode (feature level") and "latency over 1 execution" in out
     assert main(["run", str(path), "--whole-model", "--executions", "1", "--warmup", "0", "--no-summary"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("model face_detection_short_range:") and "latency over 1 executions" in out
+    assert out.startswith("model face_detection_short_range:") and "latency over 1 execution" in out

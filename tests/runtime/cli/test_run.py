@@ -65,7 +65,7 @@ def test_inputs_by_position_or_as_npy(tmp_path, capsys, form):
     argv = ["run", str(FACE), "--inputs", str(inputs), "--outputs", str(outputs),
             "--device", "nnapi-reference", "--executions", "1", "--warmup", "0", "--no-summary"]
     assert main(argv) == 0, capsys.readouterr().err
-    assert "latency over 1 executions" in capsys.readouterr().out
+    assert "latency over 1 execution" in capsys.readouterr().out
     _assert_matches_reference(outputs, 0)
 
 
