@@ -67,20 +67,14 @@ def convert_tflite(data: bytes, label: str = "<bytes>") -> tuple[HalModel, list[
     builder = GraphBuilder(graph)
     problems = []
     for index, operator in enumerate(graph.operators):
-        if operator.name not in CONVERTERS:
-            problems.append(f"operator {index} ({operator.label}) has no NNAPI form")
-            continue
-        first = len(builder.operations)
         try:
-            builder.fold_hybrid_weights(operator.inputs)
-            CONVERTERS[operator.name](builder, operator)
-            _validate(builder, first)
-        except UnsupportedOperator as error:
-            problems.append(f"operator {index} ({operator.label}): {error} has no NNAPI form")
-        except (IndexError, KeyError, AttributeError) as error:  # its inputs, shapes or options
-            raise TfliteFormatError(f"{label}: operator {index} ({operator.label}) lacks an input, "
-                                    f"dimension or option {operator.name} has (corrupt file? "
-                                    f"{type(error).__name__}: {error})") from None
+            problem = _lower(builder, index, operator)
+        except TfliteFormatError as error:
+            raise TfliteFormatError(f"{label}: {error}") from None
+        if problem == _NO_FORM:
+            problems.append(f"operator {index} ({operator.label}) has no NNAPI form")
+        elif problem is not None:
+            problems.append(f"operator {index} ({operator.label}): {problem} has no NNAPI form")
     if problems:
         raise UnsupportedOperator(f"{label}: {_first(problems)}")
     try:
@@ -107,26 +101,43 @@ def lower_operators(graph: TfliteGraph) -> list[Lowering]:
     operator) or why it has none. A file too corrupt for its operators raises as there."""
     builder, result = GraphBuilder(graph), []
     for index, operator in enumerate(graph.operators):
-        if operator.name not in CONVERTERS:
-            result.append(Lowering(problem="no NNAPI form"))
-            continue
         first = len(builder.operations)
-        try:
-            builder.fold_hybrid_weights(operator.inputs)
-            CONVERTERS[operator.name](builder, operator)
-            _validate(builder, first)
-        except UnsupportedOperator as error:
-            del builder.operations[first:]
-            result.append(Lowering(problem=str(error)))
+        problem = _lower(builder, index, operator)
+        if problem is not None:
+            result.append(Lowering(problem=problem))
             continue
-        except (IndexError, KeyError, AttributeError) as error:
-            raise TfliteFormatError(f"operator {index} ({operator.label}) lacks an input, "
-                                    f"dimension or option ({type(error).__name__}: {error})") from None
         emitted = builder.operations[first:]
         result.append(Lowering(tuple(op.type for op in emitted),
                                tuple(frozenset(builder.operands[i].type for i in (*op.inputs, *op.outputs))
                                      for op in emitted)))
     return result
+
+
+_NO_FORM = "no NNAPI form"
+
+
+def _lower(builder: GraphBuilder, index: int, operator) -> str | None:
+    """Emit ``operator``'s NNAPI operations into ``builder``: None, or why it has no NNAPI
+    form (:data:`_NO_FORM` for an operator with no converter; nothing is left emitted).
+
+    Raises:
+        TfliteFormatError: the operator lacks an input, dimension or option (a corrupt file).
+    """
+    if operator.name not in CONVERTERS:
+        return _NO_FORM
+    first = len(builder.operations)
+    try:
+        builder.fold_hybrid_weights(operator.inputs)
+        CONVERTERS[operator.name](builder, operator)
+        _validate(builder, first)
+    except UnsupportedOperator as error:
+        del builder.operations[first:]
+        return str(error)
+    except (IndexError, KeyError, AttributeError) as error:  # its inputs, shapes or options
+        raise TfliteFormatError(f"operator {index} ({operator.label}) lacks an input, dimension "
+                                f"or option {operator.name} has (corrupt file? "
+                                f"{type(error).__name__}: {error})") from None
+    return None
 
 
 def _validate(builder: GraphBuilder, first: int) -> None:

@@ -44,24 +44,22 @@ def _finish(g: FlatbufferGraph, inputs, outputs) -> bytes:
 
 def conv_gelu_conv(size: int = 16, channels: int = 8) -> bytes:
     """CONV_2D -> GELU (no NNAPI form at level 30) -> CONV_2D, float32 [1,size,size,3]."""
-    g = FlatbufferGraph()
-    shape = (1, size, size, 3)
-    x = _f32(g, "input", shape)
-    a = _conv(g, x, shape, channels, "conv0")
-    b = _f32(g, "gelu", (1, size, size, channels))
-    g.operator("GELU", [a], [b])
-    y = _conv(g, b, (1, size, size, channels), channels, "conv1")
-    return _finish(g, [x], [y])
+    return _conv_between_conv("GELU", size, channels)
 
 
 def conv_relu_conv(size: int = 16, channels: int = 8) -> bytes:
     """:func:`conv_gelu_conv` with a RELU (delegated) in the middle: all on NNAPI."""
+    return _conv_between_conv("RELU", size, channels)
+
+
+def _conv_between_conv(middle: str, size: int, channels: int) -> bytes:
+    """CONV_2D -> ``middle`` (an elementwise builtin without options) -> CONV_2D."""
     g = FlatbufferGraph()
     shape = (1, size, size, 3)
     x = _f32(g, "input", shape)
     a = _conv(g, x, shape, channels, "conv0")
-    b = _f32(g, "relu", (1, size, size, channels))
-    g.operator("RELU", [a], [b])
+    b = _f32(g, middle.lower(), (1, size, size, channels))
+    g.operator(middle, [a], [b])
     y = _conv(g, b, (1, size, size, channels), channels, "conv1")
     return _finish(g, [x], [y])
 
