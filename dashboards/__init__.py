@@ -7,7 +7,8 @@ process and thread, spans coloured by layer and nested by depth, zoom/pan/hover/
 execution boundaries); the **per-operation profile** (kernel types and individual
 operations ranked by time); the **latency distribution** per device (CDF, histograms);
 the **partition graph** (a GraphDump ``.dot``, drawn by Graphviz, operations linked to
-their spans); then per run a stacked bar chart of where the time went by layer and
+their spans); for a delegate-mode run of a .tflite, first a **Delegation** section (where
+each operator ran, see :mod:`dashboards.delegation`); then per run a stacked bar chart of where the time went by layer and
 phase, the timing table (self-times / total times toggle), per-execution figures and,
 when the trace has both, warmup next to benchmark.
 
@@ -36,22 +37,27 @@ from __future__ import annotations
 import os
 
 from nnscope.dashboards.bench import BenchFormatError, check_bench
+from nnscope.dashboards.delegation import DelegationFormatError
 from nnscope.dashboards.renderers import get_renderer
 from nnscope.dashboards.renderers.bench_html import BenchHTMLRenderer
 from nnscope.dashboards.report import build_report
 
 __all__ = ["render_report", "write_report", "build_report", "render_bench",
-           "write_bench_report", "BenchFormatError"]
+           "write_bench_report", "BenchFormatError", "DelegationFormatError"]
 
 
-def render_report(trace_path, renderer: str = "html", graph_path=None) -> str:
+def render_report(trace_path, renderer: str = "html", graph_path=None, delegation=None) -> str:
     """The report of ``trace_path`` as text (``renderer``: ``html`` or ``json``);
-    ``graph_path``: the partition graph (``nnscope run --dot`` output) to show.
+    ``graph_path``: the partition graph (``nnscope run --dot`` output) to show;
+    ``delegation``: a delegate-mode run's delegation report (a dict, the ``"delegation"`` of
+    ``nnscope run --json``), shown in a Delegation section (:mod:`dashboards.delegation`).
 
     Raises:
         parse_systrace.TraceFormatError: the trace cannot be read or summarised.
+        DelegationFormatError: ``delegation`` is not a delegation report.
     """
-    return get_renderer(renderer)().render(build_report(trace_path, graph_path))
+    report = build_report(trace_path, graph_path, delegation=delegation)
+    return get_renderer(renderer)().render(report)
 
 
 def render_bench(report: dict, file_name: str = "") -> str:
@@ -72,9 +78,10 @@ def write_bench_report(report: dict, out_path) -> str:
     return os.fspath(out_path)
 
 
-def write_report(trace_path, out_path, renderer: str = "html", graph_path=None) -> str:
+def write_report(trace_path, out_path, renderer: str = "html", graph_path=None,
+                 delegation=None) -> str:
     """Write the report of ``trace_path`` to ``out_path`` and return ``out_path``."""
-    text = render_report(trace_path, renderer, graph_path)
+    text = render_report(trace_path, renderer, graph_path, delegation)
     with open(out_path, "w", encoding="utf-8") as handle:
         handle.write(text)
     return os.fspath(out_path)

@@ -1,11 +1,14 @@
-"""Command line: ``python -m nnscope.dashboards INPUT [-o report.html] [--graph plan.dot] [--json]``.
+"""Command line: ``python -m nnscope.dashboards INPUT [-o report.html] [--graph plan.dot]
+[--delegation delegation.json] [--json]``.
 
 INPUT is a trace (any format parse_systrace reads), a ``nnscope bench --json`` report or
 a ``parse_systrace fleet summary/compare --json`` file (``--compare`` adds a comparison to a
 summary), told apart by content. Writes the HTML report next to the input
 (``INPUT.report.html``) unless ``-o`` names another file. For a trace, ``--graph`` adds the partition graph (the
 ``.dot`` file of ``nnscope run --dot``) and ``--json`` prints the report data (header and
-parse_systrace's JSON summary) on stdout, or writes it to ``-o``; the renderer is also
+parse_systrace's JSON summary) on stdout, or writes it to ``-o``; ``--delegation`` adds the
+Delegation section of a delegate-mode run (its delegation report as JSON: the ``"delegation"``
+of ``nnscope run model.tflite --json``, see :mod:`dashboards.delegation`); the renderer is also
 guessed from the ``-o`` extension (``.json``). Unreadable input is one line on stderr
 and exit status 2.
 
@@ -19,6 +22,7 @@ Example:
     $ python -m nnscope.dashboards trace.html                  # -> trace.html.report.html
     $ nnscope-dashboard run.json --graph plan.dot -o /tmp/r.html
     $ nnscope-dashboard bench.json -o bench.html
+    $ nnscope-dashboard run.json --delegation delegation.json -o run.html  # a .tflite, delegate mode
     $ nnscope-dashboard fleet-summary.json --compare fleet-compare.json -o fleet.html
     $ nnscope-dashboard cut.html --partial -o cut.report.html   # a partial trace, exit 0
 """
@@ -30,6 +34,7 @@ import re
 import sys
 
 from nnscope.dashboards.bench import BenchFormatError, is_bench_file, load_bench
+from nnscope.dashboards.delegation import DelegationFormatError, load_delegation
 from nnscope.dashboards.fleet import is_fleet_file, load_fleet, render_fleet_page
 from nnscope.dashboards.renderers import get_renderer, renderer_for_path
 from nnscope.dashboards.renderers.bench_html import BenchHTMLRenderer
@@ -56,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write the report data as JSON (stdout unless -o is given)")
     parser.add_argument("--graph", metavar="PLAN.dot",
                         help="partition graph to show (written by `nnscope run --dot`)")
+    parser.add_argument("--delegation", metavar="DELEGATION.json",
+                        help="the delegation report of a delegate-mode run (the \"delegation\" of "
+                             "`nnscope run model.tflite --json`): adds the Delegation section")
     parser.add_argument("--compare", metavar="COMPARE.json", help="with a fleet summary "
                         "(parse_systrace fleet summary --json): the comparison to show too")
     parser.add_argument("--partial", action="store_true",
@@ -77,12 +85,16 @@ def render(args) -> tuple[str, int]:
         if args.graph:
             raise BenchFormatError("--graph: a bench report has no partition graph (give it "
                                    "with the trace of `nnscope run --dot`)")
+        if args.delegation:
+            raise BenchFormatError("--delegation: a bench report has no delegation report (give "
+                                   "it with the trace of `nnscope run model.tflite`)")
         return BenchHTMLRenderer(args.trace).render(load_bench(args.trace)), 0
     if args.json:
         renderer = get_renderer("json")
     else:
         renderer = renderer_for_path(args.output) if args.output else get_renderer("html")
-    report = build_report(args.trace, args.graph)
+    delegation = load_delegation(args.delegation) if args.delegation else None
+    report = build_report(args.trace, args.graph, delegation=delegation)
     return renderer().render(report), report["meta"]["incomplete_runs"]
 
 
@@ -114,6 +126,9 @@ def main(argv=None) -> int:
         return 2
     except (BenchFormatError, UnicodeDecodeError) as error:
         sys.stderr.write(f"{PROG}: error: {args.trace}: {error}\n")
+        return 2
+    except DelegationFormatError as error:
+        sys.stderr.write(f"{PROG}: error: --delegation {args.delegation}: {error}\n")
         return 2
     if args.json and not args.output:
         sys.stdout.write(text)

@@ -13,7 +13,8 @@
   benchmark (``[NN_LA_PBM]``), the latency counts only the executions inside the benchmark, as
   ``nnscope run``'s latency line does (:func:`benchmark_executions`).
 - **Per device:** in each execution, the time of the top-level execution spans of each
-  driver process, and of the executor runs in the runtime's own process (CPU fallback).
+  driver process, and of the executor runs in the runtime's own process (CPU fallback); in
+  delegate mode also the operators left on LiteRT (their spans, named by the operator).
 
 Example:
     >>> import os, tempfile
@@ -197,8 +198,9 @@ def profile(ops, positions, link=None, devices=None) -> dict:
                 types=type_rows, ops=op_rows, ops_listed=len(op_rows), ops_shown=TOP_OPERATIONS)
 
 
-def device_latencies(spans, windows, process_of_lane, roles) -> dict:
-    """``{label: [ms per execution, ...]}``: end-to-end, then each device's share."""
+def device_latencies(spans, windows, process_of_lane, roles, cpu_operators=()) -> dict:
+    """``{label: [ms per execution, ...]}``: end-to-end, then each device's share; in delegate
+    mode, also the time of the operators left on LiteRT (spans named in ``cpu_operators``)."""
     out = {"execution (end to end)": [(end - start) * 1e3 for start, end in windows]}
     if not windows:
         return out
@@ -206,18 +208,27 @@ def device_latencies(spans, windows, process_of_lane, roles) -> dict:
     ends = np.array([w[1] for w in windows])
     per_device = {}
     drivers = {process_of_lane[lane] for lane, role in roles.items() if role == "driver"}
-    for i in _device_spans(spans, process_of_lane, drivers):
+    litert = set(_litert_spans(spans, cpu_operators))
+    for i in _device_spans(spans, process_of_lane, drivers) + sorted(litert):
         at = int(np.searchsorted(starts, spans.start[i], side="right")) - 1
         if at < 0 or spans.start[i] > ends[at]:
             continue
         label = process_of_lane[int(spans.lane[i])]
-        if label not in drivers:
+        if i in litert:
+            label = f"LiteRT CPU operators ({label})"
+        elif label not in drivers:
             label = f"CPU fallback ({label})"
         per_device.setdefault(label, {}).setdefault(at, 0.0)
         per_device[label][at] += (spans.end[i] - spans.start[i]) * 1e3
     for label in sorted(per_device):
         out[label] = [per_device[label][at] for at in sorted(per_device[label])]
     return out
+
+
+def _litert_spans(spans, cpu_operators) -> list:
+    """The spans of the operators a delegate-mode run left on LiteRT (named by their operator)."""
+    wanted = [i for i, name in enumerate(spans.names) if name in cpu_operators]
+    return np.flatnonzero(np.isin(spans.name, wanted)).tolist() if wanted else []
 
 
 def _device_spans(spans, process_of_lane, driver_processes) -> list:

@@ -37,6 +37,7 @@ from nnscope.dashboards import _graph, _profile
 from nnscope.dashboards._stats import distributions
 from nnscope.dashboards._names import lane_names, role_of
 from nnscope.dashboards._spans import LAYER_CODES, Spans, layer_of, phase_of
+from nnscope.dashboards.delegation import GRAPH_NOTE, KERNELS_NOTE, PROFILE_NOTE
 
 LAYER_LABELS = dict(LA="Application", LR="Runtime", LI="IPC", LD="Driver", LC="CPU",
                     LO="Other")
@@ -210,14 +211,18 @@ def profile_note(steps) -> str:
             f"device: nnscope run [MODEL] --device sample-all (or --device nnapi-reference).")
 
 
-def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_names=None) -> dict:
-    """Timeline, operation profile, latency distributions and graph of one trace."""
+def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_names=None,
+                delegation=None) -> dict:
+    """Timeline, operation profile, latency distributions and graph of one trace;
+    ``delegation`` (the delegation report of a delegate-mode run, see :mod:`dashboards.delegation`)
+    adapts the profile, latency and graph to a model split between NNAPI and LiteRT."""
     lanes, order = lane_table(spans, path, format_name, process_names)
     spans = relaned(spans, order)
     windows = _profile.executions(spans)
     ops = _profile.operation_spans(spans)
     positions = _profile.step_positions(spans, ops, windows)
-    graph, link = graph_data(graph_path, [(s, k, op[2]) for op, (s, k) in zip(ops, positions)], spans)
+    keyed = [(s, k, op[2]) for op, (s, k) in zip(ops, positions)]
+    graph, link = graph_data(graph_path, keyed, None if delegation else spans)
     process_of_lane = device_labels(lanes)
     roles = {index: lane["role"] for index, lane in enumerate(lanes)}
     ranked = _profile.profile(ops, positions, link,
@@ -225,11 +230,31 @@ def trace_views(path, format_name: str, spans: Spans, graph_path=None, process_n
     for row in ranked["ops"]:  # no plan: the process that ran the kernel
         if row["device"] is None:
             row["device"] = process_of_lane[int(spans.lane[row["first_span"]])]
+    note = profile_note(graph["steps"]) if not ops else ""
+    if delegation is not None:
+        note = _delegate_mode(graph, ranked, graph_path)
     measured, warmup = _profile.benchmark_executions(spans, windows)
     return dict(timeline=timeline_data(spans, lanes, windows),
                 profile=ranked,
-                profile_note=profile_note(graph["steps"]) if not ops else "",
-                latency=distributions(
-                    _profile.device_latencies(spans, measured, process_of_lane, roles)),
+                profile_note=note,
+                latency=distributions(_profile.device_latencies(
+                    spans, measured, process_of_lane, roles, cpu_operators(delegation))),
                 latency_counts=dict(executions=len(measured), warmup=warmup),
                 graph=graph)
+
+
+def cpu_operators(delegation) -> set:
+    """The names of the operators a delegate-mode run left on LiteRT (their spans' names)."""
+    return {row["operator"] for row in (delegation or {}).get("operators", [])
+            if row.get("partition") is None}
+
+
+def _delegate_mode(graph: dict, ranked: dict, graph_path) -> str:
+    """Unlink the kernels (their ``#index`` is the partition model's, not the .tflite's), note
+    why there is no single plan, and return the profile's note."""
+    for row in ranked["ops"]:
+        row["graph_op"] = None
+    ranked["graph_links"] = {}
+    if not graph_path:
+        graph["note"] = GRAPH_NOTE
+    return KERNELS_NOTE if ranked["operations"] else PROFILE_NOTE

@@ -14,7 +14,9 @@ counts), and returns a JSON-ready ``dict``:
   notes parse_systrace wrote (for instance when several client processes were merged);
 - ``views``: the timeline, per-operation profile, latency distributions and partition
   graph (:func:`dashboards._timeline.trace_views`; the graph from ``graph_path``, a
-  GraphDump ``.dot`` file, when given).
+  GraphDump ``.dot`` file, when given);
+- ``delegation``: the delegation report of a delegate-mode run (``delegation``, see
+  :mod:`dashboards.delegation`), or None.
 
 Example:
     >>> import os, tempfile
@@ -38,10 +40,11 @@ import os
 from nnscope import parse_systrace
 from nnscope.dashboards._spans import collect_spans
 from nnscope.dashboards._timeline import trace_views
+from nnscope.dashboards.delegation import check_delegation
 from nnscope.parse_systrace.readers import open_rows
 
 #: Report data layout version (bump when keys change).
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: "delegation"
 #: ``variant name -> (total_times, per_execution)`` for :func:`parse_systrace.render_json`.
 VARIANTS = {
     "self": (False, False),
@@ -51,14 +54,18 @@ VARIANTS = {
 }
 
 
-def build_report(trace_path, graph_path=None, process_names=None) -> dict:
+def build_report(trace_path, graph_path=None, process_names=None, delegation=None) -> dict:
     """The report data of one trace (and of its partition graph ``graph_path``, optional);
     ``process_names`` (pid -> name) names the processes where the trace format cannot
-    (a systrace names a process after its main thread).
+    (a systrace names a process after its main thread); ``delegation``: the delegation
+    report of a delegate-mode run (a dict, as ``nnscope run --json`` gives it).
 
     Raises:
         parse_systrace.TraceFormatError: the trace cannot be read or summarised.
+        DelegationFormatError: ``delegation`` is not a delegation report.
     """
+    if delegation is not None:
+        check_delegation(delegation)
     notes = []
     runs = parse_systrace.summarize(trace_path, warn=notes.append)
     summary_text = parse_systrace.render_json(runs)
@@ -76,5 +83,6 @@ def build_report(trace_path, graph_path=None, process_names=None) -> dict:
                 notes=[note.strip() for note in notes if note.strip()],
                 warmup_and_benchmark=[run.has_warmup_and_benchmark for run in complete])
     return dict(version=REPORT_VERSION, meta=meta, summary=json.loads(summary_text),
-                summary_text=summary_text, variants=variants,
-                views=trace_views(trace_path, source.format, spans, graph_path, process_names))
+                summary_text=summary_text, variants=variants, delegation=delegation,
+                views=trace_views(trace_path, source.format, spans, graph_path, process_names,
+                                  delegation))

@@ -102,6 +102,7 @@
     out.lanes = hook.lanes;
     out.lanesDrawn = hook.lanesDrawn;
     out.spansDrawn = hook.spansDrawn;
+    out.namesDrawn = hook.namesDrawn || [];
     out.plots = hook.plots;
     out.scriptsDoneMs = performance.now();
     if (hook.visibleRange) {
@@ -134,6 +135,8 @@
       out.graphClick = clickGraphNode(hook);
     }
     out.profileRows = profileRows();
+    out.delegationRows = all(document, "table.delegation.operators tbody tr").length;
+    out.delegationSummary = (document.getElementById("delegation-summary") || {}).textContent || null;
     out.plotChecks = plots();
     out.overflow = overflow();
     out.rowHeights = rowHeights();

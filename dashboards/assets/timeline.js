@@ -8,7 +8,8 @@
  * the executions with the start-up folded: a hatched edge and the axis say so, and the
  * "show start-up" button (or a click on the fold note) unfolds it.
  * window.__nnscopeTest exposes lanes, visibleRange(), zoom(f), spansDrawn, select(i),
- * selected(), firstSpan(lane, depth), fold, folded() and toggleFold(). */
+ * selected(), firstSpan(lane, depth), fold, folded(), toggleFold() and namesDrawn (the names
+ * of the spans the last frame drew). */
 (function () {
   "use strict";
   var block = document.getElementById("nnscope-timeline");
@@ -64,7 +65,7 @@
   var FOLD_EDGE = 8;
   function home() { return folded ? [fold.start, fold.end] : [-span * 0.01, span * 1.01]; }
   var view0 = home()[0], view1 = home()[1], width = 800, selected = -1;
-  var state = {spansDrawn: 0, lanesDrawn: 0, frames: 0, axisLabels: []};
+  var state = {spansDrawn: 0, lanesDrawn: 0, frames: 0, axisLabels: [], named: new Uint8Array(data.names.length)};
 
   function resize() {
     width = Math.max(box.clientWidth || 800, 400);
@@ -167,6 +168,7 @@
     while (i < hi && start[i] <= view1) {
       var x0 = LEFT + (start[i] - view0) * scale, x1 = LEFT + (ends[i] - view0) * scale;
       ctx.fillStyle = nameColor[nameOf[i]];
+      state.named[nameOf[i]] = 1;
       if (x1 - x0 < 1) {
         var px = Math.floor(x0);
         if (px > last) { ctx.fillRect(Math.max(px, LEFT), top, 1, ROW - 2); last = px; drawn++; }
@@ -191,7 +193,7 @@
     ctx.clearRect(0, 0, width, totalHeight);
     drawAxis(scale);
     ctx.font = "11px system-ui, sans-serif";
-    state.spansDrawn = 0; state.lanesDrawn = 0;
+    state.spansDrawn = 0; state.lanesDrawn = 0; state.named.fill(0);
     var textColor = getComputedStyle(document.body).color || "#1c2330";
     data.lanes.forEach(function (lane, index) {
       var top = laneTop[index], rows = Math.min(lane.depth, MAXROWS);
@@ -375,6 +377,7 @@
     spans: n,
     get spansDrawn() { return state.spansDrawn; },
     get lanesDrawn() { return state.lanesDrawn; },
+    get namesDrawn() { return data.names.filter(function (name, i) { return state.named[i]; }); },
     get axisLabels() { return state.axisLabels.slice(); },
     get axisOverlaps() { return state.axisOverlaps; },
     visibleRange: function () { return [view0, view1]; },

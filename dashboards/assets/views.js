@@ -38,6 +38,9 @@
       box.appendChild(el("p", {"class": "note", "id": "profile-note"}, [views.profile_note]));
       return;
     }
+    if (views.profile_note) {  /* delegate mode: what these kernels are */
+      box.appendChild(el("p", {"class": "note", "id": "profile-note"}, [views.profile_note]));
+    }
     box.appendChild(el("p", {"class": "sub"}, [p.operations + " operation executions, " +
       C.ms(p.total_ms) + " ms of CPU/driver kernel time in total."]));
     box.appendChild(el("h3", {}, ["Operation types"]));

@@ -4,7 +4,9 @@ As pyinstrument's HTML renderer does, the page is static files (``report.css``,
 ``report.js``) inlined into a small skeleton, with the data in
 ``<script type="application/json">`` blocks: ``#nnscope-summary`` holds parse_systrace's
 JSON summary exactly as ``render_json`` wrote it, ``#nnscope-view`` the view model the
-script lays out (:mod:`dashboards._view`). Nothing is fetched at view time.
+script lays out (:mod:`dashboards._view`). Nothing is fetched at view time. A delegate-mode
+run's page opens with its Delegation section, written here as HTML
+(:func:`dashboards.delegation.delegation_section`).
 
 Example:
     >>> from nnscope.dashboards.report import build_report
@@ -28,6 +30,7 @@ import json
 from importlib import resources
 
 from nnscope.dashboards._view import build_view
+from nnscope.dashboards.delegation import delegation_section
 from nnscope.dashboards.renderers.base import Renderer
 
 #: The head both pages share (the trace report and the bench report).
@@ -102,13 +105,15 @@ children's self-times · dashed red lines: execution boundaries</p>
 """
 
 
-def sections(views: dict) -> str:
-    """The HTML of the timeline, profile, latency and graph sections."""
+def sections(views: dict, delegation: dict | None = None) -> str:
+    """The HTML of the timeline, profile, latency and graph sections, after the Delegation
+    section of a delegate-mode run (``delegation``: its delegation report)."""
     legend = "".join(f'<span><span class="swatch {code}"></span>{html.escape(label)}</span>'
                      for code, label in views["timeline"]["layers"])
     svg = views["graph"].get("svg") or ""
     svg = svg.replace(' xmlns:xlink="http://www.w3.org/1999/xlink"', "")
-    return SECTIONS.format(legend=legend, graph=svg)
+    first = delegation_section(delegation) if delegation else ""
+    return first + SECTIONS.format(legend=legend, graph=svg)
 
 
 def views_json(views: dict) -> str:
@@ -184,7 +189,8 @@ class HTMLRenderer(Renderer):
         views = report["views"]
         timeline = json.dumps(views["timeline"], separators=(",", ":"), allow_nan=False)
         return PAGE.format(head=page_head(f"NNAPI timing · {report['meta']['file']}"),
-                           header=header(report["meta"]), sections=sections(views),
+                           header=header(report["meta"]),
+                           sections=sections(views, report.get("delegation")),
                            summary=script_json(report["summary_text"]),
                            view=script_json(view), timeline=script_json(timeline),
                            views=views_json(views),

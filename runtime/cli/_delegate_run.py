@@ -10,6 +10,7 @@ of the benchmark executions feed the delegation report (``--per-op``) and its su
 Example:
     $ nnscope run model.tflite                     # delegate mode, the default for a .tflite
     $ nnscope run model.tflite --per-op            # + the delegation report with times
+    $ nnscope run model.tflite --html report.html  # the page, with its Delegation section
     $ nnscope run model.tflite --whole-model       # the whole model as one NNAPI model
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ from nnscope.runtime.tflite._builder import operand_type
 from nnscope.tracing import Phase
 
 #: Flags that draw or drive an NNAPI compilation of the whole model.
-WHOLE_MODEL_FLAGS = ("dot", "svg", "html", "burst")
+WHOLE_MODEL_FLAGS = ("dot", "svg", "burst")
 
 
 @dataclass

@@ -21,6 +21,7 @@ Example:
     $ nnscope run model.tflite --feature-level 28 --per-op   # as the NNAPI delegate on Android 9
     $ nnscope run model.tflite --whole-model --dot plan.dot  # one NNAPI model, no LiteRT
     $ nnscope run --device sample-all --per-op --html report.html  # per-op table and the page
+    $ nnscope run model.tflite --html report.html   # delegate mode: the page + Delegation section
     $ nnscope run --example fibonacci --dot fib.dot   # vendor extension (needs the allowlist)
     $ nnscope run --otlp http://127.0.0.1:4318 --trace t.json   # also to an OTLP collector
 """
@@ -82,7 +83,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     _otlp.add_argument(parser)
     parser.add_argument("--html", metavar="FILE.html",
                         help="write the run's dashboard page (as nnscope-dashboard TRACE --graph "
-                             "PLAN -o FILE.html: timeline, per-operation profile, latency, plan)")
+                             "PLAN -o FILE.html: timeline, per-operation profile, latency, plan; "
+                             "in delegate mode the delegation report instead of the plan)")
     parser.add_argument("--dot", metavar="FILE.dot", help="write the compiled plan as Graphviz dot")
     parser.add_argument("--svg", metavar="FILE.svg",
                         help="render the compiled plan to SVG (needs Graphviz's dot on PATH)")
@@ -294,14 +296,17 @@ def _trace_writer(session: tracing.TraceSession, exporter: str | None):
 
 
 def _write_files(args, session: tracing.TraceSession, compilation: Compilation,
-                 saved: tuple | None, names: tuple = ((), ())) -> tuple[list[str], list[str], list[str]]:
+                 saved: tuple | None, names: tuple = ((), ()),
+                 delegation: dict | None = None) -> tuple[list[str], list[str], list[str]]:
     """Write every requested file (a failure goes to a temporary file, see ``_output_files``):
-    the ``wrote`` lines, the error lines and the files written where asked."""
+    the ``wrote`` lines, the error lines and the files written where asked. ``delegation``: the
+    delegation report of a delegate-mode run (its page shows it instead of a plan)."""
+    plan = None if delegation is not None else lambda path: graph_dump(compilation, path, *names)
     writers = {"--outputs": lambda path: write_outputs(path, saved[0]),
                "--trace": _trace_writer(session, None),
                "--systrace": _trace_writer(session, "systrace-html"),
                "--perfetto": _trace_writer(session, "perfetto"),
-               "--html": _html_report.writer(session, lambda path: graph_dump(compilation, path, *names)),
+               "--html": _html_report.writer(session, plan, delegation),
                "--dot": lambda path: graph_dump(compilation, path, *names),
                "--svg": lambda path: graphdump.render_svg(compilation, path, *names)}
     wrote, errors, files = [], [], []
@@ -358,7 +363,7 @@ def _main_delegated(args, session: tracing.TraceSession) -> int:
         manager.shutdown()
         session.stop()
     wrote, errors, files = _write_files(args, session, None, run.saved,
-                                        (run.model.input_names, run.model.output_names))
+                                        (run.model.input_names, run.model.output_names), run.data)
     stats = percentiles(run.latencies)
     stats.update(warmup_executions=args.warmup, **{k: round(v, 3) for k, v in run.times.items()},
                  delegation=run.data)

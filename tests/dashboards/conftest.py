@@ -5,6 +5,10 @@
 ``--trace run.json`` (Chrome JSON), ``--perfetto run.pftrace``, ``--systrace run.html``
 and ``--dot plan.dot``, and keeps what it printed: the plan line (steps and their devices
 and operation counts) and the ``--json`` latencies.
+
+``delegate_run`` runs ``face_landmark.tflite`` in delegate mode at feature level 28 (PRELU
+needs 29, and at most 3 partitions: most operators stay on LiteRT's CPU kernels) with
+``--html`` and ``--trace`` of the same run, and keeps the ``--json`` delegation report.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.paths import MODEL_FIXTURES, REPO
 from tests.support.programs import cpu_kernel_drivers_env
 
 EXECUTIONS, WARMUP = 5, 1
@@ -46,6 +50,31 @@ def _plan_lines(text: str) -> str:
     start = next(i for i, line in enumerate(lines) if "plan:" in line)
     end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("    ")), len(lines))
     return " ".join(lines[start:end])
+
+
+def nnscope_program() -> str:
+    """The ``nnscope`` console script of this install."""
+    nnscope = Path(sys.executable).with_name("nnscope")
+    return str(nnscope if nnscope.exists() else Path(shutil.which("nnscope") or "nnscope"))
+
+
+@dataclass
+class DelegateRun:
+    trace: Path  # --trace run.json
+    page: Path  # --html run.html (its trace is named run.json too)
+    delegation: dict  # the "delegation" of --json: runtime.delegate.report.report()
+
+
+@pytest.fixture(scope="session")
+def delegate_run(tmp_path_factory) -> DelegateRun:
+    out = tmp_path_factory.mktemp("delegate-run")
+    trace, page = out / "run.json", out / "run.html"
+    done = subprocess.run([nnscope_program(), "run", str(MODEL_FIXTURES / "face_landmark.tflite"),
+                           "--feature-level", "28", "--executions", "3", "--warmup", "1",
+                           "--no-summary", "--trace", str(trace), "--html", str(page), "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return DelegateRun(trace, page, json.loads(done.stdout)["delegation"])
 
 
 @pytest.fixture(scope="session")
