@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from nnscope.runtime.api import NnError
-from nnscope.runtime.cli import _otlp, bench, cts, delegation, devices, run
+from nnscope.runtime.cli import bench, cts, delegation, devices, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         run.check_outputs(args, args.command_parser)  # its usage, not the top level's
     if args.command == "bench":
-        _otlp.check(args, args.command_parser)
+        bench.check_usage(args, args.command_parser)  # --otlp, and flags that need --whole-model
     try:
         return args.handler(args)
     except NnError as error:

@@ -44,6 +44,7 @@ SCHEMA, VERSION = "nnscope-bench", 1
 STATUSES = ("ok", "unsupported", "error")
 OUTCOMES = ("SUCCESS", "FAILURE", "HANG", "CRASH")
 REFERENCES = ("nnapi-reference", "litert")
+MODES = ("whole-model", "delegate")
 _NUMBER = (int, float)
 _TOP = {"schema": str, "version": int, "created": str, "host": dict, "settings": dict,
         "results": list, "stress": list}
@@ -106,6 +107,19 @@ def _result(where: str, result: dict) -> list[str]:
                 or not isinstance(operations.get("on_device"), int) \
                 or not _number(operations.get("share")):
             found.append(f"{where}operations needs total, on_device (ints) and share")
+    return found + _mode(where, result)
+
+
+def _mode(where: str, result: dict) -> list[str]:
+    """``mode`` and ``delegation``: optional (new in this version's writer)."""
+    found = []
+    if "mode" in result and result["mode"] not in MODES:
+        found.append(f"{where}mode {result['mode']!r} is not one of {MODES}")
+    delegation = result.get("delegation")
+    if delegation is not None and (not isinstance(delegation, dict) or not all(
+            isinstance(delegation.get(k), int) for k in ("feature_level", "max_partitions",
+                                                         "delegated", "total"))):
+        found.append(f"{where}delegation needs feature_level, max_partitions, delegated, total (ints)")
     return found
 
 
@@ -177,6 +191,8 @@ _STRESS_HEADERS = ("case", "device", "outcome", "seconds", "detail")
 _LATENCY_TITLE = "Latency (ms; n: benchmark executions, warm-up not counted; compile ms: one compilation)"
 _ACCURACY_TITLE = "Accuracy against the reference outputs (rel err: of the output's range), operations on the device"
 _STRESS_TITLE = "Stress cases"
+_DELEGATE_NOTE = ("(delegate mode: N/M delegated = TFLite operators in NNAPI partitions; the rest "
+                  "run on LiteRT's CPU)")
 _INDENT = "  "
 #: Stress details wrap at this width (the other stress columns take the rest of :data:`WIDTH`).
 _DETAIL_WIDTH = 50
@@ -197,6 +213,8 @@ def _latency_rows(result: dict) -> list[list]:
 def _accuracy_rows(result: dict) -> list[list]:
     accuracy, operations = result["accuracy"], result["operations"]
     ops = f"{operations['on_device']}/{operations['total']}" if operations else ""
+    if ops and _delegated(result):
+        ops += " delegated"
     if not accuracy:
         return [[result["device"], "", "", result["status"], ops]]
     return [[result["device"], _number(accuracy["max_abs_error"]),
@@ -218,13 +236,41 @@ def _verdict(accuracy: dict) -> str:
     return word if limit is None else f"{word} ({'<=' if word == 'yes' else '>'} {limit:.2g})"
 
 
+def _delegated(result: dict) -> bool:
+    return result.get("mode") == "delegate"
+
+
+def _nothing_delegated(result: dict) -> bool:
+    return _delegated(result) and result["status"] == "ok" and result["operations"]["on_device"] == 0
+
+
 def _heading(model: str, rows: list[dict], with_reference: bool) -> str:
-    """``face_detection_short_range (90 operations; reference: litert)``."""
+    """``face_detection_short_range (90 operations; reference: litert)``; in delegate mode
+    ``face_landmark (97 operators; delegate mode, feature level 30, at most 3 partitions)``
+    over the latency table, ``face_landmark (97 operators; delegate mode; reference: litert)``."""
     totals = [r["operations"]["total"] for r in rows if r.get("operations")][:1]
-    facts = [f"{n} operation{'' if n == 1 else 's'}" for n in totals]
+    noun = "operator" if any(map(_delegated, rows)) else "operation"
+    facts = [f"{n} {noun}{'' if n == 1 else 's'}" for n in totals]
+    if any(map(_delegated, rows)):  # the options once, over the latency table (100 columns)
+        facts.append("delegate mode" if with_reference else
+                     _delegate_facts([r["delegation"] for r in rows if r.get("delegation")]))
     if with_reference:
         facts += [f"reference: {r['accuracy']['reference']}" for r in rows if r.get("accuracy")][:1]
     return model + (f" ({'; '.join(facts)})" if facts else "")
+
+
+def _delegate_facts(delegations: list[dict]) -> str:
+    """``delegate mode, feature level 30, at most 3 partitions`` (what the rows share)."""
+    levels = sorted({d["feature_level"] for d in delegations})
+    limits = sorted({d["max_partitions"] for d in delegations})
+    facts = ["delegate mode"]
+    if levels:
+        facts.append(f"feature level {levels[0]}" if len(levels) == 1
+                     else f"feature levels {', '.join(map(str, levels))}")
+    if len(limits) == 1:
+        facts.append(f"at most {limits[0]} partition{'' if limits[0] == 1 else 's'}"
+                     if limits[0] > 0 else "any number of partitions")
+    return ", ".join(facts)
 
 
 def _table(headers, cells: list[list[str]]) -> list[str]:
@@ -250,10 +296,17 @@ def _grouped(items: list[dict], make_rows, headers, with_reference: bool = False
     return "\n".join(lines) + "\n"
 
 
-def _errors(results: list[dict]) -> str:
+def _wrapped(line: str) -> str:
     import textwrap  # noqa: PLC0415
-    lines = [f"{r['model']} on {r['device']}: {r['status']}: {r['error']}"
-             for r in results if r["error"]]
+    return textwrap.fill(line, WIDTH, subsequent_indent=" ") + "\n"
+
+
+def _errors(results: list[dict]) -> str:
+    """One line per failed or unsupported run, and per delegate-mode run with nothing delegated."""
+    import textwrap  # noqa: PLC0415
+    lines = [f"{r['model']} on {r['device']}: {r['status']}: {r['error']}" if r["error"] else
+             f"{r['model']} on {r['device']}: ok: nothing delegated, every operator ran on LiteRT's CPU"
+             for r in results if r["error"] or _nothing_delegated(r)]
     return "".join(textwrap.fill(line, WIDTH, subsequent_indent=_INDENT * 2) + "\n" for line in lines)
 
 
@@ -270,6 +323,8 @@ def summary(document: dict) -> str:
     results = _model_major(document["results"])
     text = _LATENCY_TITLE + "\n" + _grouped(results, _latency_rows, _LATENCY_HEADERS) + "\n"
     text += _ACCURACY_TITLE + "\n" + _grouped(results, _accuracy_rows, _ACCURACY_HEADERS, True)
+    if any(map(_delegated, results)):
+        text += _wrapped(_DELEGATE_NOTE)
     text += "\n" + _errors(results)
     if document["stress"]:
         stress = _model_major(document["stress"])

@@ -2,15 +2,18 @@
 and its accuracy.
 
 Models: a model spec is a built-in name (``mobilenet``, ``tiny_add``; see
-:data:`runtime.builtin_models.BUILTIN`) or a ``.tflite`` path. The reference outputs come from
-the ``nnapi-reference`` CPU device, or, for a .tflite when ``ai-edge-litert`` is installed,
-from LiteRT itself (one thread, TFLite's built-in kernels).
+:data:`runtime.builtin_models.BUILTIN`) or a ``.tflite`` path, loaded as one NNAPI model
+(:data:`WHOLE_MODEL`) or, with ``delegate``, read for the delegate mode (:data:`DELEGATE`,
+measured by ``_bench_delegate``). The reference outputs come from the ``nnapi-reference`` CPU
+device, or, for a .tflite when ``ai-edge-litert`` is installed, from LiteRT itself (one thread,
+TFLite's built-in kernels).
 
-Devices: ``device`` is a device name, compiled with ``Compilation.for_devices`` (no CPU
-fallback, as MLTS benchmarks one accelerator at a time), or :data:`ALL`: the default
-compilation over every device, partitioned with CPU fallback as an application gets it. A
-device that cannot run the whole model is reported ``"unsupported"`` with how many operations
-it does support; it is not run with a share of the model (that is what the ``all`` row shows).
+Devices (whole-model mode): ``device`` is a device name, compiled with
+``Compilation.for_devices`` (no CPU fallback, as MLTS benchmarks one accelerator at a time), or
+:data:`ALL`: the default compilation over every device, partitioned with CPU fallback as an
+application gets it. A device that cannot run the whole model is reported ``"unsupported"``
+with how many operations it does support; it is not run with a share of the model (that is
+what the ``all`` row shows, and what the delegate mode does).
 
 Accuracy is judged for the whole model, as Android's MLTS benchmark judges a model's outputs
 (its error against the expected outputs, not CTS's per-operation, per-element tolerance, which
@@ -44,6 +47,7 @@ from nnscope import tracing
 from nnscope.runtime import builtin_models
 from nnscope.runtime.api import NnError
 from nnscope.runtime.cli._backend import compute_arrays, output_buffers
+from nnscope.runtime.cli.delegation import sample_arrays
 from nnscope.runtime.compilation import Compilation
 from nnscope.runtime.execution import Execution
 from nnscope.runtime.hal.types import OperandType
@@ -55,37 +59,80 @@ from nnscope.tracing import Phase
 
 # --------------------------------------------------------------------------- models
 REFERENCE_NNAPI, REFERENCE_LITERT = "nnapi-reference", "litert"
+WHOLE_MODEL, DELEGATE = "whole-model", "delegate"
+"""The modes of a result: one NNAPI model (a built-in, or a .tflite translated whole), or a
+.tflite as the TFLite NNAPI delegate runs it (partitions on NNAPI, the rest on LiteRT's CPU)."""
 _FLOAT16 = (OperandType.TENSOR_FLOAT16, OperandType.FLOAT16)
 
 
 @dataclass
 class BenchModel:
-    """A finished model with its sample inputs; ``path`` is the .tflite file (None: built-in)."""
+    """A model with its sample inputs; ``path`` is the .tflite file (None: built-in).
+
+    ``model`` is the finished NNAPI model (None in :data:`DELEGATE` mode, which builds its
+    own per device); ``output_types`` and ``loose`` (float16 arithmetic) set the accuracy
+    thresholds (:func:`threshold_of`)."""
 
     name: str
-    model: Model
+    model: Model | None
     inputs: list[np.ndarray]
     output_names: list[str]
     path: str | None = None
+    output_types: tuple[OperandType | None, ...] = ()
+    loose: bool = False
+    mode: str = WHOLE_MODEL
 
 
-def load_model(spec: str) -> BenchModel:
-    """The model named by ``spec`` (built-in name or .tflite path).
+def load_model(spec: str, delegate: bool = False) -> BenchModel:
+    """The model named by ``spec`` (built-in name or .tflite path); a .tflite is read for
+    the delegate mode with ``delegate``, else translated into one NNAPI model.
 
     Raises:
         FileNotFoundError: no such built-in and no such file.
-        ValueError: the file is not a model the loader can convert.
+        ValueError: the file is not a model the loader can convert (read, in delegate mode).
     """
     if spec in builtin_models.BUILTIN:
         model = builtin_models.BUILTIN[spec]()
-        return BenchModel(model.name, model, builtin_models.sample_input(model), [])
+        return _whole(model, builtin_models.sample_input(model), [], None)
     if not Path(spec).is_file():
         names = ", ".join(builtin_models.BUILTIN)
         raise FileNotFoundError(f"no such model file {spec!r} (built-in models: {names})")
+    if delegate:
+        return _delegate_mode_model(spec)
     from nnscope.runtime.tflite import load_tflite  # noqa: PLC0415 - flatbuffer reader on demand
     hal, _, output_names = load_tflite(spec)
     model = Model.from_hal(hal, name=Path(spec).stem)
-    return BenchModel(model.name, model, builtin_models.sample_input(model), output_names, spec)
+    return _whole(model, builtin_models.sample_input(model), output_names, spec)
+
+
+def _whole(model: Model, inputs, output_names: list[str], path: str | None) -> BenchModel:
+    kinds = tuple(model.operands[i].type for i in model.outputs)
+    loose = model.relaxed or any(op.type in _FLOAT16 for op in model.operands)
+    return BenchModel(model.name, model, inputs, output_names, path, kinds, loose)
+
+
+def _delegate_mode_model(path: str) -> BenchModel:
+    """A .tflite for the delegate mode: its graph read (not translated), sample inputs of its
+    input tensors, its outputs' types; float16 arithmetic (a float16 tensor that is not a
+    constant) makes it ``loose``."""
+    from nnscope.runtime.tflite._builder import operand_type  # noqa: PLC0415
+    from nnscope.runtime.tflite._reader import element_dtype, read_graph  # noqa: PLC0415
+    try:
+        graph = read_graph(Path(path).read_bytes())
+    except ValueError as error:
+        raise type(error)(f"{path}: {error}") from None
+    tensors = graph.tensors
+    inputs = sample_arrays([(tensors[i].shape, element_dtype(tensors[i].type_name))
+                            for i in graph.inputs])
+    kinds = []
+    for index in graph.outputs:
+        try:
+            kinds.append(operand_type(tensors[index]))
+        except ValueError:
+            kinds.append(None)  # no NNAPI type (e.g. INT64): judged exactly
+    loose = any(t.type_name == "FLOAT16" and t.data is None for t in tensors)
+    return BenchModel(Path(path).stem, None, inputs, [tensors[i].name for i in graph.outputs],
+                      path, tuple(kinds), loose, DELEGATE)
 
 
 def model_specs(given: Sequence[str]) -> list[str]:
@@ -107,7 +154,8 @@ def reference_outputs(bench_model: BenchModel, litert: bool = True) -> tuple[str
     installed and ``litert``, else the ``nnapi-reference`` device's."""
     if litert and bench_model.path is not None and litert_available():
         return REFERENCE_LITERT, _litert_outputs(bench_model)
-    compilation = Compilation.for_devices(bench_model.model, [cpu_device()])
+    model = bench_model.model or load_model(bench_model.path).model  # delegate mode: translated
+    compilation = Compilation.for_devices(model, [cpu_device()])
     compilation.finish()
     try:
         return REFERENCE_NNAPI, compute_arrays(compilation, bench_model.inputs)
@@ -147,12 +195,11 @@ _RELAXED = 1e-2
 _EXACT = 0.0  # int32, bool: no rounding to allow for
 
 
-def threshold_of(model: Model, position: int, relaxed: bool = False) -> float:
+def threshold_of(bench_model: BenchModel, position: int, relaxed: bool = False) -> float:
     """Output ``position``'s threshold (:data:`RELATIVE_THRESHOLDS`; the float16 one for a
-    float32 output when ``relaxed``, the model is relaxed or has float16 operands)."""
-    kind = model.operands[model.outputs[position]].type
-    loose = relaxed or model.relaxed or any(op.type in _FLOAT16 for op in model.operands)
-    if loose and kind in (OperandType.TENSOR_FLOAT32, OperandType.FLOAT32):
+    float32 output when ``relaxed`` or the model is ``loose``: relaxed, or float16 arithmetic)."""
+    kind = bench_model.output_types[position]
+    if (relaxed or bench_model.loose) and kind in (OperandType.TENSOR_FLOAT32, OperandType.FLOAT32):
         return _RELAXED
     return RELATIVE_THRESHOLDS.get(kind, _EXACT)
 
@@ -180,7 +227,7 @@ def accuracy(bench_model: BenchModel, expected: Sequence[np.ndarray],
             continue
         want64, got64 = want64[finite], got64[finite]
         diffs.append(np.abs(want64 - got64))
-        error, limit = relative_error(want64, got64), threshold_of(bench_model.model, position, relaxed)
+        error, limit = relative_error(want64, got64), threshold_of(bench_model, position, relaxed)
         within = within and error <= limit
         ratio = error / limit if limit else (0.0 if error == 0 else np.inf)
         worst = max(worst, (ratio, error, limit))
@@ -288,9 +335,10 @@ def latency_stats(latencies_ns: list[int]) -> dict:
             "samples": [float(v) for v in ms]}
 
 
-def empty_result(model: str, device: str, status: str, error: str | None) -> dict:
-    return {"model": model, "device": device, "status": status, "error": error, "compile_ms": None,
-            "latency_ms": None, "accuracy": None, "operations": None}
+def empty_result(model: str, device: str, status: str, error: str | None,
+                 mode: str = WHOLE_MODEL) -> dict:
+    return {"model": model, "device": device, "mode": mode, "status": status, "error": error,
+            "compile_ms": None, "latency_ms": None, "accuracy": None, "operations": None}
 
 
 def measure(bench_model: BenchModel, device: str, settings: Settings,

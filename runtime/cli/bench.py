@@ -8,13 +8,20 @@ outputs (LiteRT's for a .tflite when ``ai-edge-litert`` is installed) by a model
 criterion (error relative to each output's range, a threshold per output type: see
 :mod:`runtime.cli._bench_run`), and the device's share of the operations. A device that cannot run the whole model is
 ``unsupported``. ``--stress`` adds the crash tests of :mod:`runtime.cli._bench_stress`.
+
+A .tflite is benchmarked as the TFLite NNAPI delegate runs it (:mod:`runtime.cli._bench_delegate`):
+each device as the delegate's one accelerator, the operators it cannot run on LiteRT's CPU
+kernels, and ``all`` over every device; its share is the delegated operators (a device that
+runs none is ``ok`` with ``0/N delegated``). ``--whole-model`` translates it into one NNAPI
+model instead, as a built-in model is run; ``--burst`` and ``--stress`` need it for a .tflite.
 ``--json`` writes docs/bench-schema.md; ``--html`` renders it with ``python -m nnscope.dashboards``
 (:mod:`runtime.cli._bench_report`). A progress bar (tqdm, on stderr) shows after
 :data:`SHOW_AFTER_S`, only on a terminal.
 
 Example:
     $ nnscope bench --executions 20 --json bench.json
-    $ nnscope bench tiny_add model.tflite --device sample-all --device all --stress
+    $ nnscope bench model.tflite --device sample-minimal --device all --max-partitions 1
+    $ nnscope bench tiny_add model.tflite --whole-model --device sample-all --device all --stress
 """
 from __future__ import annotations
 
@@ -32,11 +39,13 @@ from nnscope.runtime.cli import _otlp, _output_files
 from nnscope.runtime.cli._args import count, description, positive_float, positive_int
 from nnscope.runtime import builtin_models, manager
 from nnscope.runtime.api import NnError
+from nnscope.runtime.cli._bench_delegate import DelegateOptions, measure_delegated
 from nnscope.runtime.cli._bench_report import SCHEMA, VERSION, render_html, summary, write_json
-from nnscope.runtime.cli._bench_run import (ALL, BurstsUnavailable, Settings, bursts_available,
-                                            compile_for, load_model, measure, model_specs,
-                                            reference_outputs)
+from nnscope.runtime.cli._bench_run import (ALL, DELEGATE, BurstsUnavailable, Settings,
+                                            bursts_available, compile_for, load_model, measure,
+                                            model_specs, reference_outputs)
 from nnscope.runtime.cli._bench_stress import plan_cases, run_case, target_driver
+from nnscope.runtime.cli.delegation import add_delegate_options
 from nnscope.tracing import Phase
 
 SHOW_AFTER_S = 1.0
@@ -57,15 +66,41 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="untimed executions first (default 1)")
     parser.add_argument("--duration", type=positive_float, metavar="S",
                         help="time executions for S seconds instead of N executions")
-    parser.add_argument("--burst", action="store_true", help="execute through one burst per run")
+    parser.add_argument("--burst", action="store_true",
+                        help="execute through one burst per run (a .tflite: needs --whole-model)")
     parser.add_argument("--stress", action="store_true",
-                        help="also run the crash tests, each in a child process")
+                        help="also run the crash tests, each in a child process (a .tflite: "
+                             "needs --whole-model)")
     parser.add_argument("--hang-scale", type=positive_float, default=1.0, metavar="X",
                         help="a stress case is a HANG after (run seconds + 30) * X (default 1)")
+    parser.add_argument("--whole-model", action="store_true",
+                        help="translate a .tflite into one NNAPI model (a device that cannot run "
+                             "all of it is unsupported) instead of the delegate mode: "
+                             "partitions on NNAPI, the rest on LiteRT's CPU kernels")
+    add_delegate_options(parser)
     _otlp.add_argument(parser)
     parser.add_argument("--json", metavar="FILE", help="write the results (docs/bench-schema.md)")
     parser.add_argument("--html", metavar="FILE", help="write the bench report page")
     return parser
+
+
+#: Flags that drive one NNAPI compilation of the whole model (a .tflite needs --whole-model).
+WHOLE_MODEL_FLAGS = ("burst", "stress")
+
+
+def delegate_mode(args) -> bool:
+    """A .tflite is benchmarked as the NNAPI delegate runs it unless ``--whole-model``."""
+    return not args.whole_model and any(spec not in builtin_models.BUILTIN for spec in args.models)
+
+
+def check_usage(args, parser: argparse.ArgumentParser) -> None:
+    """Refuse a whole-model flag in delegate mode and a bad ``--otlp`` (usage error, exit 2)."""
+    refused = [f"--{name}" for name in WHOLE_MODEL_FLAGS if getattr(args, name)]
+    if delegate_mode(args) and refused:
+        parser.error(f"{', '.join(refused)} needs --whole-model for a .tflite: it drives one "
+                     f"NNAPI compilation of the whole model, and a .tflite is benchmarked as the "
+                     f"NNAPI delegate runs it by default")
+    _otlp.check(args, parser)
 
 
 def progress_bar(total: int | None, title: str, unit: str = "executions") -> tqdm:
@@ -102,14 +137,19 @@ def host_info() -> dict:
             "numpy": numpy.__version__, "cpu_count": os.cpu_count()}
 
 
-def _benchmark(bench_models, devices: list[str], settings: Settings, bar) -> list[dict]:
+def _benchmark(bench_models, devices: list[str], settings: Settings, options: DelegateOptions,
+               bar) -> list[dict]:
     results = []
     for bench_model in bench_models:
         with tracing.application(Phase.OVERALL, f"{bench_model.name} reference outputs"):
             reference = reference_outputs(bench_model)  # one trace of its own, as each case
         for device in devices:
             progress_label(bar, f"{bench_model.name} on {device}")
-            results.append(measure(bench_model, device, settings, reference, bar.update))
+            if bench_model.mode == DELEGATE:
+                results.append(measure_delegated(bench_model, device, settings, options,
+                                                 reference, bar.update))
+            else:
+                results.append(measure(bench_model, device, settings, reference, bar.update))
     return results
 
 
@@ -169,7 +209,8 @@ def run(args) -> dict:
     settings = Settings(args.executions, args.warmup, args.duration, args.burst)
     devices = _device_names(args.device)
     specs = model_specs(args.models)
-    bench_models = [load_model(spec) for spec in specs]
+    bench_models = [load_model(spec, delegate=not args.whole_model) for spec in specs]
+    options = DelegateOptions(args.feature_level, args.max_partitions)
     per_run = args.warmup + args.executions
     total = None if args.duration else len(bench_models) * len(devices) * per_run
     session = tracing.TraceSession().start() if getattr(args, "otlp", None) else None
@@ -177,7 +218,7 @@ def run(args) -> dict:
         with tracing.application(Phase.INITIALIZATION, "start drivers"):
             _start_drivers(devices)
         with progress_bar(total, "bench") as bar:
-            results = _benchmark(bench_models, devices, settings, bar)
+            results = _benchmark(bench_models, devices, settings, options, bar)
         stress = _stress(specs, bench_models, devices, results, settings, args) \
             if args.stress else []
     finally:

@@ -54,9 +54,15 @@ def add_parser(subparsers):
 
 def sample_inputs(model: DelegatedModel, seed: int = 0) -> list[np.ndarray]:
     """Seeded sample data of each input's shape and type (floats in [-1, 1], small integers)."""
+    return sample_arrays(model.input_specs(), seed)
+
+
+def sample_arrays(specs, seed: int = 0) -> list[np.ndarray]:
+    """:func:`sample_inputs` for ``(shape, dtype)`` pairs (float ones are the built-in models'
+    ``sample_input`` for the same shapes)."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for shape, dtype in model.input_specs():
+    for shape, dtype in specs:
         if dtype.kind == "f":
             arrays.append(rng.uniform(-1, 1, shape).astype(dtype))
         elif dtype.kind == "b":

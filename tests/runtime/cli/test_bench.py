@@ -1,4 +1,5 @@
-"""``nnscope bench``: real runs of the built-in ``tiny_add`` and the face detector .tflite on
+"""``nnscope bench``: real runs of the built-in ``tiny_add`` and the face detector .tflite
+(``--whole-model``: one NNAPI model; the delegate mode is test_bench_delegate.py's) on
 nnapi-reference, a driver process, a driver that cannot run them and the default plan; the JSON
 is checked against the schema and against independent computation (sample statistics, the
 nnapi-reference and LiteRT outputs, the compiled plan); bad input is one line and a non-zero
@@ -32,7 +33,7 @@ def document(tmp_path_factory):
     devices = [arg for name in DEVICES for arg in ("--device", name)]
     with one_blas_thread():  # as in every driver process: in-process figures then match theirs
         assert main(["bench", "tiny_add", str(FACE), *devices, "--executions", "3", "--warmup", "1",
-                     "--json", str(path)]) == 0
+                     "--whole-model", "--json", str(path)]) == 0
     return read_bench(str(path))
 
 
