@@ -162,10 +162,8 @@ def _columns(facts: _Facts) -> dict[int, int]:
     :data:`OPS_PER_COLUMN` operations, each cut where the fewest tensors cross it (within a
     third of a column of the even cut); with several plan steps, only between steps."""
     order = run_order(facts)
-    count = max(1, math.ceil(len(order) / OPS_PER_COLUMN))
-    if count == 1:
+    if len(order) <= OPS_PER_COLUMN:
         return {op: 0 for op in order}
-    per = len(order) / count
     if len(facts.steps) > 1:
         allowed, at = set(), 0
         for step in facts.steps:
@@ -173,16 +171,31 @@ def _columns(facts: _Facts) -> dict[int, int]:
             allowed.add(at)
     else:
         allowed = set(range(1, len(order)))
-    live = _live_counts(facts, order)
+    cuts = column_cuts(_live_counts(facts, order), allowed)
+    return {op: sum(position >= cut for cut in cuts) for position, op in enumerate(order)}
+
+
+def column_cuts(live, allowed, per_column: float = OPS_PER_COLUMN) -> list[int]:
+    """Where to cut ``len(live) - 1`` operations in run order into columns of about
+    ``per_column``: positions from ``allowed``, each where the fewest tensors cross
+    (``live[c]``: tensors made before position ``c`` and read from it on) within a third of a
+    column of the even cut. Also used by ``runtime.delegate.graph``.
+
+    >>> column_cuts([0] + [1] * 29 + [0], set(range(1, 30)))
+    [15]
+    """
+    total = len(live) - 1
+    count = max(1, math.ceil(total / per_column))
+    per = total / count
     cuts, last = [], 0
     for k in range(1, count):
-        window = [c for c in allowed if last < c < len(order) and abs(c - k * per) <= per / 3]
+        window = [c for c in allowed if last < c < total and abs(c - k * per) <= per / 3]
         if not window:
             continue
         cut = min(window, key=lambda c: (live[c], abs(c - k * per)))
         cuts.append(cut)
         last = cut
-    return {op: sum(position >= cut for cut in cuts) for position, op in enumerate(order)}
+    return cuts
 
 
 def _live_counts(facts: _Facts, order: list) -> list:

@@ -137,10 +137,16 @@ def render_svg(model_or_compilation, path, input_names=(), output_names=()) -> N
         FileNotFoundError: ``dot`` is not on PATH (the message says to install Graphviz).
         OSError: ``dot`` failed (its first error line) or ``path`` cannot be written.
     """
+    write_svg(to_dot(model_or_compilation, input_names, output_names), path)
+
+
+def write_svg(dot_text: str, path) -> None:
+    """Render dot text to an SVG file with Graphviz's ``dot`` (errors as :func:`render_svg`;
+    ``runtime.delegate.graph`` renders the delegated TFLite graph with it)."""
     program = dot_program()
     if program is None:
         raise FileNotFoundError(MISSING_DOT)
-    done = subprocess.run([program, "-Tsvg", "-o", str(path)], input=to_dot(model_or_compilation, input_names, output_names),
+    done = subprocess.run([program, "-Tsvg", "-o", str(path)], input=dot_text,
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         first = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]

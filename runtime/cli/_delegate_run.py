@@ -11,6 +11,7 @@ Example:
     $ nnscope run model.tflite                     # delegate mode, the default for a .tflite
     $ nnscope run model.tflite --per-op            # + the delegation report with times
     $ nnscope run model.tflite --html report.html  # the page, with its Delegation section
+    $ nnscope run model.tflite --svg model.svg     # the TFLite graph coloured by where it ran
     $ nnscope run model.tflite --whole-model       # the whole model as one NNAPI model
 """
 from __future__ import annotations
@@ -25,14 +26,16 @@ from nnscope.runtime import manager
 from nnscope.runtime.cli._backend import read_inputs
 from nnscope.runtime.cli._startup import start_drivers
 from nnscope.runtime.cli.delegation import sample_inputs
+from nnscope.runtime.delegate import graph
 from nnscope.runtime.delegate.delegated import DelegatedModel
 from nnscope.runtime.delegate.report import render, report
 from nnscope.runtime.hal.types import Operand
 from nnscope.runtime.tflite._builder import operand_type
 from nnscope.tracing import Phase
 
-#: Flags that draw or drive an NNAPI compilation of the whole model.
-WHOLE_MODEL_FLAGS = ("dot", "svg", "burst")
+#: Flags that drive an NNAPI compilation of the whole model (``--dot``/``--svg`` draw the
+#: TFLite graph in delegate mode, ``runtime.delegate.graph``).
+WHOLE_MODEL_FLAGS = ("burst",)
 
 
 @dataclass
@@ -129,6 +132,14 @@ def delegation_line(run: DelegatedRun, width: int = 100) -> str:
     text = (f"delegate mode (feature level {data['feature_level']}, at most {limit} partitions): "
             f"{data['summary']}" + (f"; {where}" if where else ""))
     return textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False) + "\n"
+
+
+def graph_writers(run: DelegatedRun, name: str) -> dict:
+    """The ``--dot`` and ``--svg`` writers of a delegate-mode run: the TFLite graph, each
+    operator coloured by its partition or as a CPU operator (``runtime.delegate.graph``)."""
+    model = run.model
+    return {"--dot": lambda path: graph.write_dot(model.graph, model.delegation, run.data, path, name),
+            "--svg": lambda path: graph.write_svg(model.graph, model.delegation, run.data, path, name)}
 
 
 def per_op_table(run: DelegatedRun) -> str:

@@ -6,22 +6,29 @@ or output type, rank, operand value or quantization; a missing required operand;
 Android version; a hybrid operator; not supported by the chosen devices; over the partition
 limit), a note where nnscope lowers it into several NNAPI operations, and the measured time of
 each CPU operator (median over ``--executions``; 0 skips running). It ends with the summary
-``N of M operators delegated, in K partitions, X % of the time in NNAPI``.
+``N of M operators delegated, in K partitions, X % of the time in NNAPI``. ``--dot``/``--svg``
+draw the TFLite graph with each operator coloured by its partition or as a CPU operator
+(``runtime.delegate.graph``).
 
 Example:
     $ nnscope delegation model.tflite
     $ nnscope delegation model.tflite --feature-level 28 --max-partitions 1 --json
     $ nnscope delegation model.tflite --device nnapi-reference --executions 0
+    $ nnscope delegation model.tflite --feature-level 28 --svg model.svg --executions 0
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
+from nnscope.runtime import graphdump
+from nnscope.runtime.cli import _output_files
 from nnscope.runtime.cli._args import count, description
 from nnscope.runtime.delegate import DEFAULT_MAX_PARTITIONS, FEATURE_LEVELS
+from nnscope.runtime.delegate import graph
 from nnscope.runtime.delegate.delegated import DelegatedModel
 from nnscope.runtime.delegate.report import render, report
 from nnscope.runtime import manager
@@ -49,6 +56,11 @@ def add_parser(subparsers):
                         help="executions timed for the report (after one warm-up; 0: do not run; "
                              "default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--dot", metavar="FILE.dot",
+                        help="write the TFLite graph as Graphviz dot, each operator coloured by "
+                             "its partition (legend: the partitions' devices) or grey on the CPU")
+    parser.add_argument("--svg", metavar="FILE.svg",
+                        help="render that graph to SVG (needs Graphviz's dot on PATH)")
     return parser
 
 
@@ -82,6 +94,7 @@ def load(path: str, args) -> DelegatedModel:
 
 
 def main(args) -> int:
+    _check_drawings(args)
     model = load(args.model, args)
     try:
         model.compile()
@@ -96,4 +109,36 @@ def main(args) -> int:
         model.free()
         manager.shutdown()
     print(json.dumps(data, indent=1) if args.json else render(data))
-    return 0
+    return _write_drawings(args, model, data)
+
+
+def _drawings(args) -> dict:
+    return {"--dot": args.dot, "--svg": args.svg}
+
+
+def _check_drawings(args) -> None:
+    """Before anything runs: ``--svg`` names an .svg and ``dot`` is on PATH, the two flags
+    name two files, and each can be written (usage error exit 2, else one line, exit 1)."""
+    if args.svg and not args.svg.lower().endswith(".svg"):
+        args.command_parser.error(f"--svg: {args.svg} does not end in .svg; for another format "
+                                  f"write --dot FILE.dot, then e.g. dot -Tpng FILE.dot -o FILE.png")
+    if args.dot and args.svg and Path(args.dot).resolve() == Path(args.svg).resolve():
+        args.command_parser.error(f"--dot and --svg both write {args.dot}")
+    _output_files.check(_drawings(args))
+    if args.svg and graphdump.dot_program() is None:
+        raise FileNotFoundError(graphdump.MISSING_DOT)
+
+
+def _write_drawings(args, model: DelegatedModel, data: dict) -> int:
+    """Write ``--dot``/``--svg`` (a failure to a temporary file, named); the exit status."""
+    name = Path(args.model).stem
+    writers = {"--dot": lambda path: graph.write_dot(model.graph, model.delegation, data, path, name),
+               "--svg": lambda path: graph.write_svg(model.graph, model.delegation, data, path, name)}
+    status = 0
+    for flag, path in _drawings(args).items():
+        if path is None:
+            continue
+        written, line = _output_files.write(path, writers[flag])
+        status = status if written == path else 1
+        print(line, file=sys.stderr if args.json or written != path else sys.stdout)
+    return status

@@ -20,6 +20,7 @@ Example:
     $ nnscope run model.tflite --inputs x.npz --outputs y.npz --executions 0 --warmup 0
     $ nnscope run model.tflite --feature-level 28 --per-op   # as the NNAPI delegate on Android 9
     $ nnscope run model.tflite --whole-model --dot plan.dot  # one NNAPI model, no LiteRT
+    $ nnscope run model.tflite --svg model.svg   # delegate mode: operators coloured by where they ran
     $ nnscope run --device sample-all --per-op --html report.html  # per-op table and the page
     $ nnscope run model.tflite --html report.html   # delegate mode: the page + Delegation section
     $ nnscope run --example fibonacci --dot fib.dot   # vendor extension (needs the allowlist)
@@ -85,9 +86,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="write the run's dashboard page (as nnscope-dashboard TRACE --graph "
                              "PLAN -o FILE.html: timeline, per-operation profile, latency, plan; "
                              "in delegate mode the delegation report instead of the plan)")
-    parser.add_argument("--dot", metavar="FILE.dot", help="write the compiled plan as Graphviz dot")
+    parser.add_argument("--dot", metavar="FILE.dot",
+                        help="write the compiled plan as Graphviz dot; in delegate mode the "
+                             "TFLite graph, each operator coloured by its partition or the CPU")
     parser.add_argument("--svg", metavar="FILE.svg",
-                        help="render the compiled plan to SVG (needs Graphviz's dot on PATH)")
+                        help="render what --dot writes to SVG (needs Graphviz's dot on PATH)")
     parser.add_argument("--inputs", metavar="FILE.npz",
                         help="input arrays (keys input0.. or the .tflite input names; .npy for "
                              "one input); default: sample data")
@@ -252,7 +255,7 @@ def check_outputs(args, parser: argparse.ArgumentParser) -> None:
         parser.error("give a MODEL file or --example, not both")
     if delegate_mode(args) and _delegate_run.refused_flags(args):
         parser.error(f"{', '.join(_delegate_run.refused_flags(args))} needs --whole-model: it "
-                     f"draws or drives one NNAPI compilation of the whole model, and a .tflite "
+                     f"drives one NNAPI compilation of the whole model, and a .tflite "
                      f"runs as the NNAPI delegate runs it by default")
     _otlp.check(args, parser)
     if args.svg and not args.svg.lower().endswith(".svg"):
@@ -297,10 +300,12 @@ def _trace_writer(session: tracing.TraceSession, exporter: str | None):
 
 def _write_files(args, session: tracing.TraceSession, compilation: Compilation,
                  saved: tuple | None, names: tuple = ((), ()),
-                 delegation: dict | None = None) -> tuple[list[str], list[str], list[str]]:
+                 delegation: dict | None = None,
+                 drawings: dict | None = None) -> tuple[list[str], list[str], list[str]]:
     """Write every requested file (a failure goes to a temporary file, see ``_output_files``):
     the ``wrote`` lines, the error lines and the files written where asked. ``delegation``: the
-    delegation report of a delegate-mode run (its page shows it instead of a plan)."""
+    delegation report of a delegate-mode run (its page shows it instead of a plan);
+    ``drawings``: its ``--dot``/``--svg`` writers (``_delegate_run.graph_writers``)."""
     plan = None if delegation is not None else lambda path: graph_dump(compilation, path, *names)
     writers = {"--outputs": lambda path: write_outputs(path, saved[0]),
                "--trace": _trace_writer(session, None),
@@ -309,6 +314,7 @@ def _write_files(args, session: tracing.TraceSession, compilation: Compilation,
                "--html": _html_report.writer(session, plan, delegation),
                "--dot": lambda path: graph_dump(compilation, path, *names),
                "--svg": lambda path: graphdump.render_svg(compilation, path, *names)}
+    writers.update(drawings or {})  # delegate mode: the TFLite graph instead of a plan
     wrote, errors, files = [], [], []
     for flag, path in _output_paths(args).items():
         if path is None:
@@ -363,7 +369,8 @@ def _main_delegated(args, session: tracing.TraceSession) -> int:
         manager.shutdown()
         session.stop()
     wrote, errors, files = _write_files(args, session, None, run.saved,
-                                        (run.model.input_names, run.model.output_names), run.data)
+                                        (run.model.input_names, run.model.output_names), run.data,
+                                        _delegate_run.graph_writers(run, Path(args.model).stem))
     stats = percentiles(run.latencies)
     stats.update(warmup_executions=args.warmup, **{k: round(v, 3) for k, v in run.times.items()},
                  delegation=run.data)

@@ -7,15 +7,19 @@ import json
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 
 from nnscope.runtime.__main__ import main
-from tests.support.paths import REPO
+from nnscope.runtime.delegate.graph import CPU_FILL
+from tests.support.paths import MODEL_FIXTURES, REPO
+from tests.support.programs import needs_dot, require_program
 from tests.support.tflite_models import conv_gelu_conv, litert_outputs, relu_chains
 
 pytest.importorskip("ai_edge_litert")
+LANDMARK = MODEL_FIXTURES / "face_landmark.tflite"
 
 
 @pytest.fixture
@@ -82,13 +86,56 @@ def test_run_defaults_to_delegate_mode_and_agrees_with_litert(model, tmp_path, c
                                    atol=1e-5 * float(np.abs(expected).max()))
 
 
-@pytest.mark.parametrize("flag", ["--dot", "--burst"])
-def test_whole_model_flags_need_whole_model(model, tmp_path, flag):
-    extra = [flag, str(tmp_path / "p.dot")] if flag == "--dot" else [flag]
-    done = subprocess.run([sys.executable, "-m", "nnscope.runtime", "run", str(model), *extra],
+def test_burst_needs_whole_model(model):
+    done = subprocess.run([sys.executable, "-m", "nnscope.runtime", "run", str(model), "--burst"],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert done.returncode == 2
-    assert done.stderr.splitlines()[-1].startswith(f"nnscope run: error: {flag} needs --whole-model")
+    assert done.stderr.splitlines()[-1].startswith("nnscope run: error: --burst needs --whole-model")
+
+
+def _dot_layout(path) -> dict:
+    """``dot -Tjson`` of a written .dot: its objects by name (the file must parse)."""
+    done = subprocess.run([require_program("dot"), "-Tjson", str(path)], capture_output=True,
+                          text=True, check=True)
+    return {o["name"]: o for o in json.loads(done.stdout).get("objects", [])}
+
+
+@needs_dot
+def test_run_dot_and_svg_draw_the_tflite_graph_coloured_by_where_it_ran(tmp_path, capsys):
+    dot, svg = tmp_path / "m.dot", tmp_path / "m.svg"
+    assert main(["run", str(LANDMARK), "--feature-level", "28", "--executions", "1", "--warmup", "0",
+                 "--no-summary", "--json", "--dot", str(dot), "--svg", str(svg)]) == 0
+    rows = json.loads(capsys.readouterr().out)["delegation"]
+    objects = _dot_layout(dot)
+    assert len([n for n in objects if re.fullmatch(r"o\d+", n)]) == rows["total"] == 97
+    for p in rows["partitions"]:
+        assert objects[f"cluster_partition{p['partition']}"]["label"] == \
+            f"partition {p['partition']} ({', '.join(p['devices'])})"
+    on_cpu = [r["index"] for r in rows["operators"] if r["partition"] is None]
+    assert {objects[f"o{i}"]["fillcolor"] for i in on_cpu} == {CPU_FILL}
+    assert ET.parse(svg).getroot().tag.endswith("svg")
+
+
+@needs_dot
+def test_delegation_dot_and_svg_keep_stdout_json(model, tmp_path, capsys):
+    dot, svg = tmp_path / "m.dot", tmp_path / "m.svg"
+    assert main(["delegation", str(model), "--device", "nnapi-reference", "--executions", "0",
+                 "--json", "--dot", str(dot), "--svg", str(svg)]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["delegated"] == 2 and err.splitlines() == [f"wrote {dot}", f"wrote {svg}"]
+    objects = _dot_layout(dot)
+    assert objects["o1"]["label"] == "#1 GELU\\nCPU: unsupported operator"
+    assert objects["cluster_partition1"]["label"] == "partition 1 (nnapi-reference)"
+    assert ET.parse(svg).getroot().tag.endswith("svg")
+
+
+def test_delegation_checks_its_drawing_paths_before_running(model, tmp_path):
+    for extra, code, message in ((["--svg", str(tmp_path / "m.png")], 2, "nnscope delegation: error: --svg: "),
+                                 (["--dot", str(tmp_path / "no" / "m.dot")], 1, "nnscope: error: --dot ")):
+        done = subprocess.run([sys.executable, "-m", "nnscope.runtime", "delegation", str(model), *extra],
+                              capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert (done.returncode, done.stdout) == (code, "")
+        assert done.stderr.splitlines()[-1].startswith(message), done.stderr
 
 
 def test_a_truncated_model_is_one_line(tmp_path):
