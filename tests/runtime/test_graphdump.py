@@ -1,7 +1,6 @@
 """GraphDump against real Graphviz: ``dot -Tjson`` gives the laid-out graph (bounding box,
 clusters and their nodes, the text drawn in every node), which the tests read back."""
 import io
-import json
 import os
 import re
 import subprocess
@@ -18,6 +17,7 @@ from nnscope.runtime.hal.types import OperandLifetime as L, OperandType as T, Op
 from nnscope.runtime.model import Model
 from nnscope.runtime.tflite import load_tflite
 from tests.runtime.helpers import AddOnlyDevice, add_model, chain_model, conv_model
+from tests.support.graphviz import Layout
 from tests.support.paths import MODEL_FIXTURES
 from tests.support.programs import require_program
 
@@ -26,46 +26,6 @@ FACE = MODEL_FIXTURES / "face_detection_short_range.tflite"
 MAX_WIDTH_PT = 1500
 #: The face detector's plan was one column 7,800 pt (10,400 px) tall; wrapped, at most this.
 MAX_HEIGHT_PT = 3600
-
-
-class Layout:
-    """``dot -Tjson`` of a dot text: size in points, nodes by name, clusters, edges."""
-
-    def __init__(self, dot_text: str):
-        done = subprocess.run([require_program("dot"), "-Tjson"], input=dot_text,
-                              capture_output=True, text=True, check=True)
-        assert done.stderr == ""
-        data = json.loads(done.stdout)
-        _, _, self.width, self.height = map(float, data["bb"].split(","))
-        self.title = _texts(data)
-        objects = data.get("objects", [])
-        self.clusters = {o["name"]: o for o in objects if o["name"].startswith("cluster")}
-        self.nodes = {o["name"]: o for o in objects if "nodes" not in o}
-        self.by_id = {o["_gvid"]: o["name"] for o in objects}
-        self.edges = [(self.by_id[e["tail"]], self.by_id[e["head"]]) for e in data.get("edges", [])]
-        self.y = {o["name"]: float(o["pos"].split(",")[1]) for o in self.nodes.values()}
-
-    def texts(self, name: str) -> list[str]:
-        return _texts(self.nodes[name])
-
-    def all_texts(self) -> list[str]:
-        return [t for name in self.nodes for t in self.texts(name)]
-
-    def cluster_nodes(self, cluster: str) -> set[str]:
-        return {self.by_id[i] for i in self.clusters[cluster].get("nodes", [])}
-
-    def cluster_label(self, cluster: str) -> str:
-        return " ".join(_texts(self.clusters[cluster]))
-
-    def fill(self, name: str) -> str:
-        """The first fill colour drawn for node ``name``."""
-        node = self.nodes[name]
-        return next(op["color"] for op in (*node.get("_draw_", ()), *node.get("_ldraw_", ()))
-                    if op["op"] == "C")
-
-
-def _texts(obj) -> list[str]:
-    return [op["text"] for op in obj.get("_ldraw_", []) if op["op"] == "T"]
 
 
 def _plan(model: Model) -> Compilation:
@@ -142,7 +102,7 @@ def _assert_wrapped(layout, columns: int) -> None:
     column_of = {node: name for name, nodes in found.items() for node in nodes}
     firsts = [min((n for n in nodes if n.startswith("o")), key=lambda n: int(n[1:]))
               for nodes in found.values()]
-    assert len({layout.y[n] for n in firsts}) == 1  # every column starts at the top
+    assert len({layout.y(n) for n in firsts}) == 1  # every column starts at the top
     for tail, head in layout.edges:
         if tail in column_of and head in column_of:
             assert column_of[tail] == column_of[head], (tail, head)
@@ -191,7 +151,7 @@ def test_plan_data_flows_down(plan):
     _, layout = plan
     assert layout.edges
     for tail, head in layout.edges:
-        assert layout.y[tail] > layout.y[head], (tail, head)  # dot's y grows upwards
+        assert layout.y(tail) > layout.y(head), (tail, head)  # dot's y grows upwards
 
 
 #: The parameter names NNAPI uses, as the labels print them.

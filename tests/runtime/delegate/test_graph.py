@@ -3,8 +3,6 @@ its partition's colour or the CPU's, partition clusters naming their devices, CP
 saying why, constant-only operators marked, tensors as named edges, long models in columns."""
 from __future__ import annotations
 
-import json
-import subprocess
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -15,34 +13,12 @@ from nnscope.runtime.delegate.graph import CPU_FILL, CROSSING, PALETTE, to_dot, 
 from nnscope.runtime.delegate.report import report
 from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph
 from nnscope.runtime.tflite._reader import read_graph
+from tests.support.graphviz import Layout
 from tests.support.paths import MODEL_FIXTURES
-from tests.support.programs import needs_dot, require_program
+from tests.support.programs import needs_dot
 
 pytestmark = needs_dot
 DEVICES = [["sample-all", "nnapi-reference"], [], ["nnapi-reference"]]
-
-
-class Layout:
-    """``dot -Tjson`` of a dot text: nodes and clusters by name, edges with attributes."""
-
-    def __init__(self, dot_text: str):
-        done = subprocess.run([require_program("dot"), "-Tjson"], input=dot_text,
-                              capture_output=True, text=True, check=True)
-        assert done.stderr == ""
-        data = json.loads(done.stdout)
-        _, _, self.width, self.height = map(float, data["bb"].split(","))
-        objects = data.get("objects", [])
-        self.clusters = {o["name"]: o for o in objects if o["name"].startswith("cluster")}
-        self.nodes = {o["name"]: o for o in objects if "nodes" not in o}
-        names = {o["_gvid"]: o["name"] for o in objects}
-        self.edges = {(names[e["tail"]], names[e["head"]]): e for e in data.get("edges", [])}
-        self.names = names
-
-    def cluster_nodes(self, cluster: str) -> set[str]:
-        return {self.names[i] for i in self.clusters[cluster].get("nodes", [])}
-
-    def x(self, name: str) -> float:
-        return float(self.nodes[name]["pos"].split(",")[0])
 
 
 def relu_gelu_relu() -> bytes:
