@@ -124,7 +124,8 @@ def result_row(result: dict) -> dict:
                 threshold=_figure(accuracy.get("threshold")),
                 within_tolerance=accuracy.get("within_tolerance"),
                 ops_total=operations.get("total"), ops_on_device=operations.get("on_device"),
-                ops_share=_figure(operations.get("share")))
+                ops_share=_figure(operations.get("share")),
+                mode="delegate" if result.get("mode") == "delegate" else "whole-model")
 
 
 def bench_view(data: dict, file_name: str = "") -> dict:

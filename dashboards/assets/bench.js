@@ -38,9 +38,14 @@
   var RESULT_HEAD = ["device", "status", "compile ms", "median", "p90", "p99", "mean", "std",
                      "n", "reference", "max |err|", "rel err", "accurate", "ops on device"];
 
+  /* A .tflite benchmarked as the NNAPI delegate runs it (nnscope bench's default for one). */
+  var DELEGATE_NOTE = " (delegate mode: each device as the NNAPI delegate's accelerator; " +
+    "operators it does not take run on LiteRT's CPU)";
+
   function opsText(r) {
     return r.ops_total === null || r.ops_total === undefined ? "n/a" :
-      r.ops_on_device + " / " + r.ops_total + (r.ops_share === null ? "" :
+      r.ops_on_device + " / " + r.ops_total + (r.mode === "delegate" ? " delegated" : "") +
+        (r.ops_share === null ? "" :
         " (" + (100 * r.ops_share).toFixed(0) + "%)");
   }
 
@@ -81,7 +86,8 @@
       if (r.model !== model) {
         model = r.model;
         body.appendChild(el("tr", {"class": "group"}, [
-          el("th", {colspan: String(RESULT_HEAD.length), scope: "rowgroup"}, [model])]));
+          el("th", {colspan: String(RESULT_HEAD.length), scope: "rowgroup"},
+             [model + (r.mode === "delegate" ? DELEGATE_NOTE : "")])]));
       }
       body.appendChild(r.samples || !r.error ? measuredRow(r) : compactRow(r));
     });

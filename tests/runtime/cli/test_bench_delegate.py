@@ -5,15 +5,19 @@ here. ``--whole-model`` gives the rows of one NNAPI model (a device that cannot 
 ``unsupported``); ``--burst`` and ``--stress`` need it for a .tflite."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from nnscope.runtime import manager
 from nnscope.runtime.__main__ import main
-from nnscope.runtime.cli._bench_report import problems, read_bench, render_html, summary
+from nnscope.runtime.cli._bench_report import problems, read_bench, render_html, summary, write_json
 from nnscope.runtime.cli._bench_run import load_model
 from nnscope.runtime.delegate.delegated import DelegatedModel
+from tests.dashboards.test_browser import chromium
 from tests.support.paths import MODEL_FIXTURES
+from tests.support.programs import needs_chromium
 
 LANDMARK = MODEL_FIXTURES / "face_landmark.tflite"
 DEVICES = ["sample-minimal", "sample-quant", "all"]  # some, none, all of the model delegated
@@ -101,11 +105,24 @@ def test_the_summary_says_the_mode_and_the_delegated_share(delegated):
 
 def test_the_html_page_renders_a_delegate_mode_report(delegated, tmp_path):
     data, page = tmp_path / "bench.json", tmp_path / "bench.html"
-    from nnscope.runtime.cli._bench_report import write_json  # noqa: PLC0415
     write_json(delegated, str(data))
     assert render_html(str(data), str(page)) is None
     html = page.read_text(encoding="utf-8")
     assert all(device in html for device in DEVICES) and "face_landmark" in html
+
+
+@needs_chromium
+def test_the_bench_page_says_delegate_mode_and_the_delegated_share(delegated, tmp_path):
+    """What a person sees in Chromium: the mode over the model's rows, 'N / M delegated' per row."""
+    data, page = tmp_path / "bench.json", tmp_path / "bench.html"
+    write_json(delegated, str(data))
+    render_html(str(data), str(page))
+    dom = chromium(tmp_path, page, "--dump-dom").stdout
+    assert "face_landmark (delegate mode: each device as the NNAPI delegate" in dom
+    minimal = _result(delegated, "sample-minimal")["operations"]["on_device"]
+    for device, share in (("sample-minimal", minimal), ("sample-quant", 0), ("all", OPERATORS)):
+        row = re.search(rf"<tr data-status=\"ok\"><td>{device}</td>.*?</tr>", dom).group(0)
+        assert f"{share} / {OPERATORS} delegated" in row, row
 
 
 def test_delegate_options_reach_the_delegate(tmp_path):
