@@ -11,8 +11,9 @@ data and never import the runtime. Keys read: ``summary``, ``operators`` (``inde
 ``feature_level`` and ``max_partitions``.
 
 The page then opens with a **Delegation** section (:func:`delegation_section`): the summary
-line, one row per operator (where it ran: its partition and devices, or ``CPU: reason`` with
-the reason's category; a CPU operator's median time) and one row per partition.
+line, one row per partition (and the CPU's), the CPU operators counted by the category of why
+they stayed there, and one row per operator (where it ran: its partition and devices, or ``CPU:
+reason`` with the reason's category; a CPU operator's median time), folded when long.
 
 Example:
     >>> data = {"summary": "1 of 2 operators delegated, in 1 partition", "executions": 3,
@@ -118,6 +119,34 @@ def cpu_cells(data: dict) -> list | None:
             _ms(sum(times)) if times else ""]
 
 
+#: An operator table longer than this starts folded (the partition and reason tables stay open).
+FOLD_OVER_ROWS = 30
+
+
+def reason_rows(data: dict) -> list:
+    """Why operators stayed on the CPU: per category, its operators and their summed medians
+    (constant-only operators, which carry no category, count under ``CONSTANT_ONLY``)."""
+    groups: dict = {}
+    for row in data["operators"]:
+        if row.get("partition") is None:
+            group = groups.setdefault(row.get("category") or "CONSTANT_ONLY", [0, []])
+            group[0] += 1
+            group[1] += [row["time_ms"]] if row.get("time_ms") is not None else []
+    return [[category, str(count), _ms(sum(times)) if times else ""]
+            for category, (count, times) in sorted(groups.items(), key=lambda g: -g[1][0])]
+
+
+def _folded_table(data: dict, rows: list) -> str:
+    """The operator table in a ``<details>``, open when short."""
+    total = len(data["operators"])
+    on_cpu = sum(1 for row in data["operators"] if row.get("partition") is None)
+    opened = " open" if total <= FOLD_OVER_ROWS else ""
+    return (f'<details class="delegation-operators"{opened}><summary>Per operator: {total} '
+            f'rows ({total - on_cpu} delegated, {on_cpu} on the CPU)</summary>'
+            + _table("operators", ["index", "operator", "where", "category", "time ms"], rows)
+            + "</details>")
+
+
 def _table(kind: str, columns: list, rows: list) -> str:
     head = "".join(f'<th scope="col">{html.escape(c)}</th>' for c in columns)
     return (f'<div class="table-wrap"><table class="summary delegation {kind}"><thead><tr>{head}'
@@ -148,11 +177,14 @@ def delegation_section(data: dict) -> str:
                   for p in data["partitions"]]
     cpu = cpu_cells(data)
     partitions += [_row(cpu, 'data-partition="cpu" class="total"')] if cpu else []
+    reasons = [_row(cells, f'data-category="{html.escape(cells[0])}"') for cells in reason_rows(data)]
     return ('<section class="view" id="delegation-section">\n<h2 class="view-title">Delegation</h2>\n'
             f'<p class="delegation-summary" id="delegation-summary"><b>{html.escape(data["summary"])}'
             f'</b></p>\n<p class="sub">{html.escape(_context(data))}. A CPU operator\'s time is its '
             f'LiteRT invoke; a delegated operator\'s is in its partition\'s (NNAPI runs the '
             f'partition as one model).</p>\n'
             + _table("partitions", ["partition", "operators", "devices", "median ms"], partitions)
-            + _table("operators", ["index", "operator", "where", "category", "time ms"], operators)
+            + (_table("reasons", ["why on the CPU", "operators", "time ms"], reasons)
+               if reasons else "")
+            + _folded_table(data, operators)
             + "\n</section>\n")

@@ -17,6 +17,7 @@ from nnscope.dashboards.report import build_report
 from tests.support.paths import SYSTRACE_FIXTURES
 
 SYNTHETIC = SYSTRACE_FIXTURES / "synthetic" / "cpu.html"
+ROW_KEYS = ("data-operator", "data-partition", "data-category")
 
 
 class _Tables(HTMLParser):
@@ -32,7 +33,7 @@ class _Tables(HTMLParser):
         if tag == "table" and "delegation" in classes:
             self._kind = classes[-1]
             self.tables[self._kind] = []
-        elif tag == "tr" and self._kind and ("data-operator" in attrs or "data-partition" in attrs):
+        elif tag == "tr" and self._kind and any(key in attrs for key in ROW_KEYS):
             self._row = []
         elif tag == "td" and self._row is not None:
             self._row.append("")
@@ -86,6 +87,21 @@ def test_the_delegation_table_is_the_reports_rows(delegate_run):
     cpu_row = ["CPU (LiteRT, in the app)", str(len(cpu)), "the app process",
                f"{sum(row['time_ms'] for row in cpu):.3f}"]
     assert found.tables["partitions"] == partitions + [cpu_row]
+
+
+def test_cpu_operators_are_counted_by_why_and_a_long_operator_table_starts_folded(delegate_run):
+    data, page = delegate_run.delegation, delegate_run.page.read_text()
+    cpu = [row for row in data["operators"] if row["partition"] is None]
+    counts: dict = {}
+    for row in cpu:
+        counts.setdefault(row["category"] or "CONSTANT_ONLY", []).append(row["time_ms"])
+    found = tables(page).tables["reasons"]
+    assert {r[0]: int(r[1]) for r in found} == {k: len(v) for k, v in counts.items()}
+    assert sum(int(r[1]) for r in found) == len(cpu) and [int(r[1]) for r in found] == \
+        sorted((int(r[1]) for r in found), reverse=True)
+    assert len(data["operators"]) > page_delegation.FOLD_OVER_ROWS
+    assert (f'<details class="delegation-operators"><summary>Per operator: {data["total"]} rows '
+            f'({data["total"] - len(cpu)} delegated, {len(cpu)} on the CPU)</summary>') in page
 
 
 def test_the_run_page_is_the_dashboards_page_of_its_trace_and_report(delegate_run, tmp_path):
