@@ -111,7 +111,7 @@ class _Copier:
                 child = self.child(at, field, fields, pos)
                 if child is not None:
                     children[slot] = child
-        return self.assemble(max(fields) // 2 - 1, scalars, children)
+        return self.assemble(schema_slots(class_name), scalars, children)
 
     def child(self, at: int, field, fields, pos: int) -> int | None:
         if field.kind == "string":
@@ -206,8 +206,9 @@ def _finish(b, copier: _Copier, plan: "_Plan", tensors, ops, codes, buffers) -> 
 
 
 def schema_slots(class_name: str) -> int:
-    """How many vtable slots the table class has (its largest slot's number plus one)."""
-    return max(schema(class_name)) // 2 - 1
+    """How many vtable slots the table class has (its largest slot's number plus one; 0 for
+    an options table without fields, as ``AbsOptions``)."""
+    return max(schema(class_name), default=2) // 2 - 1
 
 
 class _Plan:

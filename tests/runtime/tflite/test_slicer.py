@@ -48,3 +48,14 @@ def test_a_missing_operator_or_tensor_is_a_format_error():
         slice_model(data, [7], [0], [1])
     with pytest.raises(TfliteFormatError, match="tensor 99"):
         slice_model(data, [0], [99], [1])
+
+
+def test_an_options_table_without_fields_is_copied():
+    from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph  # noqa: PLC0415
+    g = FlatbufferGraph()
+    x, y, z = (g.tensor(name, (1, 4), "FLOAT32") for name in "xyz")
+    g.operator("ABS", [x], [y], "AbsOptions")
+    g.operator("RELU", [y], [z])
+    g.inputs, g.outputs = [x], [z]
+    part = slice_model(g.serialize(), [0], [x], [y])
+    assert litert_outputs(part, [np.array([[-1, 2, -3, 4]], np.float32)])[0].tolist() == [[1, 2, 3, 4]]
