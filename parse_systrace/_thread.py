@@ -133,25 +133,30 @@ class ThreadState:
 
     def begin_slow(self, ts: float, info: tuple, where) -> None:
         """A begin with side effects: [SW], app phases, LA_PE counts, ignored marks."""
-        mark, layer, phase = info[MARK], info[LAYER], info[PHASE]
-        if info[SWITCH]:  # [SW]: close the switched node, open a placeholder
+        mark, layer, phase, subtract, ends, _, _, _, switch, _ = info
+        stack, app = self.stack, self.app
+        if switch:  # [SW]: close the switched node, open a placeholder
             self.end(ts, where)
             self.placeholders += 1
-            parent = self.stack[-1]
+            parent = stack[-1]
             self.removals.add(id(parent))
             node = [ts, None, None, None, None, False, [], parent, None, where, None]
             parent[_C].append(node)
-            self.stack.append(node)
-        app = self.app
-        if layer == "LA" and phase in _APP_GROUPS:
-            app.append(phase)
-        if layer == "LA" and phase == "PE":
-            current = app[-1] if app else "PO"
-            self.la_pe[current] = self.la_pe.get(current, 0) + 1
-        if layer == "LX":
+            stack.append(node)
+        if layer == "LA":
+            if phase in _APP_GROUPS:
+                app.append(phase)
+            elif phase == "PE":
+                current = app[-1] if app else "PO"
+                self.la_pe[current] = self.la_pe.get(current, 0) + 1
+        elif layer == "LX":
             self.ignored += 1
-            self.removals.add(id(self.stack[-1]))
-        self.push(ts, info, where)
+            self.removals.add(id(stack[-1]))
+        parent = stack[-1]
+        node = [ts, None, layer, phase, app[-1] if app else "PO", subtract, [], parent, mark,
+                where, ends]
+        parent[_C].append(node)
+        stack.append(node)
 
     def push(self, ts: float, info: tuple, where) -> None:
         stack = self.stack

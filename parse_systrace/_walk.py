@@ -15,8 +15,11 @@ one after the other, and gives the same result to the bit:
 - step 3 is applied to each copy as it is made; steps 4-6 as each node is reached.
 
 Per-node decisions that only depend on the node's and its parent's (layer, phase) are
-cached per walk; buckets are summed under tuple keys. With ``unlink``, each node drops
-its parent reference once its subtree is done, so the finished tree has no cycles.
+cached per walk, as a plan per parent (layer, phase) and child (layer, phase) that holds
+the child's bucket (``{app phase: ms}``): no key is built per node. A node's subtracted
+time only looks at children that can subtract (same layer, or flagged subtract). With
+``unlink``, each node drops its parent reference once its subtree is done, so the
+finished tree has no cycles.
 
 Example:
     >>> from nnscope.parse_systrace import _tree
@@ -105,10 +108,22 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
     ``unlink``: drop each node's parent reference once its subtree is done (the tree is
     then free of cycles, see :func:`parse_systrace._tree.unlink`).
     """
-    stats: dict = {}
+    stats: dict = {}  # (layer, phase) -> {app phase: ms}
     in_pe: dict = {}
-    relations: dict = {}
+    plan_sets: dict = {}  # a parent's (layer, phase) -> {a child's (layer, phase): plan}
     rebuild = ignored or placeholders
+
+    def plan(node: list, node_phase, layer, phase):
+        """How a node of this (layer, phase) under a parent of ``layer``/``phase`` counts:
+        False (added detail) or ``(its bucket, the PE bucket it also adds to or None)``;
+        validates the nesting (:func:`_relation`) the first time."""
+        if _relation(node, node_phase, layer, phase):
+            return False
+        node_layer = node[L]
+        bucket = stats.setdefault((node_layer, node_phase), {})
+        if node_phase not in PE_SUBPHASES:
+            return bucket, None
+        return bucket, stats.setdefault((node_layer, "PE"), {})
 
     def children_of(node: list) -> list:
         """The node's children after step 1."""
@@ -130,13 +145,15 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
         _flag_misplaced(children, layer, phase)
         subtract = 0.0
         for child in children:
-            subtract = subtract + subtracted(child, layer, phase)
+            if child[SUB] or child[L] == layer:  # else it subtracts 0.0
+                subtract = subtract + subtracted(child, layer, phase)
         return subtract
 
     def walk(nodes, layer, phase) -> None:
         """Pre-order over ``nodes`` (children of a node of ``layer``/``phase``) with an
         explicit stack: no call per node; a list still grows while it is walked."""
         frames: list = []
+        plans = plan_sets.setdefault((layer, phase), {})
         while True:
             for node in nodes:
                 node_layer, node_phase, children = node[L], node[P], node[C]
@@ -150,26 +167,29 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
                 if node[SUB]:
                     _tree.insert_missing_la(_tree.relocate(node))
                 else:
-                    key = (node_layer, node_phase, layer, phase)
-                    added = relations.get(key)
-                    if added is None:
-                        added = relations[key] = _relation(node, node_phase, layer, phase)
-                    if not added:
+                    counts = plans.get((node_layer, node_phase))
+                    if counts is None:
+                        counts = plans[node_layer, node_phase] = plan(node, node_phase,
+                                                                      layer, phase)
+                    if counts:
                         value = (node[E] - node[S]) * 1000.0
                         if children:
                             for child in children:
                                 if child[SUB] or child[L] == node_layer:
                                     value = value - subtracted(child, node_layer, node_phase)
-                        key = (node[A], node_layer, node_phase)
-                        stats[key] = stats.get(key, 0.0) + value
-                        if node_phase in PE_SUBPHASES and not in_pe.get(node_layer):
-                            key = (node[A], node_layer, "PE")
-                            stats[key] = stats.get(key, 0.0) + value
+                        bucket, pe_bucket = counts
+                        app = node[A]
+                        bucket[app] = bucket.get(app, 0.0) + value
+                        if pe_bucket is not None and not in_pe.get(node_layer):
+                            pe_bucket[app] = pe_bucket.get(app, 0.0) + value
                 if children:  # descend; the rest of ``nodes`` waits in ``frames``
                     if node_phase == "PE":
                         in_pe[node_layer] = in_pe.get(node_layer, 0) + 1
-                    frames.append((nodes, layer, phase, node))
+                    frames.append((nodes, layer, phase, node, plans))
                     nodes, layer, phase = iter(children), node_layer, node_phase
+                    plans = plan_sets.get((layer, phase))
+                    if plans is None:
+                        plans = plan_sets[layer, phase] = {}
                     break
                 if unlink:
                     node[PAR] = None
@@ -178,7 +198,7 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
                     return
                 if phase == "PE":
                     in_pe[layer] -= 1
-                nodes, layer, phase, node = frames.pop()
+                nodes, layer, phase, node, plans = frames.pop()
                 if unlink:
                     node[PAR] = None
 
@@ -188,4 +208,5 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
         walk(iter(tops), None, None)
     finally:
         del subtracted  # the recursive closure's cycle (the gc may be off)
-    return {f"{app}_{layer}_{phase}": value for (app, layer, phase), value in stats.items()}
+    return {f"{app}_{layer}_{phase}": value for (layer, phase), bucket in stats.items()
+            for app, value in bucket.items()}
