@@ -342,6 +342,12 @@ def _dequantize(c: _Check) -> None:
     c.input_type_in("UINT8", *(("INT8",) if c.level >= 29 else ()))
 
 
+def _no_delegate_form(c: _Check) -> None:
+    """Builtins the loader folds or lowers but the delegate does not map (SHAPE)."""
+    c.failures.append(Failure(Category.UNSUPPORTED_OPERATOR,
+                              f"the NNAPI delegate does not map {c.op.name}"))
+
+
 def _float_from(level: int) -> Callable[[_Check], None]:
     def rule(c: _Check) -> None:
         c.min_level(level)
@@ -377,7 +383,7 @@ RULES: dict[str, Callable[[_Check], None]] = {
     "GREATER_EQUAL": _from(28), "EQUAL": _from(28), "NOT_EQUAL": _from(28), "NEG": _from(28),
     "SELECT": _from(28), "UNIDIRECTIONAL_SEQUENCE_LSTM": _not_hybrid,
     "UNIDIRECTIONAL_SEQUENCE_RNN": _not_hybrid, "BIDIRECTIONAL_SEQUENCE_LSTM": _not_hybrid,
-    "LSTM": _lstm, "DEQUANTIZE": _dequantize,
+    "LSTM": _lstm, "DEQUANTIZE": _dequantize, "SHAPE": _no_delegate_form,
 }
 
 

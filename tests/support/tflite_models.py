@@ -237,3 +237,14 @@ def litert_outputs(data: bytes, feed) -> list[np.ndarray]:
         interpreter.set_tensor(detail["index"], value)
     interpreter.invoke()
     return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def relu_and_its_shape() -> bytes:
+    """RELU -> y, and SHAPE(y) as a second output (as Keras' squeeze-and-excite blocks read
+    a shape the loader knows but NNAPI has no operation for)."""
+    g = FlatbufferGraph()
+    x, y = _f32(g, "x", (1, 8)), _f32(g, "y", (1, 8))
+    s = g.tensor("s", (2,), "INT32")
+    g.operator("RELU", [x], [y])
+    g.operator("SHAPE", [y], [s], "ShapeOptions", OutType=2)
+    return _finish(g, [x], [y, s])

@@ -18,7 +18,7 @@ import pytest
 from nnscope import tracing
 from nnscope.runtime import manager
 from nnscope.runtime.cts import accuracy
-from nnscope.runtime.delegate import CpuOperator, Partition
+from nnscope.runtime.delegate import Category, CpuOperator, Partition
 from nnscope.runtime.delegate.delegated import DELEGATE_KERNEL_SPAN, DelegatedModel
 from nnscope.runtime.hal.types import OperandType
 from nnscope.runtime.tflite import TfliteFormatError, UnsupportedOperator
@@ -200,5 +200,18 @@ def test_interpreters_and_compilations_are_built_once():
         second = model.run([x])
         assert [id(k) for k in model.kernels] == before
         np.testing.assert_array_equal(first[0], second[0])
+    finally:
+        model.free()
+
+
+@pytest.mark.parametrize("devices", sorted(DEVICES))
+def test_shape_stays_on_the_cpu_as_the_delegate_does_not_map_it(devices):
+    data = tflite_models.relu_and_its_shape()
+    model = _model(data, DEVICES[devices])
+    x = np.array([[-1, 2, -3, 4, 5, -6, 7, 8]], np.float32)
+    try:
+        assert model.delegation.verdicts[1].category == Category.UNSUPPORTED_OPERATOR
+        for want, got in zip(litert_outputs(data, [x]), model.run([x])):
+            np.testing.assert_array_equal(got, want)
     finally:
         model.free()
