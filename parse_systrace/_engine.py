@@ -22,7 +22,7 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import count, islice
+from itertools import count, islice, repeat
 from typing import Callable, Iterator, Optional
 
 from nnscope.parse_systrace import _tree
@@ -250,7 +250,7 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
     events: list = []  # warnings (str) and runs, in order
     try:
         for run in _runs(batches, *unchecked, events.append, **options, split=split,
-                         guess_from=raw):
+                         guess_from=raw, numbered=False):
             events.append(run)
     except Exception:  # noqa: BLE001 - redone checked, which shows the error as usual
         yield from _runs(batches, tracking, raw, warn, **options)
@@ -263,7 +263,8 @@ def iter_runs(batches: Callable[[], Iterator[list]], *, tolerant: bool = False,
 
 
 def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
-          detail: bool, split=None, guess_from=None) -> Iterator[RunSummary]:
+          detail: bool, split=None, guess_from=None,
+          numbered: bool = True) -> Iterator[RunSummary]:
     make = partial(sessions_of, tolerant=tolerant, per_process=per_process, detail=detail)
     collecting = gc.isenabled()
     if not detail:
@@ -283,8 +284,8 @@ def _runs(batches, tracking, raw, warn, *, tolerant: bool, per_process: bool,
         if split is not None and len(sessions) == 1:
             return (yield from split.feed(sessions, warn))
         feed = feed_one if len(sessions) == 1 else _feed_many
-        yield from feed(raw_rows(raw() if raw is not None else _as_raw(batches())),
-                        sessions, warn)
+        yield from feed(raw_rows(raw() if raw is not None else _as_raw(batches()),
+                                 numbered), sessions, warn)
         yield from _finish(sessions, warn)
     finally:
         if collecting:
@@ -313,9 +314,16 @@ def _as_raw(batches) -> Iterator[tuple]:
                     for ts, tid, tgid, name, where in batch]) for batch in batches)
 
 
-def raw_rows(raw) -> Iterator:
-    """Iterables of ``(where, (tid, tgid, ts, kind, name))``, one per raw batch."""
-    return (rows if first is None else zip(count(first), rows) for first, rows in raw)
+def raw_rows(raw, numbered: bool = True) -> Iterator:
+    """Iterables of ``(where, (tid, tgid, ts, kind, name))``, one per raw batch. Without
+    ``numbered`` (the unchecked attempt: on any error it is all redone numbered) ``where``
+    is None in the blocks of byte groups: no line number is made per row."""
+    where = count if numbered else _no_lines
+    return (rows if first is None else zip(where(first), rows) for first, rows in raw)
+
+
+def _no_lines(first) -> Iterator:
+    return repeat(None)
 
 
 def _feed_many(batches, sessions: list, warn) -> Iterator[RunSummary]:
@@ -395,7 +403,7 @@ def speculate(raw: Iterator, make_sessions, warn):
         if len(sessions) != 1 or not found.tracked:
             return False
         sessions[0].guessed = True
-        runs = list(feed_one(raw_rows(then(first, raw)), sessions, ignore))
+        runs = list(feed_one(raw_rows(then(first, raw), numbered=False), sessions, ignore))
         runs.append(sessions[0].finish())
     except GuessWrong:
         return False

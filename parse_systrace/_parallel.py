@@ -368,10 +368,10 @@ def _parent_blocks(raw, skip: int, session, found: list):
     for number, (first, rows) in enumerate(raw):
         index = _split(first, rows, session, seen) if number >= skip else None
         if index is None:
-            yield from _engine.raw_rows([(first, rows)])
+            yield from _engine.raw_rows([(first, rows)], numbered=False)
             continue
         found.append(index)
-        yield from _engine.raw_rows([(first, rows[:index])])
+        yield from _engine.raw_rows([(first, rows[:index])], numbered=False)
         return
 
 
@@ -387,5 +387,5 @@ def _child_blocks(raw, session, started: list):
             rows = rows[index:]
             if first is not None:
                 first += index
-        yield from _engine.raw_rows([(first, rows)])
+        yield from _engine.raw_rows([(first, rows)], numbered=False)
 
