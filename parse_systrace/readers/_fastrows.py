@@ -3,8 +3,8 @@
 Most blocks of a real trace are nothing but ``TASK-PID (TGID) [CPU] FLAGS TS:
 tracing_mark_write: B|...`` / ``E|...`` rows. For such a block:
 
-- :func:`raw_rows` runs one ``findall`` (a C loop) whose pattern starts at a literal
-  (the newline before each row), so the regex engine skips quickly from row to row; it returns the raw byte
+- :func:`raw_rows` runs one ``findall`` (a C loop) whose pattern runs from a line's start
+  through its newline, so each match starts where the last one ended; it returns the raw byte
   groups ``(tid, tgid, ts, kind, name)`` of every row, or None when the block is not of
   that kind (the caller then parses it line by line).
 - :func:`tracking_rows` (the first pass) validates the block with one possessive regex
@@ -34,11 +34,12 @@ from nnscope.parse_systrace.errors import Unchecked
 
 _WS = rb"[^\S\n]"
 #: A current-format row as the line-by-line parser reads it (task of 2-16 characters,
-#: the last ``-PID`` in it; marks ``B|tgid|name``, ``E`` or ``E|tgid`` only), after the
-#: newline that ends the previous line: groups tid, tgid, ts, ``B`` or empty, name.
-_ROW_RE = re.compile(rb"\n%s*[^ \n][^\n]{1,15}-(\d+)%s+\(%s*(\d+)\) [^\n]* (\d+\.\d+): "
-                     rb"tracing_mark_write: (?:(B)\|\d+\|([^\n]*)|E(?:\|\d+)?)(?=\n)"
-                     % (_WS, _WS, _WS))
+#: the last ``-PID`` in it; marks ``B|tgid|name``, ``E`` or ``E|tgid`` only), from a
+#: line's start to its newline: groups tid, tgid, ts, ``B`` or empty, name. A line that
+#: is not one is skipped whole (``^``: the search only matches at line starts).
+_ROW_RE = re.compile(rb"^%s*[^ \n][^\n]{1,15}-(\d+)%s+\(%s*(\d+)\) [^\n]* (\d+\.\d+): "
+                     rb"tracing_mark_write: (?:(B)\|\d+\|([^\n]*)|E(?:\|\d+)?)\n"
+                     % (_WS, _WS, _WS), re.M)
 #: The same rows without groups, every line of a block.
 _VALID_RE = re.compile(rb"(?:%s*[^ \n][^\n]{1,15}-\d+%s+\(%s*\d+\) [^\n]* \d+\.\d+: "
                        rb"tracing_mark_write: (?:B\|\d+\|[^\n]*|E(?:\|\d+)?)\n)*+"
@@ -72,7 +73,7 @@ def raw_rows(data: bytes, checked: bool = True, lines=None):
     lines = _simple(data, lines)
     if not lines:
         return None
-    found = _ROW_RE.findall(b"\n" + data)
+    found = _ROW_RE.findall(data)
     if len(found) == lines:
         return found
     if not checked:
@@ -109,7 +110,7 @@ def tracking_rows(data: bytes, base: int, tracked: dict, checked: bool = True, l
 def _line_at(data: bytes, position: int) -> tuple:
     start = data.rfind(b"\n", 0, position) + 1
     line = data[start:data.index(b"\n", position) + 1]
-    row = _ROW_RE.findall(b"\n" + line)  # empty only in an unchecked invalid block
+    row = _ROW_RE.findall(line)  # empty only in an unchecked invalid block
     return start, (row[0] if row and row[0][3] else None)
 
 
