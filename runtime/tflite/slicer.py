@@ -165,7 +165,8 @@ def slice_model(data: bytes, operators: Sequence[int], inputs: Sequence[int],
                 outputs: Sequence[int]) -> bytes:
     """A .tflite model of ``operators`` (indexes into the first subgraph, run in the given
     order) whose inputs and outputs are the tensors ``inputs`` and ``outputs`` (indexes of the
-    original), in that order. Tensors are renumbered in order of first use.
+    original), in that order. Tensors are renumbered in order of first use; the other
+    subgraphs (the bodies a WHILE or an IF calls) are kept whole, at their indexes.
 
     Raises:
         TfliteFormatError: ``data`` is truncated or corrupt, or an index does not exist.
@@ -179,7 +180,8 @@ def slice_model(data: bytes, operators: Sequence[int], inputs: Sequence[int],
     if any(not 0 <= i < len(all_ops) for i in operators):
         raise TfliteFormatError(f"operators {list(operators)}: the subgraph has {len(all_ops)}")
     b = flatbuffers.Builder(len(data) // 4 + 1024)
-    plan = _Plan(src, [all_ops[i] for i in operators], inputs, outputs, all_tensors)
+    others = src.table_vector(model, _slot("Model", "Subgraphs"))[1:]
+    plan = _Plan(src, [all_ops[i] for i in operators], inputs, outputs, all_tensors, others)
     copier = _Copier(src, b)
     buffers = plan.buffers(model, copier)
     tensors = [copier.table(all_tensors[t], "Tensor", {"Buffer": plan.buffer_of(all_tensors[t])})
@@ -187,10 +189,25 @@ def slice_model(data: bytes, operators: Sequence[int], inputs: Sequence[int],
     ops = [copier.table(pos, "Operator", plan.operator_fields(pos)) for pos in plan.operators]
     codes_all = src.table_vector(model, _slot("Model", "OperatorCodes"))
     codes = [copier.table(codes_all[c], "OperatorCode") for c in plan.codes]
-    return _finish(b, copier, plan, tensors, ops, codes, buffers)
+    subgraphs = [_subgraph(copier, plan, pos) for pos in others]
+    return _finish(b, copier, plan, tensors, ops, codes, buffers, subgraphs)
 
 
-def _finish(b, copier: _Copier, plan: "_Plan", tensors, ops, codes, buffers) -> bytes:
+def _subgraph(copier: _Copier, plan: "_Plan", pos: int) -> int:
+    """A copy of another subgraph (a WHILE's or an IF's body, kept at its index), its tensors
+    pointing at the slice's buffers; its operators keep their codes (the slice keeps them all)."""
+    src, b = copier.src, copier.b
+    tensors = [copier.table(t, "Tensor", {"Buffer": plan.buffer_of(t)})
+               for t in src.table_vector(pos, _slot("SubGraph", "Tensors"))]
+    ops = [copier.table(op, "Operator") for op in src.table_vector(pos, _slot("SubGraph", "Operators"))]
+    return copier.assemble(schema_slots("SubGraph"), {}, {
+        _slot("SubGraph", "Tensors"): copier.offsets(tensors),
+        _slot("SubGraph", "Inputs"): b.CreateNumpyVector(_int32(src.ints(pos, _slot("SubGraph", "Inputs")))),
+        _slot("SubGraph", "Outputs"): b.CreateNumpyVector(_int32(src.ints(pos, _slot("SubGraph", "Outputs")))),
+        _slot("SubGraph", "Operators"): copier.offsets(ops)})
+
+
+def _finish(b, copier: _Copier, plan: "_Plan", tensors, ops, codes, buffers, subgraphs) -> bytes:
     sub = copier.assemble(schema_slots("SubGraph"), {}, {
         _slot("SubGraph", "Tensors"): copier.offsets(tensors),
         _slot("SubGraph", "Inputs"): b.CreateNumpyVector(_int32(plan.renumber(plan.inputs))),
@@ -198,7 +215,7 @@ def _finish(b, copier: _Copier, plan: "_Plan", tensors, ops, codes, buffers) -> 
         _slot("SubGraph", "Operators"): copier.offsets(ops)})
     root = copier.assemble(schema_slots("Model"), {_slot("Model", "Version"): (4, 3)}, {
         _slot("Model", "OperatorCodes"): copier.offsets(codes),
-        _slot("Model", "Subgraphs"): copier.offsets([sub]),
+        _slot("Model", "Subgraphs"): copier.offsets([sub, *subgraphs]),
         _slot("Model", "Description"): b.CreateString("nnscope slice"),
         _slot("Model", "Buffers"): copier.offsets(buffers)})
     b.Finish(root, file_identifier=b"TFL3")
@@ -214,7 +231,8 @@ def schema_slots(class_name: str) -> int:
 class _Plan:
     """What the slice holds: tensors in order of first use, the buffers and codes they need."""
 
-    def __init__(self, src: _Source, operators: list[int], inputs, outputs, tables: list[int]) -> None:
+    def __init__(self, src: _Source, operators: list[int], inputs, outputs, tables: list[int],
+                 others: Sequence[int] = ()) -> None:
         self.src, self.operators, self.tables, count = src, operators, tables, len(tables)
         self.inputs, self.outputs = list(inputs), list(outputs)
         order: dict[int, int] = {}
@@ -224,7 +242,10 @@ class _Plan:
                 raise TfliteFormatError(f"tensor {tensor}: the subgraph has {count}")
             order.setdefault(tensor, len(order))
         self.tensors, self._number = list(order), order
+        self.others = [t for sub in others for t in src.table_vector(sub, _slot("SubGraph", "Tensors"))]
         self.codes = list(dict.fromkeys(self.opcode(op) for op in operators))
+        if others:  # the other subgraphs' operators keep their code indexes
+            self.codes = list(range(len(src.table_vector(src.target(0), _slot("Model", "OperatorCodes")))))
         self._buffers: dict[int, int] = {}
 
     def op_tensors(self, op: int) -> list[int]:
@@ -252,8 +273,8 @@ class _Plan:
         """Buffer 0 (empty) then each buffer a kept tensor names, copied with its bytes."""
         all_buffers = self.src.table_vector(model, _slot("Model", "Buffers"))
         result = [copier.assemble(schema_slots("Buffer"), {}, {})]
-        for tensor in self.tensors:
-            at = self.src.field(self.tables[tensor], _slot("Tensor", "Buffer"))
+        for table in [self.tables[t] for t in self.tensors] + self.others:
+            at = self.src.field(table, _slot("Tensor", "Buffer"))
             number = self.src.scalar(at, 4) if at else 0
             if number and number not in self._buffers and number < len(all_buffers):
                 self._buffers[number] = len(result)

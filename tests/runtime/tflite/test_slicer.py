@@ -59,3 +59,12 @@ def test_an_options_table_without_fields_is_copied():
     g.inputs, g.outputs = [x], [z]
     part = slice_model(g.serialize(), [0], [x], [y])
     assert litert_outputs(part, [np.array([[-1, 2, -3, 4]], np.float32)])[0].tolist() == [[1, 2, 3, 4]]
+
+
+def test_a_while_keeps_the_subgraphs_it_calls():
+    """A Keras LSTM as TF converts it: WHILE loops whose cond and body are other subgraphs."""
+    data = (MODEL_FIXTURES / "generated" / "keras_lstm_gru.tflite").read_bytes()
+    graph = read_graph(data)
+    x = np.random.default_rng(0).standard_normal((1, 10, 8)).astype(np.float32)
+    whole = slice_model(data, range(len(graph.operators)), graph.inputs, graph.outputs)
+    np.testing.assert_array_equal(litert_outputs(whole, [x])[0], litert_outputs(data, [x])[0])
