@@ -111,13 +111,15 @@ class _NnapiKernel:
 class _CpuKernel:
     """One operator on LiteRT's CPU kernels: its slice's interpreter, built once."""
 
-    def __init__(self, step: CpuOperator, data: bytes, graph: TfliteGraph, label: str) -> None:
+    def __init__(self, step: CpuOperator, data: bytes, graph: TfliteGraph, label: str,
+                 dynamic: bool = False) -> None:
         self.step = step
         operator = graph.operators[step.operators[0]]
         self.span = operator.name.removeprefix("CUSTOM:")
         quantized = any(graph.tensors[t].scales for t in (*step.inputs, *step.outputs))
         try:
-            self.engine = LiteRtEngine(Translation(step.slice(data), (), (), quantized), threads=1)
+            self.engine = LiteRtEngine(Translation(step.slice(data), (), (), quantized), threads=1,
+                                       allocate=not dynamic)
         except (RuntimeError, ValueError) as error:
             raise UnsupportedOperator(f"{label}: operator {step.operators[0]} ({operator.label}) "
                                       f"does not run on LiteRT either: "
@@ -175,12 +177,14 @@ class DelegatedModel:
         self.compiled = False
         level = feature_level or default_feature_level(self.devices)
         supported = _device_check(self.devices) if self.devices else None
-        self.delegation: Delegation = decide(data, level, max_partitions, supported, self.graph)
+        dynamic = dynamic_tensors(data, self.graph)
+        self.delegation: Delegation = decide(data, level, max_partitions, supported, self.graph,
+                                             dynamic)
         self.kernels = []
         try:
             for step in self.delegation.steps:
                 self.kernels.append(_NnapiKernel(step, data) if isinstance(step, Partition) else
-                                    _CpuKernel(step, data, self.graph, label))
+                                    _CpuKernel(step, data, self.graph, label, bool(dynamic)))
         except BaseException:
             self.free()
             raise
@@ -244,6 +248,29 @@ def _timed(kernels, tensors: dict) -> list[int]:
         kernel.run(tensors)
         times.append(time.perf_counter_ns() - start)
     return times
+
+
+def dynamic_tensors(data: bytes, graph: TfliteGraph) -> list[int]:
+    """The tensors LiteRT sizes only when it runs (a RESHAPE to a computed shape, a WHILE's
+    outputs, what follows them): those it leaves unallocated when it allocates the whole
+    model. [] for a static model, or one LiteRT cannot build (its CPU operators say why)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415 - optional extra
+    try:
+        interpreter = Interpreter(model_content=data, experimental_op_resolver_type=
+                                  OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        interpreter.allocate_tensors()
+    except (RuntimeError, ValueError):
+        return []
+    return [i for i, t in enumerate(graph.tensors)
+            if t.data is None and 0 not in t.shape and not _allocated(interpreter, i)]
+
+
+def _allocated(interpreter, index: int) -> bool:
+    try:
+        interpreter.tensor(index)()
+    except ValueError:  # "Tensor data is null": a dynamic tensor before its operator runs
+        return False
+    return True
 
 
 def _read(data: bytes, label: str) -> TfliteGraph:

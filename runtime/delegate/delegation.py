@@ -95,7 +95,7 @@ class Delegation:
 
 def decide(data: bytes, feature_level: int = 30, max_partitions: int = DEFAULT_MAX_PARTITIONS,
            supported: Callable[[bytes], bool] | None = None,
-           graph: TfliteGraph | None = None) -> Delegation:
+           graph: TfliteGraph | None = None, dynamic: Sequence[int] = ()) -> Delegation:
     """Where each operator of the .tflite ``data`` runs.
 
     Args:
@@ -103,6 +103,9 @@ def decide(data: bytes, feature_level: int = 30, max_partitions: int = DEFAULT_M
         max_partitions: at most this many delegated partitions, the largest kept (<= 0: all).
         supported: given a one-operator .tflite slice, whether the chosen devices run all of
             its NNAPI operations (``getSupportedOperations``); None when no device was named.
+        dynamic: the tensors LiteRT sizes only when it runs: with any, TFLite does not apply
+            the delegate (it takes static-sized tensors only) and every operator stays on the
+            CPU.
 
     Raises:
         TfliteFormatError: a truncated or corrupt flatbuffer.
@@ -114,7 +117,13 @@ def decide(data: bytes, feature_level: int = 30, max_partitions: int = DEFAULT_M
     accepted = {v.index for v in verdicts if v.supported}
     folded = partitioning.folded_operators(view, accepted, graph.outputs)
     nodes = accepted - folded
-    if supported is not None:
+    if dynamic:
+        name = graph.tensors[dynamic[0]].name
+        verdicts = _refuse(verdicts, set(range(len(verdicts))), Category.DYNAMIC_TENSORS,
+                           f"tensor {dynamic[0]} ({name}) is sized only when it runs; the "
+                           f"delegate takes static-sized tensors only")
+        nodes = set()
+    elif supported is not None:
         refused = {i for i in nodes if not supported(_node(view, graph, i, folded).slice(data))}
         verdicts = _refuse(verdicts, refused, Category.NOT_SUPPORTED_BY_DEVICES,
                            "getSupportedOperations of the chosen devices says no")

@@ -42,7 +42,8 @@ ANDROID = {27: "Android 8.1", 28: "Android 9", 29: "Android 10", 30: "Android 11
 
 class Category(enum.IntEnum):
     """Why an operator stays on the CPU: the delegate's ``NNAPIValidationFailureType`` values,
-    then nnscope's two placement reasons (the devices, the partition limit)."""
+    then nnscope's placement reasons (the devices, the partition limit, a graph with
+    dynamic-sized tensors, to which TFLite does not apply the delegate at all)."""
 
     UNSUPPORTED_OPERATOR = 0
     UNSUPPORTED_ANDROID_VERSION = 1
@@ -62,6 +63,7 @@ class Category(enum.IntEnum):
     UNSUPPORTED_QUANTIZATION_PARAMETERS = 15
     NOT_SUPPORTED_BY_DEVICES = 100
     OVER_PARTITION_LIMIT = 101
+    DYNAMIC_TENSORS = 102
 
     @property
     def words(self) -> str:
@@ -78,7 +80,8 @@ _WORDS = {Category.UNSUPPORTED_OPERATOR: "unsupported operator",
           Category.MISSING_REQUIRED_OPERAND: "missing required operand",
           Category.UNSUPPORTED_OPERAND_RANK: "unsupported rank",
           Category.NOT_SUPPORTED_BY_DEVICES: "not supported by the chosen devices",
-          Category.OVER_PARTITION_LIMIT: "over the partition limit"}
+          Category.OVER_PARTITION_LIMIT: "over the partition limit",
+          Category.DYNAMIC_TENSORS: "the graph has dynamic-sized tensors"}
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,11 @@ class LiteRtEngine:
     """One LiteRT interpreter of a translation; one execution at a time (``lock``). A float
     translation runs on XNNPACK; one with quantized tensors on LiteRT's builtin kernels, which
     requantize as NNAPI's reference does (XNNPACK's uint8/int8 kernels round differently: one
-    step off on some elements, seen on random graphs)."""
+    step off on some elements, seen on random graphs). ``allocate=False`` leaves the
+    allocation to the first :meth:`load` (a slice whose stored input shapes are placeholders
+    for shapes known only when the graph runs)."""
 
-    def __init__(self, translation: Translation, threads: int) -> None:
+    def __init__(self, translation: Translation, threads: int, allocate: bool = True) -> None:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415 - optional extra
 
         self.translation = translation
@@ -36,7 +38,9 @@ class LiteRtEngine:
         with _first_xnnpack_quietly(self.xnnpack):
             self.interpreter = Interpreter(model_content=translation.flatbuffer, num_threads=threads,
                                            experimental_op_resolver_type=resolver)
-            self.interpreter.allocate_tensors()
+            if allocate:
+                self.interpreter.allocate_tensors()
+        self.allocated = self.strict = allocate  # placeholder shapes: any dimension may change
         self.inputs = [d["index"] for d in self.interpreter.get_input_details()]
         self.outputs = [d["index"] for d in self.interpreter.get_output_details()]
         self.shapes = [tuple(d["shape"]) for d in self.interpreter.get_input_details()]
@@ -50,11 +54,13 @@ class LiteRtEngine:
             if value is None:
                 raise HalError(ErrorStatus.INVALID_ARGUMENT, f"input {position} omitted")
             if value.shape != self.shapes[position]:
-                interpreter.resize_tensor_input(self.inputs[position], value.shape, strict=True)
+                interpreter.resize_tensor_input(self.inputs[position], value.shape,
+                                                strict=self.strict)
                 self.shapes[position] = value.shape
                 resized = True
-        if resized:
+        if resized or not self.allocated:
             interpreter.allocate_tensors()
+            self.allocated = True
         for index, value in zip(self.inputs, values):
             interpreter.set_tensor(index, value)
 

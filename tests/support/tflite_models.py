@@ -248,3 +248,17 @@ def relu_and_its_shape() -> bytes:
     g.operator("RELU", [x], [y])
     g.operator("SHAPE", [y], [s], "ShapeOptions", OutType=2)
     return _finish(g, [x], [y, s])
+
+
+def reshape_to_a_computed_shape() -> bytes:
+    """RESHAPE of x [1,8] to the shape fed as a second input (LiteRT sizes its output only when
+    it runs; stored as the placeholder [1,1], as TF's converter writes it), then a
+    FULLY_CONNECTED [.,4] -> [.,3] and a RELU: a graph with dynamic-sized tensors."""
+    g = FlatbufferGraph()
+    x, shape = _f32(g, "x", (1, 8)), g.tensor("shape", (2,), "INT32")
+    w = _f32(g, "w", (3, 4), np.random.default_rng(3).standard_normal((3, 4)))
+    y, z, out = _f32(g, "y", (1, 1)), _f32(g, "z", (1, 3)), _f32(g, "out", (1, 3))
+    g.operator("RESHAPE", [x, shape], [y])
+    g.operator("FULLY_CONNECTED", [y, w, -1], [z], "FullyConnectedOptions")
+    g.operator("RELU", [z], [out])
+    return _finish(g, [x, shape], [out])

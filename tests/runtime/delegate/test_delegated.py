@@ -215,3 +215,33 @@ def test_shape_stays_on_the_cpu_as_the_delegate_does_not_map_it(devices):
             np.testing.assert_array_equal(got, want)
     finally:
         model.free()
+
+
+@pytest.mark.parametrize("devices", sorted(DEVICES))
+def test_a_graph_with_dynamic_sized_tensors_runs_all_on_the_cpu(devices):
+    """TFLite does not apply the NNAPI delegate (static-sized tensors only) to a graph whose
+    tensors are sized when it runs; each CPU slice gets the run-time shapes, not the
+    converter's placeholders."""
+    data = tflite_models.reshape_to_a_computed_shape()
+    model = _model(data, DEVICES[devices])
+    feed = [np.arange(8, dtype=np.float32).reshape(1, 8) - 3, np.array([2, 4], np.int32)]
+    try:
+        assert not model.delegation.partitions
+        assert {v.category for v in model.delegation.verdicts} == {Category.DYNAMIC_TENSORS}
+        (want,), (got,) = litert_outputs(data, feed), model.run(feed)
+        assert got.shape == (2, 3)
+        _assert_cts(want, got)
+    finally:
+        model.free()
+
+
+def test_a_keras_lstm_as_while_loops_runs_on_litert_as_the_delegate_is_not_applied():
+    data = (MODEL_FIXTURES / "generated" / "keras_lstm_gru.tflite").read_bytes()
+    x = np.random.default_rng(2).standard_normal((1, 10, 8)).astype(np.float32)
+    model = _model(data, None)
+    try:
+        assert model.delegation.summary() == "0 of 6 operators delegated, in 0 partitions"
+        assert model.delegation.verdicts[1].category == Category.DYNAMIC_TENSORS
+        _assert_cts(litert_outputs(data, [x])[0], model.run([x])[0])
+    finally:
+        model.free()
