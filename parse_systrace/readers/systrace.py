@@ -177,7 +177,7 @@ def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
                 start = 0  # plain text: no header in the first block, rows from line 1
             lines_before += data.count(b"\n", 0, start)
             data, started = data[start:], True
-        end = data.find(END)
+        end = _find_end(data)
         if end >= 0:
             data = data[:data.rfind(b"\n", 0, end) + 1]
         lines = data.count(b"\n")
@@ -186,6 +186,12 @@ def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
         lines_before += lines
         if end >= 0 or not block:
             return
+
+
+def _find_end(data: bytes) -> int:
+    """``data.find(END)``, from the first ``<`` (a memchr scan: most blocks have none)."""
+    first = data.find(END[:1])
+    return first if first < 0 else data.find(END, first)
 
 
 def _header_start(data: bytes) -> int:
