@@ -53,13 +53,16 @@ def _flag_misplaced(children: list, layer, phase) -> None:
             child[SUB] = MOVED
 
 
-def _rebuilt(node: list, ignored: int, placeholders: int) -> list:
+def _rebuilt(node: list, ignored: int, placeholders: int, parents=None) -> list:
     """The node's children once ignored nodes, then placeholders, are removed (each
-    removed node's children move to the end of its parent's list, in removal order)."""
+    removed node's children move to the end of its parent's list, in removal order).
+    ``parents`` (see :func:`calculate`) loses the node: it is not rebuilt again."""
     children = node[C]
     new = _without_ignored(children) if ignored else children
     if placeholders:
-        new = _without_placeholders(new, ignored)
+        new = _without_placeholders(new, ignored, parents)
+    if parents is not None:
+        parents.discard(id(node))
     if new is not children:
         node[C] = new
         for child in new:
@@ -77,14 +80,18 @@ def _without_ignored(children: list) -> list:
     return kept
 
 
-def _without_placeholders(children: list, ignored: int) -> list:
+def _without_placeholders(children: list, ignored: int, parents=None) -> list:
+    """``children`` less placeholders, each replaced at the end by its own children (less
+    ignored nodes and placeholders: only looked for below a placeholder in ``parents``)."""
     kept = [child for child in children if child[M] is not None]
     if len(kept) == len(children):
         return children
     for child in children:
         if child[M] is None:
             grandchildren = _without_ignored(child[C]) if ignored else child[C]
-            kept.extend(_without_placeholders(grandchildren, ignored))
+            if parents is None or id(child) in parents:
+                grandchildren = _without_placeholders(grandchildren, ignored, parents)
+            kept.extend(grandchildren)
     return kept
 
 
@@ -104,7 +111,8 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
     """Transform a finished tree (in place) and return ``{"<app>_<layer>_<phase>": ms}``.
 
     ``ignored`` / ``placeholders``: how many such nodes the tree has (0 skips step 1);
-    ``parents``: the ids of the nodes that have such children (None: any node may);
+    ``parents``: the ids of the nodes that have such children, a placeholder that has
+    included (None: any node may), taken out of the set as they are rebuilt;
     ``unlink``: drop each node's parent reference once its subtree is done (the tree is
     then free of cycles, see :func:`parse_systrace._tree.unlink`).
     """
@@ -128,7 +136,7 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
     def children_of(node: list) -> list:
         """The node's children after step 1."""
         if rebuild and (parents is None or id(node) in parents):
-            return _rebuilt(node, ignored, placeholders)
+            return _rebuilt(node, ignored, placeholders, parents)
         return node[C]
 
     def subtracted(node: list, parent_layer, parent_phase) -> float:
@@ -161,7 +169,7 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
                     node_phase = phase
                 if children:
                     if rebuild and (parents is None or id(node) in parents):
-                        children = _rebuilt(node, ignored, placeholders)
+                        children = _rebuilt(node, ignored, placeholders, parents)
                     if node_phase != "PI" or node_layer == "LA":
                         _flag_misplaced(children, node_layer, node_phase)
                 if node[SUB]:
