@@ -29,7 +29,7 @@ from nnscope.parse_systrace import _tree
 from nnscope.parse_systrace._aggregate import aggregate
 from nnscope.parse_systrace._classify import DRIVER, tracking
 from nnscope.parse_systrace._thread import (ASYNC_BEGIN, ASYNC_END, END, SYNC, TEXT, TRACKING,
-                                    ThreadState)
+                                    ThreadState, span_ms)
 from nnscope.parse_systrace.errors import TraceFormatError
 from nnscope.parse_systrace.summary import RunSummary, ThreadDetail
 
@@ -207,11 +207,11 @@ class Session:
                 if phase != app:
                     continue
                 if ASYNC_BEGIN.search(function):
-                    begins += [pair[0] for pair in spans]
+                    begins += [span_ms(node)[0] for node in spans]
                 elif ASYNC_END.search(function):
-                    ends += [pair[0] for pair in spans]
+                    ends += [span_ms(node)[0] for node in spans]
                 elif SYNC.search(function):
-                    sync += [(pair[0], pair[1]) for pair in spans]
+                    sync += [span_ms(node) for node in spans]
         begins.sort()
         ends.sort()
         if len(begins) != len(ends):

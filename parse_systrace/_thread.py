@@ -61,6 +61,11 @@ def _span_function(mark: str):
     return None
 
 
+def span_ms(node: list) -> tuple:
+    """``(begin, end)`` in ms of an ended node recorded in :attr:`ThreadState.spans`."""
+    return node[_S] * 1000.0, node[_E] * 1000.0
+
+
 class ThreadState:
     """One tracked thread during one run.
 
@@ -87,7 +92,7 @@ class ThreadState:
         """Forget the run: a new empty tree and bookkeeping."""
         self.root = _tree.new_root()
         self.stack: list = [self.root]
-        self.spans: dict = {}  # (app phase, function) -> [[begin_ms, end_ms], ...]
+        self.spans: dict = {}  # (app phase, function) -> [ended node, ...] (see span_ms)
         self.la_pe: dict = {}
         self.stats = None
         self.ignored = self.placeholders = 0
@@ -188,18 +193,17 @@ class ThreadState:
             self.app.pop()
         if function is not None:
             key = (node[_A], function)
-            pair = [node[_S] * 1000.0, node[_E] * 1000.0]
             spans = self.spans.get(key)
             if spans is None:
-                self.spans[key] = [pair]
+                self.spans[key] = [node]
             else:
-                spans.append(pair)
+                spans.append(node)
 
     def begins(self, app: str, function: str) -> list:
-        return [pair[0] for pair in self.spans.get((app, function), ())]
+        return [node[_S] * 1000.0 for node in self.spans.get((app, function), ())]
 
     def ends(self, app: str, function: str) -> list:
-        return [pair[1] for pair in self.spans.get((app, function), ())]
+        return [node[_E] * 1000.0 for node in self.spans.get((app, function), ())]
 
     def calculate(self) -> dict:
         """Transform the finished tree and sum its buckets (once per run)."""
@@ -228,7 +232,8 @@ class ThreadState:
         for index in range(min(len(starts), len(waits))):
             elapsed = elapsed + (waits[index] - starts[index])
         for sync in SYNC_CALLS + SYNC_RUNS:
-            for begin, end in self.spans.get((app, sync), ()):
+            for node in self.spans.get((app, sync), ()):
+                begin, end = span_ms(node)
                 elapsed = elapsed + (end - begin)
         return elapsed
 
