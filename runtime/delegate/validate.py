@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -426,9 +427,20 @@ def _form_failures(lowering: Lowering, level: int) -> list[Failure]:
 def _loader_failure(op: TfliteOperator, problem: str) -> Failure:
     if problem == "no NNAPI form":
         return Failure(Category.UNSUPPORTED_OPERATOR, f"{op.label} has no NNAPI form")
-    category = Category.UNSUPPORTED_INPUT_TYPE if "type" in problem else \
-        Category.UNSUPPORTED_OPERAND_VALUE
-    return Failure(category, f"{problem} has no NNAPI form")
+    return Failure(_loader_category(problem), f"{problem} has no NNAPI form")
+
+
+def _loader_category(problem: str) -> Category:
+    """The delegate's category of an NNAPI signature's refusal (``NNAPI OP (output 0: expected
+    rank <= 4, got 5)``): a per-channel quantization, a rank, an output's or an input's type."""
+    if "PER_CHANNEL" in problem:
+        return Category.UNSUPPORTED_QUANTIZATION_TYPE
+    if "expected rank" in problem:
+        return Category.UNSUPPORTED_OPERAND_RANK
+    if "type" in problem or re.search(r"expected TENSOR_\w+.*got TENSOR_", problem):
+        return (Category.UNSUPPORTED_OUTPUT_TYPE if re.search(r"\(output \d+:", problem)
+                else Category.UNSUPPORTED_INPUT_TYPE)
+    return Category.UNSUPPORTED_OPERAND_VALUE
 
 
 def _note(op: TfliteOperator, lowering: Lowering) -> str:

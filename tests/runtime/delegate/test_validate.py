@@ -3,6 +3,7 @@ the category the NNAPI delegate's rules give for that operator at that feature l
 operator is taken at the level where the rule no longer applies); lowering notes."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from nnscope.runtime.delegate import Category, decide
@@ -10,6 +11,7 @@ from nnscope.runtime.delegate.validate import operation_level
 from nnscope.runtime.hal.types import OperationType
 from nnscope.runtime.tflite._reader import read_graph
 from nnscope.runtime.delegate.validate import validate_operators
+from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph
 from tests.support.tflite_models import category_models, squared_difference
 
 MODELS = category_models()
@@ -59,3 +61,32 @@ def test_an_unknown_feature_level_is_refused():
                                               (OperationType.ABS, 29), (OperationType.HARD_SWISH, 30)])
 def test_operation_levels_follow_nnapi_versions(operation, level):
     assert operation_level(operation) == level
+
+
+def _strided_slice_int32() -> bytes:
+    g = FlatbufferGraph()
+    x, y = g.tensor("x", (1, 4), "INT32"), g.tensor("y", (1, 2), "INT32")
+    begin, end, strides = (g.tensor(n, (2,), "INT32", np.array(v, np.int32).tobytes())
+                           for n, v in (("begin", [0, 1]), ("end", [1, 3]), ("strides", [1, 1])))
+    g.operator("STRIDED_SLICE", [x, begin, end, strides], [y], "StridedSliceOptions")
+    g.inputs, g.outputs = [x], [y]
+    return g.serialize()
+
+
+def _pack_to_rank5() -> bytes:
+    g = FlatbufferGraph()
+    a, b = (g.tensor(n, (1, 2, 2, 2), "FLOAT32") for n in "ab")
+    y = g.tensor("y", (2, 1, 2, 2, 2), "FLOAT32")
+    g.operator("PACK", [a, b], [y], "PackOptions", ValuesCount=2, Axis=0)
+    g.inputs, g.outputs = [a, b], [y]
+    return g.serialize()
+
+
+@pytest.mark.parametrize("build, category", [(_strided_slice_int32, Category.UNSUPPORTED_INPUT_TYPE),
+                                             (_pack_to_rank5, Category.UNSUPPORTED_OPERAND_RANK)])
+def test_an_nnapi_signature_refusal_gets_the_delegates_category(build, category):
+    """An operator the loader maps but whose NNAPI operation refuses the operand (an int32
+    STRIDED_SLICE, a PACK lowered to a rank-5 CONCATENATION) is named by what it refuses, as
+    TensorFlow-converted models showed (they were all 'unsupported operand value')."""
+    verdict = decide(build(), 30).verdicts[0]
+    assert verdict.category == category, verdict.reason
