@@ -32,12 +32,13 @@ from pathlib import Path
 from nnscope import tracing
 from nnscope.runtime.api import NnError
 from nnscope.runtime.cli._bench_run import (ALL, DELEGATE, BenchModel, Settings, Tick, accuracy,
-                                            empty_result, latency_stats)
+                                            empty_result, latency_stats, timed_runs)
 from nnscope.runtime.delegate import DEFAULT_MAX_PARTITIONS
 from nnscope.runtime.delegate.delegated import DelegatedModel
 from nnscope.runtime.delegate.report import report
 from nnscope.runtime.manager import get_device
 from nnscope.tracing import Phase
+
 
 @dataclass(frozen=True)
 class DelegateOptions:
@@ -122,11 +123,4 @@ def _timed(model: DelegatedModel, inputs, settings: Settings, step_times: list, 
 def _run(model: DelegatedModel, inputs, count: int, duration_s: float | None,
          step_times: list | None, tick: Tick) -> list[int]:
     """``count`` executions (or as many as fit in ``duration_s``, at least one): ns each."""
-    latencies: list[int] = []
-    end = time.monotonic() + duration_s if duration_s is not None else None
-    while len(latencies) < count if end is None else (not latencies or time.monotonic() < end):
-        start = time.perf_counter_ns()
-        model.run(inputs, step_times)
-        latencies.append(time.perf_counter_ns() - start)
-        tick(1)
-    return latencies
+    return timed_runs(lambda: model.run(inputs, step_times), count, duration_s, tick)

@@ -304,10 +304,7 @@ def run_executions(compilation: Compilation, inputs, outputs, count: int,
                    duration_s: float | None, burst, tick: Tick) -> list[int]:
     """Time ``count`` executions (or as many as fit in ``duration_s``, at least one), through
     ``burst`` (a ``runtime.Burst``) unless it is None. Returns nanoseconds per execution."""
-    latencies: list[int] = []
-    end = time.monotonic() + duration_s if duration_s is not None else None
-    while _more(len(latencies), count, end):
-        start = time.perf_counter_ns()
+    def execute() -> None:
         execution = Execution(compilation)
         for index, value in enumerate(inputs):
             execution.set_input(index, value)
@@ -318,6 +315,17 @@ def run_executions(compilation: Compilation, inputs, outputs, count: int,
         else:
             execution.burst_compute(burst)
         execution.free()
+    return timed_runs(execute, count, duration_s, tick)
+
+
+def timed_runs(run_once, count: int, duration_s: float | None, tick: Tick) -> list[int]:
+    """Call ``run_once`` ``count`` times (or as often as fits in ``duration_s``, at least
+    once), ticking each: nanoseconds per call."""
+    latencies: list[int] = []
+    end = time.monotonic() + duration_s if duration_s is not None else None
+    while _more(len(latencies), count, end):
+        start = time.perf_counter_ns()
+        run_once()
         latencies.append(time.perf_counter_ns() - start)
         tick(1)
     return latencies
