@@ -153,23 +153,25 @@ class FencedJob:
         self.finish()
 
     def finish(self) -> None:
-        """Give back what the run held, then signal and close the sync fence."""
-        close_fds(self.waits)
+        """Signal and close the sync fence (the next step waits for it: first), then give back
+        what the run held. The memo is free and the job done before the signal: a client that
+        saw the fence may launch the memo again or ask for the job's info at once."""
         if self.memo is not None:
             self.memo.fenced = False
-        if self.state is not None:
-            self._unbind()
-            self.state.close()  # its PoolTable gives the pools' fds back
-        self.request = self.memo = None  # a kept job must not keep its request's IBuffers alive
-        self.budget.give_for(self.client, len(self.waits) + 1)
-        _trace.flush_due()
         self.done = True
-        self.on_end()
         try:
             signal(self.fence, self.status == _NONE)
         except OSError:  # the client already failed the fence (it gave up on this run)
             pass
         os.close(self.fence)
+        close_fds(self.waits)
+        if self.state is not None:
+            self._unbind()
+            self.state.close()  # its PoolTable gives the pools' fds back
+        self.request = self.memo = None  # a kept job must not keep its request's IBuffers alive
+        self.budget.give_for(self.client, len(self.waits) + 1)
+        self.on_end()
+        _trace.flush_due()
 
     def _unbind(self) -> None:
         """Make the model forget this job's request (as ``Connection._unbind``), so that closing
@@ -241,10 +243,12 @@ class FencedServer:
             if self.service.vlog_driver:
                 vlog.log("driver", self.service.label, "executeFenced(%s): %d wait fences, callback %d",
                          self.service.device.name, len(launched.waits), callback_id)
+            if launched.quiet:  # its fence answers; a failure (at once, too) gets a reply from conclude()
+                launched.reply_to = message.request_id
             self._arm(launched)
             payload = _OK + _U32.pack(callback_id)
-            if launched.quiet:  # its fence answers; a failure gets this reply, from conclude()
-                launched.reply_to = message.request_id
+            if launched.quiet:
+                pass
             elif launched.reply_fd is None:
                 connection.send(REPLY | message.type, message.request_id, payload)
             else:
@@ -317,11 +321,7 @@ class FencedServer:
             if job.position == 0 and job.watch_s > 0:
                 expected = job.memo.expected if job.memo is not None else ExpectedWait()
                 job.look = expected.window(job.launched_ns, int(job.watch_s * 1e9))
-            self._waiting[fd] = job
-            if job.deadline_ns is not None:
-                self._timed[fd] = job
-            self.poller.register(fd, select.EPOLLIN)
-            return
+            return self._watch(fd, job)
         job.fenced_ns = time.monotonic_ns()
         if job.waits and job.memo is not None:
             job.memo.expected.learn(job.fenced_ns - job.launched_ns)
@@ -331,6 +331,18 @@ class FencedServer:
                 return job.run()
         executions.scheduler.submit(Job(job.client, job.prepared.priority, job.compute, job.conclude,
                                         job.label, job.prepared.mean_ns))
+
+    def _watch(self, fd: int, job: FencedJob) -> None:
+        """Add the job's fence to the epoll; a fence it cannot take (an epoll nested too deep,
+        an anonymous inode without poll) ends the job with INVALID_ARGUMENT."""
+        try:
+            self.poller.register(fd, select.EPOLLIN)
+        except OSError as error:
+            job.conclude((ErrorStatus.INVALID_ARGUMENT, f"wait_for[{job.position}] cannot be waited for: {error}"))
+            return
+        self._waiting[fd] = job
+        if job.deadline_ns is not None:
+            self._timed[fd] = job
 
     def _end(self, fd: int, status: ErrorStatus, why: str) -> None:
         """End the job waiting for ``fd`` with ``status``; ``why`` may name its fence (``{}``)."""
