@@ -38,7 +38,7 @@ def devices():
 
 
 def _swallow_next_execute(device: RemoteDevice) -> None:
-    """The next execute request (or chained step) on ``device``'s connection is lost on the way
+    """The next execute request (or fenced step) on ``device``'s connection is lost on the way
     (the driver never sees it, so it never answers)."""
     channel = device.channel
     send = channel.send
