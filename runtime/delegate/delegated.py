@@ -5,7 +5,9 @@ builds, once, a kernel per step:
 
 * a delegated partition becomes an NNAPI model (the partition sliced out of the .tflite and
   loaded by ``runtime.tflite``), compiled for the chosen devices (all of them by default), so
-  NNAPI's own partitioning across devices still happens inside it;
+  NNAPI's own partitioning across devices still happens inside it; below feature level 30 its
+  int8 tensors are uint8 in NNAPI, as the delegate passes them (``int8``: zero point and values
+  + 128 going in, values - 128 coming out);
 * an operator left to the CPU becomes a one-operator .tflite slice (with the constant-only
   operators feeding it) on a LiteRT interpreter in this process, built once and reused
   (``drivers.litert_engine``, as ``sample-litert`` builds its own: XNNPACK for float operators,
@@ -47,10 +49,12 @@ from nnscope.runtime.api import NnError, ResultCode
 from nnscope.runtime.compilation import Compilation
 from nnscope.runtime.delegate.delegation import (DEFAULT_MAX_PARTITIONS, CpuOperator, Delegation,
                                                  Partition, decide)
+from nnscope.runtime.delegate.int8 import (SIGNED_INT8_LEVEL, as_uint8_model, int8_to_uint8,
+                                           uint8_to_int8_in_place)
 from nnscope.runtime.delegate.validate import FEATURE_LEVELS
 from nnscope.runtime.drivers.litert_engine import LiteRtEngine
 from nnscope.runtime.execution import Execution
-from nnscope.runtime.hal.types import numpy_dtype
+from nnscope.runtime.hal.types import HalModel, numpy_dtype
 from nnscope.runtime.manager import devices as all_devices
 from nnscope.runtime.model import Model
 from nnscope.runtime.tflite import UnsupportedOperator, convert_tflite
@@ -69,18 +73,34 @@ def default_feature_level(devices: Sequence | None) -> int:
     return max(FEATURE_LEVELS[0], min([FEATURE_LEVELS[-1], *levels]))
 
 
+def nnapi_model(sliced: bytes, feature_level: int, label: str = "<bytes>") -> HalModel:
+    """The NNAPI model of a .tflite slice as the delegate builds it at ``feature_level``:
+    int8 tensors as uint8 below API 30 (:func:`int8.as_uint8_model`)."""
+    hal, _, _ = convert_tflite(sliced, label)
+    return hal if feature_level >= SIGNED_INT8_LEVEL else as_uint8_model(hal)
+
+
+def _int8_as_uint8(graph: TfliteGraph, tensors, dtypes) -> list[bool]:
+    """Per tensor crossing into (or out of) a partition: an int8 tensor that is uint8 in NNAPI."""
+    return [graph.tensors[t].type_name == "INT8" and np.dtype(d) == np.uint8
+            for t, d in zip(tensors, dtypes)]
+
+
 class _NnapiKernel:
     """A partition: its NNAPI model compiled once, and the output buffers NNAPI writes."""
 
-    def __init__(self, step: Partition, data: bytes) -> None:
+    def __init__(self, step: Partition, data: bytes, graph: TfliteGraph, feature_level: int) -> None:
         self.step = step
-        hal, _, _ = convert_tflite(step.slice(data), f"partition {step.number}")
-        self.model = Model.from_hal(hal, name=f"partition {step.number}")
+        label = f"partition {step.number}"
+        self.model = Model.from_hal(nnapi_model(step.slice(data), feature_level, label), name=label)
         self.compilation: Compilation | None = None
         self.input_dtypes = [numpy_dtype(self.model.operands[i].type) for i in self.model.inputs]
         self.buffers = [np.zeros(tuple(d or 1 for d in self.model.operands[i].dimensions),
                                  numpy_dtype(self.model.operands[i].type))
                         for i in self.model.outputs]
+        output_dtypes = [b.dtype for b in self.buffers]
+        self.unsigned_inputs = _int8_as_uint8(graph, step.inputs, self.input_dtypes)
+        self.unsigned_outputs = _int8_as_uint8(graph, step.outputs, output_dtypes)
 
     def compile(self, devices, preference: int | None) -> None:
         self.compilation = Compilation(self.model, list(devices) if devices else None)
@@ -92,12 +112,22 @@ class _NnapiKernel:
         with tracing.named(DELEGATE_KERNEL_SPAN):
             execution = Execution(self.compilation)
             for position, tensor in enumerate(self.step.inputs):
-                execution.set_input(position, _as(tensors[tensor], self.input_dtypes[position]))
+                execution.set_input(position, self._into_nnapi(tensors[tensor], position))
             for position, buffer in enumerate(self.buffers):
                 execution.set_output(position, buffer)
             execution.start_compute().wait()
             execution.free()
-        tensors.update(zip(self.step.outputs, self.buffers))
+            tensors.update(zip(self.step.outputs, self._out_of_nnapi()))
+
+    def _into_nnapi(self, array: np.ndarray, position: int) -> np.ndarray:
+        if self.unsigned_inputs[position]:
+            return int8_to_uint8(array)
+        return _as(array, self.input_dtypes[position])
+
+    def _out_of_nnapi(self) -> list[np.ndarray]:
+        """The output buffers as the model's tensors: uint8 ones made int8 again, in place."""
+        return [uint8_to_int8_in_place(buffer) if unsigned else buffer
+                for buffer, unsigned in zip(self.buffers, self.unsigned_outputs)]
 
     def device_names(self) -> list[str]:
         """The devices NNAPI chose for this partition, in plan order."""
@@ -176,14 +206,14 @@ class DelegatedModel:
         self.devices = list(devices) if devices else None
         self.compiled = False
         level = feature_level or default_feature_level(self.devices)
-        supported = _device_check(self.devices) if self.devices else None
+        supported = _device_check(self.devices, level) if self.devices else None
         dynamic = dynamic_tensors(data, self.graph)
         self.delegation: Delegation = decide(data, level, max_partitions, supported, self.graph,
                                              dynamic)
         self.kernels = []
         try:
             for step in self.delegation.steps:
-                self.kernels.append(_NnapiKernel(step, data) if isinstance(step, Partition) else
+                self.kernels.append(_NnapiKernel(step, data, self.graph, level) if isinstance(step, Partition) else
                                     _CpuKernel(step, data, self.graph, label, bool(dynamic)))
         except BaseException:
             self.free()
@@ -283,11 +313,12 @@ def _read(data: bytes, label: str) -> TfliteGraph:
         raise type(error)(f"{label}: {error}") from None
 
 
-def _device_check(devices: Sequence):
-    """``supported(slice)``: whether ``devices`` run every NNAPI operation of a slice."""
+def _device_check(devices: Sequence, feature_level: int):
+    """``supported(slice)``: whether ``devices`` run every NNAPI operation of a slice (in the
+    form the delegate gives it at ``feature_level``)."""
     def supported(sliced: bytes) -> bool:
         try:
-            hal, _, _ = convert_tflite(sliced)
+            hal = nnapi_model(sliced, feature_level)
         except ValueError:
             return False
         model = Model.from_hal(hal)

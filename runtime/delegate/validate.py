@@ -10,7 +10,8 @@ nnscope: an operator is delegated when
 * the delegate's own per-operator rules pass (:data:`RULES`: types, ranks, operand values,
   a missing bias, hybrid weights, the Android version an operator needs); and
 * every NNAPI operation and operand type the loader emits for it exists at the feature level
-  (27: Android 8.1, NNAPI 1.0; 28: 1.1; 29: 1.2; 30: 1.3).
+  (27: Android 8.1, NNAPI 1.0; 28: 1.1; 29: 1.2; 30: 1.3). Below 30, an int8 tensor counts
+  as the type the delegate passes it as (``int8``: uint8 for the operators it converts).
 
 A verdict lists every failure (the delegate collects them all), the first being the one the
 report shows, and a note when the loader lowers the operator into several NNAPI operations.
@@ -32,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from nnscope.runtime.delegate.int8 import SIGNED_INT8_LEVEL, int8_operand_type
 from nnscope.runtime.hal.types import OperandType, OperationType
 from nnscope.runtime.tflite.loader import Lowering, lower_operators
 from nnscope.runtime.tflite._reader import TfliteGraph, TfliteOperator
@@ -174,6 +176,17 @@ _QUANT8 = ("UINT8", "INT8")
 _FLOAT_OR_QUANT8 = ("FLOAT32", "UINT8", "INT8")
 
 
+def _int8_from_api_30(c: _Check, position: int = 0, outputs: bool = False) -> None:
+    """An operator the delegate does not convert takes int8 here only from API 30."""
+    if c.level >= SIGNED_INT8_LEVEL:
+        return
+    where = "output" if outputs else "input"
+    c.expect(c.type(position, outputs) != "INT8",
+             Category.UNSUPPORTED_OUTPUT_TYPE if outputs else Category.UNSUPPORTED_INPUT_TYPE,
+             f"an int8 {where} of {c.op.name} needs {ANDROID[SIGNED_INT8_LEVEL]} "
+             f"(API {SIGNED_INT8_LEVEL})")
+
+
 # --------------------------------------------------------------------------- the rules
 def _float_or_quant8(c: _Check) -> None:
     c.input_type_in(*_FLOAT_OR_QUANT8)
@@ -264,6 +277,8 @@ def _resize(c: _Check) -> None:
         c.min_level(29)
     c.expect(c.rank(0) == 4, Category.UNSUPPORTED_OPERAND_RANK, "input must have rank 4")
     _float_or_quant8(c)
+    if c.op.name == "RESIZE_BILINEAR" and c.level < 29:
+        _bilinear_before_api_29(c)
     c.expect(c.constant(1), Category.INPUT_TENSOR_SHOULD_HAVE_CONSTANT_SHAPE,
              "the size input must be constant")
     if c.level <= 29:
@@ -271,6 +286,14 @@ def _resize(c: _Check) -> None:
                  "align_corners needs Android 11 (API 30)")
         c.expect(not c.option("HalfPixelCenters", False), Category.UNSUPPORTED_OPERAND_VALUE,
                  "half_pixel_centers needs Android 11 (API 30)")
+
+
+def _bilinear_before_api_29(c: _Check) -> None:
+    c.expect(c.type(0) == "FLOAT32", Category.UNSUPPORTED_INPUT_TYPE,
+             f"before API 29 NNAPI resizes float32 only, not {c.type(0)}")
+    out = c.tensor(0, outputs=True)
+    c.expect(out is None or len(out.shape) != 4 or out.shape[1] == out.shape[2],
+             Category.UNSUPPORTED_OPERAND_VALUE, "before API 29 the output must be square")
 
 
 def _pad(c: _Check) -> None:
@@ -282,6 +305,9 @@ def _pad(c: _Check) -> None:
     if len(c.op.inputs) == 3:
         c.expect(c.level >= 29, Category.UNSUPPORTED_OPERATOR_VARIANT,
                  "a padding value needs Android 10 (API 29)")
+    elif c.level < 29:
+        c.expect(c.type(0) == "FLOAT32", Category.UNSUPPORTED_INPUT_TYPE,
+                 f"before API 29 NNAPI pads float32 only, not {c.type(0)}")
 
 
 def _batch_to_space(c: _Check) -> None:
@@ -344,6 +370,32 @@ def _dequantize(c: _Check) -> None:
     if c.type(0) == "FLOAT16":
         return  # float16 weights become float32 constants (or an NNAPI DEQUANTIZE at API 30)
     c.input_type_in("UINT8", *(("INT8",) if c.level >= 29 else ()))
+    source = c.tensor(0)
+    if c.level == 29 and c.type(0) == "INT8" and source is not None:
+        c.expect(not any(source.zero_points), Category.UNSUPPORTED_INPUT_TYPE,
+                 "at API 29 NNAPI dequantizes int8 with zero point 0 only (TENSOR_QUANT8_SYMM)")
+
+
+def _quantize(c: _Check) -> None:
+    c.min_level(29)
+    c.expect(c.type(0) == "FLOAT32" or c.type(0) in _QUANT8, Category.UNSUPPORTED_INPUT_TYPE,
+             f"QUANTIZE of {c.type(0)}")
+    c.expect(c.type(0, outputs=True) in _QUANT8, Category.UNSUPPORTED_OUTPUT_TYPE,
+             f"QUANTIZE to {c.type(0, outputs=True)}")
+    _int8_from_api_30(c, 0, outputs=True)
+
+
+def _split(c: _Check) -> None:
+    c.min_level(29)
+    c.expect(c.type(1) in ("FLOAT32", "UINT8", "INT8", "INT32"), Category.UNSUPPORTED_INPUT_TYPE,
+             f"SPLIT of {c.type(1)}")
+    _int8_from_api_30(c, 1)
+
+
+def _cast(c: _Check) -> None:
+    c.min_level(29)
+    _int8_from_api_30(c, 0)
+    _int8_from_api_30(c, 0, outputs=True)
 
 
 def _no_delegate_form(c: _Check) -> None:
@@ -380,14 +432,14 @@ RULES: dict[str, Callable[[_Check], None]] = {
     "ABS": _float_from(29), "EXP": _float_from(29), "LOG": _float_from(29),
     "RSQRT": _float_from(29), "SQRT": _float_from(29), "SIN": _float_from(29),
     "POW": _float_from(29), "SLICE": _from(29), "TRANSPOSE_CONV": _from(29),
-    "MAXIMUM": _from(29), "MINIMUM": _from(29), "CAST": _from(29), "PRELU": _from(29),
+    "MAXIMUM": _from(29), "MINIMUM": _from(29), "CAST": _cast, "PRELU": _from(29),
     "LEAKY_RELU": _from(29), "TILE": _from(29), "TOPK_V2": _from(29), "EXPAND_DIMS": _from(29),
-    "SPLIT": _from(29), "LOGICAL_AND": _from(29), "LOGICAL_OR": _from(29),
+    "SPLIT": _split, "LOGICAL_AND": _from(29), "LOGICAL_OR": _from(29),
     "LOGICAL_NOT": _from(29), "LESS": _from(28), "LESS_EQUAL": _from(28), "GREATER": _from(28),
     "GREATER_EQUAL": _from(28), "EQUAL": _from(28), "NOT_EQUAL": _from(28), "NEG": _from(28),
     "SELECT": _from(28), "UNIDIRECTIONAL_SEQUENCE_LSTM": _not_hybrid,
     "UNIDIRECTIONAL_SEQUENCE_RNN": _not_hybrid, "BIDIRECTIONAL_SEQUENCE_LSTM": _not_hybrid,
-    "LSTM": _lstm, "DEQUANTIZE": _dequantize, "SHAPE": _no_delegate_form,
+    "LSTM": _lstm, "DEQUANTIZE": _dequantize, "QUANTIZE": _quantize, "SHAPE": _no_delegate_form,
 }
 
 
@@ -404,24 +456,33 @@ _T = OperandType
 _OPERAND_LEVELS = {_T.TENSOR_FLOAT16: (29, Category.UNSUPPORTED_INPUT_TYPE),
                    _T.TENSOR_BOOL8: (29, Category.UNSUPPORTED_INPUT_TYPE),
                    _T.TENSOR_QUANT16_SYMM: (29, Category.UNSUPPORTED_INPUT_TYPE),
+                   _T.TENSOR_QUANT8_SYMM: (29, Category.UNSUPPORTED_INPUT_TYPE),
                    _T.TENSOR_QUANT8_SYMM_PER_CHANNEL: (29, Category.UNSUPPORTED_QUANTIZATION_TYPE),
                    _T.TENSOR_QUANT8_ASYMM_SIGNED: (30, Category.UNSUPPORTED_ANDROID_VERSION)}
 
 
-def _form_failures(lowering: Lowering, level: int) -> list[Failure]:
-    """What the loader's NNAPI form of the operator needs beyond ``level``."""
+def _form_failures(lowering: Lowering, level: int, int8_type: OperandType) -> list[Failure]:
+    """What the loader's NNAPI form of the operator needs beyond ``level``, its int8 operands
+    (TENSOR_QUANT8_ASYMM_SIGNED in the loader's form) taken as ``int8_type``."""
     failures = []
     for operation, types in zip(lowering.operations, lowering.operand_types):
         needed = operation_level(operation)
         if needed > level:
             failures.append(Failure(Category.UNSUPPORTED_ANDROID_VERSION,
                                     f"NNAPI {operation.name} needs {ANDROID[needed]} (API {needed})"))
-        for operand_type in sorted(types):
+        passed = {int8_type if t == _T.TENSOR_QUANT8_ASYMM_SIGNED else t for t in types}
+        for operand_type in sorted(passed):
             needed, category = _OPERAND_LEVELS.get(operand_type, (27, None))
             if needed > level:
                 failures.append(Failure(category, f"{operand_type.name} operands need "
-                                                  f"{ANDROID[needed]} (API {needed})"))
+                                                  f"{ANDROID[needed]} (API {needed})"
+                                                  f"{_UNCONVERTED.get(operand_type, '')}"))
     return failures
+
+
+#: Why an operand type is still missing below its level, where the delegate could convert it.
+_UNCONVERTED = {_T.TENSOR_QUANT8_ASYMM_SIGNED: "; below it the NNAPI delegate passes int8 as "
+                                               "uint8 only to the operators it lists"}
 
 
 def _loader_failure(op: TfliteOperator, problem: str) -> Failure:
@@ -465,7 +526,8 @@ def validate_operator(graph: TfliteGraph, index: int, lowering: Lowering, level:
         if lowering.problem is not None:
             check.failures.append(_loader_failure(op, lowering.problem))
         else:
-            check.failures.extend(_form_failures(lowering, level))
+            check.failures.extend(_form_failures(lowering, level,
+                                                 int8_operand_type(graph, op, level)))
     return Verdict(index, op.label, _unique(check.failures), _note(op, lowering),
                    tuple(o.name for o in lowering.operations))
 

@@ -5,7 +5,9 @@ the feature level at which the delegate's rules give that category for it) that 
 ``conv_gelu_conv`` puts a builtin with no NNAPI form at level 30 in the middle of a delegable
 chain; ``with_custom`` does the same with MediaPipe's ``Convolution2DTransposeBias`` (LiteRT
 resolves it); ``relu_chains`` makes delegated partitions of 1, 2, 3 and 4 operators split by
-GELUs, for the partition limit.
+GELUs, for the partition limit; ``int8_cnn`` is a fully int8-quantized network (as TF's
+converter writes one) with an int8 requantization in the middle, and ``int8_operator`` builds a
+one-operator int8 model, for the delegate's int8 rules below API 30.
 """
 from __future__ import annotations
 
@@ -174,7 +176,7 @@ def _conv_int8_per_channel() -> CategoryModel:
     g.operator("CONV_2D", [x, w, b], [y], "Conv2DOptions", Padding=1, StrideW=1, StrideH=1,
                DilationWFactor=1, DilationHFactor=1)
     feed = (RNG.integers(-100, 100, (1, 4, 4, 2)).astype(np.int8),)
-    return CategoryModel(_finish(g, [x], [y]), 28, Category.UNSUPPORTED_QUANTIZATION_TYPE, feed, 30)
+    return CategoryModel(_finish(g, [x], [y]), 28, Category.UNSUPPORTED_QUANTIZATION_TYPE, feed, 29)
 
 
 def _conv_without_bias() -> CategoryModel:
@@ -217,6 +219,80 @@ def category_models() -> dict[str, CategoryModel]:
             "operand_value": _batch_to_space_crops(), "quantization": _conv_int8_per_channel(),
             "missing_operand": _conv_without_bias(), "android_version": _abs(),
             "hybrid": _hybrid_fully_connected()}
+
+
+# --------------------------------------------------------------------------- int8
+def _q8(g: FlatbufferGraph, name: str, shape, scale: float, zero_point: int, data=None) -> int:
+    payload = None if data is None else np.asarray(data, np.int8).tobytes()
+    return g.tensor(name, shape, "INT8", payload, quant=Quant((scale,), (zero_point,)))
+
+
+def _int8_filter(g: FlatbufferGraph, name: str, shape, axis: int, seed: int) -> tuple[int, np.ndarray]:
+    """A per-channel int8 filter (scales along ``axis``, zero points 0) and its scales."""
+    rng = np.random.default_rng(seed)
+    channels = shape[axis]
+    scales = rng.uniform(0.004, 0.02, channels)
+    values = rng.integers(-127, 128, shape).astype(np.int8)
+    w = g.tensor(name, shape, "INT8", values.tobytes(),
+                 quant=Quant(tuple(scales), (0,) * channels, axis))
+    return w, scales
+
+
+def _int32_bias(g: FlatbufferGraph, name: str, scales: np.ndarray, seed: int) -> int:
+    values = np.random.default_rng(seed).integers(-500, 500, len(scales)).astype(np.int32)
+    return g.tensor(name, (len(scales),), "INT32", values.tobytes(),
+                    quant=Quant(tuple(scales), (0,) * len(scales), 0))
+
+
+def int8_cnn() -> bytes:
+    """int8 [1,8,8,3] -> CONV_2D (per-channel filter, RELU) -> QUANTIZE (int8 to int8: the
+    delegate takes it only from API 30) -> DEPTHWISE_CONV_2D (per-channel) -> ADD (with the
+    requantized tensor) -> AVERAGE_POOL_2D -> RESHAPE -> FULLY_CONNECTED (per-tensor weights),
+    int8 logits [1,10]: TF's converter's full-integer form. (No SOFTMAX after it: a one-step
+    change of a logit, as implementations round differently, moves it by several steps.)"""
+    g = FlatbufferGraph()
+    x = _q8(g, "input", (1, 8, 8, 3), 0.02, -5)
+    w0, s0 = _int8_filter(g, "conv_w", (8, 3, 3, 3), 0, 1)
+    a = _q8(g, "conv", (1, 8, 8, 8), 0.1, -128)
+    g.operator("CONV_2D", [x, w0, _int32_bias(g, "conv_b", 0.02 * s0, 2)], [a], "Conv2DOptions",
+               Padding=0, StrideW=1, StrideH=1, DilationWFactor=1, DilationHFactor=1,
+               FusedActivationFunction=1)
+    b = _q8(g, "requantized", (1, 8, 8, 8), 0.16, -100)
+    g.operator("QUANTIZE", [a], [b])
+    w1, s1 = _int8_filter(g, "dw_w", (1, 3, 3, 8), 3, 3)
+    c = _q8(g, "depthwise", (1, 8, 8, 8), 0.15, 3)
+    g.operator("DEPTHWISE_CONV_2D", [b, w1, _int32_bias(g, "dw_b", 0.16 * s1, 4)], [c],
+               "DepthwiseConv2DOptions", Padding=0, StrideW=1, StrideH=1, DepthMultiplier=1,
+               DilationWFactor=1, DilationHFactor=1, FusedActivationFunction=0)
+    d = _q8(g, "add", (1, 8, 8, 8), 0.2, -10)
+    g.operator("ADD", [c, b], [d], "AddOptions", FusedActivationFunction=0)
+    e = _q8(g, "pool", (1, 4, 4, 8), 0.2, -10)
+    g.operator("AVERAGE_POOL_2D", [d], [e], "Pool2DOptions", Padding=1, StrideW=2, StrideH=2,
+               FilterWidth=2, FilterHeight=2, FusedActivationFunction=0)
+    shape = g.tensor("shape", (2,), "INT32", np.array([1, 128], np.int32).tobytes())
+    f = _q8(g, "flat", (1, 128), 0.2, -10)
+    g.operator("RESHAPE", [e, shape], [f], "ReshapeOptions", NewShape=[1, 128])
+    weights = np.random.default_rng(5).integers(-127, 128, (10, 128))
+    w2 = _q8(g, "fc_w", (10, 128), 0.001, 0, weights)
+    logits = _q8(g, "logits", (1, 10), 0.2, 0)
+    g.operator("FULLY_CONNECTED", [f, w2, _int32_bias(g, "fc_b", np.full(10, 0.2 * 0.001), 6)],
+               [logits], "FullyConnectedOptions", FusedActivationFunction=0)
+    return _finish(g, [x], [logits])
+
+
+def int8_operator(op: str, shape=(1, 4, 4, 2), out_shape=None, out_type: str = "INT8",
+                  zero_point: int = -3, options=None, extra=(), before=(), **fields) -> bytes:
+    """One ``op`` on an int8 input ``x`` (scale 0.05, ``zero_point``): ``extra`` are constant
+    inputs after it and ``before`` constant inputs before it, each (array, TFLite type); the
+    output has ``out_type`` (int8 like the input, bool, int32 or float32 as given)."""
+    g = FlatbufferGraph()
+    head = [g.tensor(f"b{i}", np.shape(v), t, np.asarray(v).tobytes()) for i, (v, t) in enumerate(before)]
+    x = _q8(g, "x", shape, 0.05, zero_point)
+    tail = [g.tensor(f"c{i}", np.shape(v), t, np.asarray(v).tobytes()) for i, (v, t) in enumerate(extra)]
+    out = out_shape or shape
+    y = _q8(g, "y", out, 0.05, zero_point) if out_type == "INT8" else g.tensor("y", out, out_type)
+    g.operator(op, [*head, x, *tail], [y], options, **fields)
+    return _finish(g, [x], [y])
 
 
 def squared_difference() -> bytes:

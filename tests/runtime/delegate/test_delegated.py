@@ -245,3 +245,33 @@ def test_a_keras_lstm_as_while_loops_runs_on_litert_as_the_delegate_is_not_appli
         _assert_cts(litert_outputs(data, [x])[0], model.run([x])[0])
     finally:
         model.free()
+
+
+@pytest.mark.parametrize("devices", sorted(DEVICES))
+@pytest.mark.parametrize("level", [29, 28])
+def test_an_int8_network_below_api_30_runs_as_uint8_and_agrees_with_litert(level, devices):
+    """Below API 30 each partition's int8 tensors are uint8 in NNAPI (zero point and values +
+    128), as the delegate passes them: the values cross into and out of each partition
+    converted, the QUANTIZE between the partitions runs on LiteRT in int8, and the outputs
+    are LiteRT's within the CTS's quant8 tolerance. At API 29 the convolutions are delegated
+    (per-channel filters as NNAPI 1.2's TENSOR_QUANT8_SYMM_PER_CHANNEL); at 28 they stay on
+    the CPU (NNAPI 1.1 convolves no int8)."""
+    data = tflite_models.int8_cnn()
+    model = _model(data, DEVICES[devices], feature_level=level)
+    rng = np.random.default_rng(level)
+    try:
+        kinds = [type(s).__name__ for s in model.delegation.steps]
+        assert kinds == (["Partition", "CpuOperator", "Partition"] if level == 29 else
+                         ["CpuOperator"] * 3 + ["Partition", "CpuOperator"])
+        for kernel in model.kernels:
+            if isinstance(kernel.step, Partition):
+                types = {o.type for o in kernel.model.operands}
+                assert OperandType.TENSOR_QUANT8_ASYMM in types
+                assert OperandType.TENSOR_QUANT8_ASYMM_SIGNED not in types
+        for _ in range(3):
+            x = rng.integers(-128, 128, (1, 8, 8, 3)).astype(np.int8)
+            (want,), (got,) = litert_outputs(data, [x]), model.run([x])
+            assert got.dtype == np.int8
+            _assert_cts(want, got)
+    finally:
+        model.free()
