@@ -1,10 +1,12 @@
-"""runtime.hal.sync_fence: a recurring wait learned, and the microsecond nap before a look."""
+"""runtime.hal.sync_fence: a recurring wait learned, the microsecond nap before a look, and
+writes to a fence that never block."""
 from __future__ import annotations
 
 import os
 import threading
 
-from nnscope.runtime.hal.sync_fence import MAX_WATCH_LEAD_NS, WATCH_LEAD_NS, ExpectedWait, nap, new_fence, signal
+from nnscope.runtime.hal.sync_fence import (FAILED, MAX_WATCH_LEAD_NS, SIGNALED, WATCH_LEAD_NS, ExpectedWait, count,
+                                           fail, nap, new_fence, signal)
 
 
 def test_nothing_learned_looks_from_the_start():
@@ -75,3 +77,48 @@ def test_nap_on_a_high_fd_uses_poll():
         os.close(fd)
         if high != fd:
             os.close(high)
+
+
+def _writes_without_blocking(write, fd: int) -> bool:
+    """Whether ``write(fd)`` returns although ``fd`` is blocking and its count full (a read
+    frees a write that blocked, after a generous bound: a hang guard, not a speed)."""
+    thread = threading.Thread(target=write, args=(fd,), daemon=True)
+    thread.start()
+    thread.join(5.0)
+    if thread.is_alive():
+        os.eventfd_read(fd)
+        thread.join()
+        return False
+    return True
+
+
+def _full_blocking_fence() -> int:
+    fd = os.eventfd(0, os.EFD_CLOEXEC)  # O_NONBLOCK cleared, as a hostile holder may
+    os.eventfd_write(fd, FAILED)
+    return fd
+
+
+def test_signal_of_a_blocking_full_fence_raises_instead_of_blocking():
+    fd = _full_blocking_fence()
+    outcome = []
+
+    def write(fence: int) -> None:
+        try:
+            signal(fence, ok=True)
+        except BlockingIOError:
+            outcome.append("refused")
+
+    try:
+        assert _writes_without_blocking(write, fd) and outcome == ["refused"]
+    finally:
+        os.close(fd)
+
+
+def test_fail_of_a_blocking_signalled_fence_leaves_it_as_it_is():
+    fd = os.eventfd(0, os.EFD_CLOEXEC)
+    signal(fd, ok=True)
+    try:
+        assert _writes_without_blocking(fail, fd)
+        assert count(fd) == SIGNALED
+    finally:
+        os.close(fd)
