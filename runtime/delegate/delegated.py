@@ -213,7 +213,8 @@ class DelegatedModel:
         self.kernels = []
         try:
             for step in self.delegation.steps:
-                self.kernels.append(_NnapiKernel(step, data, self.graph, level) if isinstance(step, Partition) else
+                self.kernels.append(_NnapiKernel(step, data, self.graph, level)
+                                    if isinstance(step, Partition) else
                                     _CpuKernel(step, data, self.graph, label, bool(dynamic)))
         except BaseException:
             self.free()

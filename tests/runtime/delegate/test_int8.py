@@ -7,6 +7,7 @@ import numpy as np
 from nnscope.runtime.delegate.int8 import as_uint8_model, int8_to_uint8, uint8_to_int8_in_place
 from nnscope.runtime.hal.types import OperandType
 from nnscope.runtime.tflite import convert_tflite
+from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph, Quant
 from tests.support.tflite_models import category_models
 
 _T = OperandType
@@ -39,20 +40,22 @@ def test_a_model_keeps_its_real_values_with_signed_operands_made_unsigned():
                 _T.TENSOR_QUANT8_ASYMM, before.zero_point + 128, before.scale)
         else:
             assert after == before
-    assert {o.type for o in unsigned.main.operands} >= {_T.TENSOR_QUANT8_SYMM_PER_CHANNEL, _T.TENSOR_INT32}
+    kept = {_T.TENSOR_QUANT8_SYMM_PER_CHANNEL, _T.TENSOR_INT32}
+    assert {o.type for o in unsigned.main.operands} >= kept
     assert unsigned.operand_values == signed.operand_values  # its only 8-bit constant is per-channel
 
 
 def test_a_signed_constant_is_stored_plus_128():
-    from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph, Quant
     g = FlatbufferGraph()
     x = g.tensor("x", (1, 4), "INT8", quant=Quant((0.5,), (-3,)))
-    c = g.tensor("c", (1, 4), "INT8", np.array([[-128, -1, 0, 127]], np.int8).tobytes(), quant=Quant((0.5,), (-3,)))
+    values = np.array([[-128, -1, 0, 127]], np.int8)
+    c = g.tensor("c", (1, 4), "INT8", values.tobytes(), quant=Quant((0.5,), (-3,)))
     y = g.tensor("y", (1, 4), "INT8", quant=Quant((1.0,), (-3,)))
     g.operator("ADD", [x, c], [y], "AddOptions", FusedActivationFunction=0)
     g.inputs, g.outputs = [x], [y]
     signed, _, _ = convert_tflite(g.serialize())
     unsigned = as_uint8_model(signed)
-    constant = next(o for o in unsigned.main.operands if o.location is not None and o.type == _T.TENSOR_QUANT8_ASYMM)
+    constant = next(o for o in unsigned.main.operands
+                    if o.location is not None and o.type == _T.TENSOR_QUANT8_ASYMM)
     assert constant.zero_point == 125
     assert _constant(unsigned, constant).tolist() == [0, 127, 128, 255]

@@ -117,12 +117,14 @@ def _quantize_float_to_int8() -> bytes:
 
 
 #: int8 operators the delegate passes to NNAPI as uint8 below API 30, and the first level
-#: that takes them (the operator's own rules: NNAPI 1.0 has no quantized TANH or MEAN, pads
-#: and resizes float32 only, convolves no int8; 1.1 brings TRANSPOSE, 1.2 ARG_MAX).
+#: that takes them (by the operator's own rules: quantized TANH, MEAN and ARG_MAX from NNAPI
+#: 1.2; PAD and RESIZE_BILINEAR take float32 only before 1.2, convolutions no int8; TRANSPOSE
+#: comes with 1.1).
 CONVERTED = {
     "RELU": (lambda: int8_operator("RELU"), 27),
-    "MAX_POOL_2D": (lambda: int8_operator("MAX_POOL_2D", out_shape=(1, 2, 2, 2), options="Pool2DOptions",
-                                          Padding=1, StrideW=2, StrideH=2, FilterWidth=2, FilterHeight=2), 27),
+    "MAX_POOL_2D": (lambda: int8_operator("MAX_POOL_2D", out_shape=(1, 2, 2, 2),
+                                          options="Pool2DOptions", Padding=1, StrideW=2,
+                                          StrideH=2, FilterWidth=2, FilterHeight=2), 27),
     "RESHAPE": (lambda: int8_operator("RESHAPE", out_shape=(1, 32), extra=[_i32([1, 32])],
                                       options="ReshapeOptions", NewShape=[1, 32]), 27),
     "LOGISTIC": (lambda: _q8_unary("LOGISTIC", 1 / 256, -128), 27),
