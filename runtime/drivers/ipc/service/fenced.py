@@ -14,13 +14,15 @@ timeout_after_fence i64 | watch us u32`` (``wire.layouts.FENCED_MEMO``), then an
 ``EXECUTE_SYNC_MEMO`` repeat; its fds are the ``wait_for`` fences, then the sync fence to signal:
 the runtime's own eventfd, so that it can launch the next step, waiting for this one's fence,
 without waiting for a reply. An untimed one is *quiet*: its fence is its answer, and it is
-answered on the socket only when it fails (the error, as any refusal); a timed one is answered
-``status u32 | callback id u32`` (no fd) for ``getExecutionInfo``. A refused launch also fails
+answered on the socket only when it fails (the error, as any refusal; a run that fails as it
+launches, too); a timed one is answered ``status u32 | callback id u32`` (no fd) for
+``getExecutionInfo``. A refused launch also fails
 that fence. The memo must be this connection's and its model's, and not already launched
 and pending.
 
 A launched job is an event of the serve loop, never a thread: the fence it waits for is in this
-server's epoll (:meth:`FencedServer.fileno`), which the loop polls with its connections. When
+server's epoll (:meth:`FencedServer.fileno`), which the loop polls with its connections (a
+fence the epoll refuses, e.g. an epoll nested too deep, ends the job with INVALID_ARGUMENT). When
 the fence signals, the job waits for the next one, or runs as an execution does: on the loop
 when it is short or its client alone, else queued by priority (``service.scheduler``). Its
 deadline cuts to ``timeout_after_fence`` after the fences; a job whose deadline passes while it
@@ -247,13 +249,11 @@ class FencedServer:
                 launched.reply_to = message.request_id
             self._arm(launched)
             payload = _OK + _U32.pack(callback_id)
-            if launched.quiet:
-                pass
-            elif launched.reply_fd is None:
-                connection.send(REPLY | message.type, message.request_id, payload)
-            else:
+            if launched.reply_fd is not None:
                 send_with_fds(connection, REPLY | message.type, message.request_id, payload,
                               [launched.reply_fd])
+            elif not launched.quiet:
+                connection.send(REPLY | message.type, message.request_id, payload)
         else:
             if message.type == _FENCED_MEMO and message.fds and is_eventfd(message.fds[-1]):
                 fail(message.fds[-1])
