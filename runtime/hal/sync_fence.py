@@ -45,28 +45,37 @@ def new_fence() -> int:
 
 
 def signal(fd: int, ok: bool) -> None:
-    """Signal the fence once, with the outcome in its count. Never blocks (:func:`_write`):
+    """Signal the fence once, with the outcome in its count. Never blocks (:func:`write_nowait`):
     BlockingIOError when its count cannot take the outcome any more."""
-    _write(fd, SIGNALED if ok else FAILED)
+    write_nowait(fd, SIGNALED if ok else FAILED)
 
 
 def fail(fd: int) -> None:
     """Fail the fence unless it signalled already (a waiter that gives up on its run)."""
     try:
-        _write(fd, FAILED)
+        write_nowait(fd, FAILED)
     except OSError:  # signalled already: its count cannot take FAILED any more
         pass
 
 
-def _write(fd: int, value: int) -> None:
-    """Add ``value`` to the eventfd's count without blocking, whatever its file status flags.
-    Whoever holds a fence shares its open file description (a driver's fence and the copy its
-    client received are one), so a client may clear O_NONBLOCK on it: a write its count cannot
-    take would then wait for a read that never comes. Put back before each write: one
-    ``fcntl`` (F_GETFL) when nobody cleared it."""
+def write_nowait(fd: int, value: int) -> None:
+    """Add ``value`` to the eventfd's count without blocking, whatever its file status flags
+    (BlockingIOError when the count cannot take it). Whoever holds an eventfd shares its open
+    file description (a driver's fence and the copy its client received are one; an FMQ's
+    wake-ups too), so a client may clear O_NONBLOCK on it at any time: a write its count cannot
+    take would then wait for a read that never comes. Put back before each write: one ``fcntl``
+    (F_GETFL) when nobody cleared it."""
     if os.get_blocking(fd):
         os.set_blocking(fd, False)
     os.eventfd_write(fd, value)
+
+
+def read_nowait(fd: int) -> int:
+    """Take the eventfd's count without blocking, whatever its file status flags (as
+    :func:`write_nowait`); BlockingIOError when it is 0 (another holder took it first)."""
+    if os.get_blocking(fd):
+        os.set_blocking(fd, False)
+    return os.eventfd_read(fd)
 
 
 def is_fence(fd: int) -> bool:

@@ -42,7 +42,7 @@ import time
 
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError
 from nnscope.runtime.hal.shared_memory import MappingError, map_fd, sealed_memfd
-from nnscope.runtime.hal.sync_fence import close_fds, spin
+from nnscope.runtime.hal.sync_fence import close_fds, read_nowait, spin, write_nowait
 
 MAGIC = 0x514D464E  # "NFMQ"
 VERSION = 1
@@ -342,7 +342,8 @@ class FmqChannel:
 
 def _own_eventfd(fd: int) -> None:
     """Refuse a wake-up fd that is not an eventfd (a file, pipe or /dev/zero would make a waiter
-    spin, fail or block); make it non-blocking."""
+    spin, fail or block); make it non-blocking (each wake-up's write and read makes it so again:
+    the peer shares the flag and may clear it)."""
     if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:[eventfd]":
         raise MappingError(f"wake-up fd is not an eventfd ({os.readlink(f'/proc/self/fd/{fd}')})")
     os.set_blocking(fd, False)
@@ -371,7 +372,7 @@ def _wait(poller, event_fd: int, deadline: float | None, what: str, slice_s: flo
     if not ready:
         return False
     try:
-        os.eventfd_read(event_fd)
+        read_nowait(event_fd)  # the peer may have made its eventfd blocking since
     except BlockingIOError:
         pass  # consumed already; the caller rechecks the indices anyway
     return len(ready) > 1 or ready[0][0] != event_fd
@@ -379,7 +380,7 @@ def _wait(poller, event_fd: int, deadline: float | None, what: str, slice_s: flo
 
 def _signal(event_fd: int) -> None:
     try:
-        os.eventfd_write(event_fd, 1)
+        write_nowait(event_fd, 1)  # the peer may have made its eventfd blocking since
     except BlockingIOError:
         pass  # counter saturated: the waiter is woken anyway
 
