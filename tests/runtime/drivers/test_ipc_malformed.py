@@ -10,8 +10,8 @@ import pytest
 from nnscope.runtime.drivers.ipc import SharedPool
 from nnscope.runtime.drivers.ipc.client.device import model_payload
 from nnscope.runtime.drivers.ipc.wire.codec import Reader
-from nnscope.runtime.drivers.ipc.client.encoder import PoolCache, encode_execute
-from nnscope.runtime.drivers.ipc.wire.execution_codec import decode_result
+from nnscope.runtime.drivers.ipc.client.encoder import EncodeMemo, PoolCache, encode_execute
+from nnscope.runtime.drivers.ipc.wire.execution_codec import MEMO_HEAD, decode_result
 from nnscope.runtime.drivers.ipc.wire.protocol import FLAG_BULK, HEADER, MAGIC, REPLY, VERSION, MsgType, pack_header
 from nnscope.runtime.hal.types import ErrorStatus
 from tests.runtime.drivers._hal import add_model, make_request
@@ -135,6 +135,27 @@ def test_every_prefix_of_a_prepare_is_rejected(raw, driver):
             record = pack_header(MsgType.GET_SUPPORTED_OPERATIONS, 2, cut) + payload[:cut]
             assert exchange(raw, record)[2] == INVALID, cut
     good_execute(raw, driver[1])
+
+
+@pytest.mark.parametrize("deadline", [-2, -(1 << 63)])
+def test_a_negative_deadline_other_than_none_is_invalid(raw, driver, deadline):
+    """-1 is "no deadline" on the wire; any other negative value is malformed, in an execute, a
+    repeat of a memo and a prepare alike (a fenced launch: test_fenced_hostile)."""
+    prepared = driver[1]
+    request, _, _ = make_request(prepared.model, [np.full(4, 2, np.float32)] * 2)
+    payload, _, _, _ = encode_execute(prepared.model_id, request, False, deadline, PoolCache(), [])
+    assert exchange(raw, pack_header(MsgType.EXECUTE_SYNC, 1, len(payload)) + payload)[2] == INVALID
+    pools, memo = PoolCache(), EncodeMemo()
+    payload, _, _, _ = encode_execute(prepared.model_id, request, False, None, pools, [], memo)
+    assert memo.memo_id and exchange(raw, pack_header(MsgType.EXECUTE_SYNC, 2, len(payload)) + payload)[2] == 0
+    repeat = memo.repeat(request, MEMO_HEAD.pack(prepared.model_id, memo.memo_id, 0, deadline), pools)
+    assert exchange(raw, pack_header(MsgType.EXECUTE_SYNC_MEMO, 3, len(repeat)) + repeat)[2] == INVALID
+    repeat = memo.repeat(request, MEMO_HEAD.pack(prepared.model_id, memo.memo_id, 0, -1), pools)
+    assert exchange(raw, pack_header(MsgType.EXECUTE_SYNC_MEMO, 4, len(repeat)) + repeat)[2] == 0
+    model, _, _ = model_payload(add_model((4,)))
+    prepare = struct.pack("<BBq", 1, 100, deadline) + struct.pack("<I", 0) + struct.pack("<I", 0) + model
+    assert exchange(raw, pack_header(MsgType.PREPARE_MODEL, 5, len(prepare)) + prepare)[2] == INVALID
+    good_execute(raw, prepared)
 
 
 def test_out_of_bounds_pool_regions(raw, driver):

@@ -60,7 +60,7 @@ from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.service._guard import PoolTable
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
-from nnscope.runtime.drivers.ipc.service.execute import DecodeState, decode_execute
+from nnscope.runtime.drivers.ipc.service.execute import DecodeState, deadline_of, decode_execute
 from nnscope.runtime.drivers.ipc.service.scheduler import Job
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
 from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed
@@ -430,8 +430,9 @@ class FencedServer:
         if len(view) != _MEMO_LAUNCH_SIZE + memo.inline_size:
             raise CodecError(f"fenced execute repeat carries {len(view) - _MEMO_LAUNCH_SIZE} inline "
                              f"bytes, its request has {memo.inline_size}")
-        if measure & ~_MEASURE_FLAGS or deadline < -1:
-            raise CodecError(f"fenced execute repeat: bad flags {measure} or deadline {deadline}")
+        if measure & ~_MEASURE_FLAGS:
+            raise CodecError(f"fenced execute repeat: bad flags {measure}")
+        deadline_ns = deadline_of(deadline)
         prepared = self._model(connection, model_id)
         self._take(connection, wait_count + 1)
         waits = []
@@ -439,7 +440,7 @@ class FencedServer:
             waits = [os.dup(fd) for fd in fds[:wait_count]]
             memo.refill(view, _MEMO_LAUNCH_SIZE)
             watch_s = min(watch_us / 1e6, MAX_WATCH_S) if self._may_watch else 0.0
-            job = FencedJob(prepared, memo.request, bool(measure & 1), None if deadline < 0 else deadline,
+            job = FencedJob(prepared, memo.request, bool(measure & 1), deadline_ns,
                             waits, None if duration < 0 else duration, start, self.label, connection,
                             self.service, watch_s=watch_s, memo=memo, fence=fds[wait_count])
         except BaseException:
