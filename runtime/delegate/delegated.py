@@ -4,7 +4,8 @@
 builds, once, a kernel per step:
 
 * a delegated partition becomes an NNAPI model (the partition sliced out of the .tflite and
-  loaded by ``runtime.tflite``), compiled for the chosen devices (all of them by default), so
+  loaded by ``runtime.tflite`` for the feature level: HARD_SWISH below 30 is MUL and ADD, as
+  the delegate builds it), compiled for the chosen devices (all of them by default), so
   NNAPI's own partitioning across devices still happens inside it; below feature level 30 its
   int8 tensors are uint8 in NNAPI, as the delegate passes them (``int8``: zero point and values
   + 128 going in, values - 128 coming out);
@@ -74,9 +75,11 @@ def default_feature_level(devices: Sequence | None) -> int:
 
 
 def nnapi_model(sliced: bytes, feature_level: int, label: str = "<bytes>") -> HalModel:
-    """The NNAPI model of a .tflite slice as the delegate builds it at ``feature_level``:
-    int8 tensors as uint8 below API 30 (:func:`int8.as_uint8_model`)."""
-    hal, _, _ = convert_tflite(sliced, label)
+    """The NNAPI model of a .tflite slice as the delegate builds it at ``feature_level``: only
+    operations of that level (the loader builds a newer operator from older ones where the
+    delegate does: HARD_SWISH below 30), int8 tensors as uint8 below API 30
+    (:func:`int8.as_uint8_model`)."""
+    hal, _, _ = convert_tflite(sliced, label, feature_level)
     return hal if feature_level >= SIGNED_INT8_LEVEL else as_uint8_model(hal)
 
 

@@ -9,9 +9,11 @@ nnscope: an operator is delegated when
   delegate maps); otherwise it is an *unsupported operator* (custom operators, GELU, ...);
 * the delegate's own per-operator rules pass (:data:`RULES`: types, ranks, operand values,
   a missing bias, hybrid weights, the Android version an operator needs); and
-* every NNAPI operation and operand type the loader emits for it exists at the feature level
-  (27: Android 8.1, NNAPI 1.0; 28: 1.1; 29: 1.2; 30: 1.3). Below 30, an int8 tensor counts
-  as the type the delegate passes it as (``int8``: uint8 for the operators it converts).
+* every NNAPI operation and operand type the loader emits for it at the feature level exists
+  there (27: Android 8.1, NNAPI 1.0; 28: 1.1; 29: 1.2; 30: 1.3). The loader builds the
+  model for the level: an operator the delegate builds from older operations below a level
+  is built so (HARD_SWISH below 30: MUL, MUL, MUL, ADD). Below 30, an int8 tensor counts as
+  the type the delegate passes it as (``int8``: uint8 for the operators it converts).
 
 A verdict lists every failure (the delegate collects them all), the first being the one the
 report shows, and a note when the loader lowers the operator into several NNAPI operations.
@@ -545,5 +547,5 @@ def validate_operators(graph: TfliteGraph, level: int) -> list[Verdict]:
     if level not in FEATURE_LEVELS:
         raise ValueError(f"feature level {level}: the NNAPI delegate knows "
                          f"{', '.join(map(str, FEATURE_LEVELS))}")
-    lowerings = lower_operators(graph)
+    lowerings = lower_operators(graph, level)
     return [validate_operator(graph, i, lowering, level) for i, lowering in enumerate(lowerings)]

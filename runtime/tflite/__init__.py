@@ -4,10 +4,11 @@
 code), maps tensors to operands (shapes, types, quantisation, per-channel scales), copies
 constants into ``operand_values`` and maps builtin operators to NNAPI operations with their
 options as scalar operands (``supported_operators()`` lists the builtins; ``_lowered_operators``
-those that become several NNAPI operations). Sparse constants are densified at load time. An
-operator with no NNAPI form raises :class:`UnsupportedOperator` naming it; a truncated or corrupt
-file raises :class:`TfliteFormatError` (every offset and length is checked against the file
-before anything is read). Both are ValueErrors of one line.
+those that become several NNAPI operations; ``_hard_swish`` HARD_SWISH, built from MUL and ADD
+when ``convert_tflite`` is given a feature level below 30). Sparse constants are densified at
+load time. An operator with no NNAPI form raises :class:`UnsupportedOperator` naming it; a
+truncated or corrupt file raises :class:`TfliteFormatError` (every offset and length is checked
+against the file before anything is read). Both are ValueErrors of one line.
 
 Example:
     >>> import numpy as np

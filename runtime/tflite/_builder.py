@@ -68,10 +68,15 @@ def _quant_params(tensor: TfliteTensor, op_type: OperandType):
 
 
 class GraphBuilder:
-    """Collects operands/operations while the operator converters walk the TFLite graph."""
+    """Collects operands/operations while the operator converters walk the TFLite graph.
 
-    def __init__(self, graph: TfliteGraph) -> None:
+    ``feature_level`` is the NNAPI feature level (Android API level) the model is built for:
+    a converter builds an operator newer than it from older operations, as the NNAPI delegate
+    does (None: the newest, every operator as its own NNAPI operation)."""
+
+    def __init__(self, graph: TfliteGraph, feature_level: int | None = None) -> None:
         self.graph = graph
+        self.feature_level = feature_level
         self.operands: list[Operand] = []
         self.operations: list[Operation] = []
         self._blob = bytearray()
@@ -109,11 +114,14 @@ class GraphBuilder:
                         location=self._store(array)))
         return self._scalars[key]
 
-    def temporary(self, like: int, dimensions: tuple[int, ...] | None = None) -> int:
-        """A new temporary with the type/quantisation of operand ``like``."""
+    def temporary(self, like: int, dimensions: tuple[int, ...] | None = None,
+                  quantization: tuple[float, int] | None = None) -> int:
+        """A new temporary with the type/quantisation of operand ``like`` (or its type with
+        ``quantization``: (scale, zero point))."""
         base = self.operands[like]
         dims = base.dimensions if dimensions is None else tuple(dimensions)
-        return self._append(Operand(base.type, dims, base.scale, base.zero_point))
+        scale, zero_point = quantization or (base.scale, base.zero_point)
+        return self._append(Operand(base.type, dims, scale, zero_point))
 
     def omitted(self, op_type: OperandType) -> int:
         """An omitted optional input (NO_VALUE), e.g. an LSTM's absent peephole weights."""

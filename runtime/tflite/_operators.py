@@ -18,6 +18,7 @@ import numpy as np
 
 from nnscope.runtime.hal.types import FuseCode, OperandType, OperationType as Op
 from nnscope.runtime.tflite._builder import GraphBuilder, UnsupportedOperator
+from nnscope.runtime.tflite._hard_swish import hard_swish
 from nnscope.runtime.tflite._reader import TfliteOperator
 from nnscope.runtime.tflite._lowered_operators import LOWERED_CONVERTERS
 from nnscope.runtime.tflite._recurrent_operators import RECURRENT_CONVERTERS
@@ -215,7 +216,7 @@ CONVERTERS: dict[str, Callable[[GraphBuilder, TfliteOperator], None]] = {
     "SOFTMAX": _softmax, "MEAN": _mean,
     "RELU": _unary(Op.RELU), "RELU6": _unary(Op.RELU6), "RELU_N1_TO_1": _unary(Op.RELU1),
     "LOGISTIC": _unary(Op.LOGISTIC), "TANH": _unary(Op.TANH),
-    "HARD_SWISH": _unary(Op.HARD_SWISH),
+    "HARD_SWISH": hard_swish,  # MUL and ADD below feature level 30 (_hard_swish)
     "RESIZE_BILINEAR": _resize(Op.RESIZE_BILINEAR),
     "RESIZE_NEAREST_NEIGHBOR": _resize(Op.RESIZE_NEAREST_NEIGHBOR),
     "TRANSPOSE_CONV": _transpose_conv, "L2_NORMALIZATION": _l2_normalization,

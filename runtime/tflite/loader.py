@@ -56,15 +56,18 @@ def load_tflite(path: str | os.PathLike) -> tuple[HalModel, list[str], list[str]
     return convert_tflite(data, str(path))
 
 
-def convert_tflite(data: bytes, label: str = "<bytes>") -> tuple[HalModel, list[str], list[str]]:
-    """:func:`load_tflite` for an in-memory flatbuffer."""
+def convert_tflite(data: bytes, label: str = "<bytes>", feature_level: int | None = None
+                   ) -> tuple[HalModel, list[str], list[str]]:
+    """:func:`load_tflite` for an in-memory flatbuffer; with ``feature_level`` (an Android API
+    level), an operator newer than it is built from older NNAPI operations where the NNAPI
+    delegate builds it so (HARD_SWISH below 30), else the newest form of each."""
     if len(data) < 8 or data[4:8] != b"TFL3":
         raise TfliteFormatError(f"{label}: not a TFLite flatbuffer (no TFL3 identifier)")
     try:
         graph = read_graph(data)
     except ValueError as error:
         raise type(error)(f"{label}: {error}") from None
-    builder = GraphBuilder(graph)
+    builder = GraphBuilder(graph, feature_level)
     problems = []
     for index, operator in enumerate(graph.operators):
         try:
@@ -95,11 +98,12 @@ class Lowering:
     problem: str | None = None
 
 
-def lower_operators(graph: TfliteGraph) -> list[Lowering]:
-    """Each operator of ``graph`` converted as :func:`convert_tflite` converts it, in one pass:
-    the NNAPI operations it becomes (none for a folded constant, several for a lowered
-    operator) or why it has none. A file too corrupt for its operators raises as there."""
-    builder, result = GraphBuilder(graph), []
+def lower_operators(graph: TfliteGraph, feature_level: int | None = None) -> list[Lowering]:
+    """Each operator of ``graph`` converted as :func:`convert_tflite` converts it (at
+    ``feature_level``), in one pass: the NNAPI operations it becomes (none for a folded
+    constant, several for a lowered operator) or why it has none. A file too corrupt for its
+    operators raises as there."""
+    builder, result = GraphBuilder(graph, feature_level), []
     for index, operator in enumerate(graph.operators):
         first = len(builder.operations)
         problem = _lower(builder, index, operator)

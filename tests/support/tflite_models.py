@@ -7,7 +7,9 @@ chain; ``with_custom`` does the same with MediaPipe's ``Convolution2DTransposeBi
 resolves it); ``relu_chains`` makes delegated partitions of 1, 2, 3 and 4 operators split by
 GELUs, for the partition limit; ``int8_cnn`` is a fully int8-quantized network (as TF's
 converter writes one) with an int8 requantization in the middle, and ``int8_operator`` builds a
-one-operator int8 model, for the delegate's int8 rules below API 30.
+one-operator int8 model, for the delegate's int8 rules below API 30; ``conv_hard_swish_conv``
+and ``hard_swish_operator`` hold a HARD_SWISH, which NNAPI has from level 30 only (the
+delegate builds it from MUL and ADD below).
 """
 from __future__ import annotations
 
@@ -63,6 +65,29 @@ def _conv_between_conv(middle: str, size: int, channels: int) -> bytes:
     b = _f32(g, middle.lower(), (1, size, size, channels))
     g.operator(middle, [a], [b])
     y = _conv(g, b, (1, size, size, channels), channels, "conv1")
+    return _finish(g, [x], [y])
+
+
+def conv_hard_swish_conv(size: int = 16, channels: int = 8) -> bytes:
+    """:func:`conv_gelu_conv` with a HARD_SWISH in the middle, as MobileNetV3 uses it: all
+    delegated at every level (below 30 the delegate builds it from MUL and ADD)."""
+    return _conv_between_conv("HARD_SWISH", size, channels)
+
+
+#: A quantized HARD_SWISH's input [-6.4, 6.35] and output [-0.39, 7.26] (scale, zero point).
+_HARD_SWISH_QUANT = {"UINT8": ((0.05, 128), (0.03, 13)), "INT8": ((0.05, 0), (0.03, -115))}
+
+
+def hard_swish_operator(type_name: str = "FLOAT32", shape=(1, 4, 4, 2)) -> bytes:
+    """One HARD_SWISH on ``type_name``: FLOAT32, FLOAT16, or UINT8 / INT8 quantized as
+    :data:`_HARD_SWISH_QUANT` (the output in its own range, as TF's converter writes it)."""
+    g = FlatbufferGraph()
+    quant = [None, None]
+    if type_name in _HARD_SWISH_QUANT:
+        quant = [Quant((scale,), (zero_point,))
+                 for scale, zero_point in _HARD_SWISH_QUANT[type_name]]
+    x, y = (g.tensor(n, shape, type_name, quant=q) for n, q in zip("xy", quant))
+    g.operator("HARD_SWISH", [x], [y])
     return _finish(g, [x], [y])
 
 

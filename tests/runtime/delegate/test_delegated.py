@@ -20,7 +20,7 @@ from nnscope.runtime import manager
 from nnscope.runtime.cts import accuracy
 from nnscope.runtime.delegate import Category, CpuOperator, Partition
 from nnscope.runtime.delegate.delegated import DELEGATE_KERNEL_SPAN, DelegatedModel
-from nnscope.runtime.hal.types import OperandType
+from nnscope.runtime.hal.types import OperandType, OperationType
 from nnscope.runtime.tflite import TfliteFormatError, UnsupportedOperator
 from tests.support.paths import MODEL_FIXTURES
 from tests.support import tflite_models
@@ -31,7 +31,8 @@ pytest.importorskip("ai_edge_litert")
 SHIPPED = sorted(p.stem for p in MODEL_FIXTURES.glob("*.tflite"))
 DEVICES = {"default": None, "nnapi-reference": ["nnapi-reference"]}
 _CTS_TYPES = {np.dtype(np.float32): OperandType.TENSOR_FLOAT32, np.dtype(np.int32): OperandType.TENSOR_INT32,
-              np.dtype(np.int64): OperandType.TENSOR_INT32, np.dtype(np.int8): OperandType.TENSOR_QUANT8_ASYMM_SIGNED}
+              np.dtype(np.int64): OperandType.TENSOR_INT32, np.dtype(np.int8): OperandType.TENSOR_QUANT8_ASYMM_SIGNED,
+              np.dtype(np.uint8): OperandType.TENSOR_QUANT8_ASYMM}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -273,5 +274,56 @@ def test_an_int8_network_below_api_30_runs_as_uint8_and_agrees_with_litert(level
             (want,), (got,) = litert_outputs(data, [x]), model.run([x])
             assert got.dtype == np.int8
             _assert_cts(want, got)
+    finally:
+        model.free()
+
+
+# --------------------------------------------------------------------------- HARD_SWISH
+def _partition_operations(model: DelegatedModel) -> set:
+    """Every NNAPI operation in the partitions' models."""
+    return {operation.type for kernel in model.kernels if isinstance(kernel.step, Partition)
+            for operation in kernel.model.operations}
+
+
+@pytest.mark.parametrize("devices", sorted(DEVICES))
+@pytest.mark.parametrize("level", [30, 29, 27])
+def test_hard_swish_between_convolutions_is_delegated_at_every_level(level, devices):
+    """Below API 30 the partition holds no NNAPI HARD_SWISH (NNAPI 1.3) but the delegate's
+    MUL, MUL, MUL and ADD; from 30 NNAPI's own. Either way one partition, LiteRT's outputs
+    within the CTS tolerance."""
+    data = tflite_models.conv_hard_swish_conv()
+    model = _model(data, DEVICES[devices], feature_level=level)
+    rng = np.random.default_rng(level)
+    try:
+        assert [type(s) for s in model.delegation.steps] == [Partition]
+        operations = _partition_operations(model)
+        assert (OperationType.HARD_SWISH in operations) == (level >= 30)
+        assert (OperationType.MUL in operations) == (level < 30)
+        for _ in range(3):
+            x = (rng.standard_normal((1, 16, 16, 3)) * 2).astype(np.float32)
+            _assert_cts(litert_outputs(data, [x])[0], model.run([x])[0])
+    finally:
+        model.free()
+
+
+@pytest.mark.parametrize("devices", sorted(DEVICES))
+@pytest.mark.parametrize("level", [29, 27])
+@pytest.mark.parametrize("type_name", ["UINT8", "INT8"])
+def test_a_quantized_hard_swish_below_api_30_runs_in_uint8_and_agrees_with_litert(type_name, level,
+                                                                                 devices):
+    """The delegate builds it from uint8 MUL and ADD (an int8 one passed as uint8): every input
+    step gives LiteRT's output within the CTS's quant8 tolerance (one step)."""
+    data = tflite_models.hard_swish_operator(type_name, shape=(1, 8, 16, 2))
+    model = _model(data, DEVICES[devices], feature_level=level)
+    dtype = np.uint8 if type_name == "UINT8" else np.int8
+    try:
+        assert [type(s) for s in model.delegation.steps] == [Partition]
+        assert OperationType.HARD_SWISH not in _partition_operations(model)
+        types = {o.type for k in model.kernels for o in k.model.operands}
+        assert OperandType.TENSOR_QUANT8_ASYMM_SIGNED not in types
+        x = (np.arange(256) + int(np.iinfo(dtype).min)).astype(dtype).reshape(1, 8, 16, 2)
+        (want,), (got,) = litert_outputs(data, [x]), model.run([x])
+        assert got.dtype == dtype
+        _assert_cts(want, got)
     finally:
         model.free()

@@ -13,7 +13,8 @@ from nnscope.runtime.hal.types import OperationType
 from nnscope.runtime.tflite._reader import read_graph
 from nnscope.runtime.delegate.validate import validate_operators
 from nnscope.runtime.tflite._flatbuffer import FlatbufferGraph, Quant
-from tests.support.tflite_models import category_models, int8_operator, squared_difference
+from tests.support.tflite_models import (category_models, hard_swish_operator, int8_operator,
+                                        squared_difference)
 
 MODELS = category_models()
 
@@ -51,6 +52,36 @@ def test_a_lowered_operator_is_noted():
     verdict = decide(squared_difference()).verdicts[0]
     assert verdict.supported
     assert verdict.note == "lowered into 2 NNAPI operations (SUB, MUL)"
+
+
+#: What the NNAPI delegate builds HARD_SWISH from below API 30 (NNAPI 1.0 operations).
+HARD_SWISH_BELOW_30 = ("MUL", "MUL", "MUL", "ADD")
+
+
+@pytest.mark.parametrize("type_name", ["FLOAT32", "UINT8", "INT8"])
+@pytest.mark.parametrize("level", [27, 28, 29])
+def test_hard_swish_below_api_30_is_delegated_built_from_mul_and_add(level, type_name):
+    """The delegate takes HARD_SWISH at every level (no Android version in its rule, float32
+    or 8-bit quantized) and below API 30 builds it from NNAPI 1.0 operations."""
+    verdict = decide(hard_swish_operator(type_name), level).verdicts[0]
+    assert verdict.supported, verdict.reason
+    assert verdict.operations == HARD_SWISH_BELOW_30
+    assert verdict.note == "lowered into 4 NNAPI operations (MUL, MUL, MUL, ADD)"
+
+
+@pytest.mark.parametrize("type_name", ["FLOAT32", "UINT8", "INT8"])
+def test_hard_swish_at_api_30_is_nnapis_own(type_name):
+    verdict = decide(hard_swish_operator(type_name), 30).verdicts[0]
+    assert verdict.supported, verdict.reason
+    assert verdict.operations == ("HARD_SWISH",)
+    assert verdict.note == ""
+
+
+@pytest.mark.parametrize("level", [27, 28, 29, 30])
+def test_a_float16_hard_swish_is_refused_for_its_input_type_at_every_level(level):
+    """The delegate's rule takes float32 and 8-bit quantized inputs only."""
+    verdict = decide(hard_swish_operator("FLOAT16"), level).verdicts[0]
+    assert verdict.category == Category.UNSUPPORTED_INPUT_TYPE, verdict.reason
 
 
 def test_an_unknown_feature_level_is_refused():
