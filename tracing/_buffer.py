@@ -31,13 +31,27 @@ _lock = threading.Lock()
 class _ThreadBuffer:
     """The events of one thread, with the ids that name its track."""
 
-    __slots__ = ("pid", "tid", "thread", "events")
+    __slots__ = ("pid", "tid", "thread", "events", "open_memo")
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.tid = threading.get_native_id()
         self.thread = threading.current_thread()
         self.events: list = []  # flat: begin = tag, detail, ts_ns; end = ts_ns
+        self.open_memo: tuple = ((0, None), None)  # see innermost_open
+
+    def innermost_open(self) -> int | None:
+        """:func:`propagation.innermost_begin` of ``events``, looked up again only when they
+        changed since the last call (their length and last item): a thread that sends many
+        requests outside any span does not read its whole look-back window for each."""
+        events = self.events
+        key = (len(events), events[-1] if events else None)
+        memo = self.open_memo
+        if memo[0] == key:
+            return memo[1]
+        start = propagation.innermost_begin(events)
+        self.open_memo = (key, start)
+        return start
 
 
 _buffers: list[_ThreadBuffer] = []

@@ -267,7 +267,7 @@ def context() -> bytes | None:
         buffer = _tls.buffer
     except AttributeError:
         return None
-    start = _context.innermost_begin(buffer.events)
+    start = buffer.innermost_open()
     if start is None:  # no span open here: the span this thread works for, if it adopted one
         return getattr(_tls, "adopted", None)
     try:

@@ -44,6 +44,26 @@ def test_innermost_begin_skips_closed_spans_and_notes():
     assert propagation.innermost_begin(events + [35, 40]) is None
 
 
+def test_context_reads_the_buffer_again_only_when_it_changed(monkeypatch):
+    """Requests sent outside any span (nothing open in the look-back window) read the buffer
+    once, not once per request; a span begun or ended since is seen at once."""
+    reads = []
+    real = propagation.innermost_begin
+    monkeypatch.setattr(propagation, "innermost_begin", lambda events: reads.append(1) or real(events))
+    with tracing.TraceSession():
+        for _ in range(50):
+            with tracing.runtime(Phase.EXECUTION, "closed"):
+                pass
+        before = len(reads)
+        assert [tracing.context() for _ in range(100)] == [None] * 100
+        assert len(reads) == before + 1
+        with tracing.runtime(Phase.EXECUTION, "open"):
+            inside = tracing.context()
+            assert inside is not None and tracing.context() == inside
+        assert tracing.context() is None
+        assert len(reads) == before + 3
+
+
 def test_a_worker_thread_adopts_the_span_that_started_it():
     with tracing.TraceSession() as session:
         with tracing.runtime(Phase.EXECUTION, "start"):
