@@ -56,9 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         from nnscope.runtime.drivers.memory_budget import MemoryBudget  # noqa: PLC0415
         driver.memory = MemoryBudget(args.driver_memory_budget)
     from nnscope.runtime.drivers.ipc.wire import _trace  # noqa: PLC0415
+    from nnscope.runtime.hal import fence_watch  # noqa: PLC0415
     from nnscope.runtime.drivers.ipc.service.driver_service import DriverService, listen  # noqa: PLC0415
 
     _trace.set_process_name(f"{args.driver}-driver")
+    fence_watch.start()  # an eventfd call a client makes block ends the process, not the service
     listener = listen(args.socket)
     parent = args.parent_pid if args.parent_pid is not None else os.getppid()
     try:

@@ -30,6 +30,8 @@ import os
 import select
 import time
 
+from nnscope.runtime.hal import fence_watch
+
 SIGNALED = 1
 #: The count of a failed fence: an eventfd's largest, so that the fence stops being writable.
 FAILED = 0xFFFF_FFFF_FFFF_FFFE
@@ -64,10 +66,15 @@ def write_nowait(fd: int, value: int) -> None:
     file description (a driver's fence and the copy its client received are one; an FMQ's
     wake-ups too), so a client may clear O_NONBLOCK on it at any time: a write its count cannot
     take would then wait for a read that never comes. Put back before each write: one ``fcntl``
-    (F_GETFL) when nobody cleared it."""
+    (F_GETFL) when nobody cleared it. A client thread that clears it again in between can still
+    make the write block: in a driver, :mod:`.fence_watch` bounds that."""
     if os.get_blocking(fd):
         os.set_blocking(fd, False)
-    os.eventfd_write(fd, value)
+    token = fence_watch.begin(fd, "write")  # a client that cleared it again meanwhile: bounded
+    try:
+        os.eventfd_write(fd, value)
+    finally:
+        fence_watch.end(token)
 
 
 def read_nowait(fd: int) -> int:
@@ -75,7 +82,11 @@ def read_nowait(fd: int) -> int:
     :func:`write_nowait`); BlockingIOError when it is 0 (another holder took it first)."""
     if os.get_blocking(fd):
         os.set_blocking(fd, False)
-    return os.eventfd_read(fd)
+    token = fence_watch.begin(fd, "read")
+    try:
+        return os.eventfd_read(fd)
+    finally:
+        fence_watch.end(token)
 
 
 def is_fence(fd: int) -> bool:
