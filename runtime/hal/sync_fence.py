@@ -68,23 +68,23 @@ def write_nowait(fd: int, value: int) -> None:
     take would then wait for a read that never comes. Put back before each write: one ``fcntl``
     (F_GETFL) when nobody cleared it. A client thread that clears it again in between can still
     make the write block: in a driver, :mod:`.fence_watch` bounds that."""
-    if os.get_blocking(fd):
-        os.set_blocking(fd, False)
-    token = fence_watch.begin(fd, "write")  # a client that cleared it again meanwhile: bounded
-    try:
-        os.eventfd_write(fd, value)
-    finally:
-        fence_watch.end(token)
+    _nowait(fd, "write", os.eventfd_write, value)
 
 
 def read_nowait(fd: int) -> int:
     """Take the eventfd's count without blocking, whatever its file status flags (as
     :func:`write_nowait`); BlockingIOError when it is 0 (another holder took it first)."""
+    return _nowait(fd, "read", os.eventfd_read)
+
+
+def _nowait(fd: int, what: str, call, *args):
+    """``call(fd, *args)`` with O_NONBLOCK set again first; a client that clears it again
+    meanwhile makes the call block, which :mod:`.fence_watch` bounds in a driver."""
     if os.get_blocking(fd):
         os.set_blocking(fd, False)
-    token = fence_watch.begin(fd, "read")
+    token = fence_watch.begin(fd, what)
     try:
-        return os.eventfd_read(fd)
+        return call(fd, *args)
     finally:
         fence_watch.end(token)
 

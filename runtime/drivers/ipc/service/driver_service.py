@@ -36,7 +36,7 @@ from nnscope.runtime.drivers.ipc.service._serve import Connection, ServeLoop
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import (CodecError, Reader, Writer, decode_model, encode_capabilities,
                                             encode_extensions, enum_value)
-from nnscope.runtime.drivers.ipc.service.execute import PARKED, ExecuteServer, deadline_of
+from nnscope.runtime.drivers.ipc.service.execute import PARKED, ExecuteServer, optional_ns
 from nnscope.runtime.drivers.ipc.service.fenced import FencedServer
 from nnscope.runtime.drivers.ipc.wire.protocol import HIDL_NAMES, MAX_INLINE_PAYLOAD, REPLY, MsgType, ProtocolError
 from nnscope.runtime.hal.shared_memory import MappingError, map_fd
@@ -230,7 +230,7 @@ class DriverService:
     def _prepare(self, connection, message, start) -> bytes:
         r = Reader(message.payload)
         preference, priority, deadline = r.take(_PREPARE)
-        deadline_ns = deadline_of(deadline)
+        deadline_ns = optional_ns(deadline)
         model_cache, data_cache, token, fds = cache_args.read_prepare_args(r, message.fds)
         model, held = self._read_model(r, fds, connection.client)
         try:

@@ -151,15 +151,15 @@ def decode_execute(r: Reader, state: DecodeState, fds: list) -> DecodedExecute:
     if memo_id and not tokens:  # a repeat would bypass the buffers' checks
         memo = ExecuteMemo(model_id, request, [buffers[p] for p in sorted(inline_pools)], inline)
         state.memos.put(memo_id, memo, memo.inline_size + args_size + _MEMO_OVERHEAD)
-    return DecodedExecute(model_id, bool(measure & 1), deadline_of(deadline), request, inline, tokens)
+    return DecodedExecute(model_id, bool(measure & 1), optional_ns(deadline), request, inline, tokens)
 
 
-def deadline_of(deadline: int) -> int | None:
-    """A request's deadline (monotonic ns) from its wire value: -1 is none, another negative
-    value is malformed (CodecError), as in every execute, repeat and fenced launch."""
-    if deadline < -1:
-        raise CodecError(f"negative deadline {deadline} (-1: none)")
-    return None if deadline == -1 else deadline
+def optional_ns(value: int, what: str = "deadline") -> int | None:
+    """An optional time in ns from its wire value (a deadline, a fenced launch's
+    timeout_after_fence): -1 is none, another negative value is malformed (CodecError)."""
+    if value < -1:
+        raise CodecError(f"negative {what} {value} (-1: none)")
+    return None if value == -1 else value
 
 
 def _read_loop_timeout(r: Reader) -> int:
@@ -366,7 +366,7 @@ class ExecuteServer:
             raise CodecError(f"execute repeat carries {len(view) - _MEMO_HEAD_SIZE} inline bytes, "
                              f"its request has {memo.inline_size}")
         memo.refill(view, _MEMO_HEAD_SIZE)
-        models, deadline_ns = connection.client.models, deadline_of(deadline)
+        models, deadline_ns = connection.client.models, optional_ns(deadline)
         return self._now_or_queued(connection, message, model_id, lambda: self._repeat(
             models, model_id, memo, measure, deadline_ns, start), "executeSynchronously", deadline_ns)
 

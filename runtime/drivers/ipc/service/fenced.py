@@ -60,7 +60,7 @@ from nnscope.runtime.drivers.ipc.wire import _trace
 from nnscope.runtime.drivers.ipc.service._guard import PoolTable
 from nnscope.runtime.drivers.ipc.wire._trace import Phase
 from nnscope.runtime.drivers.ipc.wire.codec import CodecError, Reader, Writer
-from nnscope.runtime.drivers.ipc.service.execute import DecodeState, deadline_of, decode_execute
+from nnscope.runtime.drivers.ipc.service.execute import DecodeState, decode_execute, optional_ns
 from nnscope.runtime.drivers.ipc.service.scheduler import Job
 from nnscope.runtime.drivers.ipc.wire.protocol import REPLY, MsgType, pack_header
 from nnscope.runtime.drivers.ipc.wire.transport import PeerClosed
@@ -354,18 +354,19 @@ class FencedServer:
         self._timed.pop(fd, None)
         return self._waiting.pop(fd)
 
-    def _waits(self, connection, fds, wait_count: int, duration: int) -> None:
-        """CodecError for a bad fence list or duration; HalError when there is no room."""
+    def _waits(self, connection, fds, wait_count: int, duration: int) -> int | None:
+        """The launch's timeout_after_fence in ns (None: none). CodecError for a bad fence list
+        or duration; HalError when there is no room."""
         if wait_count > MAX_WAIT_FENCES:
             raise CodecError(f"{wait_count} wait_for fences; at most {MAX_WAIT_FENCES}")
         if wait_count > len(fds):
             raise CodecError(f"{wait_count} wait_for fences declared, {len(fds)} fds sent")
-        if duration < -1:
-            raise CodecError(f"negative timeout_after_fence {duration}")
+        duration_ns = optional_ns(duration, "timeout_after_fence")
         for position, fd in enumerate(fds[:wait_count]):
             if not is_fence(fd):
                 raise CodecError(f"wait_for[{position}] is not a sync fence (an eventfd)")
         self._check_room(connection)
+        return duration_ns
 
     def _take(self, connection, count: int) -> None:
         client = connection.client
@@ -380,7 +381,7 @@ class FencedServer:
         r = Reader(message.payload)
         wait_count, duration = r.take(FENCED_LAUNCH)
         fds = message.fds
-        self._waits(connection, fds, wait_count, duration)
+        duration_ns = self._waits(connection, fds, wait_count, duration)
         # the client keeps a memo of a request that sends no new pool: so does the connection
         memo_id = _MEMO_ID.unpack_from(r.view, r.pos + 4)[0] \
             if len(r.view) >= r.pos + 8 and len(fds) == wait_count else 0
@@ -398,7 +399,7 @@ class FencedServer:
             memo = state.memos.get(memo_id) if memo_id else None
             waits = [os.dup(fd) for fd in fds[:wait_count]]
             job = FencedJob(prepared, decoded.request, decoded.measure, decoded.deadline_ns, waits,
-                            None if duration < 0 else duration, start, self.label, connection,
+                            duration_ns, start, self.label, connection,
                             self.service, state=None if memo_id else state, memo=memo)
         except BaseException:
             if not memo_id:
@@ -421,7 +422,7 @@ class FencedServer:
         model_id, memo_id, measure, deadline = MEMO_HEAD.unpack_from(view, FENCED_MEMO.size)
         if wait_count + 1 != len(fds):
             raise CodecError(f"{wait_count} wait_for fences and a sync fence declared, {len(fds)} fds sent")
-        self._waits(connection, fds, wait_count + 1, duration)  # the sync fence is an eventfd too
+        duration_ns = self._waits(connection, fds, wait_count + 1, duration)  # the sync fence too
         memo = connection.state.memos.get(memo_id)
         if memo is None or memo.model_id != model_id:
             raise CodecError(f"fenced execute: no memo {memo_id} of prepared model {model_id}")
@@ -432,7 +433,7 @@ class FencedServer:
                              f"bytes, its request has {memo.inline_size}")
         if measure & ~_MEASURE_FLAGS:
             raise CodecError(f"fenced execute repeat: bad flags {measure}")
-        deadline_ns = deadline_of(deadline)
+        deadline_ns = optional_ns(deadline)
         prepared = self._model(connection, model_id)
         self._take(connection, wait_count + 1)
         waits = []
@@ -441,7 +442,7 @@ class FencedServer:
             memo.refill(view, _MEMO_LAUNCH_SIZE)
             watch_s = min(watch_us / 1e6, MAX_WATCH_S) if self._may_watch else 0.0
             job = FencedJob(prepared, memo.request, bool(measure & 1), deadline_ns,
-                            waits, None if duration < 0 else duration, start, self.label, connection,
+                            waits, duration_ns, start, self.label, connection,
                             self.service, watch_s=watch_s, memo=memo, fence=fds[wait_count])
         except BaseException:
             close_fds(waits)
