@@ -61,37 +61,40 @@ def _table(text: str) -> list[list[str]]:
             if line.startswith(("Application", "Runtime", "IPC", "Driver", "CPU", "Total"))]
 
 
-def _same_summary(printed: str, read_back: str) -> None:
-    """The rows and cells agree; a number within 0.011 ms per cell it sums (the run's own table
-    comes from systrace text, whose timestamps are microseconds: each summand's last digit may
-    differ, so a total of k cells may differ by k of them)."""
-    rows, other = _table(printed), _table(read_back)
-    assert rows and [r[0] for r in rows] == [r[0] for r in other]
-    for i, (row, back) in enumerate(zip(rows, other)):
-        assert len(row) == len(back)
-        for j, (cell, cell_back) in enumerate(zip(row[1:], back[1:]), start=1):
-            if cell[0].isdigit():
-                slack = 0.011 * _summands(rows, i, j)
-                assert abs(float(cell.rstrip("*")) - float(cell_back.rstrip("*"))) <= slack, (row, back)
-            else:
-                assert cell == cell_back
+def _in_microseconds(path, out) -> None:
+    """The Chrome JSON trace ``path`` with every timestamp cut to the microsecond as the
+    systrace text the run summarizes cuts it (a span's begin and end each, not its duration),
+    written to ``out``: the same instants, so the same table to the last digit."""
+    data = json.loads(path.read_text())
+    for event in data["traceEvents"]:
+        if "ts" in event:
+            begin = round(event["ts"] * 1000)
+            if "dur" in event:
+                event["dur"] = (begin + round(event["dur"] * 1000)) // 1000 - begin // 1000
+            event["ts"] = begin // 1000
+    out.write_text(json.dumps(data))
 
 
-def _summands(rows: list[list[str]], i: int, j: int) -> int:
-    """How many layer cells the cell at row i, column j adds up (1 for a layer's own phase)."""
-    layers = [r for r in rows if r[0] != "Total"]
-    total_row, total_column = rows[i][0] == "Total", j == len(rows[i]) - 1
-    if total_row and total_column:
-        return sum(len(r) - 2 for r in layers)
-    if total_row:
-        return len(layers)
-    return len(rows[i]) - 2 if total_column else 1
+def _summary_of(path) -> str:
+    from nnscope import parse_systrace
+
+    return "".join(parse_systrace.render_text(r) for r in parse_systrace.summarize(str(path), tolerant=True))
+
+
+def _same_summary(printed: str, trace, tmp_path) -> None:
+    """The Chrome JSON (nanoseconds) reads back to a table of the same rows and missing cells;
+    cut to the systrace text's microseconds, to the very table the run printed."""
+    rows, read_back = _table(printed), _table(_summary_of(trace))
+    assert rows and [r[0] for r in rows] == [r[0] for r in read_back]
+    for row, back in zip(rows, read_back):
+        assert [c for c in row if not c[0].isdigit()] == [c for c in back if not c[0].isdigit()]
+    microseconds = tmp_path / "t_us.json"
+    _in_microseconds(trace, microseconds)
+    assert _table(_summary_of(microseconds)) == rows
 
 
 @pytest.mark.parametrize("burst", [False, True], ids=["execute", "burst"])
 def test_run_sends_one_trace_per_run(tmp_path, burst):
-    from nnscope import parse_systrace
-
     trace = tmp_path / "t.json"
     run = [*RUN, "--burst"] if burst else [arg for arg in RUN if arg != "--no-summary"]
     with OtlpReceiver() as receiver:
@@ -107,9 +110,7 @@ def test_run_sends_one_trace_per_run(tmp_path, burst):
         else "HIDL::IPreparedModel::executeSynchronously::server"
     assert server in names
     if not burst:  # the Chrome JSON of the same run reads back to the summary the run printed
-        summary = "".join(parse_systrace.render_text(r)
-                          for r in parse_systrace.summarize(str(trace), tolerant=True))
-        _same_summary(done.stdout, summary)
+        _same_summary(done.stdout, trace, tmp_path)
 
 
 def test_otlp_without_a_value_uses_the_environment(tmp_path):
