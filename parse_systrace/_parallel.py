@@ -3,10 +3,10 @@
 Runs are independent once pass 1 is done (each ``[NN_LA_PO]`` begin on a tracked thread
 resets all per-thread state and the application-phase stack), so for a large plain
 systrace/ftrace file the parent forks (``os.fork``: nothing re-imported) a child for the
-second half. The *split row* is the second run-starting row from the reader's block
-``skip`` on (about half of the file; the first may be the file's first, which does not
-end a run). The parent feeds the rows before it, the child the rows from it on (reading
-the blocks before ``skip`` only to find where its first block starts); the child sends
+second half. The *split row* is the second run-starting row from the line start ``at``
+on (about half of the file's bytes; the first may be the file's first, which does not
+end a run). The parent feeds the rows before it, the child the rows from it on (it
+starts reading at ``at``: nothing before it is read twice); the child sends
 its runs, orphan and dropped counts back as JSON through a pipe (no pickle) and the
 parent emits them after its own, in file order. A process allowed one CPU (a fleet
 worker pinned to its core, ``taskset -c 0``) stays serial: the child would only add its reading.
@@ -36,6 +36,8 @@ import json
 import os
 import signal
 import threading
+from contextlib import closing
+from functools import partial
 from typing import Callable, Iterator, NamedTuple, Optional
 
 from nnscope.parse_systrace import _engine
@@ -47,6 +49,7 @@ MIN_BYTES = 8 << 20
 PARENT_SHARE = 0.5
 _FORMATS = ("systrace", "ftrace")
 _GZIP_MAGIC = b"\x1f\x8b"
+_LINE_SEARCH = 1 << 20
 
 
 class ChildFailed(Exception):
@@ -54,29 +57,37 @@ class ChildFailed(Exception):
 
 
 def plan(source) -> Optional["Split"]:
-    """A :class:`Split` ``(skip, raw_from, tracking_in)`` for a source worth splitting, else None.
+    """A :class:`Split` ``(at, raw_from, tracking_in)`` for a source worth splitting, else None.
 
-    ``raw_from(n, checked)`` reads the raw blocks leaving out the first ``n`` (unchecked:
-    after pass 1's unchecked rows, see :attr:`.readers.RowSource.unchecked`);
-    ``tracking_in(start, stop)`` pass 1's unchecked rows of those blocks.
+    ``at`` is the first line start from :data:`PARENT_SHARE` of the file's bytes on;
+    ``raw_from(span, checked)`` reads the raw blocks of the bytes ``span`` = ``(start,
+    stop)`` (unchecked: after pass 1's unchecked rows, see
+    :attr:`.readers.RowSource.unchecked`); ``tracking_in(span)`` pass 1's unchecked rows
+    of those bytes.
     """
     target = getattr(source, "_target", None)
     if (getattr(source, "format", None) not in _FORMATS or not forks_safely()
             or usable_cpus() < 2 or not isinstance(target, (str, bytes, os.PathLike))):
         return None
-    from nnscope.parse_systrace.readers.systrace import CHUNK
     try:
         size = os.stat(target).st_size
         with open(target, "rb") as handle:
-            if handle.read(2) == _GZIP_MAGIC:
+            if size < MIN_BYTES or handle.read(2) == _GZIP_MAGIC:
                 return None
+            at = _line_start(handle, int(size * PARENT_SHARE))
     except OSError:
         return None
-    if size < MIN_BYTES:
+    if at is None:
         return None
-    return Split(max(1, round(size * PARENT_SHARE / CHUNK)),
-                 lambda skip, checked: source.raw_batches(checked=checked, skip=skip),
-                 lambda start, stop: source.tracking_rows(checked=False, blocks=(start, stop)))
+    return Split(at, lambda span, checked: source.raw_batches(checked=checked, span=span),
+                 lambda span: source.tracking_rows(checked=False, span=span))
+
+
+def _line_start(handle, offset: int) -> Optional[int]:
+    """The first line start after ``offset`` (None when no line ends in the next MB)."""
+    handle.seek(offset)
+    end = handle.read(_LINE_SEARCH).find(b"\n")
+    return None if end < 0 else offset + end + 1
 
 
 def usable_cpus() -> int:
@@ -96,7 +107,7 @@ def forks_safely() -> bool:
 class Split(NamedTuple):
     """How a source is split; the engine is given one and calls its two methods."""
 
-    skip: int
+    at: int
     raw_from: Callable
     tracking_in: Callable
 
@@ -110,12 +121,12 @@ class Split(NamedTuple):
 
 
 def tracking(split: tuple) -> Iterator[tuple]:
-    """Pass 1's unchecked rows: from block ``skip`` on read by a child (the result of
+    """Pass 1's unchecked rows: from byte ``at`` on read by a child (the result of
     :func:`parse_systrace._engine.scan` is the same: see :func:`.systrace._tracking`)."""
-    skip, _, tracking_in = split
-    pid, read = _fork(lambda: [list(row) for row in tracking_in(skip, None)])
+    at, _, tracking_in = split
+    pid, read = _fork(lambda: [list(row) for row in tracking_in((at, None))])
     try:
-        yield from tracking_in(0, skip)
+        yield from tracking_in((0, at))
         child, pid = pid, 0
         rows = _receive(child, read)
         yield from map(tuple, rows)
@@ -190,17 +201,17 @@ def runs(split: tuple, make_sessions, warn):
     1's real result is returned: the caller goes on from it.
     ``make_sessions(found, warn)`` -> the sessions (see :func:`._engine.sessions_of`).
     """
-    skip, raw_from, _ = split
+    at, raw_from, _ = split
     pid, read, outbox = _fork_guessed(lambda inbox: _guessed_child(
-        raw_from(skip, True), inbox, make_sessions))
-    parent_raw = raw_from(0, True)  # checked: no unchecked pass 1 rows came before
+        raw_from((at, None), True), inbox, make_sessions))
+    parent_raw = raw_from((0, at), True)  # checked: no unchecked pass 1 rows came before
     try:
         first, guess, session = _send_guess(outbox, parent_raw, make_sessions)
         if session is not None:
             child, pid = pid, 0  # reaped by _parent_half
             try:
-                done, result = _parent_half(session, _engine.then(first, parent_raw), skip,
-                                            child, read)
+                done, result = _parent_half(session, _engine.then(first, parent_raw),
+                                            partial(raw_from, (at, None), True), child, read)
             except _engine.GuessWrong:
                 pass
             else:
@@ -260,25 +271,27 @@ def _guessed_child(raw, inbox: int, make_sessions) -> dict:
 
 def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
     """Feed and finish the one session, the rows after the split row in a child."""
-    skip, raw_from, _ = split
+    at, raw_from, _ = split
     session = sessions[0]
-    pid, read = _fork(lambda: _child(raw_from(skip, False), session))
-    parent_raw = raw_from(0, False)
+    pid, read = _fork(lambda: _child(raw_from((at, None), False), session))
+    parent_raw = raw_from((0, at), False)
     try:
-        done, result = _parent_half(session, parent_raw, skip, pid, read)
+        done, result = _parent_half(session, parent_raw, partial(raw_from, (at, None), False),
+                                    pid, read)
     finally:
         parent_raw.close()
     yield from _emit(done, result, session, warn)
 
 
-def _parent_half(session, parent_raw, skip: int, pid: int, read: int) -> tuple:
-    """``(parent runs, child result)``: feed ``session`` the rows of ``parent_raw`` (all
-    raw blocks) up to the split row, then take the result of the child ``pid`` (which
-    fed it the rows from there on; it is reaped in any case). Raises
+def _parent_half(session, parent_raw, rest, pid: int, read: int) -> tuple:
+    """``(parent runs, child result)``: feed ``session`` the rows of ``parent_raw`` (the
+    raw blocks before ``at``) and of ``rest()`` (those from ``at`` on) up to the split row,
+    then take the result of the child ``pid`` (which fed it the rows from there on; it is
+    reaped in any case). Raises
     :class:`._engine.GuessWrong` when either process met a row against the guess."""
     try:
         found: list = []
-        blocks = _parent_blocks(parent_raw, skip, session, found)
+        blocks = _parent_blocks(parent_raw, rest, session, found)
         done = list(_engine.feed_one(blocks, [session], _engine.ignore))
         done.append(session.finish())
         child, pid = pid, 0
@@ -352,7 +365,7 @@ def _split_index(first, rows) -> tuple:
 
 def _split(first, rows, session, seen: list) -> Optional[int]:
     """Index of the split row in a raw block, or None: the second run-starting row (on a
-    tracked thread) from block ``skip`` on (``seen`` counts them), so that it is never
+    tracked thread) from byte ``at`` on (``seen`` counts them), so that it is never
     the first of the file (whose earlier rows belong to its run)."""
     for index, tid in _split_index(first, rows):
         if session.resolve(tid) is not None:
@@ -362,17 +375,20 @@ def _split(first, rows, session, seen: list) -> Optional[int]:
     return None
 
 
-def _parent_blocks(raw, skip: int, session, found: list):
-    """The raw blocks up to the split row (``found`` gets its index), as ``_engine.raw_rows``."""
+def _parent_blocks(raw, rest, session, found: list):
+    """The raw blocks of ``raw``, then those of ``rest()`` up to the split row (``found``
+    gets its index), as ``_engine.raw_rows``."""
+    yield from _engine.raw_rows(raw, numbered=False)
     seen: list = []
-    for number, (first, rows) in enumerate(raw):
-        index = _split(first, rows, session, seen) if number >= skip else None
-        if index is None:
+    with closing(rest()) as after:
+        for first, rows in after:
+            index = _split(first, rows, session, seen)
+            if index is not None:
+                found.append(index)
+                rows = rows[:index]
             yield from _engine.raw_rows([(first, rows)], numbered=False)
-            continue
-        found.append(index)
-        yield from _engine.raw_rows([(first, rows[:index])], numbered=False)
-        return
+            if index is not None:
+                return
 
 
 def _child_blocks(raw, session, started: list):

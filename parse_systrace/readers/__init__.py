@@ -177,18 +177,18 @@ class RowSource:
         :class:`~parse_systrace.errors.Unchecked` where that skipped a bad row."""
         return self._fmt.unchecked
 
-    def raw_batches(self, checked: bool = True, skip: int = 0) -> Iterator[tuple]:
+    def raw_batches(self, checked: bool = True, span=None) -> Iterator[tuple]:
         """Rows in the engine's raw form: ``(first_line, rows)`` pairs.
 
         With an int ``first_line``, ``rows`` are ``(tid, tgid, ts, kind, name)`` tuples of
         bytes (``kind`` ``b"B"``, or ``b""`` for an end), one per line from ``first_line``; with None,
         ``rows`` are ``(where, (tid, tgid, ts, kind, name))`` pairs of converted values
-        (ints, float, str or None). ``skip`` (systrace/ftrace only): leave out the
-        reader's first ``skip`` blocks.
+        (ints, float, str or None). ``span`` (systrace/ftrace only): ``(start, stop)``,
+        the rows of those bytes only (see :func:`.systrace._trace_blocks`).
         """
         if self._fmt.read_raw is not None:
             with self._open() as handle:
-                yield from (self._fmt.read_raw(handle, checked, skip) if skip else
+                yield from (self._fmt.read_raw(handle, checked, span) if span else
                             self._fmt.read_raw(handle) if checked
                             else self._fmt.read_raw(handle, checked=False))
             return
@@ -196,12 +196,12 @@ class RowSource:
             yield None, [(where, (tid, tgid, ts, b"" if name is None else b"B", name))
                          for ts, tid, tgid, name, where in batch]
 
-    def tracking_rows(self, checked: bool = True, blocks=None) -> Iterator[Row]:
+    def tracking_rows(self, checked: bool = True, span=None) -> Iterator[Row]:
         """The begin rows that can make a thread tracked (``[NN`` or ``HIDL::IDevice``);
-        ``blocks`` (systrace/ftrace only): see :func:`.systrace._tracking`."""
+        ``span`` (systrace/ftrace only): see :meth:`raw_batches`."""
         if self._fmt.read_tracking is not None:
             with self._open() as handle:
-                yield from (self._fmt.read_tracking(handle, checked, blocks) if blocks
+                yield from (self._fmt.read_tracking(handle, checked, span) if span
                             else self._fmt.read_tracking(handle) if checked
                             else self._fmt.read_tracking(handle, checked=False))
             return

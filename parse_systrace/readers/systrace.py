@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import BinaryIO, Iterator
 
-from nnscope.parse_systrace.errors import TraceFormatError
+from nnscope.parse_systrace.errors import TraceFormatError, Unchecked
 from nnscope.parse_systrace.readers._fastrows import comments, raw_rows, tracking_rows
 
 HEADERS = (b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
@@ -78,28 +78,23 @@ def read_batches_text(binary: BinaryIO) -> Iterator[list]:
     return _batches(binary, require_header=False)
 
 
-def read_tracking_html(binary: BinaryIO, checked: bool = True, blocks=None) -> Iterator[tuple]:
+def read_tracking_html(binary: BinaryIO, checked: bool = True, span=None) -> Iterator[tuple]:
     """Begin rows naming ``[NN`` or ``HIDL::IDevice`` of a systrace HTML (ts is None)."""
-    return _tracking(binary, require_header=True, checked=checked, blocks=blocks)
+    return _tracking(binary, require_header=True, checked=checked, span=span)
 
 
-def read_tracking_text(binary: BinaryIO, checked: bool = True, blocks=None) -> Iterator[tuple]:
+def read_tracking_text(binary: BinaryIO, checked: bool = True, span=None) -> Iterator[tuple]:
     """Begin rows naming ``[NN`` or ``HIDL::IDevice`` of an ftrace text (ts is None)."""
-    return _tracking(binary, require_header=False, checked=checked, blocks=blocks)
+    return _tracking(binary, require_header=False, checked=checked, span=span)
 
 
-def _tracking(binary: BinaryIO, require_header: bool, checked: bool, blocks=None):
-    """``blocks``: ``(start, stop)`` reads only those blocks (then rows of a thread that an
-    earlier block tracked with the same process may be given again; their rows do not
-    depend on the rows before them)."""
+def _tracking(binary: BinaryIO, require_header: bool, checked: bool, span=None):
+    """``span``: ``(start, stop)`` reads only those bytes (see :func:`_trace_blocks`; then
+    rows of a thread that an earlier part tracked with the same process may be given
+    again; their rows do not depend on the rows before them)."""
     state: dict = {}
     known: dict = {}  # tid -> tgid as pass 1 will have it (skips repeated [NN rows)
-    start, stop = blocks or (0, None)
-    for index, (base, data, lines) in enumerate(_trace_blocks(binary, require_header)):
-        if index == stop:
-            return
-        if index < start:
-            continue
+    for base, data, lines in _trace_blocks(binary, require_header, *(span or ())):
         skip = comments(data)
         head = data.count(b"\n", 0, skip)
         rows = tracking_rows(data[skip:], base + head, known, checked, lines - head)
@@ -113,27 +108,25 @@ def _tracking(binary: BinaryIO, require_header: bool, checked: bool, blocks=None
         yield from rows
 
 
-def read_raw_html(binary: BinaryIO, checked: bool = True, skip: int = 0) -> Iterator[tuple]:
+def read_raw_html(binary: BinaryIO, checked: bool = True, span=None) -> Iterator[tuple]:
     """Rows of a systrace HTML in the engine's raw form (see :func:`_raw`)."""
-    return _raw(binary, require_header=True, checked=checked, blocks=skip)
+    return _raw(binary, require_header=True, checked=checked, span=span)
 
 
-def read_raw_text(binary: BinaryIO, checked: bool = True, skip: int = 0) -> Iterator[tuple]:
+def read_raw_text(binary: BinaryIO, checked: bool = True, span=None) -> Iterator[tuple]:
     """Rows of an ftrace text in the engine's raw form (see :func:`_raw`)."""
-    return _raw(binary, require_header=False, checked=checked, blocks=skip)
+    return _raw(binary, require_header=False, checked=checked, span=span)
 
 
-def _raw(binary: BinaryIO, require_header: bool, checked: bool, blocks: int = 0):
+def _raw(binary: BinaryIO, require_header: bool, checked: bool, span=None):
     """Yield ``(first_line, [(tid, tgid, ts, kind, name), ...])`` blocks of byte groups
     (one row per line from ``first_line``), or ``(None, [(line, (tid, tgid, ts, kind,
-    name)), ...])`` with converted values for blocks parsed line by line. The first
-    ``blocks`` blocks are left out, read only to find where the next one starts: not
-    parsed, so an ``E`` row after them that takes its process id from an earlier row of
-    its thread may get another one than in a full read (pass 2 does not read it)."""
+    name)), ...])`` with converted values for blocks parsed line by line. ``span``:
+    ``(start, stop)``, only those bytes (see :func:`_trace_blocks`); line numbers then
+    count from ``start``, and an old-layout ``E`` row that takes its process id from an
+    earlier row of its thread may get another one than in a full read."""
     state: dict = {}
-    for index, (base, data, lines) in enumerate(_trace_blocks(binary, require_header)):
-        if index < blocks:
-            continue
+    for base, data, lines in _trace_blocks(binary, require_header, *(span or ())):
         skip = comments(data)
         head = data.count(b"\n", 0, skip)
         found = raw_rows(data[skip:], checked, lines - head)
@@ -151,11 +144,20 @@ def _batches(binary: BinaryIO, require_header: bool) -> Iterator[list]:
         yield _parse_block(data, base, state)
 
 
-def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
-    """Yield ``(lines_before, bytes, lines)`` blocks of whole lines inside the trace part."""
-    carry, lines_before, started = b"", 0, False
+def _trace_blocks(binary: BinaryIO, require_header: bool, start: int = 0,
+                 stop=None) -> Iterator[tuple]:
+    """Yield ``(lines_before, bytes, lines)`` blocks of whole lines inside the trace part.
+
+    ``start`` / ``stop`` (line starts, for a split read): from ``start`` (the trace part's
+    rows, no header looked for) up to ``stop``; a trace part that ends before ``stop``
+    raises :class:`~parse_systrace.errors.Unchecked` (its rows after ``stop`` would not
+    be the trace's)."""
+    carry, lines_before, started, position = b"", 0, bool(start), start
+    if start:
+        binary.seek(start)
     while True:
-        block = binary.read(CHUNK)
+        block = binary.read(CHUNK if stop is None else min(CHUNK, stop - position))
+        position += len(block)
         if block:
             cut = block.rfind(b"\n") + 1
             if cut:  # one copy: the carry and the block's whole lines
@@ -179,6 +181,8 @@ def _trace_blocks(binary: BinaryIO, require_header: bool) -> Iterator[tuple]:
             data, started = data[start:], True
         end = _find_end(data)
         if end >= 0:
+            if stop is not None:
+                raise Unchecked()  # the trace part ends before the split
             data = data[:data.rfind(b"\n", 0, end) + 1]
         lines = data.count(b"\n")
         if data:

@@ -66,6 +66,26 @@ def test_rows_before_the_first_run_stay_in_it(tmp_path, capsys, monkeypatch):
         assert _outputs(path, flags, capsys, monkeypatch, True, 4096) == serial
 
 
+def test_a_trace_part_that_ends_before_the_split_is_read_serially(tmp_path, capsys,
+                                                                 monkeypatch):
+    """The child starts at the split byte: when the page's trace data ends before it (a
+    second script section of mark rows follows), the split is dropped, not those rows read."""
+    page = generate_trace(tmp_path, 48, "html").read_bytes()
+    rows = page[page.index(b"TASK-PID"):page.index(b"</script>")]
+    rows = rows[rows.index(b"\n") + 1:]
+    other = b'<script class="trace-data" type="application/text">\n' + rows * 4 + b"</script>\n"
+    path = tmp_path / "two_sections.html"
+    path.write_bytes(page.replace(b"<!-- END TRACE -->", other + b"<!-- END TRACE -->"))
+    calls = []
+    runs = _parallel.runs
+    monkeypatch.setattr(_parallel, "runs", lambda *a: calls.append(1) or runs(*a))
+    for flags in (["--json"], ["--tolerant"]):  # tolerant: the second part's rows would fit
+        serial = _outputs(path, flags, capsys, monkeypatch, False, 4096)
+        assert serial[0] == 0
+        assert _outputs(path, flags, capsys, monkeypatch, True, 4096) == serial
+    assert calls  # the split was tried
+
+
 def test_a_failing_child_falls_back_to_the_serial_passes(tmp_path, capsys, monkeypatch):
     path = generate_trace(tmp_path, 43, "html")
     serial = _outputs(path, ["--json"], capsys, monkeypatch, False, 4096)
