@@ -91,8 +91,9 @@ def _text(name) -> str:
 
 
 def then(first: list, rest: Iterator) -> Iterator:
-    """The item of ``first`` if any (taken out of it: not kept alive), then ``rest``."""
-    if first:
+    """The items of ``first`` (taken out of it: not kept alive), then ``rest``."""
+    first.reverse()
+    while first:
         yield first.pop()
     yield from rest
 

@@ -34,6 +34,7 @@ import io  # noqa: F401  (doctest)
 import itertools
 import json
 import os
+import select
 import signal
 import threading
 from contextlib import closing
@@ -46,7 +47,7 @@ from nnscope.parse_systrace.summary import RunSummary
 #: Smaller files stay serial (the fork and the child's reading cost more than they gain).
 MIN_BYTES = 8 << 20
 #: Share of the file's blocks read by the parent (it also renders every run).
-PARENT_SHARE = 0.5
+PARENT_SHARE = 0.47
 _FORMATS = ("systrace", "ftrace")
 _GZIP_MAGIC = b"\x1f\x8b"
 _LINE_SEARCH = 1 << 20
@@ -256,9 +257,9 @@ def _send_guess(outbox: int, parent_raw, make_sessions) -> tuple:
 
 
 def _guessed_child(raw, inbox: int, make_sessions) -> dict:
-    """The work of :func:`runs`' child: read up to its first block, then take the
-    guess from ``inbox`` and feed its session (``{"wrong": True}`` if none comes)."""
-    first = list(itertools.islice(raw, 1))
+    """The work of :func:`runs`' child: read its blocks until the guess is in ``inbox``
+    (at least one), then take it and feed its session (``{"wrong": True}`` if none comes)."""
+    first = _read_ahead(raw, inbox)
     guess = json.loads(_read_all(inbox))
     if guess is None:
         return {"wrong": True}
@@ -267,6 +268,16 @@ def _guessed_child(raw, inbox: int, make_sessions) -> dict:
     session = make_sessions(found, _engine.ignore)[0]
     session.guessed = True
     return _child(_engine.then(first, raw), session)
+
+
+def _read_ahead(raw, inbox: int) -> list:
+    """The first raw blocks of ``raw``: one, and more while nothing is in ``inbox``."""
+    ahead = []
+    for block in raw:
+        ahead.append(block)
+        if select.select([inbox], [], [], 0)[0]:
+            break
+    return ahead
 
 
 def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
