@@ -53,6 +53,7 @@ _VALID_RE = re.compile(rb"(?:%s*[^ \n][^\n]{1,15}-\d+%s+\(%s*\d+\) [^\n]* \d+\.\
                        % (_WS, _WS, _WS))
 _TRIGGERS = (b"[NN_", b"HIDL::IDevice", b"tracing_mark_write: B", b"tracing_mark_write: E")
 _MARK = b"tracing_mark_write: "
+_NO_TGID = b"-----"
 _NN_TAIL = rb"[^\n]* \d+\.\d+: tracing_mark_write: B\|\d+\|[^\n]*?\[NN"
 
 
@@ -67,9 +68,9 @@ def comments(data: bytes) -> int:
 
 def _simple(data: bytes, lines=None) -> int:
     """The line count of ``data`` (``lines`` when known) if every line may be a
-    current-format mark row (cheap C checks: one mark per line, no ``-----`` TGID), else 0."""
+    current-format mark row (a cheap C check: one mark per line), else 0."""
     lines = data.count(b"\n") if lines is None else lines
-    return lines if data.count(_MARK) == lines and b"-----" not in data else 0
+    return lines if data.count(_MARK) == lines else 0
 
 
 def raw_rows(data: bytes, checked: bool = True, lines=None):
@@ -83,6 +84,8 @@ def raw_rows(data: bytes, checked: bool = True, lines=None):
     found = _COLUMNS_RE.findall(data)
     if len(found) == lines:
         return found
+    if _NO_TGID in data:  # rows that take their TGID from the mark: parsed line by line
+        return None
     found = _ROW_RE.findall(data)
     if len(found) == lines:
         return found
@@ -99,7 +102,8 @@ def tracking_rows(data: bytes, base: int, tracked: dict, checked: bool = True, l
     all validated (pass 2 reads it with :func:`raw_rows` and must raise
     :class:`~parse_systrace.errors.Unchecked` when that fails).
     """
-    if not _simple(data, lines) or (checked and _VALID_RE.fullmatch(data) is None):
+    if (not _simple(data, lines) or _NO_TGID in data
+            or (checked and _VALID_RE.fullmatch(data) is None)):
         return None
     hits = {}
     _new_nn_rows(data, dict(tracked), hits)
