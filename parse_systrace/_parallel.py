@@ -3,9 +3,9 @@
 Runs are independent once pass 1 is done (each ``[NN_LA_PO]`` begin on a tracked thread
 resets all per-thread state and the application-phase stack), so for a large plain
 systrace/ftrace file the parent forks (``os.fork``: nothing re-imported) a child for the
-second half. The *split row* is the second run-starting row from the line start ``at``
-on (about half of the file's bytes; the first may be the file's first, which does not
-end a run). The parent feeds the rows before it, the child the rows from it on (it
+second half. The *split row* is the first run-starting row from the line start ``at``
+on (about half of the file's bytes; when it is the file's first, which does not end a
+run, the split is dropped). The parent feeds the rows before it, the child the rows from it on (it
 starts reading at ``at``: nothing before it is read twice); the child sends
 its runs, orphan and dropped counts back as JSON through a pipe (no pickle) and the
 parent emits them after its own, in file order. A process allowed one CPU (a fleet
@@ -81,7 +81,15 @@ def plan(source) -> Optional["Split"]:
     if at is None:
         return None
     return Split(at, lambda span, checked: source.raw_batches(checked=checked, span=span),
-                 lambda span: source.tracking_rows(checked=False, span=span))
+                 lambda span: source.tracking_rows(checked=False, span=span),
+                 partial(_run_starts, target))
+
+
+def _run_starts(target, start: int) -> Iterator[tuple]:
+    """``(offset, tid)`` of the run-starting begin rows from byte ``start`` on."""
+    from nnscope.parse_systrace.readers.systrace import begin_rows_from
+    with open(target, "rb") as handle:
+        yield from begin_rows_from(handle, start, "[NN_LA_PO]")
 
 
 def _line_start(handle, offset: int) -> Optional[int]:
@@ -111,6 +119,7 @@ class Split(NamedTuple):
     at: int
     raw_from: Callable
     tracking_in: Callable
+    run_starts: Callable
 
     def speculate(self, make_sessions, warn):
         """:func:`runs` (a generator returning None, or pass 1's real result)."""
@@ -124,7 +133,7 @@ class Split(NamedTuple):
 def tracking(split: tuple) -> Iterator[tuple]:
     """Pass 1's unchecked rows: from byte ``at`` on read by a child (the result of
     :func:`parse_systrace._engine.scan` is the same: see :func:`.systrace._tracking`)."""
-    at, _, tracking_in = split
+    at, _, tracking_in, _ = split
     pid, read = _fork(lambda: [list(row) for row in tracking_in((at, None))])
     try:
         yield from tracking_in((0, at))
@@ -202,7 +211,7 @@ def runs(split: tuple, make_sessions, warn):
     1's real result is returned: the caller goes on from it.
     ``make_sessions(found, warn)`` -> the sessions (see :func:`._engine.sessions_of`).
     """
-    at, raw_from, _ = split
+    at, raw_from, _, _ = split
     pid, read, outbox = _fork_guessed(lambda inbox: _guessed_child(
         raw_from((at, None), True), inbox, make_sessions))
     parent_raw = raw_from((0, at), True)  # checked: no unchecked pass 1 rows came before
@@ -212,7 +221,7 @@ def runs(split: tuple, make_sessions, warn):
             child, pid = pid, 0  # reaped by _parent_half
             try:
                 done, result = _parent_half(session, _engine.then(first, parent_raw),
-                                            partial(raw_from, (at, None), True), child, read)
+                                            split, True, child, read)
             except _engine.GuessWrong:
                 pass
             else:
@@ -282,28 +291,29 @@ def _read_ahead(raw, inbox: int) -> list:
 
 def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
     """Feed and finish the one session, the rows after the split row in a child."""
-    at, raw_from, _ = split
+    at, raw_from, _, _ = split
     session = sessions[0]
     pid, read = _fork(lambda: _child(raw_from((at, None), False), session))
     parent_raw = raw_from((0, at), False)
     try:
-        done, result = _parent_half(session, parent_raw, partial(raw_from, (at, None), False),
-                                    pid, read)
+        done, result = _parent_half(session, parent_raw, split, False, pid, read)
     finally:
         parent_raw.close()
     yield from _emit(done, result, session, warn)
 
 
-def _parent_half(session, parent_raw, rest, pid: int, read: int) -> tuple:
+def _parent_half(session, parent_raw, split, checked: bool, pid: int, read: int) -> tuple:
     """``(parent runs, child result)``: feed ``session`` the rows of ``parent_raw`` (the
-    raw blocks before ``at``) and of ``rest()`` (those from ``at`` on) up to the split row,
-    then take the result of the child ``pid`` (which fed it the rows from there on; it is
-    reaped in any case). Raises
+    raw blocks before ``at``) and those from ``at`` up to the split row, then take the
+    result of the child ``pid`` (which fed it the rows from there on; it is reaped in any
+    case). Raises
     :class:`._engine.GuessWrong` when either process met a row against the guess."""
     try:
         found: list = []
-        blocks = _parent_blocks(parent_raw, rest, session, found)
+        blocks = _parent_blocks(parent_raw, split, checked, session, found)
         done = list(_engine.feed_one(blocks, [session], _engine.ignore))
+        if found and session.first:  # the rows before it belong to the file's first run
+            raise ChildFailed("the split row is the file's first run start")
         done.append(session.finish())
         child, pid = pid, 0
         result = _receive(child, read)
@@ -374,40 +384,33 @@ def _split_index(first, rows) -> tuple:
     return found
 
 
-def _split(first, rows, session, seen: list) -> Optional[int]:
-    """Index of the split row in a raw block, or None: the second run-starting row (on a
-    tracked thread) from byte ``at`` on (``seen`` counts them), so that it is never
-    the first of the file (whose earlier rows belong to its run)."""
+def _split(first, rows, session) -> Optional[int]:
+    """Index of the split row in a raw block, or None: the first run-starting row (on a
+    tracked thread) from byte ``at`` on."""
     for index, tid in _split_index(first, rows):
         if session.resolve(tid) is not None:
-            seen.append(index)
-            if len(seen) == 2:
-                return index
+            return index
     return None
 
 
-def _parent_blocks(raw, rest, session, found: list):
-    """The raw blocks of ``raw``, then those of ``rest()`` up to the split row (``found``
-    gets its index), as ``_engine.raw_rows``."""
+def _parent_blocks(raw, split, checked: bool, session, found: list):
+    """The raw blocks of ``raw``, then those from byte ``at`` up to the split row (``found``
+    gets its offset), as ``_engine.raw_rows``. The split row's line is found by a byte
+    search (the child finds the same row among its rows), so no row after it is read."""
     yield from _engine.raw_rows(raw, numbered=False)
-    seen: list = []
-    with closing(rest()) as after:
-        for first, rows in after:
-            index = _split(first, rows, session, seen)
-            if index is not None:
-                found.append(index)
-                rows = rows[:index]
-            yield from _engine.raw_rows([(first, rows)], numbered=False)
-            if index is not None:
-                return
+    stop = next((offset for offset, tid in split.run_starts(split.at)
+                 if session.resolve(tid) is not None), None)
+    if stop is not None:
+        found.append(stop)
+    with closing(split.raw_from((split.at, stop), checked)) as rest:
+        yield from _engine.raw_rows(rest, numbered=False)
 
 
 def _child_blocks(raw, session, started: list):
     """The raw blocks from the split row on (``started`` is set when it is found)."""
-    seen: list = []
     for first, rows in raw:
         if not started:
-            index = _split(first, rows, session, seen)
+            index = _split(first, rows, session)
             if index is None:
                 continue
             started.append(index)
