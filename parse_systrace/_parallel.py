@@ -46,8 +46,9 @@ from nnscope.parse_systrace.summary import RunSummary
 
 #: Smaller files stay serial (the fork and the child's reading cost more than they gain).
 MIN_BYTES = 8 << 20
-#: Share of the file's blocks read by the parent (it also renders every run).
-PARENT_SHARE = 0.47
+#: Share of the file's bytes before the split byte (the split row is the first run start
+#: after it; the parent also guesses pass 1's result, receives and renders).
+PARENT_SHARE = 0.49
 _FORMATS = ("systrace", "ftrace")
 _GZIP_MAGIC = b"\x1f\x8b"
 _LINE_SEARCH = 1 << 20
