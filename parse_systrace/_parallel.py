@@ -5,8 +5,9 @@ resets all per-thread state and the application-phase stack), so for a large pla
 systrace/ftrace file the parent forks (``os.fork``: nothing re-imported) a child for the
 second half. The *split row* is the first run-starting row from the line start ``at``
 on (about half of the file's bytes; when it is the file's first, which does not end a
-run, the split is dropped). The parent feeds the rows before it, the child the rows from it on (it
-starts reading at ``at``: nothing before it is read twice); the child sends
+run, the split is dropped). The parent feeds the rows before it (it finds the split row's
+line by a byte search and reads up to it), the child the rows from it on (it starts reading
+at ``at``: only the rows between ``at`` and the split row are read twice); the child sends
 its runs, orphan and dropped counts back as JSON through a pipe (no pickle) and the
 parent emits them after its own, in file order. A process allowed one CPU (a fleet
 worker pinned to its core, ``taskset -c 0``) stays serial: the child would only add its reading.
@@ -59,13 +60,15 @@ class ChildFailed(Exception):
 
 
 def plan(source) -> Optional["Split"]:
-    """A :class:`Split` ``(at, raw_from, tracking_in)`` for a source worth splitting, else None.
+    """A :class:`Split` ``(at, raw_from, tracking_in, run_starts)`` for a source worth
+    splitting, else None.
 
     ``at`` is the first line start from :data:`PARENT_SHARE` of the file's bytes on;
     ``raw_from(span, checked)`` reads the raw blocks of the bytes ``span`` = ``(start,
     stop)`` (unchecked: after pass 1's unchecked rows, see
     :attr:`.readers.RowSource.unchecked`); ``tracking_in(span)`` pass 1's unchecked rows
-    of those bytes.
+    of those bytes; ``run_starts(start)`` the ``(offset, tid)`` of the run-starting begin
+    rows from byte ``start`` on.
     """
     target = getattr(source, "_target", None)
     if (getattr(source, "format", None) not in _FORMATS or not forks_safely()
