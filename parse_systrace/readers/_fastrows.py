@@ -41,12 +41,12 @@ _WS = rb"[^\S\n]"
 _ROW_RE = re.compile(rb"^%s*[^ \n][^\n]{1,15}-(\d+)%s+\(%s*(\d+)\) [^\n]* (\d+\.\d+): "
                      rb"tracing_mark_write: (?:(B)\|\d+\|([^\n]*)|E(?:\|\d+)?)\n"
                      % (_WS, _WS, _WS), re.M)
-#: The same rows in the usual column layout (``[CPU] FLAGS  TS``), which the regex engine
-#: matches quicker: tried first. On a line with one mark it gives what :data:`_ROW_RE`
-#: gives (the flags hold no whitespace, so no later ``-PID (TGID)`` can be in them).
-_COLUMNS_RE = re.compile(rb"^%s*[^ \n][^\n]{1,15}-(\d+)%s+\(%s*(\d+)\) \[\d+\] \S+ +(\d+\.\d+): "
-                         rb"tracing_mark_write: (?:(B)\|\d+\|([^\n]*)|E(?:\|\d+)?)\n"
-                         % (_WS, _WS, _WS), re.M)
+#: The same rows in the usual column layout (``[CPU] FLAGS  TS``, spaces only between the
+#: columns), which the regex engine matches quicker: tried first. On a line with one mark
+#: it gives what :data:`_ROW_RE` gives (the flags hold no whitespace, so no later
+#: ``-PID (TGID)`` can be in them); a line it does not take goes to :data:`_ROW_RE`.
+_COLUMNS_RE = re.compile(rb"^ *[^ \n][^\n]{1,15}-(\d+) +\( *(\d+)\) \[\d+\] \S+ +(\d+\.\d+): "
+                         rb"tracing_mark_write: (?:(B)\|\d+\|([^\n]*)|E(?:\|\d+)?)\n", re.M)
 #: The same rows without groups, every line of a block.
 _VALID_RE = re.compile(rb"(?:%s*[^ \n][^\n]{1,15}-\d+%s+\(%s*\d+\) [^\n]* \d+\.\d+: "
                        rb"tracing_mark_write: (?:B\|\d+\|[^\n]*|E(?:\|\d+)?)\n)*+"
