@@ -44,9 +44,11 @@ _ROW_RE = re.compile(rb"^%s*[^ \n][^\n]{1,15}-(\d+)%s+\(%s*(\d+)\) [^\n]* (\d+\.
 #: The same rows in the usual column layout (``[CPU] FLAGS  TS``, spaces only between the
 #: columns), which the regex engine matches quicker: tried first. On a line with one mark
 #: it gives what :data:`_ROW_RE` gives (the flags hold no whitespace, so no later
-#: ``-PID (TGID)`` can be in them); a line it does not take goes to :data:`_ROW_RE`.
-_COLUMNS_RE = re.compile(rb"^ *[^ \n][^\n]{1,15}-(\d+) +\( *(\d+)\) \[\d+\] \S+ +(\d+\.\d+): "
-                         rb"tracing_mark_write: (?:(B)\|\d+\|([^\n]*)|E(?:\|\d+)?)\n", re.M)
+#: ``-PID (TGID)`` can be in them); a line it does not take goes to :data:`_ROW_RE`. Its
+#: repeats are possessive (``*+``, ``++``): giving back could not make a line match.
+_COLUMNS_RE = re.compile(rb"^ *+[^ \n][^\n]{1,15}-(\d++) ++\( *+(\d++)\) \[\d++\] \S++ ++"
+                         rb"(\d++\.\d++): tracing_mark_write: (?:(B)\|\d++\|([^\n]*+)|E(?:\|\d++)?+)\n",
+                         re.M)
 #: The same rows without groups, every line of a block.
 _VALID_RE = re.compile(rb"(?:%s*[^ \n][^\n]{1,15}-\d+%s+\(%s*\d+\) [^\n]* \d+\.\d+: "
                        rb"tracing_mark_write: (?:B\|\d+\|[^\n]*|E(?:\|\d+)?)\n)*+"
