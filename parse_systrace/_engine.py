@@ -37,7 +37,6 @@ _E, _C = _tree.E, _tree.C  # a node's end time and children (see parse_systrace.
 
 NO_RUNTIME = "\n*** No NNAPI Runtime trace present - check your systrace setup ***\n\n"
 INCOMPLETE = "Incomplete trace, not able to print all statistics\n"
-_MISSING = object()
 
 
 @dataclass
@@ -348,8 +347,9 @@ def feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
     phase = "PO"  # app[-1] if app else "PO": changes only in slow begins and span ends
     for batch in batches:
         for where, (tid, tgid, ts, kind, name) in batch:
-            thread = lookup.get(tid, _MISSING)
-            if thread is _MISSING:
+            try:
+                thread = lookup[tid]
+            except KeyError:
                 thread = session.resolve(tid)
             if thread is None:
                 if guessed and kind:
@@ -367,8 +367,9 @@ def feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
                     thread.ended(node)
                     phase = app[-1] if app else "PO"
                 continue
-            info = thread.cache.get(name)
-            if info is None:
+            try:
+                info = thread.cache[name]
+            except KeyError:
                 info = thread.info(name, where)
                 if guessed:
                     session.check_name(thread, info)
