@@ -175,8 +175,9 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
                 if node[SUB]:
                     _tree.insert_missing_la(_tree.relocate(node))
                 else:
-                    counts = plans.get((node_layer, node_phase))
-                    if counts is None:
+                    try:
+                        counts = plans[node_layer, node_phase]
+                    except KeyError:
                         counts = plans[node_layer, node_phase] = plan(node, node_phase,
                                                                       layer, phase)
                     if counts:
@@ -187,7 +188,10 @@ def calculate(root: list, ignored: int = 1, placeholders: int = 1, parents=None,
                                     value = value - subtracted(child, node_layer, node_phase)
                         bucket, pe_bucket = counts
                         app = node[A]
-                        bucket[app] = bucket.get(app, 0.0) + value
+                        try:
+                            bucket[app] = bucket[app] + value
+                        except KeyError:
+                            bucket[app] = 0.0 + value
                         if pe_bucket is not None and not in_pe.get(node_layer):
                             pe_bucket[app] = pe_bucket.get(app, 0.0) + value
                 if children:  # descend; the rest of ``nodes`` waits in ``frames``
