@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
 from functools import partial
 from itertools import count, islice, repeat
 from typing import Callable, Iterator, Optional
@@ -39,13 +38,17 @@ NO_RUNTIME = "\n*** No NNAPI Runtime trace present - check your systrace setup *
 INCOMPLETE = "Incomplete trace, not able to print all statistics\n"
 
 
-@dataclass
 class Scan:
     """What pass 1 learns: tracked tid -> tgid (first-tracked order), driver tgids."""
 
-    tracked: dict = field(default_factory=dict)
-    drivers: set = field(default_factory=set)
-    seen_runtime: bool = False
+    def __init__(self, tracked: Optional[dict] = None, drivers: Optional[set] = None,
+                 seen_runtime: bool = False) -> None:
+        self.tracked = {} if tracked is None else tracked
+        self.drivers = set() if drivers is None else drivers
+        self.seen_runtime = seen_runtime
+
+    def __repr__(self) -> str:
+        return f"Scan({self.tracked!r}, {self.drivers!r}, {self.seen_runtime!r})"
 
     @property
     def clients(self) -> list:

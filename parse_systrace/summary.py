@@ -13,12 +13,14 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
+
+#: The fields of a :class:`RunSummary`, in order.
+FIELDS = ("starting_mark", "complete", "times", "self_times", "execution_counts",
+          "has_warmup_and_benchmark", "process", "details")
 
 
-@dataclass
-class ThreadDetail:
+class ThreadDetail(NamedTuple):
     """One thread's buckets and transformed call tree, for ``--print-detail``."""
 
     tid: int
@@ -28,7 +30,6 @@ class ThreadDetail:
     tree: list
 
 
-@dataclass
 class RunSummary:
     """The NNAPI timing summary of one run.
 
@@ -41,13 +42,24 @@ class RunSummary:
         has_warmup_and_benchmark: whether warmup and benchmark are reported apart.
         process: the client process id with ``per_process``, else None.
         details: per-thread detail, filled when requested.
+
+    A plain class, not a dataclass: importing ``dataclasses`` (and with it ``inspect``) took
+    8 ms of every ``parse_systrace`` start.
     """
 
-    starting_mark: str = ""
-    complete: bool = True
-    times: dict = field(default_factory=dict)
-    self_times: dict = field(default_factory=dict)
-    execution_counts: dict = field(default_factory=dict)
-    has_warmup_and_benchmark: bool = False
-    process: Optional[int] = None
-    details: list = field(default_factory=list)
+    def __init__(self, starting_mark: str = "", complete: bool = True,
+                 times: Optional[dict] = None, self_times: Optional[dict] = None,
+                 execution_counts: Optional[dict] = None, has_warmup_and_benchmark: bool = False,
+                 process: Optional[int] = None, details: Optional[list] = None) -> None:
+        self.starting_mark, self.complete = starting_mark, complete
+        self.times = {} if times is None else times
+        self.self_times = {} if self_times is None else self_times
+        self.execution_counts = {} if execution_counts is None else execution_counts
+        self.has_warmup_and_benchmark, self.process = has_warmup_and_benchmark, process
+        self.details = [] if details is None else details
+
+    def __eq__(self, other) -> bool:
+        return type(other) is RunSummary and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return "RunSummary(%s)" % ", ".join(f"{name}={getattr(self, name)!r}" for name in FIELDS)

@@ -40,8 +40,7 @@ import importlib
 import io
 import itertools
 import os
-from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterator, Optional, Union
+from typing import BinaryIO, Callable, Iterator, NamedTuple, Optional, Union
 
 from nnscope.parse_systrace.errors import TraceFormatError
 
@@ -58,8 +57,7 @@ PLUGINS = ("_gzip", "chrome_json", "perfetto")
 _BATCH = 8192
 
 
-@dataclass(frozen=True)
-class Format:
+class Format(NamedTuple):
     """One registered trace format."""
 
     name: str

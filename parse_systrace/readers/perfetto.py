@@ -27,7 +27,6 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, BinaryIO, Iterator
 
@@ -74,25 +73,25 @@ def _decode(payload: bytes, number: int) -> pb.TracePacket:
         raise TraceFormatError(f"packet {number}", f"corrupt TracePacket ({error})") from None
 
 
-@dataclass
 class _Sequence:
     """Incremental state of one trusted packet sequence."""
 
-    names: dict[int, str] = field(default_factory=dict)
-    default_track: int | None = None
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.default_track: int | None = None
 
 
-@dataclass
 class _State:
     """What the packets told so far; rows are resolved and sorted at the end."""
 
-    tgid_of: dict[int, int] = field(default_factory=dict)
-    tracks: dict[int, pb.TrackDescriptor] = field(default_factory=dict)
-    sequences: dict[int, _Sequence] = field(default_factory=dict)
-    prints: list = field(default_factory=list)  # (ts_ns, order, tid, mark_tgid, name, where)
-    slices: list = field(default_factory=list)  # (ts_ns, order, track_uuid, name, where)
-    #: ``order`` numbers prints and slices together: file order breaks ties on time.
-    events: int = 0
+    def __init__(self) -> None:
+        self.tgid_of: dict[int, int] = {}
+        self.tracks: dict[int, pb.TrackDescriptor] = {}
+        self.sequences: dict[int, _Sequence] = {}
+        self.prints: list = []  # (ts_ns, order, tid, mark_tgid, name, where)
+        self.slices: list = []  # (ts_ns, order, track_uuid, name, where)
+        #: ``order`` numbers prints and slices together: file order breaks ties on time.
+        self.events = 0
 
     def add(self, packet: pb.TracePacket, where: str) -> None:
         sequence = self._sequence(packet)
