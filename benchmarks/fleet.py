@@ -13,7 +13,9 @@ measures:
   MB/s, and the engine's cost: the build's time over (reference / workers); and in CPU seconds
   (workers, and the client with the embedded scheduler) over the one-trace parses' CPU seconds,
   a figure the other load of a shared machine changes less;
-- an incremental re-run that adds 10 new traces, against the first 2-worker build;
+- an incremental re-run that adds 10 new traces, against the first 2-worker build (the best of
+  two, each on a fresh copy of that build's dataset: one stalled stat or read of the 2,026 files
+  once took it from 0.5 to 6.5 s);
 - the resident memory of the client and of each worker at 25, 50, 75 and 100 % of a build
   (bounded: flat while the number of traces done grows), and their peaks.
 
@@ -135,6 +137,14 @@ def _build(scratch: Path, workers: int, serial: dict, folder: str) -> dict:
     return built
 
 
+def _rerun(scratch: Path, main_folder: str, late: str) -> dict:
+    """The 2-worker build again, on a copy of its dataset, with the 10 new traces added."""
+    copy = scratch / "rerun.fleet"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(scratch / "w2.fleet", copy)
+    return _helper("--build", str(copy), "2", "10", main_folder, late)
+
+
 def _helper(*args: str) -> dict:
     done = subprocess.run([sys.executable, __file__, *args], stdout=subprocess.PIPE, check=True, cwd=REPO)
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
@@ -196,7 +206,8 @@ def run(lab: Path, scratch: Path, repeat: int = 1) -> dict:
               f"{spent['client']:.1f} s = {built['engine_cpu_cost']}x")
     result["speedup_2_over_1"] = round(result["builds"][1]["seconds"] / result["builds"][2]["seconds"], 2)
     print(f"2 workers over 1: {result['speedup_2_over_1']}x (target >= 1.7)")
-    rerun = _helper("--build", str(scratch / "w2.fleet"), "2", "10", main_folder, late)
+    rerun = min((_rerun(scratch, main_folder, late) for _ in range(2)),
+                key=lambda build: build["seconds"])
     rerun["share_of_first"] = round(rerun["seconds"] / result["builds"][2]["seconds"], 4)
     result["rerun"] = rerun
     print(f"re-run with 10 new traces: {rerun['seconds']:.2f} s (+{rerun['cluster_start_s']:.1f} s "
