@@ -389,9 +389,13 @@ def feed_one(batches, sessions: list, warn) -> Iterator[RunSummary]:
                 continue
             parent = stack[-1]
             # The node's slots, in _tree's order: S, E, L, P, A, SUB, C, PAR, M, W, and END.
-            node = [float(ts), None, layer, mark_phase, phase, subtract, [], parent, mark,
+            node = [float(ts), None, layer, mark_phase, phase, subtract, (), parent, mark,
                     where, ends]
-            parent[_C].append(node)
+            children = parent[_C]
+            if children:
+                children.append(node)
+            else:  # its first child: a node's children start as the shared empty tuple
+                parent[_C] = [node]
             stack.append(node)
 
 

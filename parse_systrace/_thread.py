@@ -145,8 +145,8 @@ class ThreadState:
             self.placeholders += 1
             parent = stack[-1]
             self.removals.add(id(parent))
-            node = [ts, None, None, None, None, False, [], parent, None, where, None]
-            parent[_C].append(node)
+            node = [ts, None, None, None, None, False, (), parent, None, where, None]
+            _tree.append(parent, node)
             stack.append(node)
         if layer == "LA":
             if phase in _APP_GROUPS:
@@ -158,17 +158,17 @@ class ThreadState:
             self.ignored += 1
             self.removals.add(id(stack[-1]))
         parent = stack[-1]
-        node = [ts, None, layer, phase, app[-1] if app else "PO", subtract, [], parent, mark,
+        node = [ts, None, layer, phase, app[-1] if app else "PO", subtract, (), parent, mark,
                 where, ends]
-        parent[_C].append(node)
+        _tree.append(parent, node)
         stack.append(node)
 
     def push(self, ts: float, info: tuple, where) -> None:
         stack = self.stack
         parent = stack[-1]
         node = [ts, None, info[LAYER], info[PHASE], self.app[-1] if self.app else "PO",
-                info[SUBTRACT], [], parent, info[MARK], where, info[ENDS]]
-        parent[_C].append(node)
+                info[SUBTRACT], (), parent, info[MARK], where, info[ENDS]]
+        _tree.append(parent, node)
         stack.append(node)
 
     def end(self, ts: float, where) -> bool:

@@ -1,7 +1,9 @@
 """Per-thread call trees: build from marks, transform, validate and sum into buckets.
 
 A node is a plain list ``[start, end, layer, phase, app_phase, subtract, children,
-parent, mark, where]`` (see the ``S``..``W`` indices); the root has ``mark`` ``ROOT`` and
+parent, mark, where]`` (see the ``S``..``W`` indices; ``children`` is the shared empty tuple
+until :func:`append` gives the node its first child: most nodes are leaves, and an empty list
+each cost an allocation and a free per node); the root has ``mark`` ``ROOT`` and
 placeholders pushed by ``[SW]`` have ``mark`` ``None``. Times are float seconds.
 :func:`parse_systrace._walk.calculate` applies section 5 of the semantics in order (remove
 ignored nodes and placeholders, relocate misplaced nodes, insert missing LA levels, validate
@@ -42,9 +44,18 @@ def new_root() -> list:
 
 def add(parent: list, start, mark, layer, phase, app_phase, subtract, where) -> list:
     """Append and return a new child of ``parent``."""
-    node = [start, None, layer, phase, app_phase, subtract, [], parent, mark, where]
-    parent[C].append(node)
+    node = [start, None, layer, phase, app_phase, subtract, (), parent, mark, where]
+    append(parent, node)
     return node
+
+
+def append(parent: list, node: list) -> None:
+    """Add ``node`` as ``parent``'s last child (a childless node's children are ``()``)."""
+    children = parent[C]
+    if children:
+        children.append(node)
+    else:
+        parent[C] = [node]
 
 
 def unlink(root: list) -> None:
