@@ -15,10 +15,6 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-#: The fields of a :class:`RunSummary`, in order.
-FIELDS = ("starting_mark", "complete", "times", "self_times", "execution_counts",
-          "has_warmup_and_benchmark", "process", "details")
-
 
 class ThreadDetail(NamedTuple):
     """One thread's buckets and transformed call tree, for ``--print-detail``."""
@@ -62,4 +58,4 @@ class RunSummary:
         return type(other) is RunSummary and vars(self) == vars(other)
 
     def __repr__(self) -> str:
-        return "RunSummary(%s)" % ", ".join(f"{name}={getattr(self, name)!r}" for name in FIELDS)
+        return "RunSummary(%s)" % ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
