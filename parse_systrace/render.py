@@ -14,7 +14,6 @@ Example:
 """
 from __future__ import annotations
 
-import copy
 import json
 import math
 
@@ -27,14 +26,23 @@ NAN = math.nan
 
 
 def chosen_times(run, total_times: bool, per_execution: bool) -> tuple:
-    """Deep copies of (times, self_times) with the chosen one PBM-replaced if needed."""
-    times, self_times = copy.deepcopy(run.times), copy.deepcopy(run.self_times)
+    """``(times, self_times, the chosen one)``: the run's own dicts (read only), or deep
+    copies when the chosen one is PBM-replaced (per execution of a warmup+benchmark run)."""
+    times, self_times = run.times, run.self_times
+    if run.has_warmup_and_benchmark and per_execution:
+        times, self_times = _copied(times), _copied(self_times)
     use = times if total_times else self_times
     if run.has_warmup_and_benchmark and per_execution:
         for phase in ("PE", "PIO", "PTR", "PCO", "PR"):
             for layer in LAYERS + (LT,):
                 use[phase][layer] = use["PBM"][phase][layer]
     return times, self_times, use
+
+
+def _copied(times: dict) -> dict:
+    """A copy of nested dicts of numbers."""
+    return {key: _copied(value) if type(value) is dict else value
+            for key, value in times.items()}
 
 
 def template_inputs(run, use: dict, per_execution: bool) -> dict:

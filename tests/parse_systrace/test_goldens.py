@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from nnscope.parse_systrace import iter_summaries
 from nnscope.parse_systrace.__main__ import PARTIAL_EXIT, main
 from nnscope.parse_systrace._engine import INCOMPLETE
+from nnscope.parse_systrace.render import render_text
 from tests.support.paths import SYSTRACE_FIXTURES
 
 FLAGS = {
@@ -60,3 +62,21 @@ def test_golden(trace, golden, flags, capsys):
     assert status == (PARTIAL_EXIT if partial else 0)
     assert captured.out == golden.read_text()
     assert captured.err == _expected_stderr(golden, flags)
+
+
+TEXT_FLAGS = ("per-execution", "default", "total-times.per-execution", "total-times")
+
+
+@pytest.mark.parametrize("trace", sorted({case.values[0] for case in CASES}), ids=str)
+def test_one_parse_renders_every_table(trace):
+    """The tables of every flag set rendered one after the other from the same runs equal
+    the goldens: rendering reads the runs, it never changes them (per execution, a
+    warmup+benchmark run's Benchmark columns are swapped in on copies)."""
+    runs = list(iter_summaries(str(trace)))
+    for flags in TEXT_FLAGS:
+        golden = trace.with_name(trace.stem + f".{flags}.txt")
+        if not golden.exists():
+            continue
+        total, per_execution = "total-times" in flags, "per-execution" in flags
+        assert "".join(render_text(run, total, per_execution) for run in runs) == \
+            golden.read_text(), flags
