@@ -35,8 +35,8 @@ Example:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Callable, Iterator
 
 from nnscope.parse_systrace.errors import TraceFormatError
 from nnscope.parse_systrace.render import render_json, render_text

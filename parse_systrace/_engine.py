@@ -20,9 +20,9 @@ Example:
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Iterator
 from functools import partial
 from itertools import count, islice, repeat
-from typing import Callable, Iterator, Optional
 
 from nnscope.parse_systrace import _tree
 from nnscope.parse_systrace._aggregate import aggregate
@@ -31,6 +31,10 @@ from nnscope.parse_systrace._thread import (ASYNC_BEGIN, ASYNC_END, END, SYNC, T
                                     ThreadState, span_ms)
 from nnscope.parse_systrace.errors import TraceFormatError
 from nnscope.parse_systrace.summary import RunSummary, ThreadDetail
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Optional
 
 _E, _C = _tree.E, _tree.C  # a node's end time and children (see parse_systrace._tree)
 

@@ -36,14 +36,17 @@ import itertools
 import json
 import os
 import select
-import signal
-import threading
+from collections import namedtuple
+from collections.abc import Iterator
 from contextlib import closing
 from functools import partial
-from typing import Callable, Iterator, NamedTuple, Optional
 
 from nnscope.parse_systrace import _engine
 from nnscope.parse_systrace.summary import RunSummary
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Optional
 
 #: Smaller files stay serial (the fork and the child's reading cost more than they gain).
 MIN_BYTES = 8 << 20
@@ -71,22 +74,30 @@ def plan(source) -> Optional["Split"]:
     rows from byte ``start`` on.
     """
     target = getattr(source, "_target", None)
-    if (getattr(source, "format", None) not in _FORMATS or not forks_safely()
-            or usable_cpus() < 2 or not isinstance(target, (str, bytes, os.PathLike))):
+    if (getattr(source, "format", None) not in _FORMATS
+            or not isinstance(target, (str, bytes, os.PathLike))):
         return None
-    try:
-        size = os.stat(target).st_size
-        with open(target, "rb") as handle:
-            if size < MIN_BYTES or handle.read(2) == _GZIP_MAGIC:
-                return None
-            at = _line_start(handle, int(size * PARENT_SHARE))
-    except OSError:
-        return None
+    at = _split_at(target)
     if at is None:
         return None
     return Split(at, lambda span, checked: source.raw_batches(checked=checked, span=span),
                  lambda span: source.tracking_rows(checked=False, span=span),
                  partial(_run_starts, target))
+
+
+def _split_at(target) -> Optional[int]:
+    """``at`` for a file worth splitting, else None. The size comes first: a small file
+    does not import threading (:func:`forks_safely`)."""
+    try:
+        size = os.stat(target).st_size
+        if size < MIN_BYTES or not forks_safely() or usable_cpus() < 2:
+            return None
+        with open(target, "rb") as handle:
+            if handle.read(2) == _GZIP_MAGIC:
+                return None
+            return _line_start(handle, int(size * PARENT_SHARE))
+    except OSError:
+        return None
 
 
 def _run_starts(target, start: int) -> Iterator[tuple]:
@@ -114,16 +125,15 @@ def usable_cpus() -> int:
 def forks_safely() -> bool:
     """Whether this process may fork a child to read with: only while it runs one thread (a
     lock another thread holds at the fork would stay held in the child)."""
+    import threading  # here, not at start-up
+
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-class Split(NamedTuple):
+class Split(namedtuple("Split", "at raw_from tracking_in run_starts")):
     """How a source is split; the engine is given one and calls its two methods."""
 
-    at: int
-    raw_from: Callable
-    tracking_in: Callable
-    run_starts: Callable
+    __slots__ = ()
 
     def speculate(self, make_sessions, warn):
         """:func:`runs` (a generator returning None, or pass 1's real result)."""
@@ -201,6 +211,8 @@ def _discard(pid: int, read: int) -> None:
 
 
 def _reap(pid: int) -> None:
+    import signal  # here, not at start-up
+
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
 

@@ -13,17 +13,18 @@ Example:
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Optional
 
 
-class ThreadDetail(NamedTuple):
-    """One thread's buckets and transformed call tree, for ``--print-detail``."""
+class ThreadDetail(namedtuple("ThreadDetail", "tid tgid is_driver stats tree")):
+    """One thread's buckets and transformed call tree, for ``--print-detail``: ``tid``,
+    ``tgid`` (int), ``is_driver`` (bool), ``stats`` (dict), ``tree`` (list)."""
 
-    tid: int
-    tgid: int
-    is_driver: bool
-    stats: dict
-    tree: list
+    __slots__ = ()
 
 
 class RunSummary:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import NamedTuple
+from collections import namedtuple
 
 
 class Layer(str, enum.Enum):
@@ -69,13 +69,11 @@ _LAYERS = {layer.value: layer for layer in Layer}
 _PHASES = {phase.value: phase for phase in Phase}
 
 
-class ParsedName(NamedTuple):
-    """A span name split into its parts; ``marker`` is ``""``, ``[SW]`` or ``[SUB]``."""
+class ParsedName(namedtuple("ParsedName", "marker layer phase detail")):
+    """A span name split into its parts; ``marker`` is ``""``, ``[SW]`` or ``[SUB]``
+    (str), ``layer`` a :class:`Layer`, ``phase`` a :class:`Phase`, ``detail`` str."""
 
-    marker: str
-    layer: Layer
-    phase: Phase
-    detail: str
+    __slots__ = ()
 
 
 def tag(layer: Layer, phase: Phase) -> str:

@@ -17,7 +17,9 @@ a faster equivalent that yields rows in lists. Formats are tried in registration
 built in, other modules (``chrome_json``, ``perfetto``) register themselves when
 imported through :data:`PLUGINS`. Content wrappers such as gzip are registered with
 :func:`register_unwrapper`: ``unwrap(raw) -> binary_file`` returns ``raw`` unchanged
-when it does not apply.
+when it does not apply. A :class:`RowSource` imports the plugins only when no format
+registered so far accepts the head, the head may be a plugin's (:data:`PLUGIN_HEADS`) or
+the format asked for is unknown: a plain systrace/ftrace file never loads them.
 
 :func:`open_rows` detects the format from the content (never the file name) and returns
 a :class:`RowSource` whose :meth:`RowSource.rows` can be iterated any number of times:
@@ -40,34 +42,40 @@ import importlib
 import io
 import itertools
 import os
-from typing import BinaryIO, Callable, Iterator, NamedTuple, Optional, Union
+from collections import namedtuple
+from collections.abc import Callable, Iterator
 
 from nnscope.parse_systrace.errors import TraceFormatError
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import BinaryIO, Optional, Union
+
 Row = tuple  # (ts: float, tid: int, tgid: int, name: str | None, where: int | str)
-Reader = Callable[[BinaryIO], Iterator[Row]]
-BatchReader = Callable[[BinaryIO], Iterator[list]]
+Reader = Callable[["BinaryIO"], Iterator[Row]]
+BatchReader = Callable[["BinaryIO"], Iterator[list]]
 Sniffer = Callable[[bytes], bool]
-Unwrapper = Callable[[BinaryIO], BinaryIO]
+Unwrapper = Callable[["BinaryIO"], "BinaryIO"]
 
 #: How many bytes of (unwrapped) content a sniffer is given.
 SNIFF_BYTES = 1 << 16
 #: Reader modules imported on first use so that they can register themselves.
 PLUGINS = ("_gzip", "chrome_json", "perfetto")
+#: First bytes (after :data:`_BLANK`) of content the plugins take before the built-in
+#: formats: gzip (unwrapped before sniffing), JSON (``chrome_json`` is tried first).
+PLUGIN_HEADS = (b"\x1f\x8b", b"{", b"[")
+_BLANK = b" \t\r\n\xef\xbb\xbf"  # what chrome_json's sniff skips
 _BATCH = 8192
 
 
-class Format(NamedTuple):
-    """One registered trace format."""
+class Format(namedtuple("Format", "name read sniff read_batches unit read_tracking read_raw unchecked",
+                        defaults=(None, "line", None, None, False))):
+    """One registered trace format: ``name``, ``read`` (a :data:`Reader`), ``sniff`` (a
+    :data:`Sniffer`), ``read_batches`` (a :data:`BatchReader` or None), ``unit``
+    (``"line"`` or ``"event"``), ``read_tracking`` (a :data:`Reader` or None), ``read_raw``
+    (see :meth:`RowSource.raw_batches`; or None), ``unchecked`` (bool)."""
 
-    name: str
-    read: Reader
-    sniff: Sniffer
-    read_batches: Optional[BatchReader] = None
-    unit: str = "line"
-    read_tracking: Optional[Reader] = None
-    read_raw: Optional[Callable[[BinaryIO], Iterator[tuple]]] = None
-    unchecked: bool = False
+    __slots__ = ()
 
 
 _FORMATS: dict[str, Format] = {}
@@ -120,11 +128,24 @@ def get_format(name: str) -> Format:
 def detect(head: bytes) -> str:
     """Name of the first registered format whose sniffer accepts ``head``."""
     _load_plugins()
+    return _detect(head)
+
+
+def _detect(head: bytes) -> str:
+    """:func:`detect` among the formats registered so far."""
     for fmt in _FORMATS.values():
         if fmt.sniff(head):
             return fmt.name
     raise TraceFormatError("file", "unrecognised trace format (expected systrace HTML, "
                            f"ftrace text or one of: {', '.join(_FORMATS)})")
+
+
+def _without_plugins(head: bytes) -> Optional[str]:
+    """The format registered so far that reads ``head`` whatever the plugins register, or
+    None: when a plugin may take it first (:data:`PLUGIN_HEADS`) or no format does."""
+    if head.lstrip(_BLANK).startswith(PLUGIN_HEADS):
+        return None
+    return next((fmt.name for fmt in _FORMATS.values() if fmt.sniff(head)), None)
 
 
 class RowSource:
@@ -134,13 +155,22 @@ class RowSource:
                  format: Optional[str] = None) -> None:
         self._target = path_or_fileobj
         self._start = 0 if _is_path(path_or_fileobj) else path_or_fileobj.tell()
-        _load_plugins()  # unwrappers (gzip) must be registered before the first read
-        with self._open() as handle:
-            head = handle.read(SNIFF_BYTES)
+        if format is not None and format not in _FORMATS:
+            _load_plugins()
+        head, found = self._head(), None
+        if not _plugins_loaded:
+            found = _without_plugins(head)
+            if found is None:
+                _load_plugins()  # then read the head again, through their unwrappers (gzip)
+                head = self._head()
         if not head:
             raise TraceFormatError("file", "empty trace file")
-        self.format = format or detect(head)
-        self._fmt = get_format(self.format)
+        self.format = format or found or _detect(head)
+        self._fmt = _FORMATS.get(self.format) or get_format(self.format)
+
+    def _head(self) -> bytes:
+        with self._open() as handle:
+            return handle.read(SNIFF_BYTES)
 
     @property
     def unit(self) -> str:

@@ -21,10 +21,14 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
 
 from nnscope.parse_systrace.errors import TraceFormatError, Unchecked
 from nnscope.parse_systrace.readers._fastrows import comments, raw_rows, tracking_rows
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 HEADERS = (b"#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
            b"#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION")
