@@ -258,8 +258,8 @@ class _Opened:
         else:
             raw = self._target
             raw.seek(self._start)
-        if not hasattr(raw, "peek"):
-            raw = io.BufferedReader(_NoClose(raw)) if _UNWRAPPERS else raw
+        if not hasattr(raw, "peek"):  # unwrappers peek; the readers use readinto
+            raw = io.BufferedReader(_NoClose(raw))
         for unwrap in _UNWRAPPERS:
             raw = unwrap(raw)
         return raw

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 
 from nnscope.parse_systrace.errors import TraceFormatError, Unchecked
@@ -102,7 +103,7 @@ def _tracking(binary: BinaryIO, require_header: bool, checked: bool, span=None):
     for base, data, lines in _trace_blocks(binary, require_header, *(span or ())):
         skip = comments(data)
         head = data.count(b"\n", 0, skip)
-        rows = tracking_rows(data[skip:], base + head, known, checked, lines - head)
+        rows = tracking_rows(_after(data, skip), base + head, known, checked, lines - head)
         if rows is None:
             rows = [row for row in _parse_lines(data, base, state) if row[3] is not None
                     and ("[NN" in row[3] or "HIDL::IDevice" in row[3])]
@@ -134,7 +135,7 @@ def _raw(binary: BinaryIO, require_header: bool, checked: bool, span=None):
     for base, data, lines in _trace_blocks(binary, require_header, *(span or ())):
         skip = comments(data)
         head = data.count(b"\n", 0, skip)
-        found = raw_rows(data[skip:], checked, lines - head)
+        found = raw_rows(_after(data, skip), checked, lines - head)
         if found is not None:
             yield base + head + 1, found
             continue
@@ -175,24 +176,25 @@ def _batches(binary: BinaryIO, require_header: bool) -> Iterator[list]:
 
 def _trace_blocks(binary: BinaryIO, require_header: bool, start: int = 0,
                  stop=None) -> Iterator[tuple]:
-    """Yield ``(lines_before, bytes, lines)`` blocks of whole lines inside the trace part.
+    """Yield ``(lines_before, data, lines)`` blocks of whole lines inside the trace part.
 
-    ``start`` / ``stop`` (line starts, for a split read): from ``start`` (the trace part's
-    rows, no header looked for) up to ``stop``; a trace part that ends before ``stop``
-    raises :class:`~parse_systrace.errors.Unchecked` (its rows after ``stop`` would not
-    be the trace's)."""
+    ``data`` (a bytearray) is read into again two blocks later (see :class:`_Buffers`):
+    use it before taking the block after next. ``start`` / ``stop`` (line starts, for a
+    split read): from ``start`` (the trace part's rows, no header looked for) up to
+    ``stop``; a trace part that ends before ``stop`` raises
+    :class:`~parse_systrace.errors.Unchecked` (its rows after ``stop`` would not be the
+    trace's)."""
     carry, lines_before, started, position = b"", 0, bool(start), start
     if start:
         binary.seek(start)
+    buffers = _Buffers(binary)
     while True:
-        block = binary.read(CHUNK if stop is None else min(CHUNK, stop - position))
-        position += len(block)
-        if block:
-            cut = block.rfind(b"\n") + 1
-            if cut:  # one copy: the carry and the block's whole lines
-                data, carry = b"".join((carry, memoryview(block)[:cut])), block[cut:]
-            else:
-                data, carry = b"", carry + block
+        data, got = buffers.read(carry, CHUNK if stop is None else min(CHUNK, stop - position))
+        position += got
+        if got:
+            cut = data.rfind(b"\n") + 1
+            carry = bytes(data[cut:])
+            del data[cut:]
         elif not carry:
             if require_header and not started:
                 raise TraceFormatError("file", NO_TRACE)
@@ -207,7 +209,7 @@ def _trace_blocks(binary: BinaryIO, require_header: bool, start: int = 0,
                     continue
                 start = 0  # plain text: no header in the first block, rows from line 1
             lines_before += data.count(b"\n", 0, start)
-            data, started = data[start:], True
+            data, started = data[start:] if start else data, True
         end = _find_end(data)
         if end >= 0:
             if stop is not None:
@@ -217,8 +219,51 @@ def _trace_blocks(binary: BinaryIO, require_header: bool, start: int = 0,
         if data:
             yield lines_before, data, lines
         lines_before += lines
-        if end >= 0 or not block:
+        if end >= 0 or not got:
             return
+
+
+class _Buffers:
+    """Two bytearrays read into in turn: a block is read without a copy into the one
+    the block before last used (kept intact for as long as a caller holds it: then
+    a new one is made), after the carried start of its first line."""
+
+    def __init__(self, binary: BinaryIO) -> None:
+        self._binary = binary
+        self._pair = [bytearray(), bytearray()]
+        self._turn = 0
+
+    def read(self, carry: bytes, size: int) -> tuple:
+        """``(carry and up to size bytes read after it, how many were read)``."""
+        self._turn ^= 1
+        buffer = self._pair[self._turn]
+        kept = len(carry)
+        if not buffer or sys.getrefcount(buffer) > _OWN_REFERENCES:  # a caller kept it
+            buffer = self._pair[self._turn] = bytearray(kept + size)
+        elif len(buffer) < kept + size:
+            buffer += bytes(kept + size - len(buffer))  # the last carry's few bytes
+        buffer[:kept] = carry
+        view = memoryview(buffer)[kept:kept + size]
+        got = self._binary.readinto(view) or 0
+        view.release()
+        del buffer[kept + got:]
+        return buffer, got
+
+
+def _own_references() -> int:
+    """What getrefcount gives in :meth:`_Buffers.read` for a buffer no caller holds: a
+    slot in the pair and the local name (and the argument, where this Python counts it)."""
+    pair = [bytearray()]
+    buffer = pair[0]
+    return sys.getrefcount(buffer)
+
+
+_OWN_REFERENCES = _own_references()
+
+
+def _after(data, skip: int):
+    """``data`` from ``skip`` on (itself when ``skip`` is 0: a bytearray's slice copies)."""
+    return data[skip:] if skip else data
 
 
 def _find_end(data: bytes) -> int:
@@ -237,7 +282,7 @@ def _header_start(data: bytes) -> int:
 def _parse_fast(data: bytes, base: int):
     """Rows of a block made only of current-format mark rows, or None when it is not."""
     skip = comments(data)
-    found = raw_rows(data[skip:])
+    found = raw_rows(_after(data, skip))
     if found is None:
         return None
     base += data.count(b"\n", 0, skip)
