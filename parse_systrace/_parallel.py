@@ -87,7 +87,7 @@ def plan(source) -> Optional["Split"]:
 
 def _split_at(target) -> Optional[int]:
     """``at`` for a file worth splitting, else None. The size comes first: a small file
-    does not import threading (:func:`forks_safely`)."""
+    does not count threads (:func:`forks_safely`)."""
     try:
         size = os.stat(target).st_size
         if size < MIN_BYTES or not forks_safely() or usable_cpus() < 2:
@@ -124,10 +124,16 @@ def usable_cpus() -> int:
 
 def forks_safely() -> bool:
     """Whether this process may fork a child to read with: only while it runs one thread (a
-    lock another thread holds at the fork would stay held in the child)."""
-    import threading  # here, not at start-up
+    lock another thread holds at the fork would stay held in the child). Counted by the OS
+    where it lists them (threads not started by Python count too), else by ``threading``."""
+    if not hasattr(os, "fork"):
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        import threading  # here, not at start-up
 
-    return hasattr(os, "fork") and threading.active_count() == 1
+        return threading.active_count() == 1
 
 
 class Split(namedtuple("Split", "at raw_from tracking_in run_starts")):

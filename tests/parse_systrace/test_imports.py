@@ -5,17 +5,18 @@ Each case runs in a fresh interpreter: pytest itself has imported most of these 
 """
 import gzip
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.support.paths import REPO, SYSTRACE_FIXTURES
+from tests.support.paths import GEN_SYSTRACE, REPO, SYSTRACE_FIXTURES
 
 OMR1 = SYSTRACE_FIXTURES / "omr1.html"
 PLUGINS = tuple(f"nnscope.parse_systrace.readers.{name}"
                 for name in ("chrome_json", "perfetto", "_gzip"))
-UNNEEDED = ("typing", "decimal", "heapq", "gzip", "signal", "threading") + PLUGINS
+UNNEEDED = ("typing", "decimal", "heapq", "gzip", "signal", "threading", "shutil") + PLUGINS
 MAIN = """import sys
 from nnscope.parse_systrace.__main__ import main
 status = main(sys.argv[1:])
@@ -61,3 +62,43 @@ def test_json_holding_ftrace_text_is_chrome_json_though_the_plugins_are_not_load
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": [], "systemTraceEvents": text}))
     assert run(FORMAT, path).stdout == "chrome_json\n"
+
+
+SPLIT = """import os, sys
+from nnscope.parse_systrace import _parallel
+_parallel.MIN_BYTES = 0
+forks = []
+fork = os.fork
+os.fork = lambda: forks.append(1) or fork()
+""" + MAIN + """
+print(len(forks), file=sys.stderr)"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable CPU: no split")
+def test_a_split_run_imports_no_module_it_does_not_need(tmp_path):
+    """The two-process run counts threads without importing ``threading``."""
+    path = tmp_path / "mixed.html"
+    subprocess.run([sys.executable, str(GEN_SYSTRACE), "--seed", "5", "--scenario", "mixed",
+                    "--runs", "6", "--execs", "4", "-o", str(path)], check=True)
+    serial = subprocess.run([sys.executable, "-m", "nnscope.parse_systrace", str(path)],
+                            cwd=REPO, capture_output=True, text=True, check=True).stdout
+    done = run(SPLIT.format(names=UNNEEDED), path)
+    status_modules, forks = done.stderr.splitlines()[-2:]
+    assert (done.stdout, status_modules, int(forks) > 0) == (serial, "0 []", True)
+
+
+@pytest.mark.parametrize("columns", [None, "50", "200", "x"])
+def test_the_help_wraps_as_argparse_would(columns, monkeypatch):
+    """The formatter sized without shutil wraps the help as argparse's own does."""
+    import argparse  # noqa: PLC0415
+
+    from nnscope.parse_systrace.__main__ import build_parser  # noqa: PLC0415
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    ours = build_parser()
+    theirs = build_parser()
+    theirs.formatter_class = argparse.RawDescriptionHelpFormatter
+    assert ours.format_help() == theirs.format_help()
+    assert ours.formatter_class is not theirs.formatter_class
