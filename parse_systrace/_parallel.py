@@ -101,7 +101,7 @@ def _split_at(target) -> Optional[int]:
 
 
 def _run_starts(target, start: int) -> Iterator[tuple]:
-    """``(offset, tid)`` of the run-starting begin rows from byte ``start`` on."""
+    """``(offset, tid)`` of the run-starting begin rows from the line start ``start`` on."""
     from nnscope.parse_systrace.readers.systrace import begin_rows_from
     with open(target, "rb") as handle:
         yield from begin_rows_from(handle, start, "[NN_LA_PO]")

@@ -38,7 +38,6 @@ END = b"</script>"
 NO_TRACE = ("unrecognised trace format: an HTML page with no systrace trace data "
             "(no trace-data section with an ftrace column header)")
 CHUNK = 1 << 22
-_SEARCH_CHUNK = 1 << 20
 
 _CURRENT = (rb"[^\S\n]*[^ \n][^\n]{1,15}-(\d+)[^\S\n]+\([^\S\n]*([-0-9]+)\) [^\n]* "
             rb"(\d+\.\d+): tracing_mark_write: ([BE][^\n]*)")
@@ -145,27 +144,24 @@ def _raw(binary: BinaryIO, require_header: bool, checked: bool, span=None):
 
 
 def begin_rows_from(binary: BinaryIO, start: int, needle: str) -> Iterator[tuple]:
-    """``(offset, tid)`` of each begin row from byte ``start`` on (a line start) whose name
-    holds ``needle``, as the line-by-line parser reads it; ``offset`` is its line's start.
-    The lines are found by a byte search: the rows of the lines between are not parsed."""
-    pattern, carry, position = needle.encode(), b"", start
-    binary.seek(start)
-    while True:
-        block = binary.read(_SEARCH_CHUNK)
-        data = carry + block
-        cut = len(data) if not block else data.rfind(b"\n") + 1
-        data, carry = data[:cut], data[cut:]
-        hit = data.find(pattern)
+    """``(offset, tid)`` of each begin row from the first line start at or after byte
+    ``start`` on whose name holds ``needle``, as the line-by-line parser reads it; ``offset``
+    is its line's start. ``binary`` is a file (it is mapped): the lines are found by a byte
+    search in the page cache, and the rows of the lines between are neither read nor parsed."""
+    import mmap  # here, not at start-up: only a split read searches
+
+    pattern = needle.encode()
+    with mmap.mmap(binary.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if start:
+            start = data.find(b"\n", start - 1) + 1 or len(data)
+        hit = data.find(pattern, start)
         while hit >= 0:
-            begin = data.rfind(b"\n", 0, hit) + 1
+            begin = data.rfind(b"\n", start, hit) + 1 or start
             end = data.find(b"\n", hit) + 1 or len(data)
             for _, tid, _, name, _ in _parse_lines(data[begin:end].rstrip(b"\n") + b"\n", 0, {}):
                 if name is not None and needle in name:
-                    yield position + begin, tid
+                    yield begin, tid
             hit = data.find(pattern, end)
-        if not block:
-            return
-        position += cut
 
 
 def _batches(binary: BinaryIO, require_header: bool) -> Iterator[list]:

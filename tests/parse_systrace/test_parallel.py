@@ -87,11 +87,11 @@ def test_a_trace_part_that_ends_before_the_split_is_read_serially(tmp_path, caps
 
 
 @pytest.mark.parametrize("fmt", ["html", "text", "oldtext"])
-def test_the_byte_search_finds_the_rows_that_start_runs(tmp_path, monkeypatch, fmt):
+def test_the_byte_search_finds_the_rows_that_start_runs(tmp_path, fmt):
     """The parent stops reading at the split row's line, found by a byte search: it must
-    find exactly the run-starting begin rows that the row reader gives, from any line on."""
+    find exactly the run-starting begin rows that the row reader gives, from the first line
+    start at or after any byte on."""
     from nnscope.parse_systrace.readers import open_rows  # noqa: PLC0415
-    monkeypatch.setattr(systrace, "_SEARCH_CHUNK", 4096)  # lines across search blocks
     path = generate_trace(tmp_path, 49, fmt)
     lines = path.read_bytes().splitlines(keepends=True)
     offsets = [0]
@@ -100,11 +100,12 @@ def test_the_byte_search_finds_the_rows_that_start_runs(tmp_path, monkeypatch, f
     rows = [(offsets[where - 1], tid) for _, tid, _, name, where in open_rows(path).rows()
             if name is not None and "[NN_LA_PO]" in name]
     assert len(rows) == 5
-    for start in (offsets[0], offsets[len(lines) // 3], rows[2][0], rows[2][0] + 1):
-        start = next(offset for offset in offsets if offset >= start)
+    for start in (offsets[0], offsets[len(lines) // 3], offsets[len(lines) // 3] + 7,
+                  rows[2][0] - 1, rows[2][0], rows[2][0] + 1, offsets[-1] - 1):
+        line = next(offset for offset in offsets if offset >= start)
         with open(path, "rb") as handle:
             found = list(systrace.begin_rows_from(handle, start, "[NN_LA_PO]"))
-        assert found == [row for row in rows if row[0] >= start]
+        assert found == [row for row in rows if row[0] >= line]
 
 
 def test_a_failing_child_falls_back_to_the_serial_passes(tmp_path, capsys, monkeypatch):
