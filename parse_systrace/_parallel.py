@@ -3,13 +3,15 @@
 Runs are independent once pass 1 is done (each ``[NN_LA_PO]`` begin on a tracked thread
 resets all per-thread state and the application-phase stack), so for a large plain
 systrace/ftrace file the parent forks (``os.fork``: nothing re-imported) a child for the
-second half. The *split row* is the first run-starting row from the line start ``at``
-on (about half of the file's bytes; when it is the file's first, which does not end a
-run, the split is dropped). The parent feeds the rows before it (it finds the split row's
-line by a byte search and reads up to it), the child the rows from it on (it starts reading
-at ``at``: only the rows between ``at`` and the split row are read twice); the child sends
-its runs, orphan and dropped counts back as JSON through a pipe (no pickle) and the
-parent emits them after its own, in file order. A process allowed one CPU (a fleet
+second half. The *split row* is the first ``[NN_LA_PO]`` begin row from
+:data:`PARENT_SHARE` of the file's bytes on, found by a byte search before the fork (its
+line starts at ``at``; its thread is tracked, as any thread with an ``[NN`` mark: with a
+guessed pass 1 result that does not track it, the child's check of that row finds the guess
+wrong; when it is the file's first run start, which does not end a run, the split is
+dropped). The parent feeds the rows before
+``at``, the child the rows from ``at`` on: no row is read twice. The child sends its
+runs, orphan and dropped counts back as JSON through a pipe (no pickle) and the parent
+emits them after its own, in file order. A process allowed one CPU (a fleet
 worker pinned to its core, ``taskset -c 0``) stays serial: the child would only add its reading.
 
 Pass 2 depends on pass 1 only through its result (tracked threads in order, their
@@ -39,7 +41,6 @@ import select
 from collections import namedtuple
 from collections.abc import Iterator
 from contextlib import closing
-from functools import partial
 
 from nnscope.parse_systrace import _engine
 from nnscope.parse_systrace.summary import RunSummary
@@ -50,12 +51,11 @@ if TYPE_CHECKING:
 
 #: Smaller files stay serial (the fork and the child's reading cost more than they gain).
 MIN_BYTES = 8 << 20
-#: Share of the file's bytes before the split byte (the split row is the first run start
-#: after it; the parent also guesses pass 1's result, receives and renders).
+#: Share of the file's bytes before the split row's search starts (the parent also
+#: guesses pass 1's result, receives and renders).
 PARENT_SHARE = 0.49
 _FORMATS = ("systrace", "ftrace")
 _GZIP_MAGIC = b"\x1f\x8b"
-_LINE_SEARCH = 1 << 20
 
 
 class ChildFailed(Exception):
@@ -63,15 +63,15 @@ class ChildFailed(Exception):
 
 
 def plan(source) -> Optional["Split"]:
-    """A :class:`Split` ``(at, raw_from, tracking_in, run_starts)`` for a source worth
-    splitting, else None.
+    """A :class:`Split` ``(at, raw_from, tracking_in)`` for a source worth splitting,
+    else None.
 
-    ``at`` is the first line start from :data:`PARENT_SHARE` of the file's bytes on;
+    ``at`` is the line start of the split row, the first ``[NN_LA_PO]`` begin row from
+    :data:`PARENT_SHARE` of the file's bytes on (a byte search);
     ``raw_from(span, checked)`` reads the raw blocks of the bytes ``span`` = ``(start,
     stop)`` (unchecked: after pass 1's unchecked rows, see
     :attr:`.readers.RowSource.unchecked`); ``tracking_in(span)`` pass 1's unchecked rows
-    of those bytes; ``run_starts(start)`` the ``(offset, tid)`` of the run-starting begin
-    rows from byte ``start`` on.
+    of those bytes.
     """
     target = getattr(source, "_target", None)
     if (getattr(source, "format", None) not in _FORMATS
@@ -81,13 +81,12 @@ def plan(source) -> Optional["Split"]:
     if at is None:
         return None
     return Split(at, lambda span, checked: source.raw_batches(checked=checked, span=span),
-                 lambda span: source.tracking_rows(checked=False, span=span),
-                 partial(_run_starts, target))
+                 lambda span: source.tracking_rows(checked=False, span=span))
 
 
 def _split_at(target) -> Optional[int]:
-    """``at`` for a file worth splitting, else None. The size comes first: a small file
-    does not count threads (:func:`forks_safely`)."""
+    """The offset of the split row of a file worth splitting, else None. The size comes
+    first: a small file does not count threads (:func:`forks_safely`)."""
     try:
         size = os.stat(target).st_size
         if size < MIN_BYTES or not forks_safely() or usable_cpus() < 2:
@@ -95,23 +94,12 @@ def _split_at(target) -> Optional[int]:
         with open(target, "rb") as handle:
             if handle.read(2) == _GZIP_MAGIC:
                 return None
-            return _line_start(handle, int(size * PARENT_SHARE))
+            from nnscope.parse_systrace.readers.systrace import begin_rows_from
+            rows = begin_rows_from(handle, int(size * PARENT_SHARE), "[NN_LA_PO]")
+            with closing(rows):
+                return next((offset for offset, _ in rows), None)
     except OSError:
         return None
-
-
-def _run_starts(target, start: int) -> Iterator[tuple]:
-    """``(offset, tid)`` of the run-starting begin rows from the line start ``start`` on."""
-    from nnscope.parse_systrace.readers.systrace import begin_rows_from
-    with open(target, "rb") as handle:
-        yield from begin_rows_from(handle, start, "[NN_LA_PO]")
-
-
-def _line_start(handle, offset: int) -> Optional[int]:
-    """The first line start after ``offset`` (None when no line ends in the next MB)."""
-    handle.seek(offset)
-    end = handle.read(_LINE_SEARCH).find(b"\n")
-    return None if end < 0 else offset + end + 1
 
 
 def usable_cpus() -> int:
@@ -136,7 +124,7 @@ def forks_safely() -> bool:
         return threading.active_count() == 1
 
 
-class Split(namedtuple("Split", "at raw_from tracking_in run_starts")):
+class Split(namedtuple("Split", "at raw_from tracking_in")):
     """How a source is split; the engine is given one and calls its two methods."""
 
     __slots__ = ()
@@ -153,7 +141,7 @@ class Split(namedtuple("Split", "at raw_from tracking_in run_starts")):
 def tracking(split: tuple) -> Iterator[tuple]:
     """Pass 1's unchecked rows: from byte ``at`` on read by a child (the result of
     :func:`parse_systrace._engine.scan` is the same: see :func:`.systrace._tracking`)."""
-    at, _, tracking_in, _ = split
+    at, tracking_in = split.at, split.tracking_in
     pid, read = _fork(lambda: [list(row) for row in tracking_in((at, None))])
     try:
         yield from tracking_in((0, at))
@@ -233,7 +221,7 @@ def runs(split: tuple, make_sessions, warn):
     1's real result is returned: the caller goes on from it.
     ``make_sessions(found, warn)`` -> the sessions (see :func:`._engine.sessions_of`).
     """
-    at, raw_from, _, _ = split
+    at, raw_from, _ = split
     pid, read, outbox = _fork_guessed(lambda inbox: _guessed_child(
         raw_from((at, None), True), inbox, make_sessions))
     parent_raw = raw_from((0, at), True)  # checked: no unchecked pass 1 rows came before
@@ -243,7 +231,7 @@ def runs(split: tuple, make_sessions, warn):
             child, pid = pid, 0  # reaped by _parent_half
             try:
                 done, result = _parent_half(session, _engine.then(first, parent_raw),
-                                            split, True, child, read)
+                                            child, read)
             except _engine.GuessWrong:
                 pass
             else:
@@ -313,28 +301,26 @@ def _read_ahead(raw, inbox: int) -> list:
 
 def split_runs(split: tuple, sessions: list, warn) -> Iterator[RunSummary]:
     """Feed and finish the one session, the rows after the split row in a child."""
-    at, raw_from, _, _ = split
+    at, raw_from, _ = split
     session = sessions[0]
     pid, read = _fork(lambda: _child(raw_from((at, None), False), session))
     parent_raw = raw_from((0, at), False)
     try:
-        done, result = _parent_half(session, parent_raw, split, False, pid, read)
+        done, result = _parent_half(session, parent_raw, pid, read)
     finally:
         parent_raw.close()
     yield from _emit(done, result, session, warn)
 
 
-def _parent_half(session, parent_raw, split, checked: bool, pid: int, read: int) -> tuple:
+def _parent_half(session, parent_raw, pid: int, read: int) -> tuple:
     """``(parent runs, child result)``: feed ``session`` the rows of ``parent_raw`` (the
-    raw blocks before ``at``) and those from ``at`` up to the split row, then take the
-    result of the child ``pid`` (which fed it the rows from there on; it is reaped in any
-    case). Raises
+    raw blocks before the split row), then take the result of the child ``pid`` (which
+    fed it the rows from there on; it is reaped in any case). Raises
     :class:`._engine.GuessWrong` when either process met a row against the guess."""
     try:
-        found: list = []
-        blocks = _parent_blocks(parent_raw, split, checked, session, found)
+        blocks = _engine.raw_rows(parent_raw, numbered=False)
         done = list(_engine.feed_one(blocks, [session], _engine.ignore))
-        if found and session.first:  # the rows before it belong to the file's first run
+        if session.first:  # the rows before the split row belong to the file's first run
             raise ChildFailed("the split row is the file's first run start")
         done.append(session.finish())
         child, pid = pid, 0
@@ -343,8 +329,6 @@ def _parent_half(session, parent_raw, split, checked: bool, pid: int, read: int)
         _discard(pid, read)
     if result["wrong"]:
         raise _engine.GuessWrong("in the child")
-    if result["started"] != bool(found):
-        raise ChildFailed("the processes disagree on the split row")
     return done, result
 
 
@@ -364,15 +348,13 @@ def _emit(done: list, result: dict, session, warn) -> Iterator[RunSummary]:
 def _child(raw, session) -> dict:
     """The child's result: the runs from the split row on, orphan and dropped counts,
     whether a mark shows the runtime, or only ``wrong`` (a guessed session's guess)."""
-    started: list = []
-    blocks = _child_blocks(raw, session, started)
     try:
-        found = list(_engine.feed_one(blocks, [session], _engine.ignore))
+        found = list(_engine.feed_one(_engine.raw_rows(raw, numbered=False), [session],
+                                      _engine.ignore))
     except _engine.GuessWrong:
         return {"wrong": True}
-    if started:
-        found.append(session.finish())
-    return {"started": bool(started), "runs": [_plain(vars(run)) for run in found],
+    found.append(session.finish())
+    return {"runs": [_plain(vars(run)) for run in found],
             "orphans": sum(t.orphans for t in session.threads.values()),
             "dropped": session.dropped, "runtime": session.seen_runtime(), "wrong": False}
 
@@ -391,53 +373,3 @@ def _plain(value):
     elif kind not in (str, int, float, bool, type(None)):
         raise TypeError(f"value {value!r}")
     return value
-
-
-def _split_index(first, rows) -> tuple:
-    """Candidates for the split row in a raw block: ``[(index, tid), ...]``."""
-    found = []
-    for index, row in enumerate(rows):
-        if first is None:
-            row = row[1]
-        name = row[4]
-        if row[3] and ((b"[NN_LA_PO]" in name) if type(name) is bytes
-                       else "[NN_LA_PO]" in name):
-            found.append((index, row[0]))
-    return found
-
-
-def _split(first, rows, session) -> Optional[int]:
-    """Index of the split row in a raw block, or None: the first run-starting row (on a
-    tracked thread) from byte ``at`` on."""
-    for index, tid in _split_index(first, rows):
-        if session.resolve(tid) is not None:
-            return index
-    return None
-
-
-def _parent_blocks(raw, split, checked: bool, session, found: list):
-    """The raw blocks of ``raw``, then those from byte ``at`` up to the split row (``found``
-    gets its offset), as ``_engine.raw_rows``. The split row's line is found by a byte
-    search (the child finds the same row among its rows), so no row after it is read."""
-    yield from _engine.raw_rows(raw, numbered=False)
-    stop = next((offset for offset, tid in split.run_starts(split.at)
-                 if session.resolve(tid) is not None), None)
-    if stop is not None:
-        found.append(stop)
-    with closing(split.raw_from((split.at, stop), checked)) as rest:
-        yield from _engine.raw_rows(rest, numbered=False)
-
-
-def _child_blocks(raw, session, started: list):
-    """The raw blocks from the split row on (``started`` is set when it is found)."""
-    for first, rows in raw:
-        if not started:
-            index = _split(first, rows, session)
-            if index is None:
-                continue
-            started.append(index)
-            rows = rows[index:]
-            if first is not None:
-                first += index
-        yield from _engine.raw_rows([(first, rows)], numbered=False)
-
