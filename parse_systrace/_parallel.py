@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from contextlib import closing
 
 from nnscope.parse_systrace import _engine
+from nnscope.parse_systrace.errors import TraceFormatError
 from nnscope.parse_systrace.summary import RunSummary
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
@@ -85,8 +86,9 @@ def plan(source) -> Optional["Split"]:
 
 
 def _split_at(target) -> Optional[int]:
-    """The offset of the split row of a file worth splitting, else None. The size comes
-    first: a small file does not count threads (:func:`forks_safely`)."""
+    """The offset of the split row of a file worth splitting, else None (also when the
+    search meets a line it cannot read: the serial passes report it with its line number).
+    The size comes first: a small file does not count threads (:func:`forks_safely`)."""
     try:
         size = os.stat(target).st_size
         if size < MIN_BYTES or not forks_safely() or usable_cpus() < 2:
@@ -98,7 +100,7 @@ def _split_at(target) -> Optional[int]:
             rows = begin_rows_from(handle, int(size * PARENT_SHARE), "[NN_LA_PO]")
             with closing(rows):
                 return next((offset for offset, _ in rows), None)
-    except OSError:
+    except (OSError, TraceFormatError):
         return None
 
 

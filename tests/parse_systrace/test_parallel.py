@@ -73,6 +73,22 @@ def test_the_split_row_is_the_first_run_start_from_the_parents_share(tmp_path, m
     assert _parallel.plan(open_rows(path)).at == next(s for s in starts if s >= line)
 
 
+def test_an_unreadable_line_where_the_split_row_is_searched_gives_the_serial_error(
+        tmp_path, capsys, monkeypatch):
+    """The byte search before the fork meets a bad line naming ``[NN_LA_PO]``: no split, and
+    the error names the line as the serial passes do."""
+    lines = generate_trace(tmp_path, 45, "text").read_bytes().splitlines(keepends=True)
+    share, at = sum(map(len, lines)) * _parallel.PARENT_SHARE, 0
+    while share > 0:  # the bad line comes first from the share of the bytes on
+        share -= len(lines[at])
+        at += 1
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"".join(lines[:at] + [b"garbage [NN_LA_PO]x\n"] + lines[at:]))
+    serial = _outputs(path, [], capsys, monkeypatch, False, 4096)
+    assert serial[0] == 2 and f"line {at + 1}" in serial[2]
+    assert _outputs(path, [], capsys, monkeypatch, True, 4096) == serial
+
+
 def test_rows_before_the_first_run_stay_in_it(tmp_path, capsys, monkeypatch):
     lines = generate_trace(tmp_path, 42, "text", runs=3).read_bytes().splitlines(keepends=True)
     first = next(i for i, line in enumerate(lines) if b"[NN_LA_PO]" in line)
