@@ -233,10 +233,10 @@ class _Buffers:
         """``(carry and up to size bytes read after it, how many were read)``."""
         self._turn ^= 1
         buffer = self._pair[self._turn]
-        kept = len(carry)
         if not buffer or sys.getrefcount(buffer) > _OWN_REFERENCES:  # a caller kept it
-            buffer = self._pair[self._turn] = bytearray(kept + size)
-        elif len(buffer) < kept + size:
+            return self._new(carry, size)
+        kept = len(carry)
+        if len(buffer) < kept + size:
             buffer += bytes(kept + size - len(buffer))  # the last carry's few bytes
         buffer[:kept] = carry
         view = memoryview(buffer)[kept:kept + size]
@@ -244,6 +244,14 @@ class _Buffers:
         view.release()
         del buffer[kept + got:]
         return buffer, got
+
+    def _new(self, carry: bytes, size: int) -> tuple:
+        """A new buffer, as long as what is read (a small file's block touches no more
+        memory than its bytes: a zeroed buffer of the full block size would)."""
+        data = self._binary.read(size)
+        buffer = self._pair[self._turn] = bytearray(carry)
+        buffer += data
+        return buffer, len(data)
 
 
 def _own_references() -> int:
