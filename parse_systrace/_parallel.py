@@ -197,8 +197,6 @@ def _read_all(fd: int) -> bytes:
         return pipe.read()
 
 
-
-
 def _discard(pid: int, read: int) -> None:
     """Kill and reap a child whose result is not wanted (none if ``pid`` is 0)."""
     if pid:
@@ -320,8 +318,7 @@ def _parent_half(session, parent_raw, pid: int, read: int) -> tuple:
     fed it the rows from there on; it is reaped in any case). Raises
     :class:`._engine.GuessWrong` when either process met a row against the guess."""
     try:
-        blocks = _engine.raw_rows(parent_raw, numbered=False)
-        done = list(_engine.feed_one(blocks, [session], _engine.ignore))
+        done = _feed(session, parent_raw)
         if session.first:  # the rows before the split row belong to the file's first run
             raise ChildFailed("the split row is the file's first run start")
         done.append(session.finish())
@@ -347,12 +344,18 @@ def _emit(done: list, result: dict, session, warn) -> Iterator[RunSummary]:
              f"({orphans} E marks without a B)\n")
 
 
+def _feed(session, raw) -> list:
+    """The runs that end in the raw blocks ``raw`` fed to ``session`` (the last one stays
+    open: :meth:`._engine.Session.finish` ends it)."""
+    return list(_engine.feed_one(_engine.raw_rows(raw, numbered=False), [session],
+                                 _engine.ignore))
+
+
 def _child(raw, session) -> dict:
     """The child's result: the runs from the split row on, orphan and dropped counts,
     whether a mark shows the runtime, or only ``wrong`` (a guessed session's guess)."""
     try:
-        found = list(_engine.feed_one(_engine.raw_rows(raw, numbered=False), [session],
-                                      _engine.ignore))
+        found = _feed(session, raw)
     except _engine.GuessWrong:
         return {"wrong": True}
     found.append(session.finish())

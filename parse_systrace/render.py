@@ -29,20 +29,16 @@ def chosen_times(run, total_times: bool, per_execution: bool) -> tuple:
     """``(times, self_times, the chosen one)``: the run's own dicts (read only), or deep
     copies when the chosen one is PBM-replaced (per execution of a warmup+benchmark run)."""
     times, self_times = run.times, run.self_times
-    if run.has_warmup_and_benchmark and per_execution:
-        times, self_times = _copied(times), _copied(self_times)
+    if not (run.has_warmup_and_benchmark and per_execution):
+        return times, self_times, times if total_times else self_times
+    import copy  # here, not at start-up: only this case copies
+
+    times, self_times = copy.deepcopy(times), copy.deepcopy(self_times)
     use = times if total_times else self_times
-    if run.has_warmup_and_benchmark and per_execution:
-        for phase in ("PE", "PIO", "PTR", "PCO", "PR"):
-            for layer in LAYERS + (LT,):
-                use[phase][layer] = use["PBM"][phase][layer]
+    for phase in ("PE", "PIO", "PTR", "PCO", "PR"):
+        for layer in LAYERS + (LT,):
+            use[phase][layer] = use["PBM"][phase][layer]
     return times, self_times, use
-
-
-def _copied(times: dict) -> dict:
-    """A copy of nested dicts of numbers."""
-    return {key: _copied(value) if type(value) is dict else value
-            for key, value in times.items()}
 
 
 def template_inputs(run, use: dict, per_execution: bool) -> dict:

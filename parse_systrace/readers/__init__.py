@@ -133,9 +133,9 @@ def detect(head: bytes) -> str:
 
 def _detect(head: bytes) -> str:
     """:func:`detect` among the formats registered so far."""
-    for fmt in _FORMATS.values():
-        if fmt.sniff(head):
-            return fmt.name
+    found = _sniffed(head)
+    if found is not None:
+        return found
     raise TraceFormatError("file", "unrecognised trace format (expected systrace HTML, "
                            f"ftrace text or one of: {', '.join(_FORMATS)})")
 
@@ -145,6 +145,11 @@ def _without_plugins(head: bytes) -> Optional[str]:
     None: when a plugin may take it first (:data:`PLUGIN_HEADS`) or no format does."""
     if head.lstrip(_BLANK).startswith(PLUGIN_HEADS):
         return None
+    return _sniffed(head)
+
+
+def _sniffed(head: bytes) -> Optional[str]:
+    """The first format registered so far whose sniffer accepts ``head``, or None."""
     return next((fmt.name for fmt in _FORMATS.values() if fmt.sniff(head)), None)
 
 

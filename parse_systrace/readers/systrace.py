@@ -205,7 +205,7 @@ def _trace_blocks(binary: BinaryIO, require_header: bool, start: int = 0,
                     continue
                 start = 0  # plain text: no header in the first block, rows from line 1
             lines_before += data.count(b"\n", 0, start)
-            data, started = data[start:] if start else data, True
+            data, started = _after(data, start), True
         end = _find_end(data)
         if end >= 0:
             if stop is not None:
