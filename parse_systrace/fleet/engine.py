@@ -3,8 +3,9 @@
 :func:`cluster` gives a ``distributed.Client``: by default of an embedded ``LocalCluster``
 sized to the machine (one worker process per CPU this process may use, one thread each, so a
 task parses on one core; tasks are not held back: :data:`SATURATION`; glibc keeps its memory
-settings: :data:`MALLOC_TRIM`), or of an existing cluster (``--scheduler tcp://HOST:PORT``; its
-workers need ``pip install 'nnscope[fleet]'`` and the traces on a path they can read).
+settings: :data:`MALLOC_TRIM`; housekeeping is spaced out: :data:`HOUSEKEEPING`), or of an
+existing cluster (``--scheduler tcp://HOST:PORT``; its workers need ``pip install
+'nnscope[fleet]'`` and the traces on a path they can read).
 
 :func:`run` submits :func:`.task.parse_traces` for consecutive batches of the files (:func:`batches`:
 up to :data:`BATCH_BYTES` each, so the scheduler, the client and the workers' event loops handle a
@@ -52,6 +53,16 @@ PROFILE = "distributed.worker.profile.enabled"
 #: the workers' RSS stays bounded (``benchmarks/fleet.py`` samples it). An existing cluster keeps
 #: its own setting.
 MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+#: The housekeeping every process of a Dask cluster does on its event loop (``distributed``'s
+#: defaults: a tick every 20 ms that detects a blocked loop, a psutil sample every 500 ms for the
+#: dashboard, a memory check every 100 ms in each worker and nanny). An idle embedded 2-worker
+#: cluster spends 6.6 % of a core on them; each wake-up also takes the GIL from the worker's parse.
+#: The embedded cluster (no dashboard, tasks of tens of ms) spaces them out: 1.0 % of a core idle,
+#: and a 2-worker build of 288 lab traces took 6.6-6.8 s against 6.8-7.4 s, the workers' CPU 6 %
+#: less (``benchmarks/fleet.py``). A worker past its memory limit is still stopped within a second.
+HOUSEKEEPING = {"distributed.admin.tick.interval": "1s",
+                "distributed.admin.system-monitor.interval": "5s",
+                "distributed.worker.memory.monitor-interval": "1s"}
 #: Bytes of trace files per task (a larger file is a task of its own): a trace takes tens of ms,
 #: the engine's round trip for a task about a ms of the client's, the scheduler's and a worker's
 #: time, on the same CPUs (``benchmarks/fleet.py`` measures the engine's cost).
@@ -81,7 +92,7 @@ def cluster(scheduler: Optional[str] = None, workers: Optional[int] = None,
         return
     import dask
 
-    settings = {SATURATION: float("inf"), PROFILE: False, MALLOC_TRIM: None}
+    settings = {SATURATION: float("inf"), PROFILE: False, MALLOC_TRIM: None, **HOUSEKEEPING}
     with dask.config.set(settings), LocalCluster(
             n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
             dashboard_address=None, host="127.0.0.1", silence_logs=logging.ERROR) as local, \

@@ -68,3 +68,17 @@ def test_a_failed_batch_is_tried_again_one_trace_per_task(tmp_path):
 def test_embedded_workers_keep_the_memory_settings_of_glibc():
     with engine.cluster(workers=1) as client:
         assert list(client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_").values()) == [None]
+
+
+def _intervals_ms(dask_worker=None, dask_scheduler=None) -> dict:
+    server = dask_worker or dask_scheduler
+    return {name: callback.callback_time for name, callback in server.periodic_callbacks.items()
+            if name in ("tick", "monitor", "memory_monitor")}
+
+
+def test_embedded_cluster_spaces_out_its_housekeeping():
+    with engine.cluster(workers=1) as client:
+        (worker,) = client.run(_intervals_ms).values()
+        scheduler = client.run_on_scheduler(_intervals_ms)
+    assert worker == {"tick": 1000, "monitor": 5000, "memory_monitor": 1000}
+    assert scheduler == {"tick": 1000, "monitor": 5000}
