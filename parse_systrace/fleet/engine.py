@@ -2,7 +2,7 @@
 
 :func:`cluster` gives a ``distributed.Client``: by default of an embedded ``LocalCluster``
 sized to the machine (one worker process per CPU this process may use, one thread each, so a
-task parses on one core; tasks are not held back: :data:`SATURATION`; glibc keeps its memory
+task parses on one core; a worker holds two tasks at most: :data:`TASKS_IN_FLIGHT`; glibc keeps its memory
 settings: :data:`MALLOC_TRIM`; housekeeping is spaced out: :data:`HOUSEKEEPING`), or of an
 existing cluster (``--scheduler tcp://HOST:PORT``; its workers need ``pip install
 'nnscope[fleet]'`` and the traces on a path they can read).
@@ -36,13 +36,14 @@ from typing import Callable, Iterator, Optional
 from nnscope.parse_systrace.fleet.task import parse_traces
 
 
-#: The scheduler setting that holds tasks back until a worker thread is free (Dask's "root task
-#: queuing"). Our tasks are short (tens of ms) and independent, so the embedded cluster sets it to
-#: infinity: every task goes to a worker at once (work stealing balances them) and no worker
-#: waits a scheduler round trip between two traces; ``benchmarks/fleet.py`` measures the engine's
-#: cost. An existing cluster keeps its own setting (``DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION
-#: =inf dask scheduler`` gives the same).
+#: Dask's "root task queuing": the scheduler hands a worker thread this many tasks at most
+#: (rounded up), the others wait at the scheduler for the first worker to free a slot. The
+#: embedded cluster sets 2 (the running task and the next, so no worker waits a round trip between
+#: two tasks), so the last tasks go to whichever worker is free first. With infinity (every task
+#: sent at once, work stealing to balance) one of two workers sat idle for the last 1.1-1.9 s of a
+#: 46-50 s build, against 0.3 s now. An existing cluster keeps its own setting.
 SATURATION = "distributed.scheduler.worker-saturation"
+TASKS_IN_FLIGHT = 2.0
 #: The workers' statistical profiler (a stack sample every 10 ms): the embedded cluster turns it
 #: off, which makes a worker's parse about 8 % faster (``benchmarks/fleet.py``).
 PROFILE = "distributed.worker.profile.enabled"
@@ -57,7 +58,7 @@ MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 #: defaults: a tick every 20 ms that detects a blocked loop, a psutil sample every 500 ms for the
 #: dashboard, a memory check every 100 ms in each worker and nanny). An idle embedded 2-worker
 #: cluster spends 6.6 % of a core on them; each wake-up also takes the GIL from the worker's parse.
-#: The embedded cluster (no dashboard, tasks of tens of ms) spaces them out: 1.0 % of a core idle,
+#: The embedded cluster (no dashboard, tasks of a second at most) spaces them out: 1.0 % of a core idle,
 #: and a 2-worker build of 288 lab traces took 6.6-6.8 s against 6.8-7.4 s, the workers' CPU 6 %
 #: less (``benchmarks/fleet.py``). A worker past its memory limit is still stopped within a second.
 HOUSEKEEPING = {"distributed.admin.tick.interval": "1s",
@@ -67,7 +68,8 @@ HOUSEKEEPING = {"distributed.admin.tick.interval": "1s",
 #: the engine's round trip for a task about a ms of the client's, the scheduler's and a worker's
 #: time, on the same CPUs (``benchmarks/fleet.py`` measures the engine's cost).
 BATCH_BYTES = 8 << 20
-#: Tasks per worker thread at least, so that the last batches spread over the workers.
+#: Tasks per worker thread at least, so that the last batches spread over the workers (see
+#: :func:`batches`).
 TASKS_PER_THREAD = 4
 
 
@@ -92,7 +94,7 @@ def cluster(scheduler: Optional[str] = None, workers: Optional[int] = None,
         return
     import dask
 
-    settings = {SATURATION: float("inf"), PROFILE: False, MALLOC_TRIM: None, **HOUSEKEEPING}
+    settings = {SATURATION: TASKS_IN_FLIGHT, PROFILE: False, MALLOC_TRIM: None, **HOUSEKEEPING}
     with dask.config.set(settings), LocalCluster(
             n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
             dashboard_address=None, host="127.0.0.1", silence_logs=logging.ERROR) as local, \
@@ -179,19 +181,25 @@ def worker_threads(client) -> int:
 
 
 def batches(files: list, threads: int) -> list:
-    """``files`` in consecutive groups of up to :data:`BATCH_BYTES` (a larger file alone), and of
-    at most as many files as gives each of ``threads`` :data:`TASKS_PER_THREAD` tasks."""
-    most = max(1, math.ceil(len(files) / (threads * TASKS_PER_THREAD)))
+    """``files`` in consecutive groups, a task each, of at most as many files as gives each of
+    ``threads`` :data:`TASKS_PER_THREAD` tasks, and of up to :data:`BATCH_BYTES` or, when less, a
+    ``threads * TASKS_PER_THREAD``-th of the bytes not yet grouped (a larger file alone): the tasks
+    shrink towards the end, down to single traces, so the workers finish together."""
+    sizes = [_size(file.path) for file in files]
+    shares = threads * TASKS_PER_THREAD
+    most = max(1, math.ceil(len(files) / shares))
     groups: list = []
     group: list = []
-    size = 0
-    for file in files:
-        length = _size(file.path)
-        if group and (len(group) == most or size + length > BATCH_BYTES):
+    size, budget, left = 0, 0, sum(sizes)
+    for file, length in zip(files, sizes):
+        if group and (len(group) == most or size + length > budget):
             groups.append(group)
             group, size = [], 0
+        if not group:
+            budget = min(BATCH_BYTES, left // shares)
         group.append(file)
         size += length
+        left -= length
     if group:
         groups.append(group)
     return groups

@@ -19,14 +19,23 @@ def _files(tmp_path, sizes: list) -> list:
 def test_batches_are_consecutive_and_bounded_in_bytes_and_files(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "BATCH_BYTES", 100)
     files = _files(tmp_path, [40, 40, 40, 150, 10, 10, 10, 10, 10, 10, 10, 10])
-    groups = engine.batches(files + [InputFile(str(tmp_path / "missing"))], threads=1)
-    assert [file for group in groups for file in group] == files + [InputFile(str(tmp_path / "missing"))]
-    assert [len(group) for group in groups] == [2, 1, 1, 4, 4, 1]  # <= 100 bytes, <= 13 / 4 files
+    missing = InputFile(str(tmp_path / "missing"))
+    groups = engine.batches(files + [missing], threads=1)
+    assert [file for group in groups for file in group] == files + [missing]
+    # budgets: min(100, bytes left // 4): 87, 67, 57 (150 alone), 20, then under 15: one each
+    assert [len(group) for group in groups] == [2, 1, 1, 2] + [1] * 7
+
+
+def test_batches_shrink_to_single_traces_at_the_end(tmp_path):
+    groups = engine.batches(_files(tmp_path, [100] * 200), threads=2)
+    sizes = [len(group) for group in groups]
+    assert sizes[0] == 200 // (2 * engine.TASKS_PER_THREAD)
+    assert sizes == sorted(sizes, reverse=True) and sizes[-2 * engine.TASKS_PER_THREAD:] == [1] * 8
 
 
 def test_every_thread_gets_tasks_even_of_small_files(tmp_path):
     groups = engine.batches(_files(tmp_path, [10] * 16), threads=2)
-    assert len(groups) == 2 * engine.TASKS_PER_THREAD
+    assert len(groups) >= 2 * engine.TASKS_PER_THREAD
 
 
 class _Future:
@@ -76,9 +85,15 @@ def _intervals_ms(dask_worker=None, dask_scheduler=None) -> dict:
             if name in ("tick", "monitor", "memory_monitor")}
 
 
-def test_embedded_cluster_spaces_out_its_housekeeping():
+def _saturation(dask_scheduler=None) -> float:
+    return dask_scheduler.WORKER_SATURATION
+
+
+def test_embedded_cluster_spaces_out_its_housekeeping_and_queues_tasks():
     with engine.cluster(workers=1) as client:
         (worker,) = client.run(_intervals_ms).values()
         scheduler = client.run_on_scheduler(_intervals_ms)
+        saturation = client.run_on_scheduler(_saturation)
     assert worker == {"tick": 1000, "monitor": 5000, "memory_monitor": 1000}
     assert scheduler == {"tick": 1000, "monitor": 5000}
+    assert saturation == engine.TASKS_IN_FLIGHT == 2.0
