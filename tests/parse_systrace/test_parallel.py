@@ -169,6 +169,14 @@ def test_small_gzip_and_file_objects_stay_serial(tmp_path):
         _parallel.MIN_BYTES = original
 
 
+def test_a_file_emptied_after_its_size_was_read_stays_serial(tmp_path, monkeypatch):
+    empty = tmp_path / "emptied.html"
+    empty.write_bytes(b"")
+    monkeypatch.setattr(_parallel, "MIN_BYTES", -1)  # as if its size had been read before
+    monkeypatch.setattr(_parallel, "usable_cpus", lambda: 2)
+    assert _parallel._split_at(str(empty)) is None  # mmap of an empty file: ValueError
+
+
 def _record_guesses(monkeypatch) -> list:
     """Whether each guessed pass 1 result was used (True) or dropped (False)."""
     outcomes = []
