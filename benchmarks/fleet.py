@@ -6,13 +6,14 @@ HTML, ftrace text, Chrome JSON, Perfetto, gzip), by default 2,016 traces and mor
 Then, each build in a fresh helper process on the embedded engine (``engine.cluster``), it
 measures:
 
-- the sum of the one-trace times of :func:`parse_systrace.summarize` on the same files, in one
-  process (what the workers would do with no engine at all), before each round's builds and once
-  more after them; the best is the reference;
-- a fresh build with 1 and with 2 workers: wall seconds (cluster start apart), traces/s,
-  MB/s, and the engine's cost: the build's time over (reference / workers); and in CPU seconds
-  (workers, and the client with the embedded scheduler) over the one-trace parses' CPU seconds,
-  a figure the other load of a shared machine changes less;
+- a fresh build with 1 and with 2 workers: wall seconds (cluster start apart), traces/s and MB/s;
+- its reference, the sum of the one-trace times of :func:`parse_systrace.summarize` on the same
+  files in one process (what the workers would do with no engine at all), taken around the build:
+  every other file (in the order of size) just before it, the rest just after it, so the build and
+  its reference meet the same spell of a shared machine (whose speed drifts by up to 30 % within
+  minutes);
+- the engine's cost: the build's time over (its reference / workers); and in CPU seconds
+  (workers, and the client with the embedded scheduler) over the reference's CPU seconds;
 - an incremental re-run that adds 10 new traces, against the first 2-worker build (the best of
   two, each on a fresh copy of that build's dataset: one stalled stat or read of the 2,026 files
   once took it from 0.5 to 6.5 s);
@@ -21,7 +22,8 @@ measures:
 
 Prints one line per figure, writes ``benchmarks/results/fleet.json`` and prints it as a final
 JSON line. The machines here are shared: figures vary with the other load, so ``--repeat N`` runs
-N rounds (one-trace times, 1 worker, 2 workers, side by side) and keeps the best of each.
+N rounds (1 worker, then 2 workers, each between its reference halves) and keeps, for each number
+of workers, the round with the lowest engine cost (all rounds' costs are printed and kept).
 
 Example:
     $ python benchmarks/fleet.py --lab /tmp/lab --repeat 2
@@ -76,11 +78,13 @@ def files_of(folder: Path) -> list[Path]:
     return sorted(path for path in folder.rglob("*") if path.is_file())
 
 
-def measure_serial(folder: Path) -> dict:
-    """Sum of the one-trace summarize() times, in this process."""
+def measure_serial(folder: Path, first: int = 0, step: int = 1) -> dict:
+    """Sum of the one-trace summarize() times, in this process, of every ``step``-th file from
+    ``first`` on in the order of size (halves alike in sizes and formats), read in path order."""
     from nnscope.parse_systrace import summarize
 
-    total, size, files, cpu = 0.0, 0, files_of(folder), _cpu_s()
+    by_size = sorted(files_of(folder), key=lambda path: (path.stat().st_size, path))
+    total, size, files, cpu = 0.0, 0, sorted(by_size[first::step]), _cpu_s()
     for path in files:
         start = time.perf_counter()
         summarize(str(path))
@@ -118,23 +122,30 @@ def measure_build(dataset: Path, workers: int, inputs: list[str], total: int) ->
             "worker_peak_rss_mb": peaks, "cpu_s": cpu_s}
 
 
-def _serial(folder: str) -> dict:
-    serial = _helper("--serial", folder)
-    print(f"lab: {serial['files']} traces, {serial['mb']} MB; one-trace summarize() times sum to "
-          f"{serial['seconds_sum']:.1f} s (one process)")
-    return serial
+def _reference(folder: str, half: int) -> dict:
+    """One-trace times of every other file by size (``half`` 0: the first, 1: the second)."""
+    return _helper("--serial", folder, str(half), "2")
 
 
-def _build(scratch: Path, workers: int, serial: dict, folder: str) -> dict:
+def _build(scratch: Path, workers: int, folder: str) -> dict:
+    """A fresh build between the two halves of its reference."""
     dataset = scratch / f"w{workers}.fleet"
     shutil.rmtree(dataset, ignore_errors=True)
-    built = _helper("--build", str(dataset), str(workers), str(serial["files"]), folder)
-    built["traces_per_s"] = round(built["parsed"] / built["seconds"], 1)
-    built["mb_per_s"] = round(serial["mb"] / built["seconds"], 1)
+    before = _reference(folder, 0)
+    built = _helper("--build", str(dataset), str(workers), str(len(files_of(Path(folder)))), folder)
+    after = _reference(folder, 1)
+    lab = {"files": before["files"] + after["files"], "mb": round(before["mb"] + after["mb"], 1)}
+    reference = {name: round(before[name] + after[name], 3) for name in ("seconds_sum", "cpu_s")}
+    built.update(reference=reference, traces_per_s=round(built["parsed"] / built["seconds"], 1),
+                 mb_per_s=round(lab["mb"] / built["seconds"], 1),
+                 engine_cost=round(built["seconds"] / (reference["seconds_sum"] / workers), 3),
+                 engine_cpu_cost=round(sum(built["cpu_s"].values()) / reference["cpu_s"], 3))
     print(f"{workers} worker(s): {built['seconds']:.1f} s (+{built['cluster_start_s']:.1f} s cluster "
-          f"start), {built['traces_per_s']} traces/s, {built['mb_per_s']} MB/s, client peak RSS "
+          f"start), {built['traces_per_s']} traces/s, {built['mb_per_s']} MB/s; one-trace times around "
+          f"it {before['seconds_sum']:.1f} + {after['seconds_sum']:.1f} s: engine cost "
+          f"{built['engine_cost']}x, in CPU seconds {built['engine_cpu_cost']}x; client peak RSS "
           f"{built['client_peak_rss_mb']} MB, worker peaks {built['worker_peak_rss_mb']} MB")
-    return built
+    return dict(built, lab=lab)
 
 
 def _rerun(scratch: Path, main_folder: str, late: str) -> dict:
@@ -152,7 +163,8 @@ def _helper(*args: str) -> dict:
 
 def main() -> int:
     if sys.argv[1:2] == ["--serial"]:
-        print(json.dumps(measure_serial(Path(sys.argv[2]))))
+        folder, first, step = sys.argv[2], *map(int, sys.argv[3:5])
+        print(json.dumps(measure_serial(Path(folder), first, step)))
         return 0
     if sys.argv[1:2] == ["--build"]:
         dataset, workers, total, *inputs = sys.argv[2:]
@@ -180,35 +192,28 @@ def main() -> int:
 def run(lab: Path, scratch: Path, repeat: int = 1) -> dict:
     main_folder, late = str(lab / "main"), str(lab / "late")
     result = {"builds": {}, "load_average_before": os.getloadavg()[0], "repeat": repeat}
-    builds, serials = result["builds"], []
-    for _ in range(repeat):  # side by side: each round times the one-trace parses and both builds
-        serials.append(_serial(main_folder))
+    builds, costs = result["builds"], {1: [], 2: []}
+    for _ in range(repeat):  # side by side: each build between the halves of its reference
         for workers in (1, 2):
-            built = _build(scratch, workers, serials[0], main_folder)
-            if workers not in builds or built["seconds"] < builds[workers]["seconds"]:
+            built = _build(scratch, workers, main_folder)
+            costs[workers].append(built["engine_cost"])
+            if workers not in builds or built["engine_cost"] < builds[workers]["engine_cost"]:
                 builds[workers] = built
-    serials.append(_serial(main_folder))  # the load of a shared machine drifts: once more after
-    result["lab"] = min(serials, key=lambda serial: serial["seconds_sum"])
-    result["serial_seconds"] = [serial["seconds_sum"] for serial in serials]
-    reference = result["lab"]["seconds_sum"]
-    print(f"one-trace times, best of {len(serials)}: {reference:.1f} s; engine cost against them, "
-          f"best of {repeat} builds (target <= 1.15):")
-    for workers, built in builds.items():
-        built["engine_cost"] = round(built["seconds"] / (reference / workers), 3)
-        print(f"  {workers} worker(s): {built['seconds']:.1f} s, {built['engine_cost']}x")
-    serial_cpu = min(serial["cpu_s"] for serial in serials)
-    print(f"CPU seconds (what the other load of a shared machine changes least): one-trace parses "
-          f"{serial_cpu:.1f} s, best of {len(serials)}; the builds' CPU over them:")
+    result["lab"], result["costs"] = builds[2].pop("lab"), costs
+    builds[1].pop("lab")
+    print(f"lab: {result['lab']['files']} traces, {result['lab']['mb']} MB. Engine cost, each build "
+          f"against the one-trace times around it, best of {repeat} (target <= 1.15):")
     for workers, built in builds.items():
         spent = built["cpu_s"]
-        built["engine_cpu_cost"] = round((spent["workers"] + spent["client"]) / serial_cpu, 3)
-        print(f"  {workers} worker(s): workers {spent['workers']:.1f} s + client and scheduler "
-              f"{spent['client']:.1f} s = {built['engine_cpu_cost']}x")
-    result["speedup_2_over_1"] = round(result["builds"][1]["seconds"] / result["builds"][2]["seconds"], 2)
+        print(f"  {workers} worker(s): {built['seconds']:.1f} s against {built['reference']['seconds_sum']:.1f}"
+              f" / {workers} s: {built['engine_cost']}x (all rounds: {costs[workers]}); CPU: workers "
+              f"{spent['workers']:.1f} s + client and scheduler {spent['client']:.1f} s against "
+              f"{built['reference']['cpu_s']:.1f} s: {built['engine_cpu_cost']}x")
+    result["speedup_2_over_1"] = round(builds[1]["seconds"] / builds[2]["seconds"], 2)
     print(f"2 workers over 1: {result['speedup_2_over_1']}x (target >= 1.7)")
     rerun = min((_rerun(scratch, main_folder, late) for _ in range(2)),
                 key=lambda build: build["seconds"])
-    rerun["share_of_first"] = round(rerun["seconds"] / result["builds"][2]["seconds"], 4)
+    rerun["share_of_first"] = round(rerun["seconds"] / builds[2]["seconds"], 4)
     result["rerun"] = rerun
     print(f"re-run with 10 new traces: {rerun['seconds']:.2f} s (+{rerun['cluster_start_s']:.1f} s "
           f"cluster start) parsed {rerun['parsed']}, skipped {rerun['skipped']}: "
@@ -216,7 +221,7 @@ def run(lab: Path, scratch: Path, repeat: int = 1) -> dict:
     result["load_average_after"] = os.getloadavg()[0]
     print(f"1-minute load average: {result['load_average_before']:.1f} before, "
           f"{result['load_average_after']:.1f} after (2 CPUs: above 2, others share them)")
-    for workers, built in result["builds"].items():
+    for workers, built in builds.items():
         for sample in built["rss_samples"]:
             print(f"  {workers} worker(s), {sample['done']} traces done: client {sample['client_mb']} MB, "
                   f"workers {sample['workers_mb']} MB")
