@@ -140,11 +140,11 @@ def _build(scratch: Path, workers: int, folder: str) -> dict:
                  mb_per_s=round(lab["mb"] / built["seconds"], 1),
                  engine_cost=round(built["seconds"] / (reference["seconds_sum"] / workers), 3),
                  engine_cpu_cost=round(sum(built["cpu_s"].values()) / reference["cpu_s"], 3))
-    print(f"{workers} worker(s): {built['seconds']:.1f} s (+{built['cluster_start_s']:.1f} s cluster "
-          f"start), {built['traces_per_s']} traces/s, {built['mb_per_s']} MB/s; one-trace times around "
-          f"it {before['seconds_sum']:.1f} + {after['seconds_sum']:.1f} s: engine cost "
-          f"{built['engine_cost']}x, in CPU seconds {built['engine_cpu_cost']}x; client peak RSS "
-          f"{built['client_peak_rss_mb']} MB, worker peaks {built['worker_peak_rss_mb']} MB")
+    print(f"{workers} worker(s): {built['seconds']:.1f} s (+{built['cluster_start_s']:.1f} s "
+          f"cluster start), {built['traces_per_s']} traces/s, {built['mb_per_s']} MB/s; one-trace "
+          f"times around it {before['seconds_sum']:.1f} + {after['seconds_sum']:.1f} s: engine "
+          f"cost {built['engine_cost']}x, in CPU seconds {built['engine_cpu_cost']}x; client peak "
+          f"RSS {built['client_peak_rss_mb']} MB, worker peaks {built['worker_peak_rss_mb']} MB")
     return dict(built, lab=lab)
 
 
@@ -201,14 +201,15 @@ def run(lab: Path, scratch: Path, repeat: int = 1) -> dict:
                 builds[workers] = built
     result["lab"], result["costs"] = builds[2].pop("lab"), costs
     builds[1].pop("lab")
-    print(f"lab: {result['lab']['files']} traces, {result['lab']['mb']} MB. Engine cost, each build "
-          f"against the one-trace times around it, best of {repeat} (target <= 1.15):")
+    print(f"lab: {result['lab']['files']} traces, {result['lab']['mb']} MB. Engine cost, each "
+          f"build against the one-trace times around it, best of {repeat} (target <= 1.15):")
     for workers, built in builds.items():
-        spent = built["cpu_s"]
-        print(f"  {workers} worker(s): {built['seconds']:.1f} s against {built['reference']['seconds_sum']:.1f}"
-              f" / {workers} s: {built['engine_cost']}x (all rounds: {costs[workers]}); CPU: workers "
-              f"{spent['workers']:.1f} s + client and scheduler {spent['client']:.1f} s against "
-              f"{built['reference']['cpu_s']:.1f} s: {built['engine_cpu_cost']}x")
+        spent, reference = built["cpu_s"], built["reference"]
+        print(f"  {workers} worker(s): {built['seconds']:.1f} s against "
+              f"{reference['seconds_sum']:.1f} / {workers} s: {built['engine_cost']}x (all rounds: "
+              f"{costs[workers]}); CPU: workers {spent['workers']:.1f} s + client and scheduler "
+              f"{spent['client']:.1f} s against {reference['cpu_s']:.1f} s: "
+              f"{built['engine_cpu_cost']}x")
     result["speedup_2_over_1"] = round(builds[1]["seconds"] / builds[2]["seconds"], 2)
     print(f"2 workers over 1: {result['speedup_2_over_1']}x (target >= 1.7)")
     rerun = min((_rerun(scratch, main_folder, late) for _ in range(2)),

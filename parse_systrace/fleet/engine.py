@@ -2,9 +2,9 @@
 
 :func:`cluster` gives a ``distributed.Client``: by default of an embedded ``LocalCluster``
 sized to the machine (one worker process per CPU this process may use, one thread each, so a
-task parses on one core; a worker holds two tasks at most: :data:`TASKS_IN_FLIGHT`; glibc keeps its memory
-settings: :data:`MALLOC_TRIM`; housekeeping is spaced out: :data:`HOUSEKEEPING`), or of an
-existing cluster (``--scheduler tcp://HOST:PORT``; its workers need ``pip install
+task parses on one core; a worker holds two tasks at most: :data:`TASKS_IN_FLIGHT`; glibc keeps
+its memory settings: :data:`MALLOC_TRIM`; housekeeping is spaced out: :data:`HOUSEKEEPING`), or
+of an existing cluster (``--scheduler tcp://HOST:PORT``; its workers need ``pip install
 'nnscope[fleet]'`` and the traces on a path they can read).
 
 :func:`run` submits :func:`.task.parse_traces` for consecutive batches of the files (:func:`batches`:
@@ -41,7 +41,8 @@ from nnscope.parse_systrace.fleet.task import parse_traces
 #: embedded cluster sets 2 (the running task and the next, so no worker waits a round trip between
 #: two tasks), so the last tasks go to whichever worker is free first. With infinity (every task
 #: sent at once, work stealing to balance) one of two workers sat idle for the last 1.1-1.9 s of a
-#: 46-50 s build, against 0.3 s now. An existing cluster keeps its own setting.
+#: 46-50 s build; with queuing 0.3 s, and 0.02-0.12 s with tasks that shrink towards the end
+#: (:func:`batches`). An existing cluster keeps its own setting.
 SATURATION = "distributed.scheduler.worker-saturation"
 TASKS_IN_FLIGHT = 2.0
 #: The workers' statistical profiler (a stack sample every 10 ms): the embedded cluster turns it
@@ -58,9 +59,10 @@ MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 #: defaults: a tick every 20 ms that detects a blocked loop, a psutil sample every 500 ms for the
 #: dashboard, a memory check every 100 ms in each worker and nanny). An idle embedded 2-worker
 #: cluster spends 6.6 % of a core on them; each wake-up also takes the GIL from the worker's parse.
-#: The embedded cluster (no dashboard, tasks of a second at most) spaces them out: 1.0 % of a core idle,
-#: and a 2-worker build of 288 lab traces took 6.6-6.8 s against 6.8-7.4 s, the workers' CPU 6 %
-#: less (``benchmarks/fleet.py``). A worker past its memory limit is still stopped within a second.
+#: The embedded cluster (no dashboard, tasks of a second at most) spaces them out: 1.0 % of a
+#: core idle, and a 2-worker build of 288 lab traces took 6.6-6.8 s against 6.8-7.4 s, the
+#: workers' CPU 6 % less (three alternating pairs). A worker past its memory limit is still
+#: stopped within a second.
 HOUSEKEEPING = {"distributed.admin.tick.interval": "1s",
                 "distributed.admin.system-monitor.interval": "5s",
                 "distributed.worker.memory.monitor-interval": "1s"}
