@@ -87,8 +87,7 @@ def plan(source) -> Optional["Split"]:
 
 def _split_at(target) -> Optional[int]:
     """The offset of the split row of a file worth splitting, else None (also when the
-    search meets a line it cannot read: the serial passes report it with its line number,
-    and when the file was emptied after its size was read: mmap's ValueError).
+    search meets a line it cannot read: the serial passes report it with its line number).
     The size comes first: a small file does not count threads (:func:`forks_safely`)."""
     try:
         size = os.stat(target).st_size
@@ -101,7 +100,7 @@ def _split_at(target) -> Optional[int]:
             rows = begin_rows_from(handle, int(size * PARENT_SHARE), "[NN_LA_PO]")
             with closing(rows):
                 return next((offset for offset, _ in rows), None)
-    except (OSError, ValueError, TraceFormatError):
+    except (OSError, TraceFormatError):
         return None
 
 

@@ -151,7 +151,11 @@ def begin_rows_from(binary: BinaryIO, start: int, needle: str) -> Iterator[tuple
     import mmap  # here, not at start-up: only a split read searches
 
     pattern = needle.encode()
-    with mmap.mmap(binary.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    try:
+        mapped = mmap.mmap(binary.fileno(), 0, access=mmap.ACCESS_READ)
+    except ValueError:  # an empty file (emptied, perhaps, since its size was read): no rows
+        return
+    with mapped as data:
         if start:
             start = data.find(b"\n", start - 1) + 1 or len(data)
         hit = data.find(pattern, start)

@@ -175,6 +175,8 @@ def test_a_file_emptied_after_its_size_was_read_stays_serial(tmp_path, monkeypat
     monkeypatch.setattr(_parallel, "MIN_BYTES", -1)  # as if its size had been read before
     monkeypatch.setattr(_parallel, "usable_cpus", lambda: 2)
     assert _parallel._split_at(str(empty)) is None  # mmap of an empty file: ValueError
+    with open(empty, "rb") as handle:
+        assert list(systrace.begin_rows_from(handle, 0, "[NN_LA_PO]")) == []
 
 
 def _record_guesses(monkeypatch) -> list:
