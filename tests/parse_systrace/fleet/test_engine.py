@@ -35,7 +35,8 @@ def test_batches_shrink_to_single_traces_at_the_end(tmp_path):
 
 def test_every_thread_gets_tasks_even_of_small_files(tmp_path):
     groups = engine.batches(_files(tmp_path, [10] * 16), threads=2)
-    assert len(groups) >= 2 * engine.TASKS_PER_THREAD
+    # at most 2 files (16 / 8 tasks), budgets 160 // 8 = 20, then under 20 bytes: one each
+    assert [len(group) for group in groups] == [2] + [1] * 14
 
 
 class _Future:
